@@ -1,0 +1,129 @@
+"""``evalreg check``: validate a registry and summarise it, as data for a renderer."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from evalreg.registry.diagnostics import Finding, Severity
+from evalreg.registry.loader import Registry, inspect_registry
+from evalreg.registry.tree import Tree
+
+
+@dataclass(frozen=True)
+class UseCaseRow:
+    selection: str
+    use_case: str
+    task: str
+    evalset: str
+    items: int
+    slices: dict[str, int]
+    candidates: int
+    selected: str
+
+
+@dataclass
+class CheckResult:
+    """What ``check`` found: findings, counts and one row per use case."""
+
+    findings: list[Finding]
+    counts: dict[str, int] = field(default_factory=dict)
+    use_cases: list[UseCaseRow] = field(default_factory=list)
+
+    def exit_code(self, *, strict: bool = False) -> int:
+        severities = {f.severity for f in self.findings}
+        if Severity.ERROR in severities:
+            return 2
+        if Severity.FINDING in severities or (strict and Severity.WARNING in severities):
+            return 1
+        return 0
+
+    def as_dict(self, *, strict: bool = False) -> dict[str, object]:
+        return {
+            "ok": self.exit_code(strict=strict) == 0,
+            "exit_code": self.exit_code(strict=strict),
+            "findings": [f.as_dict() for f in self.findings],
+            "counts": self.counts,
+            "use_cases": [row.__dict__ for row in self.use_cases],
+        }
+
+
+def check(root: str | Path | Tree = ".") -> CheckResult:
+    """Load the registry at ``root`` and run every check that needs no results."""
+    registry, findings = inspect_registry(root)
+    if not findings:
+        # With errors, "unused" is often only a consequence of a file that failed to load.
+        findings = _warnings(registry)
+    return CheckResult(sorted(set(findings)), _counts(registry), _use_cases(registry))
+
+
+def _counts(registry: Registry) -> dict[str, int]:
+    return {
+        "model pins": len(registry.pins),
+        "tasks": len(registry.tasks),
+        "rubrics": len(registry.rubrics),
+        "selections": len(registry.selections),
+        "eval sets": len(registry.evalsets),
+        "eval items": sum(len(e.items) for e in registry.evalsets.values()),
+    }
+
+
+def _use_cases(registry: Registry) -> list[UseCaseRow]:
+    rows = []
+    for ident, sel in sorted(registry.selections.items()):
+        task = registry.tasks.get(sel.task)
+        evalset = (
+            registry.evalset_of(sel.task)
+            if task is not None and _has_evalset(registry, sel.task)
+            else None
+        )
+        rows.append(
+            UseCaseRow(
+                selection=ident,
+                use_case=sel.use_case,
+                task=sel.task,
+                evalset=evalset.path if evalset else "-",
+                items=len(evalset.items) if evalset else 0,
+                slices=dict(sorted(evalset.slices.items())) if evalset else {},
+                candidates=len(sel.candidates),
+                selected=sel.selected,
+            )
+        )
+    return rows
+
+
+def _has_evalset(registry: Registry, task_id: str) -> bool:
+    try:
+        registry.evalset_of(task_id)
+    except (KeyError, ValueError):
+        return False
+    return True
+
+
+def _warnings(registry: Registry) -> list[Finding]:
+    used_pins = {c.pin for s in registry.selections.values() for c in s.candidates}
+    used_pins |= {
+        c.grader.judge
+        for r in registry.rubrics.values()
+        for c in r.criteria
+        if c.grader.type == "llm_judge"
+    }
+    used_tasks = {s.task for s in registry.selections.values()}
+    used_rubrics = {t.rubric for t in registry.tasks.values()}
+    out = []
+    for kind, ids, used in (
+        ("models", registry.pins, used_pins),
+        ("tasks", registry.tasks, used_tasks),
+        ("rubrics", registry.rubrics, used_rubrics),
+    ):
+        for ident in sorted(set(ids) - used):
+            out.append(
+                Finding(
+                    registry.file_of(kind, ident),
+                    0,
+                    0,
+                    f"{ident!r} is not used by any selection",
+                    Severity.WARNING,
+                )
+            )
+    return out

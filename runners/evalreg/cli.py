@@ -1,0 +1,128 @@
+"""The ``evalreg`` command line: parse arguments, call the library, render its data.
+
+Heavy modules (pydantic, rich, DVC, GitPython) are imported inside the commands that
+use them so ``evalreg --help`` stays fast.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from evalreg import __version__
+from evalreg.errors import EvalregError
+
+Handler = Callable[[argparse.Namespace], int]
+
+
+def find_root(start: Path) -> Path:
+    """The repository root: the nearest ancestor holding ``.git`` or ``registry/``."""
+    start = start.resolve()
+    for candidate in (start, *start.parents):
+        if (candidate / ".git").exists() or (candidate / "registry").is_dir():
+            return candidate
+    return start
+
+
+def _root(args: argparse.Namespace) -> Path:
+    if args.directory is not None:
+        path = Path(args.directory)
+        if not path.is_dir():
+            from evalreg.errors import UsageError
+
+            raise UsageError(f"-C {args.directory}: no such directory")
+        return path.resolve()
+    return find_root(Path.cwd())
+
+
+# ---------------------------------------------------------------- commands
+def cmd_check(args: argparse.Namespace) -> int:
+    from evalreg.check import check
+    from evalreg.render import print_check
+
+    result = check(_root(args))
+    if args.json:
+        sys.stdout.write(json.dumps(result.as_dict(strict=args.strict), indent=2) + "\n")
+    else:
+        print_check(result, strict=args.strict)
+    return result.exit_code(strict=args.strict)
+
+
+def cmd_init(args: argparse.Namespace) -> int:
+    from evalreg.render import console
+    from evalreg.scaffold import init_registry
+
+    target = Path(args.path)
+    created = init_registry(target, remote=args.remote)
+    out = console()
+    out.print(f"Initialised an evalreg registry in [bold]{created.root}[/bold]")
+    out.print(f"  DVC remote: {created.remote}")
+    out.print("Next steps:")
+    out.print(f"  cd {args.path}")
+    out.print("  evalreg check")
+    out.print("  git add -A && git commit -m 'Start an eval registry'")
+    return 0
+
+
+# ---------------------------------------------------------------- parser
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="evalreg",
+        description="Choose AI models on your own evidence: a versioned, reproducible eval "
+        "registry.",
+    )
+    parser.add_argument("--version", action="version", version=f"evalreg {__version__}")
+    parser.add_argument(
+        "-C", dest="directory", metavar="DIR", help="run as if started in DIR (the repo root)"
+    )
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    p = sub.add_parser("check", help="validate the registry and summarise it")
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.add_argument("--strict", action="store_true", help="warnings fail the check (exit 1)")
+    p.set_defaults(handler=cmd_check)
+
+    p = sub.add_parser("init", help="scaffold a new registry repository")
+    p.add_argument("path", metavar="DIR", help="directory to create (must be empty or absent)")
+    p.add_argument(
+        "--remote",
+        metavar="URL",
+        help="DVC remote for eval data and responses (s3://, gs://, azure://, a path); "
+        "default: a folder inside the repository",
+    )
+    p.set_defaults(handler=cmd_init)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    handler: Handler | None = getattr(args, "handler", None)
+    if handler is None:
+        parser.print_help()
+        return 2
+    try:
+        return handler(args)
+    except EvalregError as exc:
+        _print_error(exc)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        sys.stderr.write("interrupted\n")
+        return 130
+
+
+def _print_error(exc: EvalregError) -> None:
+    from evalreg.errors import RegistryError
+
+    if isinstance(exc, RegistryError):
+        for finding in exc.findings:
+            sys.stderr.write(finding.render() + "\n")
+    else:
+        sys.stderr.write(f"evalreg: error: {exc}\n")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

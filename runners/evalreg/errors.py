@@ -1,0 +1,33 @@
+"""The exception hierarchy: every error evalreg raises on purpose, and what it means."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from evalreg.registry.diagnostics import Finding
+
+
+class EvalregError(Exception):
+    """Base class of errors that end a command with a message instead of a traceback."""
+
+    exit_code = 2
+
+
+class UsageError(EvalregError):
+    """The command line or the environment cannot be used as given (exit 2)."""
+
+
+class RegistryError(EvalregError):
+    """The registry's files cannot be used: each problem is a ``Finding`` with a position."""
+
+    def __init__(self, findings: Sequence[Finding]) -> None:
+        self.findings = list(findings)
+        first = self.findings[0].render() if self.findings else "invalid registry"
+        more = len(self.findings) - 1
+        super().__init__(first + (f" (and {more} more)" if more else ""))
+
+
+class DataMissingError(EvalregError):
+    """DVC-tracked data is neither in the workspace nor in the local cache."""

@@ -1,0 +1,88 @@
+"""Eval sets: JSONL files of items, parsed with line numbers and validated item by item."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections import Counter
+from dataclasses import dataclass, field
+
+from pydantic import ValidationError
+
+from evalreg.registry.diagnostics import Finding, decode_utf8
+from evalreg.registry.schema import Item
+from evalreg.registry.validation import describe_errors
+
+MAX_LINE_FINDINGS = 50
+
+
+@dataclass(frozen=True)
+class EvalSet:
+    """A parsed eval set: its items in file order, where each one is, and its content hash."""
+
+    path: str
+    md5: str
+    items: tuple[Item, ...]
+    lines: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def slices(self) -> Counter[str]:
+        """Item counts per tag."""
+        return Counter(tag for item in self.items for tag in item.tags)
+
+
+def parse_evalset(data: bytes, path: str) -> tuple[EvalSet | None, list[Finding]]:
+    """Parse JSONL ``data``; report every bad line (up to a cap) in one pass."""
+    text = decode_utf8(data, path)
+    findings: list[Finding] = []
+    items: list[Item] = []
+    lines: dict[str, int] = {}
+    bad = 0
+    for lineno, line in enumerate(text.split("\n"), start=1):
+        if not line.strip():
+            continue
+        if bad >= MAX_LINE_FINDINGS:
+            findings.append(Finding(path, lineno, 0, "too many bad lines; stopped here"))
+            break
+        try:
+            raw = json.loads(line)
+        except json.JSONDecodeError as exc:
+            bad += 1
+            findings.append(Finding(path, lineno, exc.colno, f"invalid JSON: {exc.msg}"))
+            continue
+        if not isinstance(raw, dict):
+            bad += 1
+            findings.append(Finding(path, lineno, 1, "expected a JSON object (one item a line)"))
+            continue
+        try:
+            item = Item.model_validate(raw)
+        except ValidationError as exc:
+            bad += 1
+            for message in describe_errors(Item, raw, exc):
+                findings.append(Finding(path, lineno, 0, _item_message(raw, message)))
+            continue
+        if item.id in lines:
+            bad += 1
+            findings.append(
+                Finding(
+                    path,
+                    lineno,
+                    0,
+                    f"duplicate item id {item.id!r} (first at line {lines[item.id]})",
+                )
+            )
+            continue
+        lines[item.id] = lineno
+        items.append(item)
+    if not items and not findings:
+        findings.append(Finding(path, 1, 0, "eval set is empty: expected one JSON item a line"))
+    if findings:
+        return None, findings
+    md5 = hashlib.md5(data, usedforsecurity=False).hexdigest()
+    return EvalSet(path, md5, tuple(items), lines), []
+
+
+def _item_message(raw: dict[str, object], message: str) -> str:
+    item_id = raw.get("id")
+    prefix = f"item {item_id!r}: " if isinstance(item_id, str) else "item: "
+    return prefix + message

@@ -1,0 +1,1 @@
+"""The registry: schema, loading, diagnostics and reading files at a git revision."""

@@ -1,0 +1,461 @@
+"""Load a whole registry from a ``Tree``, reporting every problem in one pass.
+
+Loading is pure reading: it never writes, never imports user code and never calls a
+model. Files that fail to parse are remembered so a reference to them is not also
+reported as dangling.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TypeVar
+
+from pydantic import BaseModel
+
+from evalreg.errors import DataMissingError, RegistryError
+from evalreg.evalsets import EvalSet, parse_evalset
+from evalreg.registry import schema
+from evalreg.registry.diagnostics import Finding
+from evalreg.registry.migrations import upgrade
+from evalreg.registry.tree import PathEscapes, Tree, WorkspaceTree, clean_relpath
+from evalreg.registry.validation import validate
+from evalreg.registry.yamlio import Document, Loc, parse_yaml
+from evalreg.templating import TemplateProblem, variables
+
+REGISTRY_DIR = "registry"
+YAML_SUFFIXES = (".yaml", ".yml")
+MAX_TEMPLATE_FINDINGS = 5
+_ID = re.compile(schema.ID_PATTERN)
+
+M = TypeVar("M", bound=BaseModel)
+
+
+@dataclass
+class Registry:
+    """Every registry file of one version of a repository, parsed and cross-checked."""
+
+    tree: Tree
+    pins: dict[str, schema.Pin] = field(default_factory=dict)
+    tasks: dict[str, schema.Task] = field(default_factory=dict)
+    rubrics: dict[str, schema.Rubric] = field(default_factory=dict)
+    selections: dict[str, schema.Selection] = field(default_factory=dict)
+    evalsets: dict[str, EvalSet] = field(default_factory=dict)
+    documents: dict[tuple[str, str], Document] = field(default_factory=dict)
+    """(kind, id) -> the parsed document, for positions in later findings."""
+
+    def file_of(self, kind: str, ident: str) -> str:
+        return self.documents[(kind, ident)].path
+
+    def evalset_of(self, task_id: str) -> EvalSet:
+        return self.evalsets[clean_relpath(self.tasks[task_id].evalset)]
+
+
+def load_registry(root: str | Path | Tree = ".") -> Registry:
+    """Load and cross-check a registry; raise ``RegistryError`` listing every problem."""
+    registry, findings = inspect_registry(root)
+    if findings:
+        raise RegistryError(findings)
+    return registry
+
+
+def inspect_registry(root: str | Path | Tree = ".") -> tuple[Registry, list[Finding]]:
+    """Load what can be loaded and return it with every finding (errors first by file)."""
+    tree = WorkspaceTree(root) if isinstance(root, (str, Path)) else root
+    loader = _Loader(tree)
+    loader.run()
+    return loader.registry, sorted(set(loader.findings))
+
+
+class _Loader:
+    def __init__(self, tree: Tree) -> None:
+        self.tree = tree
+        self.registry = Registry(tree)
+        self.findings: list[Finding] = []
+        self.broken: set[tuple[str, str]] = set()
+
+    # ------------------------------------------------------------ files
+    def run(self) -> None:
+        for kind, model in schema.KINDS.items():
+            self._load_kind(kind, model)
+        self._check_pins()
+        self._check_rubrics()
+        self._check_tasks()
+        self._check_selections()
+
+    def _load_kind(self, kind: str, model: type[schema.VersionedFile]) -> None:
+        directory = f"{REGISTRY_DIR}/{kind}"
+        seen: dict[str, str] = {}
+        for name in self.tree.list_dir(directory):
+            stem, dot, suffix = name.rpartition(".")
+            if not dot or f".{suffix}" not in YAML_SUFFIXES:
+                continue
+            path = f"{directory}/{name}"
+            if not _ID.match(stem):
+                self.findings.append(
+                    Finding(
+                        path,
+                        0,
+                        0,
+                        f"file name {stem!r} is not a valid id: use letters, "
+                        "digits, '.', '_' and '-', starting with a letter or digit",
+                    )
+                )
+                continue
+            if stem in seen:
+                self.findings.append(
+                    Finding(path, 0, 0, f"id {stem!r} is also defined by {seen[stem]}")
+                )
+                continue
+            seen[stem] = path
+            self._load_file(kind, stem, path, model)
+
+    def _load_file(self, kind: str, ident: str, path: str, model: type[M]) -> None:
+        try:
+            doc = parse_yaml(self.tree.read(path), path)
+        except RegistryError as exc:
+            self.findings.extend(exc.findings)
+            self.broken.add((kind, ident))
+            return
+        data, problems = upgrade(kind, doc)
+        obj = None
+        if data is not None:
+            obj, problems = validate(doc, model, data)
+        if obj is None:
+            self.findings.extend(problems)
+            self.broken.add((kind, ident))
+            return
+        self.registry.documents[(kind, ident)] = doc
+        getattr(self.registry, _ATTR[kind])[ident] = obj
+
+    # ------------------------------------------------------------ helpers
+    def _doc(self, kind: str, ident: str) -> Document:
+        return self.registry.documents[(kind, ident)]
+
+    def _error(self, kind: str, ident: str, loc: Loc, message: str) -> None:
+        self.findings.append(self._doc(kind, ident).finding(loc, message))
+
+    def _ref(self, kind: str, ident: str, loc: Loc, target_kind: str, target: str) -> bool:
+        """Check that ``target`` names an existing file of ``target_kind``."""
+        if (target_kind, target) in self.broken:
+            return False
+        if (target_kind, target) in self.registry.documents:
+            return True
+        known = sorted(i for k, i in self.registry.documents if k == target_kind)
+        label = _LABEL[target_kind]
+        hint = f"; known: {', '.join(known)}" if known else ""
+        self._error(
+            kind,
+            ident,
+            loc,
+            f"{label} {target!r} does not exist (expected {REGISTRY_DIR}/{target_kind}/"
+            f"{target}.yaml){hint}",
+        )
+        return False
+
+    def _repo_file(self, kind: str, ident: str, loc: Loc, rel: str, what: str) -> str | None:
+        try:
+            path = clean_relpath(rel)
+        except PathEscapes as exc:
+            self._error(kind, ident, loc, f"{what}: {exc}")
+            return None
+        if not self.tree.is_file(path) and not self.tree.is_file(path + ".dvc"):
+            self._error(
+                kind, ident, loc, f"{what} {path!r} does not exist in the {self.tree.label}"
+            )
+            return None
+        return path
+
+    def _callable(self, kind: str, ident: str, loc: Loc, spec: str, files: list[str]) -> None:
+        module = spec.rpartition(":")[0]
+        self._repo_file(kind, ident, loc, module, "callable module")
+        for i, rel in enumerate(files):
+            self._repo_file(kind, ident, (*loc[:-1], "files", i), rel, "declared file")
+
+    # ------------------------------------------------------------ cross-checks
+    def _check_pins(self) -> None:
+        for ident, pin in self.registry.pins.items():
+            if pin.callable is not None:
+                self._callable("models", ident, ("callable",), pin.callable, pin.files)
+            else:
+                for i, rel in enumerate(pin.files):
+                    self._repo_file("models", ident, ("files", i), rel, "declared file")
+
+    def _check_rubrics(self) -> None:
+        for ident, rubric in self.registry.rubrics.items():
+            ids: dict[str, int] = {}
+            for i, criterion in enumerate(rubric.criteria):
+                if criterion.id in ids:
+                    self._error(
+                        "rubrics",
+                        ident,
+                        ("criteria", i, "id"),
+                        f"duplicate criterion id {criterion.id!r} "
+                        f"(also criteria[{ids[criterion.id]}])",
+                    )
+                ids.setdefault(criterion.id, i)
+                grader = criterion.grader
+                loc: Loc = ("criteria", i, "grader")
+                if isinstance(grader, schema.JudgeGrader):
+                    self._ref("rubrics", ident, (*loc, "judge"), "models", grader.judge)
+                elif isinstance(grader, schema.PythonGrader):
+                    self._callable(
+                        "rubrics", ident, (*loc, "callable"), grader.callable, grader.files
+                    )
+                elif isinstance(grader, schema.HumanGrader):
+                    self._repo_file(
+                        "rubrics", ident, (*loc, "file"), grader.file, "human grades file"
+                    )
+            if not any(c.critical for c in rubric.criteria):
+                for level in ("correct", "acceptable"):
+                    if getattr(rubric.levels, level).require == "critical":
+                        self._error(
+                            "rubrics",
+                            ident,
+                            ("levels", level, "require"),
+                            "require: critical, but no criterion is marked critical",
+                        )
+            for level in ("correct", "acceptable"):
+                require = getattr(rubric.levels, level).require
+                if isinstance(require, list):
+                    for j, cid in enumerate(require):
+                        if cid not in ids:
+                            self._error(
+                                "rubrics",
+                                ident,
+                                ("levels", level, "require", j),
+                                f"criterion {cid!r} is not in this rubric "
+                                f"(criteria: {', '.join(ids)})",
+                            )
+
+    def _check_tasks(self) -> None:
+        for ident, task in self.registry.tasks.items():
+            rubric_ok = self._ref("tasks", ident, ("rubric",), "rubrics", task.rubric)
+            if rubric_ok:
+                criteria = {c.id for c in self.registry.rubrics[task.rubric].criteria}
+                for i, mode in enumerate(task.failure_modes):
+                    for j, cid in enumerate(mode.detected_by):
+                        if cid not in criteria:
+                            self._error(
+                                "tasks",
+                                ident,
+                                ("failure_modes", i, "detected_by", j),
+                                f"criterion {cid!r} is not in rubric {task.rubric!r}",
+                            )
+            self._template("tasks", ident, ("prompt",), task.prompt.system, task.prompt.template)
+            evalset = self._evalset(ident, task)
+            if evalset is not None:
+                self._template_fields(
+                    "tasks", ident, ("prompt",), task.prompt.system, task.prompt.template, evalset
+                )
+
+    def _evalset(self, ident: str, task: schema.Task) -> EvalSet | None:
+        try:
+            path = clean_relpath(task.evalset)
+        except PathEscapes as exc:
+            self._error("tasks", ident, ("evalset",), f"evalset: {exc}")
+            return None
+        if path in self.registry.evalsets:
+            return self.registry.evalsets[path]
+        try:
+            data = self.tree.read_data(path)
+        except FileNotFoundError:
+            self._error(
+                "tasks",
+                ident,
+                ("evalset",),
+                f"eval set {path!r} does not exist in the {self.tree.label}",
+            )
+            return None
+        except DataMissingError as exc:
+            self._error("tasks", ident, ("evalset",), str(exc))
+            return None
+        except PathEscapes as exc:
+            self._error("tasks", ident, ("evalset",), f"evalset: {exc}")
+            return None
+        evalset, problems = parse_evalset(data, path)
+        self.findings.extend(problems)
+        if evalset is not None:
+            self.registry.evalsets[path] = evalset
+        return evalset
+
+    def _template(
+        self, kind: str, ident: str, loc: Loc, system: str | None, template: str | None
+    ) -> set[str] | None:
+        names: set[str] = set()
+        for part, source in (("system", system), ("template", template)):
+            if source is None:
+                continue
+            try:
+                names |= variables(source)
+            except TemplateProblem as exc:
+                line, col = self._doc(kind, ident).locate((*loc, part))
+                self.findings.append(
+                    Finding(
+                        self._doc(kind, ident).path,
+                        line + exc.lineno - 1,
+                        col if exc.lineno == 1 else 0,
+                        f"{_PART[part]}: {exc}",
+                    )
+                )
+                return None
+        return names
+
+    def _template_fields(
+        self,
+        kind: str,
+        ident: str,
+        loc: Loc,
+        system: str | None,
+        template: str | None,
+        evalset: EvalSet,
+    ) -> None:
+        names = self._template(kind, ident, loc, system, template)
+        if not names:
+            return
+        doc = self._doc(kind, ident)
+        for name in sorted(names):
+            lacking = [
+                item for item in evalset.items if item.input is not None and name not in item.input
+            ]
+            line = doc.locate((*loc, "template"))[0]
+            for item in lacking[:MAX_TEMPLATE_FINDINGS]:
+                self.findings.append(
+                    Finding(
+                        evalset.path,
+                        evalset.lines[item.id],
+                        0,
+                        f"item {item.id!r} has no input field {name!r}, which the prompt of "
+                        f"{doc.path}:{line} uses",
+                    )
+                )
+            if len(lacking) > MAX_TEMPLATE_FINDINGS:
+                self.findings.append(
+                    Finding(
+                        evalset.path,
+                        0,
+                        0,
+                        f"{len(lacking) - MAX_TEMPLATE_FINDINGS} more items lack input field "
+                        f"{name!r}",
+                    )
+                )
+
+    def _check_selections(self) -> None:
+        for ident, sel in self.registry.selections.items():
+            task_ok = self._ref("selections", ident, ("task",), "tasks", sel.task)
+            task = self.registry.tasks.get(sel.task) if task_ok else None
+            candidates: dict[str, int] = {}
+            for i, cand in enumerate(sel.candidates):
+                if cand.id in candidates:
+                    self._error(
+                        "selections",
+                        ident,
+                        ("candidates", i, "id"),
+                        f"duplicate candidate id {cand.id!r}",
+                    )
+                candidates.setdefault(cand.id, i)
+                self._ref("selections", ident, ("candidates", i, "pin"), "models", cand.pin)
+                if task is not None and cand.prompt is not None:
+                    system = (
+                        cand.prompt.system if cand.prompt.system is not None else task.prompt.system
+                    )
+                    template = cand.prompt.template or task.prompt.template
+                    evalset = self.registry.evalsets.get(_safe(task.evalset))
+                    if evalset is not None:
+                        self._template_fields(
+                            "selections",
+                            ident,
+                            ("candidates", i, "prompt"),
+                            system,
+                            template,
+                            evalset,
+                        )
+                    else:
+                        self._template(
+                            "selections",
+                            ident,
+                            ("candidates", i, "prompt"),
+                            cand.prompt.system,
+                            cand.prompt.template,
+                        )
+            if sel.selected not in candidates:
+                self._error(
+                    "selections",
+                    ident,
+                    ("selected",),
+                    f"selected candidate {sel.selected!r} is not among the candidates "
+                    f"({', '.join(candidates)})",
+                )
+            for i, waiver in enumerate(sel.waivers):
+                if waiver.candidate not in candidates:
+                    self._error(
+                        "selections",
+                        ident,
+                        ("waivers", i, "candidate"),
+                        f"waiver for {waiver.candidate!r}, which is not a candidate",
+                    )
+            self._check_policy(ident, sel, task)
+
+    def _check_policy(self, ident: str, sel: schema.Selection, task: schema.Task | None) -> None:
+        criteria: set[str] | None = None
+        slices: set[str] | None = None
+        if task is not None:
+            rubric = self.registry.rubrics.get(task.rubric)
+            criteria = {c.id for c in rubric.criteria} if rubric else None
+            evalset = self.registry.evalsets.get(_safe(task.evalset))
+            slices = set(evalset.slices) if evalset else None
+        policy = sel.policy
+        metrics: list[tuple[Loc, str]] = [
+            (("policy", "gates", i, "metric"), g.metric) for i, g in enumerate(policy.gates)
+        ]
+        for kind in ("lexicographic", "weighted"):
+            for i, term in enumerate(getattr(policy.objective, kind) or []):
+                goal = "maximize" if term.maximize is not None else "minimize"
+                metrics.append((("policy", "objective", kind, i, goal), term.metric))
+        if policy.non_inferiority is not None:
+            ni = policy.non_inferiority
+            metrics.append((("policy", "non_inferiority", "metric"), ni.metric))
+            goal = "maximize" if ni.prefer.maximize is not None else "minimize"
+            metrics.append((("policy", "non_inferiority", "prefer", goal), ni.prefer.metric))
+        for loc, metric in metrics:
+            problem = metric_problem(metric, criteria)
+            if problem:
+                self._error("selections", ident, loc, problem)
+        if slices is not None:
+            for i, gate in enumerate(policy.gates):
+                if gate.slice != "all" and gate.slice not in slices:
+                    self._error(
+                        "selections",
+                        ident,
+                        ("policy", "gates", i, "slice"),
+                        f"slice {gate.slice!r} has no items in the eval set (slices: "
+                        f"{', '.join(sorted(slices))})",
+                    )
+
+
+def metric_problem(metric: str, criteria: set[str] | None) -> str | None:
+    """Why ``metric`` is not a metric a policy can use, or None if it is."""
+    if metric in schema.BASE_METRICS:
+        return None
+    if metric.startswith("criterion:"):
+        cid = metric.partition(":")[2]
+        if criteria is None or cid in criteria:
+            return None
+        return f"criterion {cid!r} is not in the task's rubric ({', '.join(sorted(criteria))})"
+    return (
+        f"unknown metric {metric!r}; expected one of: {', '.join(schema.BASE_METRICS)}, "
+        "or criterion:<id>"
+    )
+
+
+def _safe(rel: str) -> str:
+    try:
+        return clean_relpath(rel)
+    except PathEscapes:
+        return rel
+
+
+_PART = {"system": "system prompt", "template": "prompt template"}
+_ATTR = {"models": "pins", "tasks": "tasks", "rubrics": "rubrics", "selections": "selections"}
+_LABEL = {"models": "model pin", "tasks": "task", "rubrics": "rubric", "selections": "selection"}

@@ -1,0 +1,492 @@
+"""The registry's file contracts as pydantic models: pins, tasks, rubrics, selections, items.
+
+Models are strict (YAML already typed every scalar, so ``"3"`` is not a number) and
+forbid unknown keys. Cross-file references are checked by the loader, not here.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import date
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic_core import PydanticCustomError
+
+SCHEMA_VERSION = 1
+
+ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$"
+Id = Annotated[str, Field(pattern=ID_PATTERN)]
+RelPath = Annotated[str, Field(min_length=1, max_length=4096)]
+LaxDate = Annotated[date, Field(strict=False)]
+Text = Annotated[str, Field(max_length=200_000)]
+Fraction = Annotated[float, Field(ge=0.0, le=1.0)]
+NonNegative = Annotated[float, Field(ge=0.0)]
+ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+class Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+
+
+class VersionedFile(Model):
+    schema_version: int
+
+
+# ---------------------------------------------------------------- model pins
+class Price(Model):
+    """Prices from a dated price sheet, in USD per million tokens (or per call)."""
+
+    input_per_mtok: NonNegative = 0.0
+    output_per_mtok: NonNegative = 0.0
+    reasoning_per_mtok: NonNegative | None = None
+    per_call: NonNegative = 0.0
+    as_of: LaxDate
+    source: str | None = None
+
+
+class Limits(Model):
+    """How hard a run may push one pin's endpoint."""
+
+    concurrency: Annotated[int, Field(ge=1, le=4096)] = 16
+    requests_per_minute: Annotated[int, Field(ge=1)] | None = None
+    tokens_per_minute: Annotated[int, Field(ge=1)] | None = None
+    timeout_s: Annotated[float, Field(gt=0, le=3600)] = 120.0
+    max_retries: Annotated[int, Field(ge=0, le=20)] = 6
+
+
+class Benchmark(Model):
+    """A public benchmark score: shortlist evidence only, never a selection criterion."""
+
+    name: str
+    score: float
+    source: str
+    date: LaxDate
+
+
+_RESERVED_PARAMS = frozenset({"model", "messages", "system", "stream", "n"})
+_SECRET_PARAMS = frozenset({"api_key", "apikey", "key", "authorization", "token", "password"})
+
+
+class Pin(VersionedFile):
+    """A model pin: one exact, callable configuration of a model or system."""
+
+    description: Text | None = None
+    provider: Literal["openai", "anthropic", "python"]
+    model: Annotated[str, Field(min_length=1, max_length=256)] | None = None
+    base_url: Annotated[str, Field(pattern=r"^https?://[^\s]+$")] | None = None
+    api_key_env: str | None = None
+    callable: Annotated[str, Field(pattern=r"^[^:\s]+\.py:[A-Za-z_][A-Za-z0-9_]*$")] | None = None
+    files: list[RelPath] = Field(default_factory=list)
+    params: dict[str, Any] = Field(default_factory=dict)
+    price: Price | None = None
+    limits: Limits = Field(default_factory=Limits)
+    benchmarks: list[Benchmark] = Field(default_factory=list)
+
+    @field_validator("api_key_env")
+    @classmethod
+    def _env_name(cls, value: str | None) -> str | None:
+        if value is not None and not ENV_NAME.match(value):
+            # Never echo the value: it may be the secret itself.
+            raise PydanticCustomError(
+                "env_name",
+                "must be the name of an environment variable (like OPENAI_API_KEY), not a "
+                "key: remove the secret from this file",
+            )
+        return value
+
+    @model_validator(mode="after")
+    def _provider_fields(self) -> Pin:
+        if self.provider == "python":
+            if self.callable is None:
+                raise ValueError("a 'python' pin needs 'callable: path/to/file.py:function'")
+            if self.base_url is not None or self.api_key_env is not None:
+                raise ValueError("a 'python' pin takes no base_url or api_key_env")
+        else:
+            if self.model is None:
+                raise ValueError(f"a '{self.provider}' pin needs 'model': the exact snapshot id")
+            if self.callable is not None:
+                raise ValueError("'callable' is only for provider 'python'")
+            if self.api_key_env is None:
+                raise ValueError(
+                    "an HTTP pin needs 'api_key_env': the NAME of the environment variable "
+                    "holding the key (the key itself never goes in a file)"
+                )
+        reserved = sorted(set(self.params) & _RESERVED_PARAMS)
+        if reserved:
+            raise ValueError(f"params may not set {', '.join(reserved)}: evalreg sets them")
+        secret = sorted(k for k in self.params if k.lower() in _SECRET_PARAMS)
+        if secret:
+            raise ValueError(
+                f"params may not hold credentials ({', '.join(secret)}): name the environment "
+                "variable in 'api_key_env' instead"
+            )
+        return self
+
+
+# ---------------------------------------------------------------- graders
+class _Grader(Model):
+    pass
+
+
+class _FieldGrader(_Grader):
+    field: str | None = None
+    """Dotted path into the parsed output; absent means the whole output text."""
+    expected_field: str | None = None
+    """Key in the item's ``expected``; absent means ``field`` (or the whole expected)."""
+
+
+class ExactGrader(_FieldGrader):
+    type: Literal["exact"]
+    value: Any = None
+    ignore_case: bool = False
+
+
+class NormalizedGrader(_FieldGrader):
+    type: Literal["normalized"]
+    value: Any = None
+
+
+class RegexGrader(_FieldGrader):
+    type: Literal["regex"]
+    pattern: Annotated[str, Field(min_length=1, max_length=2000)]
+    ignore_case: bool = False
+    must_match: bool = True
+
+    @model_validator(mode="after")
+    def _compiles(self) -> RegexGrader:
+        try:
+            re.compile(self.pattern)
+        except re.error as exc:
+            raise ValueError(f"pattern is not a valid regular expression: {exc}") from None
+        return self
+
+
+class ContainsGrader(_FieldGrader):
+    type: Literal["contains", "not_contains"]
+    value: str | list[str] | None = None
+    ignore_case: bool = True
+
+    @model_validator(mode="after")
+    def _has_needle(self) -> ContainsGrader:
+        if self.value is None and self.expected_field is None:
+            raise ValueError("give 'value' (text or list) or 'expected_field'")
+        return self
+
+
+class JsonSchemaGrader(_Grader):
+    type: Literal["json_schema"]
+    schema_: dict[str, Any] | None = Field(default=None, alias="schema")
+    """Absent means the task's output schema."""
+
+
+class FieldExactGrader(_FieldGrader):
+    type: Literal["field_exact"]
+    field: str
+    ignore_case: bool = False
+
+
+class FieldNumericGrader(_FieldGrader):
+    type: Literal["field_numeric"]
+    field: str
+    tolerance: NonNegative = 0.0
+    relative: bool = False
+
+
+class FieldFuzzyGrader(_FieldGrader):
+    type: Literal["field_fuzzy"]
+    field: str
+    threshold: Fraction = 0.8
+
+
+class FieldSetF1Grader(_FieldGrader):
+    type: Literal["field_set_f1"]
+    field: str
+    threshold: Fraction = 1.0
+
+
+class RefusalGrader(_FieldGrader):
+    type: Literal["refusal"]
+    expected_field: str = "should_refuse"
+    markers: list[str] = Field(
+        default_factory=lambda: [
+            "i can't",
+            "i cannot",
+            "i'm unable",
+            "i am unable",
+            "could you clarify",
+            "need more information",
+            "please provide",
+        ]
+    )
+
+
+class LengthGrader(_FieldGrader):
+    type: Literal["length"]
+    min_chars: Annotated[int, Field(ge=0)] | None = None
+    max_chars: Annotated[int, Field(ge=0)] | None = None
+    min_words: Annotated[int, Field(ge=0)] | None = None
+    max_words: Annotated[int, Field(ge=0)] | None = None
+    max_lines: Annotated[int, Field(ge=1)] | None = None
+
+    @model_validator(mode="after")
+    def _some_bound(self) -> LengthGrader:
+        bounds = (self.min_chars, self.max_chars, self.min_words, self.max_words, self.max_lines)
+        if all(b is None for b in bounds):
+            raise ValueError("give at least one bound (min_chars, max_chars, min_words, ...)")
+        return self
+
+
+class PythonGrader(_Grader):
+    type: Literal["python"]
+    callable: Annotated[str, Field(pattern=r"^[^:\s]+\.py:[A-Za-z_][A-Za-z0-9_]*$")]
+    files: list[RelPath] = Field(default_factory=list)
+    params: dict[str, Any] = Field(default_factory=dict)
+
+
+class JudgeGrader(_Grader):
+    type: Literal["llm_judge"]
+    judge: Id
+    """The pin id of the judge model: there is no default judge."""
+    prompt: Annotated[str, Field(min_length=1, max_length=100_000)]
+    prompt_version: Annotated[str, Field(min_length=1, max_length=64)]
+    pass_threshold: Fraction = 0.5
+
+
+class HumanGrader(_Grader):
+    type: Literal["human"]
+    file: RelPath
+    min_raters: Annotated[int, Field(ge=1)] = 1
+
+
+Grader = Annotated[
+    ExactGrader
+    | NormalizedGrader
+    | RegexGrader
+    | ContainsGrader
+    | JsonSchemaGrader
+    | FieldExactGrader
+    | FieldNumericGrader
+    | FieldFuzzyGrader
+    | FieldSetF1Grader
+    | RefusalGrader
+    | LengthGrader
+    | PythonGrader
+    | JudgeGrader
+    | HumanGrader,
+    Field(discriminator="type"),
+]
+
+
+# ---------------------------------------------------------------- rubrics
+class Criterion(Model):
+    id: Id
+    description: Text
+    grader: Grader
+    weight: Annotated[float, Field(gt=0)] = 1.0
+    critical: bool = False
+    slices: list[str] | None = None
+    """When given, the criterion applies only to items tagged with one of these slices."""
+
+
+class LevelRule(Model):
+    require: Literal["all", "critical", "none"] | list[Id] = "all"
+    min_score: Fraction | None = None
+    """Minimum weighted share of applicable criteria that pass."""
+
+
+class Levels(Model):
+    correct: LevelRule = Field(default_factory=lambda: LevelRule(require="all"))
+    acceptable: LevelRule = Field(default_factory=lambda: LevelRule(require="critical"))
+
+
+class Rubric(VersionedFile):
+    description: Text
+    version: Annotated[str, Field(min_length=1, max_length=64)]
+    criteria: Annotated[list[Criterion], Field(min_length=1)]
+    levels: Levels = Field(default_factory=Levels)
+
+
+# ---------------------------------------------------------------- tasks
+class Prompt(Model):
+    system: Text | None = None
+    template: Text
+
+
+class PromptVariant(Model):
+    system: Text | None = None
+    template: Text | None = None
+
+
+class Output(Model):
+    parser: Literal["text", "json", "regex"] = "text"
+    pattern: str | None = None
+    """For ``regex``: the first group (or the whole match) is the answer."""
+    schema_: dict[str, Any] | None = Field(default=None, alias="schema")
+
+    @model_validator(mode="after")
+    def _pattern(self) -> Output:
+        if self.parser == "regex":
+            if not self.pattern:
+                raise ValueError("parser 'regex' needs 'pattern'")
+            try:
+                re.compile(self.pattern)
+            except re.error as exc:
+                raise ValueError(f"pattern is not a valid regular expression: {exc}") from None
+        elif self.pattern is not None:
+            raise ValueError("'pattern' is only for parser 'regex'")
+        if self.schema_ is not None and self.parser != "json":
+            raise ValueError("'schema' is only for parser 'json'")
+        return self
+
+
+class FailureMode(Model):
+    id: Id
+    description: Text
+    cost_usd: NonNegative
+    """What one occurrence costs the business, in USD."""
+    detected_by: Annotated[list[Id], Field(min_length=1)]
+
+
+class Task(VersionedFile):
+    description: Text
+    evalset: RelPath
+    prompt: Prompt
+    output: Output = Field(default_factory=Output)
+    rubric: Id
+    repeats: Annotated[int, Field(ge=1, le=100)] = 1
+    monthly_volume: Annotated[int, Field(ge=0)] | None = None
+    failure_modes: list[FailureMode] = Field(default_factory=list)
+
+
+# ---------------------------------------------------------------- selections
+BASE_METRICS = (
+    "pass_rate",
+    "correct_rate",
+    "acceptable_rate",
+    "unacceptable_rate",
+    "error_rate",
+    "consistency",
+    "latency_p50_ms",
+    "latency_p95_ms",
+    "cost_per_item_usd",
+    "monthly_cost_usd",
+    "failure_cost_per_1k_usd",
+)
+"""Metric names a gate or objective may use; ``criterion:<id>`` adds per-criterion pass rates."""
+
+
+class Gate(Model):
+    metric: str
+    slice: str = "all"
+    min: float | None = None
+    max: float | None = None
+    on: Literal["point", "lower_bound", "upper_bound"] = "point"
+
+    @model_validator(mode="after")
+    def _one_bound(self) -> Gate:
+        if (self.min is None) == (self.max is None):
+            raise ValueError("a gate needs exactly one of 'min' or 'max'")
+        return self
+
+
+class Term(Model):
+    maximize: str | None = None
+    minimize: str | None = None
+    weight: Annotated[float, Field(gt=0)] = 1.0
+
+    @model_validator(mode="after")
+    def _one_goal(self) -> Term:
+        if (self.maximize is None) == (self.minimize is None):
+            raise ValueError("a term needs exactly one of 'maximize' or 'minimize'")
+        return self
+
+    @property
+    def metric(self) -> str:
+        return self.maximize if self.maximize is not None else str(self.minimize)
+
+
+class Objective(Model):
+    lexicographic: Annotated[list[Term], Field(min_length=1)] | None = None
+    weighted: Annotated[list[Term], Field(min_length=1)] | None = None
+
+    @model_validator(mode="after")
+    def _one_kind(self) -> Objective:
+        if (self.lexicographic is None) == (self.weighted is None):
+            raise ValueError("an objective is either 'lexicographic' or 'weighted'")
+        return self
+
+    @property
+    def terms(self) -> list[Term]:
+        return list(self.lexicographic or self.weighted or [])
+
+
+class NonInferiority(Model):
+    metric: str = "pass_rate"
+    margin: Fraction
+    prefer: Term
+
+
+class Policy(Model):
+    pass_level: Literal["correct", "acceptable"] = "correct"
+    confidence: Annotated[float, Field(gt=0.5, lt=1.0)] = 0.95
+    gates: list[Gate] = Field(default_factory=list)
+    objective: Objective
+    non_inferiority: NonInferiority | None = None
+
+
+class Candidate(Model):
+    id: Id
+    pin: Id
+    prompt: PromptVariant | None = None
+    description: Text | None = None
+
+
+class Waiver(Model):
+    candidate: Id
+    reason: Annotated[str, Field(min_length=1)]
+    approver: Annotated[str, Field(min_length=1)]
+    date: LaxDate
+
+
+class Selection(VersionedFile):
+    use_case: Annotated[str, Field(min_length=1, max_length=200)]
+    description: Text | None = None
+    task: Id
+    candidates: Annotated[list[Candidate], Field(min_length=1)]
+    policy: Policy
+    selected: Id
+    rationale: Text
+    waivers: list[Waiver] = Field(default_factory=list)
+
+
+# ---------------------------------------------------------------- eval items
+class Message(Model):
+    role: Literal["system", "user", "assistant"]
+    content: Text
+
+
+class Item(Model):
+    id: Id
+    input: dict[str, Any] | None = None
+    messages: Annotated[list[Message], Field(min_length=1)] | None = None
+    expected: Any = None
+    tags: list[Annotated[str, Field(pattern=ID_PATTERN)]] = Field(default_factory=list)
+    cluster: str | None = None
+    meta: dict[str, Any] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _input_or_messages(self) -> Item:
+        if (self.input is None) == (self.messages is None):
+            raise ValueError("an item has exactly one of 'input' (template fields) or 'messages'")
+        if self.messages is not None and self.messages[-1].role != "user":
+            raise ValueError("a conversation must end with a 'user' message")
+        return self
+
+
+KINDS: dict[str, type[VersionedFile]] = {
+    "models": Pin,
+    "tasks": Task,
+    "rubrics": Rubric,
+    "selections": Selection,
+}

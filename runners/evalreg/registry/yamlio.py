@@ -1,0 +1,247 @@
+"""Safe YAML reading that keeps positions and refuses what a registry file must not hold.
+
+The document is built from ruamel.yaml's event stream rather than its constructor, so
+one linear pass can reject tags, anchors and aliases (no alias is ever expanded),
+duplicate keys and excessive nesting, while recording the 1-based position of every
+key and value for precise error messages.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from ruamel.yaml import YAML
+from ruamel.yaml.error import MarkedYAMLError, YAMLError
+from ruamel.yaml.events import (
+    AliasEvent,
+    DocumentStartEvent,
+    MappingEndEvent,
+    MappingStartEvent,
+    ScalarEvent,
+    SequenceEndEvent,
+    SequenceStartEvent,
+)
+from ruamel.yaml.nodes import ScalarNode
+
+from evalreg.errors import RegistryError
+from evalreg.registry.diagnostics import Finding, decode_utf8
+
+MAX_BYTES = 1 << 20
+MAX_DEPTH = 64
+_CORE = "tag:yaml.org,2002:"
+_ALLOWED_TAGS = {_CORE + t for t in ("str", "int", "float", "bool", "null", "map", "seq")}
+
+Loc = tuple[str | int, ...]
+Pos = tuple[int, int]
+
+
+@dataclass
+class Document:
+    """A parsed YAML document: plain Python data plus where each part came from."""
+
+    path: str
+    data: Any
+    value_pos: dict[Loc, Pos] = field(default_factory=dict)
+    key_pos: dict[Loc, Pos] = field(default_factory=dict)
+
+    def locate(self, loc: Loc, *, key: bool = False) -> Pos:
+        """Position of ``loc``, or of its nearest ancestor that has one."""
+        if key and loc in self.key_pos:
+            return self.key_pos[loc]
+        while loc:
+            if loc in self.value_pos:
+                return self.value_pos[loc]
+            loc = loc[:-1]
+        return self.value_pos.get((), (1, 1))
+
+    def finding(self, loc: Loc, message: str, *, key: bool = False) -> Finding:
+        line, col = self.locate(loc, key=key)
+        return Finding(self.path, line, col, message)
+
+
+def _pos(mark: Any) -> Pos:
+    return mark.line + 1, mark.column + 1
+
+
+def _tag_of(event: Any) -> str | None:
+    tag = getattr(event, "tag", None)
+    if tag is None:
+        return None
+    return str(getattr(tag, "value", tag))
+
+
+class _Frame:
+    __slots__ = ("container", "loc", "pending_key")
+
+    def __init__(self, container: dict[Any, Any] | list[Any], loc: Loc) -> None:
+        self.container = container
+        self.loc = loc
+        self.pending_key: tuple[Any, Pos] | None = None
+
+
+def parse_yaml(data: bytes, path: str) -> Document:
+    """Parse one YAML document from ``data``; raise ``RegistryError`` on anything unsafe."""
+    if len(data) > MAX_BYTES:
+        raise RegistryError(
+            [
+                Finding(
+                    path,
+                    0,
+                    0,
+                    f"file is {len(data)} bytes; registry files are limited to {MAX_BYTES} bytes",
+                )
+            ]
+        )
+    text = decode_utf8(data, path)
+    yaml = YAML(typ="safe", pure=True)
+    doc = Document(path, None)
+    findings: list[Finding] = []
+    stack: list[_Frame] = []
+    documents = 0
+    root_set = False
+
+    def place(value: Any, pos: Pos) -> Loc | None:
+        nonlocal root_set
+        if not stack:
+            doc.data, root_set = value, True
+            doc.value_pos[()] = pos
+            return ()
+        top = stack[-1]
+        if isinstance(top.container, list):
+            loc = (*top.loc, len(top.container))
+            top.container.append(value)
+            doc.value_pos[loc] = pos
+            return loc
+        if top.pending_key is None:
+            if not isinstance(value, (str, int, bool)) or isinstance(value, (dict, list)):
+                findings.append(Finding(path, *pos, "mapping keys must be plain scalars"))
+                top.pending_key = (object(), pos)
+                return None
+            top.pending_key = (value, pos)
+            return None
+        key, key_pos = top.pending_key
+        top.pending_key = None
+        if not isinstance(key, (str, int, bool)):
+            return None
+        loc = (*top.loc, key)
+        assert isinstance(top.container, dict)
+        if key in top.container:
+            first = doc.key_pos[loc]
+            findings.append(
+                Finding(path, *key_pos, f"duplicate key {key!r} (first defined at line {first[0]})")
+            )
+            return None
+        top.container[key] = value
+        doc.key_pos[loc] = key_pos
+        doc.value_pos[loc] = pos
+        return loc
+
+    try:
+        for event in yaml.parse(text):
+            if isinstance(event, DocumentStartEvent):
+                documents += 1
+                if documents > 1:
+                    findings.append(
+                        Finding(
+                            path,
+                            *_pos(event.start_mark),
+                            "a second YAML document: expected exactly one per file",
+                        )
+                    )
+                    break
+                continue
+            if isinstance(event, AliasEvent):
+                findings.append(
+                    Finding(
+                        path,
+                        *_pos(event.start_mark),
+                        f"alias *{event.anchor} is not allowed: registry files may not "
+                        "use anchors or aliases; write the value out",
+                    )
+                )
+                place(None, _pos(event.start_mark))
+                continue
+            anchor = getattr(event, "anchor", None)
+            if anchor is not None and isinstance(
+                event, (ScalarEvent, MappingStartEvent, SequenceStartEvent)
+            ):
+                findings.append(
+                    Finding(
+                        path,
+                        *_pos(event.start_mark),
+                        f"anchor &{anchor} is not allowed: registry files may not use "
+                        "anchors or aliases",
+                    )
+                )
+            tag = _tag_of(event)
+            if (
+                tag is not None
+                and tag not in _ALLOWED_TAGS
+                and not (isinstance(event, ScalarEvent) and tag == "!" and event.implicit[1])
+            ):
+                findings.append(
+                    Finding(
+                        path,
+                        *_pos(event.start_mark),
+                        f"YAML tag {tag.replace(_CORE, '!!')!r} is not allowed: registry files "
+                        "hold plain mappings, lists, strings, numbers and booleans",
+                    )
+                )
+                tag = None
+            if isinstance(event, ScalarEvent):
+                place(_scalar(yaml, event, tag), _pos(event.start_mark))
+            elif isinstance(event, (MappingStartEvent, SequenceStartEvent)):
+                if len(stack) >= MAX_DEPTH:
+                    findings.append(
+                        Finding(
+                            path, *_pos(event.start_mark), f"nesting deeper than {MAX_DEPTH} levels"
+                        )
+                    )
+                    break
+                container: dict[Any, Any] | list[Any] = (
+                    {} if isinstance(event, MappingStartEvent) else []
+                )
+                loc = place(container, _pos(event.start_mark))
+                stack.append(_Frame(container, loc if loc is not None else ("\0",)))
+            elif isinstance(event, (MappingEndEvent, SequenceEndEvent)):
+                stack.pop()
+    except MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        line, col = _pos(mark) if mark is not None else (0, 0)
+        problem = exc.problem or exc.context or "invalid YAML"
+        findings.append(Finding(path, line, col, f"YAML syntax error: {problem}"))
+    except YAMLError as exc:
+        findings.append(Finding(path, 0, 0, f"YAML error: {exc}"))
+    except RecursionError:
+        findings.append(Finding(path, 0, 0, "nesting too deep to parse"))
+
+    if findings:
+        raise RegistryError(sorted(set(findings)))
+    if not root_set or doc.data is None:
+        raise RegistryError([Finding(path, 1, 1, "file is empty: expected a YAML mapping")])
+    if not isinstance(doc.data, dict):
+        kind = "a list" if isinstance(doc.data, list) else "a single value"
+        raise RegistryError(
+            [
+                Finding(
+                    path,
+                    *doc.value_pos[()],
+                    f"expected a YAML mapping at the top level, found {kind}",
+                )
+            ]
+        )
+    return doc
+
+
+def _scalar(yaml: YAML, event: ScalarEvent, tag: str | None) -> Any:
+    if tag is None:
+        tag = yaml.resolver.resolve(ScalarNode, event.value, event.implicit)
+        tag = str(getattr(tag, "value", tag))
+    if tag == _CORE + "str" or event.style in ("'", '"', "|", ">"):
+        return event.value
+    node = ScalarNode(tag, event.value, event.start_mark, event.end_mark, event.style)
+    try:
+        return yaml.constructor.construct_object(node, deep=True)
+    except YAMLError:
+        return event.value

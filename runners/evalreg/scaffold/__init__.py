@@ -1,0 +1,52 @@
+"""Scaffolding for ``evalreg init``: a new registry repository with a small working example."""
+
+from __future__ import annotations
+
+import shutil
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+
+from evalreg.errors import UsageError
+
+_RENAMES = {"gitignore": ".gitignore", "gitattributes": ".gitattributes"}
+EXAMPLE_EVALSET = "evalsets/faq-routing.jsonl"
+
+
+@dataclass(frozen=True)
+class Scaffolded:
+    root: Path
+    remote: str
+
+
+def init_registry(target: Path, *, remote: str | None = None) -> Scaffolded:
+    """Create a registry repository at ``target``: git, DVC, layout, example, README.
+
+    ``target`` must be absent or an empty directory. The example eval set is tracked
+    by DVC and pushed to the remote, so the new repository passes ``evalreg check``.
+    """
+    if target.exists() and (not target.is_dir() or any(target.iterdir())):
+        raise UsageError(f"{target} exists and is not an empty directory")
+    import git
+
+    from evalreg import dvcrepo
+
+    target.mkdir(parents=True, exist_ok=True)
+    root = target.resolve()
+    try:
+        git.Repo.init(root, initial_branch="main")
+        template = resources.files("evalreg.scaffold") / "template"
+        with resources.as_file(template) as source:
+            for path in sorted(Path(source).rglob("*")):
+                if path.is_dir() or "__pycache__" in path.parts:
+                    continue
+                rel = path.relative_to(source)
+                dest = root / rel.parent / _RENAMES.get(rel.name, rel.name)
+                dest.parent.mkdir(parents=True, exist_ok=True)
+                shutil.copyfile(path, dest)
+        where = dvcrepo.init(root, remote)
+        dvcrepo.track(root, [EXAMPLE_EVALSET], push=remote is None)
+    except BaseException:
+        shutil.rmtree(root, ignore_errors=True)
+        raise
+    return Scaffolded(root, where)

@@ -1,0 +1,225 @@
+"""Shared fixtures: real registry repositories in temporary directories."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from evalreg.cli import main
+
+GIT_ENV = {
+    "GIT_AUTHOR_NAME": "Test Author",
+    "GIT_AUTHOR_EMAIL": "author@example.com",
+    "GIT_COMMITTER_NAME": "Test Committer",
+    "GIT_COMMITTER_EMAIL": "committer@example.com",
+    "GIT_CONFIG_NOSYSTEM": "1",
+}
+
+
+@pytest.fixture(autouse=True)
+def _git_identity(
+    monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    for key, value in GIT_ENV.items():
+        monkeypatch.setenv(key, value)
+    home = tmp_path_factory.mktemp("home")
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(home / ".config"))
+    monkeypatch.setenv("DVC_NO_ANALYTICS", "1")
+
+
+PIN_PYTHON = """\
+schema_version: 1
+description: Rules baseline.
+provider: python
+callable: registry/systems/rules.py:answer
+price:
+  per_call: 0.0
+  as_of: 2026-01-01
+"""
+
+PIN_OPENAI = """\
+schema_version: 1
+provider: openai
+model: gpt-4o-mini-2024-07-18
+base_url: https://api.openai.com/v1
+api_key_env: OPENAI_API_KEY
+params:
+  temperature: 0
+price:
+  input_per_mtok: 0.15
+  output_per_mtok: 0.6
+  as_of: 2026-01-01
+"""
+
+RUBRIC = """\
+schema_version: 1
+description: Right label, valid JSON.
+version: "1"
+criteria:
+  - id: valid_json
+    description: Output parses as JSON.
+    critical: true
+    grader:
+      type: json_schema
+  - id: label
+    description: Label matches.
+    critical: true
+    grader:
+      type: field_exact
+      field: label
+levels:
+  correct: {require: all}
+  acceptable: {require: [valid_json]}
+"""
+
+TASK = """\
+schema_version: 1
+description: Label a message.
+evalset: evalsets/messages.jsonl
+prompt:
+  system: Answer with JSON.
+  template: "Message: {{ text }}"
+output:
+  parser: json
+rubric: labels
+repeats: 1
+monthly_volume: 1000
+failure_modes:
+  - id: wrong_label
+    description: Wrong queue.
+    cost_usd: 2.5
+    detected_by: [label]
+"""
+
+SELECTION = """\
+schema_version: 1
+use_case: Message labelling
+task: labels
+candidates:
+  - id: rules
+    pin: rules
+  - id: mini
+    pin: mini
+policy:
+  gates:
+    - metric: pass_rate
+      slice: common
+      min: 0.5
+  objective:
+    lexicographic:
+      - maximize: pass_rate
+      - minimize: cost_per_item_usd
+selected: rules
+rationale: Baseline.
+"""
+
+SYSTEM = '''\
+"""Rules baseline."""
+import json
+
+
+def answer(request):
+    return json.dumps({"label": "a"})
+'''
+
+
+def items_jsonl(n: int = 4) -> str:
+    rows = []
+    for i in range(n):
+        rows.append(
+            {
+                "id": f"m-{i:03d}",
+                "input": {"text": f"message {i}"},
+                "expected": {"label": "a" if i % 2 else "b"},
+                "tags": ["common" if i % 2 else "edge"],
+            }
+        )
+    return "".join(json.dumps(r, sort_keys=True) + "\n" for r in rows)
+
+
+class Repo:
+    """A registry repository on disk, with helpers to edit it and to run the CLI in it."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+
+    def write(self, rel: str, content: str | bytes) -> Path:
+        path = self.root / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if isinstance(content, bytes):
+            path.write_bytes(content)
+        else:
+            path.write_text(content, encoding="utf-8")
+        return path
+
+    def read(self, rel: str) -> str:
+        return (self.root / rel).read_text(encoding="utf-8")
+
+    def git(self, *args: str) -> str:
+        return subprocess.run(
+            ["git", *args], cwd=self.root, check=True, capture_output=True, text=True
+        ).stdout
+
+    def commit(self, message: str) -> str:
+        self.git("add", "-A")
+        self.git("commit", "-q", "-m", message)
+        return self.git("rev-parse", "HEAD").strip()
+
+    def snapshot(self) -> dict[str, tuple[str, int]]:
+        """Every file below the root (outside .git) with its content hash and mtime."""
+        out = {}
+        for dirpath, _dirs, files in os.walk(self.root):
+            if ".git" in Path(dirpath).relative_to(self.root).parts[:1]:
+                continue
+            for name in files:
+                path = Path(dirpath) / name
+                out[str(path.relative_to(self.root))] = (
+                    hashlib.sha256(path.read_bytes()).hexdigest(),
+                    path.stat().st_mtime_ns,
+                )
+        return out
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> Repo:
+    """A valid registry in a real git repository with one commit."""
+    r = Repo(tmp_path / "repo")
+    r.root.mkdir()
+    r.git("init", "-q", "-b", "main")
+    r.write("registry/models/rules.yaml", PIN_PYTHON)
+    r.write("registry/models/mini.yaml", PIN_OPENAI)
+    r.write("registry/rubrics/labels.yaml", RUBRIC)
+    r.write("registry/tasks/labels.yaml", TASK)
+    r.write("registry/selections/labels.yaml", SELECTION)
+    r.write("registry/systems/rules.py", SYSTEM)
+    r.write("evalsets/messages.jsonl", items_jsonl())
+    r.commit("registry")
+    return r
+
+
+class Result:
+    def __init__(self, code: int, out: str, err: str) -> None:
+        self.code, self.out, self.err = code, out, err
+
+
+@pytest.fixture
+def cli(capsys: pytest.CaptureFixture[str]) -> Iterator[object]:
+    """Run ``evalreg`` in-process: ``cli(repo, "check")`` returns code, stdout, stderr."""
+
+    def run(repo: Repo | Path | None, *args: str) -> Result:
+        argv = list(args)
+        if repo is not None:
+            root = repo.root if isinstance(repo, Repo) else repo
+            argv = ["-C", str(root), *argv]
+        code = main(argv)
+        captured = capsys.readouterr()
+        return Result(code, captured.out, captured.err)
+
+    yield run

@@ -1,0 +1,452 @@
+"""Every class of bad input: a precise ``path:line:col: message``, exit 2, nothing written."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import pytest
+from conftest import Repo
+
+
+def assert_rejected(repo: Repo, cli, *expected: str) -> str:
+    """Run ``check``; it must exit 2 with each expected line fragment and write nothing."""
+    before = repo.snapshot()
+    result = cli(repo, "check")
+    assert result.code == 2, result.err
+    assert "Traceback" not in result.err
+    for fragment in expected:
+        assert fragment in result.err, f"{fragment!r} not in:\n{result.err}"
+    assert repo.snapshot() == before
+    assert repo.git("status", "--porcelain", "--ignored") == ""
+    return result.err
+
+
+def test_valid_registry_passes(repo, cli):
+    result = cli(repo, "check")
+    assert result.code == 0, result.err
+    assert "check: ok" in result.out
+    assert "labels" in result.out
+
+
+def test_yaml_syntax_error(repo, cli):
+    repo.write("registry/models/mini.yaml", "schema_version: 1\nprovider: [openai\n")
+    repo.commit("broken")
+    assert_rejected(repo, cli, "registry/models/mini.yaml:3:1: YAML syntax error")
+
+
+def test_duplicate_key(repo, cli):
+    text = repo.read("registry/models/mini.yaml") + "model: other\n"
+    repo.write("registry/models/mini.yaml", text)
+    repo.commit("dup")
+    line = text.count("\n")
+    assert_rejected(
+        repo,
+        cli,
+        f"registry/models/mini.yaml:{line}:1: duplicate key 'model' (first defined at line 3)",
+    )
+
+
+def test_python_object_tag(repo, cli):
+    repo.write(
+        "registry/models/mini.yaml",
+        repo.read("registry/models/mini.yaml").replace(
+            "model: gpt-4o-mini-2024-07-18",
+            "model: !!python/object/apply:os.system ['touch pwned']",
+        ),
+    )
+    repo.commit("tag")
+    assert_rejected(
+        repo,
+        cli,
+        "registry/models/mini.yaml:3:8: YAML tag '!!python/object/apply:os.system' is not allowed",
+    )
+    assert not (repo.root / "pwned").exists()
+
+
+def test_alias_bomb_is_refused_without_expanding(repo, cli):
+    lines = ["schema_version: 1", 'a0: &a0 ["lol","lol","lol","lol","lol","lol","lol","lol","lol"]']
+    for i in range(1, 12):
+        refs = ",".join([f"*a{i - 1}"] * 9)
+        lines.append(f"a{i}: &a{i} [{refs}]")
+    # Expanded, this is 9**12 (282 billion) strings: parsing only finishes if nothing expands.
+    repo.write("registry/rubrics/labels.yaml", "\n".join(lines) + "\n")
+    repo.commit("bomb")
+    err = assert_rejected(repo, cli, "registry/rubrics/labels.yaml:2:5: anchor &a0 is not allowed")
+    assert "registry/rubrics/labels.yaml:3:5: anchor &a1" in err
+    assert "alias *a0 is not allowed" in err
+
+
+def test_unknown_key_suggests_the_right_one(repo, cli):
+    repo.write(
+        "registry/tasks/labels.yaml",
+        repo.read("registry/tasks/labels.yaml").replace("repeats: 1", "repeets: 1"),
+    )
+    repo.commit("typo")
+    assert_rejected(
+        repo,
+        cli,
+        "registry/tasks/labels.yaml:10:1: unknown key 'repeets' (did you mean 'repeats'?); "
+        "expected one of:",
+    )
+
+
+def test_unknown_key_inside_a_grader(repo, cli):
+    repo.write(
+        "registry/rubrics/labels.yaml",
+        repo.read("registry/rubrics/labels.yaml").replace(
+            "      field: label", "      feild: label"
+        ),
+    )
+    repo.commit("typo")
+    assert_rejected(
+        repo,
+        cli,
+        "registry/rubrics/labels.yaml:15:7: unknown key 'feild' (did you mean 'field'?)",
+        "registry/rubrics/labels.yaml:14:7: missing required key 'field'",
+    )
+
+
+def test_wrong_type(repo, cli):
+    repo.write(
+        "registry/tasks/labels.yaml",
+        repo.read("registry/tasks/labels.yaml").replace("repeats: 1", 'repeats: "3"'),
+    )
+    repo.commit("type")
+    assert_rejected(
+        repo,
+        cli,
+        "registry/tasks/labels.yaml:10:10: repeats: Input should be a valid integer (got '3')",
+    )
+
+
+def test_value_out_of_range(repo, cli):
+    repo.write(
+        "registry/tasks/labels.yaml",
+        repo.read("registry/tasks/labels.yaml").replace("cost_usd: 2.5", "cost_usd: -1"),
+    )
+    repo.commit("range")
+    assert_rejected(
+        repo,
+        cli,
+        "registry/tasks/labels.yaml:15:15: failure_modes.0.cost_usd: Input should be greater than "
+        "or equal to 0 (got -1)",
+    )
+
+
+def test_key_in_place_of_env_var_name(repo, cli):
+    repo.write(
+        "registry/models/mini.yaml",
+        repo.read("registry/models/mini.yaml").replace("OPENAI_API_KEY", "sk-live-abc123"),
+    )
+    repo.commit("secret")
+    err = assert_rejected(
+        repo,
+        cli,
+        "registry/models/mini.yaml:5:14: api_key_env: must be the name of an environment variable",
+    )
+    assert "sk-live-abc123" not in err
+
+
+@pytest.mark.parametrize("content", ["", "# only a comment\n", "---\n"])
+def test_empty_document(repo, cli, content):
+    repo.write("registry/rubrics/labels.yaml", content)
+    repo.commit("empty")
+    assert_rejected(
+        repo, cli, "registry/rubrics/labels.yaml:1:1: file is empty: expected a YAML mapping"
+    )
+
+
+def test_non_mapping_document(repo, cli):
+    repo.write("registry/rubrics/labels.yaml", "- schema_version: 1\n")
+    repo.commit("list")
+    assert_rejected(
+        repo,
+        cli,
+        "registry/rubrics/labels.yaml:1:1: expected a YAML mapping at the top level, found a list",
+    )
+
+
+def test_non_utf8_bytes(repo, cli):
+    repo.write("registry/models/mini.yaml", b"schema_version: 1\ndescription: caf\xe9\n")
+    repo.commit("latin1")
+    assert_rejected(repo, cli, "registry/models/mini.yaml:2:17: invalid UTF-8 byte 0xe9")
+
+
+def test_missing_and_future_schema_version(repo, cli):
+    repo.write(
+        "registry/models/mini.yaml",
+        repo.read("registry/models/mini.yaml").replace("schema_version: 1\n", ""),
+    )
+    repo.write(
+        "registry/rubrics/labels.yaml",
+        repo.read("registry/rubrics/labels.yaml").replace("schema_version: 1", "schema_version: 9"),
+    )
+    repo.commit("versions")
+    assert_rejected(
+        repo,
+        cli,
+        "registry/models/mini.yaml:1:1: missing 'schema_version' (this release writes 1)",
+        "registry/rubrics/labels.yaml:1:17: schema_version 9 was written by a newer evalreg",
+    )
+
+
+@pytest.mark.parametrize(
+    ("file", "old", "new", "where", "message"),
+    [
+        (
+            "registry/selections/labels.yaml",
+            "task: labels",
+            "task: labelz",
+            "3:7",
+            "task 'labelz' does not exist (expected registry/tasks/labelz.yaml); known: labels",
+        ),
+        (
+            "registry/tasks/labels.yaml",
+            "rubric: labels",
+            "rubric: nope",
+            "9:9",
+            "rubric 'nope' does not exist",
+        ),
+        (
+            "registry/selections/labels.yaml",
+            "pin: mini",
+            "pin: maxi",
+            "8:10",
+            "model pin 'maxi' does not exist",
+        ),
+        (
+            "registry/selections/labels.yaml",
+            "selected: rules",
+            "selected: gpt",
+            "18:11",
+            "selected candidate 'gpt' is not among the candidates (rules, mini)",
+        ),
+        (
+            "registry/tasks/labels.yaml",
+            "detected_by: [label]",
+            "detected_by: [labl]",
+            "16:19",
+            "criterion 'labl' is not in rubric 'labels'",
+        ),
+        (
+            "registry/selections/labels.yaml",
+            "slice: common",
+            "slice: rare",
+            "12:14",
+            "slice 'rare' has no items in the eval set (slices: common, edge)",
+        ),
+        (
+            "registry/selections/labels.yaml",
+            "maximize: pass_rate",
+            "maximize: pass_rat",
+            "16:19",
+            "unknown metric 'pass_rat'",
+        ),
+    ],
+)
+def test_dangling_reference(repo, cli, file, old, new, where, message):
+    text = repo.read(file)
+    assert old in text
+    repo.write(file, text.replace(old, new))
+    repo.commit("dangling")
+    assert_rejected(repo, cli, f"{file}:{where}: {message}")
+
+
+def test_dangling_judge_pin(repo, cli):
+    repo.write(
+        "registry/rubrics/labels.yaml",
+        repo.read("registry/rubrics/labels.yaml")
+        + "".join(
+            [
+                "  - id: tone\n" if False else "",
+            ]
+        ),
+    )
+    text = repo.read("registry/rubrics/labels.yaml").replace(
+        "levels:",
+        "  - id: tone\n"
+        "    description: Polite.\n"
+        "    grader:\n"
+        "      type: llm_judge\n"
+        "      judge: judge-pin\n"
+        "      prompt: Is it polite?\n"
+        "      prompt_version: v1\n"
+        "levels:",
+    )
+    repo.write("registry/rubrics/labels.yaml", text)
+    repo.commit("judge")
+    assert_rejected(
+        repo, cli, "registry/rubrics/labels.yaml:20:14: model pin 'judge-pin' does not exist"
+    )
+
+
+def test_a_reference_to_a_broken_file_is_not_also_dangling(repo, cli):
+    repo.write("registry/rubrics/labels.yaml", "schema_version: 1\ndescription: [\n")
+    repo.commit("broken rubric")
+    err = assert_rejected(repo, cli, "registry/rubrics/labels.yaml:")
+    assert "rubric 'labels' does not exist" not in err
+
+
+def test_duplicate_item_ids(repo, cli):
+    lines = repo.read("evalsets/messages.jsonl").splitlines(keepends=True)
+    lines.append(lines[0])
+    repo.write("evalsets/messages.jsonl", "".join(lines))
+    repo.commit("dup items")
+    assert_rejected(
+        repo, cli, "evalsets/messages.jsonl:5: duplicate item id 'm-000' (first at line 1)"
+    )
+
+
+def test_malformed_jsonl_lines_each_reported(repo, cli):
+    lines = repo.read("evalsets/messages.jsonl").splitlines(keepends=True)
+    lines[1] = '{"id": "m-001", "input": {"text": "x"},\n'
+    lines[3] = '["not", "an", "object"]\n'
+    lines.append(json.dumps({"id": "m-009", "input": {"text": "x"}, "tags": "common"}) + "\n")
+    lines.append(
+        json.dumps({"id": "m-010", "messages": [{"role": "assistant", "content": "hi"}]}) + "\n"
+    )
+    repo.write("evalsets/messages.jsonl", "".join(lines))
+    repo.commit("bad lines")
+    assert_rejected(
+        repo,
+        cli,
+        "evalsets/messages.jsonl:2:40: invalid JSON: Expecting property name enclosed in double "
+        "quotes",
+        "evalsets/messages.jsonl:4:1: expected a JSON object",
+        "evalsets/messages.jsonl:5: item 'm-009': tags: Input should be a valid list",
+        "evalsets/messages.jsonl:6: item 'm-010': a conversation must end with a 'user' message",
+    )
+
+
+def test_template_field_missing_from_items(repo, cli):
+    repo.write(
+        "registry/tasks/labels.yaml",
+        repo.read("registry/tasks/labels.yaml").replace(
+            '"Message: {{ text }}"', '"Message: {{ text }} from {{ sender }}"'
+        ),
+    )
+    repo.commit("template")
+    assert_rejected(
+        repo,
+        cli,
+        "evalsets/messages.jsonl:1: item 'm-000' has no input field 'sender', which the prompt of "
+        "registry/tasks/labels.yaml:6 uses",
+    )
+
+
+def test_template_syntax_error(repo, cli):
+    repo.write(
+        "registry/tasks/labels.yaml",
+        repo.read("registry/tasks/labels.yaml").replace(
+            '"Message: {{ text }}"', '"Message: {{ text }"'
+        ),
+    )
+    repo.commit("template")
+    assert_rejected(repo, cli, "registry/tasks/labels.yaml:6:13: prompt template: unexpected '}'")
+
+
+def test_prompt_variant_template_checked_against_items(repo, cli):
+    repo.write(
+        "registry/selections/labels.yaml",
+        repo.read("registry/selections/labels.yaml").replace(
+            "  - id: mini\n    pin: mini\n",
+            "  - id: mini\n    pin: mini\n  - id: mini-terse\n    pin: mini\n    prompt:\n"
+            '      template: "{{ body }}"\n',
+        ),
+    )
+    repo.commit("variant")
+    assert_rejected(
+        repo,
+        cli,
+        "item 'm-000' has no input field 'body', which the prompt of "
+        "registry/selections/labels.yaml:12 uses",
+    )
+
+
+@pytest.mark.parametrize(
+    ("path", "message"),
+    [
+        ("../outside.jsonl", "'../outside.jsonl' leaves the repository"),
+        ("/etc/passwd", "'/etc/passwd' is absolute"),
+        ("evalsets/../../outside.jsonl", "'evalsets/../../outside.jsonl' leaves the repository"),
+    ],
+)
+def test_paths_leaving_the_repository(repo, cli, path, message):
+    (repo.root.parent / "outside.jsonl").write_text(repo.read("evalsets/messages.jsonl"))
+    repo.write(
+        "registry/tasks/labels.yaml",
+        repo.read("registry/tasks/labels.yaml").replace("evalsets/messages.jsonl", path),
+    )
+    repo.commit("escape")
+    assert_rejected(repo, cli, f"registry/tasks/labels.yaml:3:10: evalset: {message}")
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="symlinks")
+def test_symlink_leaving_the_repository(repo, cli):
+    outside = repo.root.parent / "outside.jsonl"
+    outside.write_text(repo.read("evalsets/messages.jsonl"))
+    (repo.root / "evalsets" / "linked.jsonl").symlink_to(outside)
+    repo.write(
+        "registry/tasks/labels.yaml",
+        repo.read("registry/tasks/labels.yaml").replace("messages.jsonl", "linked.jsonl"),
+    )
+    repo.commit("symlink")
+    assert_rejected(
+        repo,
+        cli,
+        "registry/tasks/labels.yaml:3:10: evalset: 'evalsets/linked.jsonl' "
+        "resolves outside the repository",
+    )
+
+
+def test_callable_path_leaving_the_repository(repo, cli):
+    repo.write(
+        "registry/models/rules.yaml",
+        repo.read("registry/models/rules.yaml").replace("registry/systems/rules.py", "../evil.py"),
+    )
+    repo.commit("escape")
+    assert_rejected(
+        repo,
+        cli,
+        "registry/models/rules.yaml:4:11: callable module: '../evil.py' leaves the repository",
+    )
+
+
+def test_every_problem_reported_in_one_pass(repo, cli):
+    repo.write("registry/models/mini.yaml", "schema_version: 1\nprovider: openai\nmodle: x\n")
+    repo.write("registry/rubrics/labels.yaml", "schema_version: 1\nversion: [\n")
+    repo.write("evalsets/messages.jsonl", "{\n" + items_tail())
+    repo.commit("many")
+    assert_rejected(
+        repo,
+        cli,
+        "registry/models/mini.yaml:3:1: unknown key 'modle'",
+        "registry/rubrics/labels.yaml:",
+        "evalsets/messages.jsonl:1:2: invalid JSON",
+    )
+
+
+def items_tail() -> str:
+    return json.dumps({"id": "z", "input": {"text": "t"}, "tags": ["common"]}) + "\n"
+
+
+def test_json_output_lists_findings(repo, cli):
+    repo.write(
+        "registry/tasks/labels.yaml",
+        repo.read("registry/tasks/labels.yaml").replace("repeats: 1", "repeats: 0"),
+    )
+    repo.commit("zero")
+    result = cli(repo, "check", "--json")
+    assert result.code == 2
+    data = json.loads(result.out)
+    assert data["ok"] is False
+    assert data["findings"] == [
+        {
+            "path": "registry/tasks/labels.yaml",
+            "line": 10,
+            "col": 10,
+            "message": "repeats: Input should be greater than or equal to 1 (got 0)",
+            "severity": "error",
+        }
+    ]
