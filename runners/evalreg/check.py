@@ -53,7 +53,7 @@ def check(root: str | Path | Tree = ".") -> CheckResult:
     registry, findings = inspect_registry(root)
     if not findings:
         # With errors, "unused" is often only a consequence of a file that failed to load.
-        findings = _warnings(registry)
+        findings = _warnings(registry) + _data_findings(registry)
     return CheckResult(sorted(set(findings)), _counts(registry), _use_cases(registry))
 
 
@@ -124,6 +124,40 @@ def _warnings(registry: Registry) -> list[Finding]:
                     0,
                     f"{ident!r} is not used by any selection",
                     Severity.WARNING,
+                )
+            )
+    return out
+
+
+def _data_findings(registry: Registry) -> list[Finding]:
+    """Eval sets should be tracked by DVC, and the working copy should match the pointer."""
+    from evalreg.dvcrepo import pointer_md5
+
+    out = []
+    for path, evalset in sorted(registry.evalsets.items()):
+        pointer = path + ".dvc"
+        if not registry.tree.is_file(pointer):
+            out.append(
+                Finding(
+                    path,
+                    0,
+                    0,
+                    f"not tracked by DVC: run `evalreg evalset add {path}`",
+                    Severity.WARNING,
+                )
+            )
+            continue
+        md5 = pointer_md5(registry.tree.read(pointer))
+        if md5 is not None and md5 != evalset.md5:
+            out.append(
+                Finding(
+                    path,
+                    0,
+                    0,
+                    f"differs from the version DVC tracks ({pointer} says md5 {md5}, the file has "
+                    f"{evalset.md5}): run `evalreg evalset add {path}` to record the change, or "
+                    f"`dvc checkout {pointer}` to undo it",
+                    Severity.FINDING,
                 )
             )
     return out

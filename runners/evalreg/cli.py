@@ -67,6 +67,21 @@ def cmd_init(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_evalset_add(args: argparse.Namespace) -> int:
+    from evalreg.evalset_ops import add_evalset
+    from evalreg.render import console
+
+    root = _root(args)
+    added = add_evalset(root, Path(args.file), push=not args.no_push)
+    out = console()
+    out.print(
+        f"Tracked [bold]{added.path}[/bold] with DVC: {added.items} items, md5 {added.md5}"
+        + ("" if args.no_push else f", pushed to the {added.remote}")
+    )
+    out.print(f"Commit {added.path}.dvc (and .gitignore) to record this version.")
+    return 0
+
+
 # ---------------------------------------------------------------- parser
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
@@ -94,6 +109,13 @@ def build_parser() -> argparse.ArgumentParser:
         "default: a folder inside the repository",
     )
     p.set_defaults(handler=cmd_init)
+
+    evalset = sub.add_parser("evalset", help="manage eval sets (tracked by DVC)")
+    evalset_sub = evalset.add_subparsers(dest="evalset_command", metavar="COMMAND")
+    p = evalset_sub.add_parser("add", help="validate a JSONL eval set and track it with DVC")
+    p.add_argument("file", metavar="FILE", help="the JSONL file, inside the repository")
+    p.add_argument("--no-push", action="store_true", help="do not push to the DVC remote")
+    p.set_defaults(handler=cmd_evalset_add)
     return parser
 
 

@@ -7,11 +7,14 @@ Its console output and logging are silenced: evalreg reports in its own words.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import logging
 import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+
+from evalreg.errors import DataMissingError, UsageError
 
 IN_REPO_REMOTE = "dvc-storage"
 REMOTE_NAME = "storage"
@@ -70,3 +73,98 @@ def track(root: Path, paths: list[str], *, push: bool = True) -> None:
                 repo.push([str(root / p) for p in paths])
         finally:
             repo.close()
+
+
+def pointer_md5(data: bytes) -> str | None:
+    """The md5 recorded in a single-output ``.dvc`` pointer file, or None if it has none."""
+    from ruamel.yaml import YAML
+    from ruamel.yaml.error import YAMLError
+
+    try:
+        doc = YAML(typ="safe", pure=True).load(data)
+    except YAMLError:
+        return None
+    outs = doc.get("outs") if isinstance(doc, dict) else None
+    if not isinstance(outs, list) or len(outs) != 1 or not isinstance(outs[0], dict):
+        return None
+    md5 = outs[0].get("md5")
+    return md5 if isinstance(md5, str) else None
+
+
+def cached(root: Path, md5: str) -> bytes | None:
+    """Bytes of ``md5`` from the repository's local DVC cache, verified, or None."""
+    for path in (
+        root / ".dvc" / "cache" / "files" / "md5" / md5[:2] / md5[2:],
+        root / ".dvc" / "cache" / md5[:2] / md5[2:],
+    ):
+        if path.is_file():
+            data = path.read_bytes()
+            if hashlib.md5(data, usedforsecurity=False).hexdigest() == md5:
+                return data
+    return None
+
+
+def read_tracked(root: Path, rel: str, md5: str, rev: str | None) -> bytes:
+    """Bytes of the DVC-tracked ``rel`` (content ``md5``) as of ``rev``.
+
+    The local cache answers first; otherwise ``dvc.api`` reads it (from the remote if
+    need be). When no copy can be found the error says how to fetch one.
+    """
+    data = cached(root, md5)
+    if data is not None:
+        return data
+    import dvc.api
+
+    try:
+        with quiet():
+            data = dvc.api.read(rel, repo=str(root), rev=rev, mode="rb")
+    except Exception as exc:  # DVC raises many unrelated types for "not available"
+        raise DataMissingError(_missing_message(root, rel, md5, exc)) from None
+    if not isinstance(data, bytes):
+        raise DataMissingError(f"{rel}: DVC returned no data")
+    return data
+
+
+def remote_description(root: Path) -> str:
+    """Name and URL of the default DVC remote, for messages."""
+    try:
+        repo = open_repo(root)
+        try:
+            name = repo.config["core"].get("remote")
+            url = repo.config["remote"].get(name, {}).get("url") if name else None
+        finally:
+            repo.close()
+    except Exception:
+        return "no DVC remote"
+    return f"remote '{name}' ({url})" if name else "no default DVC remote configured"
+
+
+def _missing_message(root: Path, rel: str, md5: str, exc: Exception) -> str:
+    remote = remote_description(root)
+    return (
+        f"{rel} (md5 {md5}) is in neither the working tree, the DVC cache nor the {remote}. "
+        f"Fetch it with `dvc pull {rel}.dvc`; if the remote lacks it, run `dvc push` where "
+        f"it was produced. ({type(exc).__name__})"
+    )
+
+
+def add_and_push(root: Path, rel: str, *, push: bool) -> str:
+    """Track ``rel`` with DVC (``dvc add``) and push it; return its md5."""
+    import git
+
+    repo_git = git.Repo(root)
+    if repo_git.git.ls_files("--", rel):
+        raise UsageError(
+            f"{rel} is tracked by git; DVC must track it instead. Run "
+            f"`git rm --cached {rel}` and try again"
+        )
+    try:
+        track(root, [rel], push=push)
+    except UsageError:
+        raise
+    except Exception as exc:
+        raise UsageError(f"DVC could not track {rel}: {exc}") from None
+    md5 = pointer_md5((root / f"{rel}.dvc").read_bytes())
+    if md5 is None:
+        raise UsageError(f"DVC wrote no md5 for {rel}")
+    return md5

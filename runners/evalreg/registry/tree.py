@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import posixpath
 from pathlib import Path, PurePosixPath
-from typing import Protocol
+from typing import Any, Protocol
 
-from evalreg.errors import DataMissingError
+from evalreg.errors import DataMissingError, UsageError
 
 
 class PathEscapes(ValueError):
@@ -87,8 +87,71 @@ class WorkspaceTree:
     def read_data(self, rel: str) -> bytes:
         if self._path(rel).is_file():
             return self.read(rel)
-        if self.is_file(rel + ".dvc"):
-            raise DataMissingError(
-                f"{rel} is tracked by DVC but not in the working tree: run `dvc pull {rel}.dvc`"
-            )
+        return _read_pointed(self, self.root, rel, rev=None)
+
+
+class GitTree:
+    """The files of one commit, read through GitPython without touching the working tree."""
+
+    def __init__(self, root: str | Path, rev: str) -> None:
+        import git
+
+        self.root = Path(root).resolve()
+        try:
+            self._repo = git.Repo(self.root)
+            self.commit = self._repo.commit(rev)
+        except (git.InvalidGitRepositoryError, git.NoSuchPathError):
+            raise UsageError(f"{self.root} is not a git repository") from None
+        except (git.BadName, ValueError):
+            raise UsageError(f"unknown revision {rev!r}") from None
+        self.rev = self.commit.hexsha
+        self.label = f"revision {self.rev[:12]}"
+
+    def _object(self, rel: str) -> Any:
+        try:
+            return self.commit.tree / clean_relpath(rel)
+        except KeyError:
+            return None
+
+    def is_file(self, rel: str) -> bool:
+        try:
+            obj = self._object(rel)
+        except PathEscapes:
+            return False
+        return obj is not None and obj.type == "blob"
+
+    def list_dir(self, rel: str) -> list[str]:
+        obj = self._object(rel)
+        if obj is None or obj.type != "tree":
+            return []
+        return sorted(blob.name for blob in obj.blobs)
+
+    def read(self, rel: str) -> bytes:
+        obj = self._object(rel)
+        if obj is None or obj.type != "blob":
+            raise FileNotFoundError(rel)
+        if obj.mode == _SYMLINK_MODE:
+            raise PathEscapes(f"{rel!r} is a symlink: evalreg reads regular files only")
+        data: bytes = obj.data_stream.read()
+        return data
+
+    def read_data(self, rel: str) -> bytes:
+        if self.is_file(rel):
+            return self.read(rel)
+        return _read_pointed(self, self.root, rel, rev=self.rev)
+
+
+_SYMLINK_MODE = 0o120000
+
+
+def _read_pointed(tree: Tree, root: Path, rel: str, rev: str | None) -> bytes:
+    """Read a DVC-tracked file through its ``.dvc`` pointer in ``tree``."""
+    from evalreg import dvcrepo
+
+    pointer = rel + ".dvc"
+    if not tree.is_file(pointer):
         raise FileNotFoundError(rel)
+    md5 = dvcrepo.pointer_md5(tree.read(pointer))
+    if md5 is None:
+        raise DataMissingError(f"{pointer} is not a single-file DVC pointer with an md5")
+    return dvcrepo.read_tracked(root, rel, md5, rev)

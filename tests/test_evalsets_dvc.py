@@ -1,0 +1,160 @@
+"""Eval sets on DVC: adding, reading through the cache and remote, and reading any revision."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from conftest import Repo, items_jsonl
+from evalreg import dvcrepo
+from evalreg.errors import RegistryError, UsageError
+from evalreg.registry.loader import load_registry
+from evalreg.registry.tree import GitTree
+
+EVALSET = "evalsets/messages.jsonl"
+
+
+@pytest.fixture
+def dvc_repo(repo: Repo, cli) -> Repo:
+    """The standard registry with DVC initialised and its eval set tracked by DVC."""
+    repo.git("rm", "-q", "--cached", EVALSET)
+    dvcrepo.init(repo.root, remote=None)
+    result = cli(repo, "evalset", "add", str(repo.root / EVALSET))
+    assert result.code == 0, result.err
+    repo.commit("track the eval set with DVC")
+    return repo
+
+
+def test_evalset_add_tracks_with_dvc_and_pushes(dvc_repo: Repo, cli):
+    pointer = dvc_repo.read(EVALSET + ".dvc")
+    md5 = dvcrepo.pointer_md5(pointer.encode())
+    assert md5 is not None
+    assert dvc_repo.git("ls-files", EVALSET) == ""
+    assert dvc_repo.git("ls-files", EVALSET + ".dvc").strip() == EVALSET + ".dvc"
+    pushed = dvc_repo.root / "dvc-storage" / "files" / "md5" / md5[:2] / md5[2:]
+    assert pushed.read_bytes() == (dvc_repo.root / EVALSET).read_bytes()
+    result = cli(dvc_repo, "check", "--strict")
+    assert result.code == 0, result.err
+
+
+def test_evalset_add_rejects_an_invalid_file_and_writes_nothing(dvc_repo: Repo, cli):
+    dvc_repo.write("evalsets/new.jsonl", '{"id": "a", "input": {}}\n{"id": "a", "input": {}}\n')
+    before = dvc_repo.snapshot()
+    result = cli(dvc_repo, "evalset", "add", str(dvc_repo.root / "evalsets/new.jsonl"))
+    assert result.code == 2
+    assert "evalsets/new.jsonl:2: duplicate item id 'a' (first at line 1)" in result.err
+    assert dvc_repo.snapshot() == before
+
+
+def test_evalset_add_refuses_a_file_git_already_tracks(repo: Repo, cli):
+    dvcrepo.init(repo.root, remote=None)
+    result = cli(repo, "evalset", "add", str(repo.root / EVALSET))
+    assert result.code == 2
+    assert f"git rm --cached {EVALSET}" in result.err
+
+
+def test_evalset_add_refuses_a_file_outside_the_repository(dvc_repo: Repo, cli, tmp_path: Path):
+    outside = tmp_path / "elsewhere.jsonl"
+    outside.write_text(items_jsonl())
+    result = cli(dvc_repo, "evalset", "add", str(outside))
+    assert result.code == 2
+    assert "is not inside the repository" in result.err
+
+
+def test_loading_reads_through_the_cache_when_the_workspace_lacks_the_file(dvc_repo: Repo, cli):
+    (dvc_repo.root / EVALSET).unlink()
+    registry = load_registry(dvc_repo.root)
+    assert [i.id for i in registry.evalset_of("labels").items] == [
+        "m-000",
+        "m-001",
+        "m-002",
+        "m-003",
+    ]
+
+
+def test_loading_fetches_from_the_remote_when_the_cache_lacks_it(dvc_repo: Repo):
+    (dvc_repo.root / EVALSET).unlink()
+    shutil.rmtree(dvc_repo.root / ".dvc" / "cache")
+    registry = load_registry(dvc_repo.root)
+    assert len(registry.evalset_of("labels").items) == 4
+
+
+def test_data_missing_everywhere_says_how_to_fetch_it(dvc_repo: Repo, cli):
+    (dvc_repo.root / EVALSET).unlink()
+    shutil.rmtree(dvc_repo.root / ".dvc" / "cache")
+    shutil.rmtree(dvc_repo.root / "dvc-storage")
+    result = cli(dvc_repo, "check")
+    assert result.code == 2
+    assert "registry/tasks/labels.yaml:3:10: evalsets/messages.jsonl (md5 " in result.err
+    assert "is in neither the working tree, the DVC cache nor the remote 'storage'" in result.err
+    assert f"`dvc pull {EVALSET}.dvc`" in result.err
+    assert "Traceback" not in result.err
+
+
+def test_an_edited_evalset_not_yet_recorded_is_a_finding(dvc_repo: Repo, cli):
+    with (dvc_repo.root / EVALSET).open("a") as f:
+        f.write(json.dumps({"id": "m-new", "input": {"text": "x"}, "tags": ["common"]}) + "\n")
+    result = cli(dvc_repo, "check")
+    assert result.code == 1
+    assert f"{EVALSET}: finding: differs from the version DVC tracks" in result.err
+    assert f"evalreg evalset add {EVALSET}" in result.err
+
+
+def test_any_revision_reads_back_exactly(dvc_repo: Repo, cli):
+    revs = {}
+    revs["first"] = dvc_repo.git("rev-parse", "HEAD").strip()
+    first_bytes = (dvc_repo.root / EVALSET).read_bytes()
+
+    dvc_repo.write(
+        "registry/models/mini.yaml",
+        dvc_repo.read("registry/models/mini.yaml").replace("temperature: 0", "temperature: 0.7"),
+    )
+    revs["pin"] = dvc_repo.commit("warmer pin")
+
+    dvc_repo.write(EVALSET, items_jsonl(6))
+    assert cli(dvc_repo, "evalset", "add", str(dvc_repo.root / EVALSET)).code == 0
+    revs["data"] = dvc_repo.commit("two more items")
+    last_bytes = (dvc_repo.root / EVALSET).read_bytes()
+
+    before = dvc_repo.snapshot()
+    expected = {
+        "first": (0, first_bytes),
+        "pin": (0.7, first_bytes),
+        "data": (0.7, last_bytes),
+    }
+    for name, rev in revs.items():
+        registry = load_registry(GitTree(dvc_repo.root, rev))
+        temperature, data = expected[name]
+        assert registry.pins["mini"].params["temperature"] == temperature, name
+        evalset = registry.evalset_of("labels")
+        assert evalset.md5 == dvcrepo.hashlib.md5(data).hexdigest(), name
+        assert len(evalset.items) == data.count(b"\n"), name
+    # Reading old revisions neither checks them out nor changes any file.
+    assert dvc_repo.snapshot() == before
+    assert dvc_repo.git("status", "--porcelain") == ""
+
+
+def test_an_old_revision_reads_from_the_remote_after_the_cache_is_gone(dvc_repo: Repo, cli):
+    first = dvc_repo.git("rev-parse", "HEAD").strip()
+    dvc_repo.write(EVALSET, items_jsonl(7))
+    assert cli(dvc_repo, "evalset", "add", str(dvc_repo.root / EVALSET)).code == 0
+    dvc_repo.commit("more items")
+    shutil.rmtree(dvc_repo.root / ".dvc" / "cache")
+    registry = load_registry(GitTree(dvc_repo.root, first))
+    assert len(registry.evalset_of("labels").items) == 4
+
+
+def test_errors_at_a_revision_name_the_file(dvc_repo: Repo):
+    dvc_repo.write("registry/tasks/labels.yaml", "schema_version: 1\nrubric: [\n")
+    bad = dvc_repo.commit("broken task")
+    with pytest.raises(RegistryError) as caught:
+        load_registry(GitTree(dvc_repo.root, bad))
+    assert caught.value.findings[0].render().startswith("registry/tasks/labels.yaml:3:1: YAML")
+
+
+def test_unknown_revision_is_a_usage_error(dvc_repo: Repo):
+    with pytest.raises(UsageError, match="unknown revision 'no-such-branch'"):
+        GitTree(dvc_repo.root, "no-such-branch")

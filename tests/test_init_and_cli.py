@@ -1,0 +1,111 @@
+"""``evalreg init`` scaffolds a working registry; the CLI's exit codes, JSON and error paths."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from conftest import Repo
+
+
+def test_init_scaffolds_a_registry_that_passes_check(tmp_path: Path, cli):
+    target = tmp_path / "team-registry"
+    result = cli(None, "init", str(target))
+    assert result.code == 0, result.err
+    for rel in (
+        ".git",
+        ".dvc/config",
+        "registry/models",
+        "registry/tasks",
+        "registry/rubrics",
+        "registry/selections",
+        "evalsets/faq-routing.jsonl.dvc",
+        "reports",
+        "README.md",
+        ".gitattributes",
+    ):
+        assert (target / rel).exists(), rel
+    # The example eval set is tracked by DVC, not by git, and pushed to the in-repo remote.
+    ignored = (target / "evalsets/.gitignore").read_text()
+    assert "/faq-routing.jsonl" in ignored
+    assert any((target / "dvc-storage").rglob("*")), "nothing pushed to the in-repo remote"
+    config = (target / ".dvc/config").read_text()
+    assert "url = ../dvc-storage" in config
+
+    checked = cli(target, "check", "--strict")
+    assert checked.code == 0, checked.err
+    assert "faq-routing" in checked.out
+
+
+def test_init_with_a_remote_url_configures_it(tmp_path: Path, cli):
+    target = tmp_path / "r"
+    result = cli(None, "init", str(target), "--remote", "s3://team-bucket/evalreg")
+    assert result.code == 0, result.err
+    assert "url = s3://team-bucket/evalreg" in (target / ".dvc/config").read_text()
+    assert not (target / "dvc-storage").exists()
+
+
+def test_init_refuses_a_non_empty_directory(tmp_path: Path, cli):
+    target = tmp_path / "busy"
+    target.mkdir()
+    (target / "notes.txt").write_text("mine")
+    result = cli(None, "init", str(target))
+    assert result.code == 2
+    assert "exists and is not an empty directory" in result.err
+    assert sorted(p.name for p in target.iterdir()) == ["notes.txt"]
+
+
+def test_check_json_summary(repo: Repo, cli):
+    result = cli(repo, "check", "--json")
+    assert result.code == 0
+    data = json.loads(result.out)
+    assert data["ok"] is True
+    assert data["counts"]["eval items"] == 4
+    assert data["use_cases"][0]["selection"] == "labels"
+    assert data["use_cases"][0]["slices"] == {"common": 2, "edge": 2}
+
+
+def test_warnings_pass_unless_strict(repo: Repo, cli):
+    repo.write("registry/models/spare.yaml", repo.read("registry/models/rules.yaml"))
+    repo.commit("unused pin")
+    relaxed = cli(repo, "check")
+    assert relaxed.code == 0
+    assert (
+        "registry/models/spare.yaml: warning: 'spare' is not used by any selection" in relaxed.err
+    )
+    assert cli(repo, "check", "--strict").code == 1
+
+
+def test_check_finds_the_root_from_a_subdirectory(repo: Repo, cli, monkeypatch):
+    monkeypatch.chdir(repo.root / "registry" / "tasks")
+    assert cli(None, "check").code == 0
+
+
+def test_user_error_from_the_real_command_has_no_traceback(repo: Repo):
+    repo.write("registry/tasks/labels.yaml", "schema_version: 1\nrepeats: [\n")
+    proc = subprocess.run(
+        [sys.executable, "-m", "evalreg", "-C", str(repo.root), "check"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 2
+    assert proc.stderr.startswith("registry/tasks/labels.yaml:3:1: YAML syntax error")
+    assert "Traceback" not in proc.stderr
+
+
+def test_missing_directory_is_a_usage_error(tmp_path: Path, cli):
+    result = cli(tmp_path / "nope", "check")
+    assert result.code == 2
+    assert "no such directory" in result.err
+
+
+def test_help_lists_the_commands():
+    proc = subprocess.run(
+        [sys.executable, "-m", "evalreg", "--help"], capture_output=True, text=True, timeout=60
+    )
+    assert proc.returncode == 0
+    assert "check" in proc.stdout
+    assert "init" in proc.stdout
