@@ -8,11 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from conftest import Repo, items_jsonl
 from evalreg import dvcrepo
 from evalreg.errors import RegistryError, UsageError
 from evalreg.registry.loader import load_registry
 from evalreg.registry.tree import GitTree
+
+from conftest import Repo, items_jsonl
 
 EVALSET = "evalsets/messages.jsonl"
 
