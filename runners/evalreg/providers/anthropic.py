@@ -1,0 +1,57 @@
+"""Anthropic's Messages API."""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+from evalreg.providers.base import Completion, Messages, ProviderError, api_key, register
+from evalreg.registry.schema import Pin
+
+DEFAULT_BASE_URL = "https://api.anthropic.com"
+API_VERSION = "2023-06-01"
+DEFAULT_MAX_TOKENS = 1024
+
+
+@register("anthropic")
+class AnthropicProvider:
+    name: ClassVar[str]
+    http: ClassVar[bool] = True
+
+    def body(
+        self, pin: Pin, messages: Messages, item_input: dict[str, Any] | None
+    ) -> dict[str, Any]:
+        system = "\n\n".join(m["content"] for m in messages if m["role"] == "system")
+        turns = [m for m in messages if m["role"] != "system"]
+        body: dict[str, Any] = {"model": pin.model, "messages": turns}
+        if system:
+            body["system"] = system
+        body.update(pin.params)
+        body.setdefault("max_tokens", DEFAULT_MAX_TOKENS)
+        return body
+
+    def endpoint(self, pin: Pin) -> str:
+        base = (pin.base_url or DEFAULT_BASE_URL).rstrip("/")
+        return base + ("/messages" if base.endswith("/v1") else "/v1/messages")
+
+    def headers(self, pin: Pin) -> dict[str, str]:
+        return {"x-api-key": api_key(pin), "anthropic-version": API_VERSION}
+
+    def parse(self, data: Any) -> Completion:
+        try:
+            blocks = data["content"]
+            text = "".join(b["text"] for b in blocks if b.get("type") == "text")
+            if not blocks:
+                raise ValueError("no content blocks")
+            usage = data.get("usage") or {}
+            return Completion(
+                text=text,
+                model=data.get("model"),
+                system_fingerprint=None,
+                input_tokens=int(usage.get("input_tokens") or 0),
+                output_tokens=int(usage.get("output_tokens") or 0),
+                reasoning_tokens=0,
+            )
+        except (KeyError, TypeError, AttributeError, ValueError) as exc:
+            raise ProviderError(
+                "malformed", f"response lacks text content: {exc}", retryable=True
+            ) from None

@@ -1,0 +1,145 @@
+"""The provider contract, its error type and the registry of providers by name."""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, ClassVar, Protocol
+
+from evalreg.registry.schema import Pin
+
+Messages = list[dict[str, str]]
+
+
+@dataclass(frozen=True)
+class Completion:
+    """What a provider returned for one request, as stored in the response store."""
+
+    text: str
+    model: str | None = None
+    system_fingerprint: str | None = None
+    input_tokens: int = 0
+    output_tokens: int = 0
+    reasoning_tokens: int = 0
+
+    def as_record(self) -> dict[str, Any]:
+        return {
+            "text": self.text,
+            "model": self.model,
+            "system_fingerprint": self.system_fingerprint,
+            "usage": {
+                "input_tokens": self.input_tokens,
+                "output_tokens": self.output_tokens,
+                "reasoning_tokens": self.reasoning_tokens,
+            },
+        }
+
+    @classmethod
+    def from_record(cls, data: dict[str, Any]) -> Completion:
+        usage = data.get("usage") or {}
+        return cls(
+            text=data["text"],
+            model=data.get("model"),
+            system_fingerprint=data.get("system_fingerprint"),
+            input_tokens=int(usage.get("input_tokens", 0)),
+            output_tokens=int(usage.get("output_tokens", 0)),
+            reasoning_tokens=int(usage.get("reasoning_tokens", 0)),
+        )
+
+
+class ProviderError(Exception):
+    """A request that produced no model output: counted and logged, never stored.
+
+    ``kind`` is one of: rate_limited, server, timeout, connection, malformed, client, auth,
+    system (a ``python`` callable raised).
+    """
+
+    def __init__(
+        self,
+        kind: str,
+        message: str,
+        *,
+        status: int | None = None,
+        retryable: bool = False,
+        retry_after: float | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.kind = kind
+        self.status = status
+        self.retryable = retryable
+        self.retry_after = retry_after
+
+    def summary(self) -> str:
+        status = f" {self.status}" if self.status is not None else ""
+        return f"{self.kind}{status}: {self}"
+
+
+class Provider(Protocol):
+    """How one API family is spoken. HTTP providers are driven by the shared HTTP layer."""
+
+    name: ClassVar[str]
+    http: ClassVar[bool]
+
+    def body(
+        self, pin: Pin, messages: Messages, item_input: dict[str, Any] | None
+    ) -> dict[str, Any]:
+        """The exact request body for ``messages`` (system message first, if any)."""
+        ...
+
+    def endpoint(self, pin: Pin) -> str:
+        """The URL the body is posted to (for ``python``, a stable identifier)."""
+        ...
+
+    def headers(self, pin: Pin) -> dict[str, str]:
+        """Request headers, with the key read from the environment now, at call time."""
+        ...
+
+    def parse(self, data: Any) -> Completion:
+        """Completion from a response body; ``ProviderError('malformed')`` if it has none."""
+        ...
+
+
+_PROVIDERS: dict[str, type[Any]] = {}
+_MODULES = {"openai": "openai", "anthropic": "anthropic", "python": "python"}
+
+
+def register(name: str) -> Callable[[type[Any]], type[Any]]:
+    """Class decorator: make a provider available under ``provider: <name>``."""
+
+    def decorate(cls: type[Any]) -> type[Any]:
+        cls.name = name
+        _PROVIDERS[name] = cls
+        return cls
+
+    return decorate
+
+
+def get_provider(name: str, root: Path | None = None) -> Provider:
+    """A provider instance; ``root`` is the repository (``python`` loads callables from it)."""
+    if name not in _PROVIDERS and name in _MODULES:
+        importlib.import_module(f"evalreg.providers.{_MODULES[name]}")
+    try:
+        cls = _PROVIDERS[name]
+    except KeyError:
+        raise ValueError(f"unknown provider {name!r}") from None
+    provider: Provider = cls(root) if name == "python" else cls()
+    return provider
+
+
+def api_key(pin: Pin) -> str:
+    """The pin's key, from the environment variable it names (read at call time)."""
+    import os
+
+    from evalreg.errors import UsageError
+
+    if pin.api_key_env is None:
+        return ""
+    value = os.environ.get(pin.api_key_env)
+    if not value:
+        raise UsageError(
+            f"environment variable {pin.api_key_env} is not set: it holds the key for "
+            f"{pin.provider} model {pin.model}"
+        )
+    return value

@@ -1,0 +1,104 @@
+"""The ``python`` provider: an importable callable in the repository (baselines, local systems).
+
+The callable receives ``{"messages": [...], "input": {...} | None, "params": {...}}`` and
+returns the output text. Its module source and declared files are hashed into the request,
+so changing the system's code or weights is a new request, never a stale cached answer.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, ClassVar
+
+from evalreg.providers.base import Completion, Messages, ProviderError, register
+from evalreg.registry.schema import Pin
+
+SystemFn = Callable[[dict[str, Any]], Any]
+
+
+@register("python")
+class PythonProvider:
+    name: ClassVar[str]
+    http: ClassVar[bool] = False
+
+    def __init__(self, root: Path | None = None) -> None:
+        self.root = (root or Path.cwd()).resolve()
+        self._digests: dict[str, str] = {}
+        self._functions: dict[str, SystemFn] = {}
+
+    def body(
+        self, pin: Pin, messages: Messages, item_input: dict[str, Any] | None
+    ) -> dict[str, Any]:
+        spec = str(pin.callable)
+        return {
+            "callable": spec,
+            "source": self.digest(pin),
+            "messages": messages,
+            "input": item_input,
+            "params": pin.params,
+        }
+
+    def endpoint(self, pin: Pin) -> str:
+        return f"python:{pin.callable}"
+
+    def headers(self, pin: Pin) -> dict[str, str]:
+        return {}
+
+    def parse(self, data: Any) -> Completion:
+        if isinstance(data, str):
+            return Completion(text=data)
+        raise ProviderError("malformed", f"the callable returned {type(data).__name__}, not text")
+
+    def digest(self, pin: Pin) -> str:
+        """sha256 over the callable's module source and every file the pin declares."""
+        key = f"{pin.callable}|{'|'.join(pin.files)}"
+        if key not in self._digests:
+            h = hashlib.sha256()
+            for rel in [str(pin.callable).rpartition(":")[0], *pin.files]:
+                h.update(rel.encode() + b"\0" + (self.root / rel).read_bytes() + b"\0")
+            self._digests[key] = h.hexdigest()
+        return self._digests[key]
+
+    def call(self, pin: Pin, body: dict[str, Any]) -> Completion:
+        """Run the callable on ``body``; any exception it raises is a ``system`` error."""
+        fn = self._function(str(pin.callable))
+        request = {"messages": body["messages"], "input": body["input"], "params": body["params"]}
+        try:
+            out = fn(request)
+        except Exception as exc:
+            raise ProviderError(
+                "system", f"{pin.callable} raised {type(exc).__name__}: {exc}"
+            ) from None
+        return self.parse(out)
+
+    def _function(self, spec: str) -> SystemFn:
+        if spec not in self._functions:
+            self._functions[spec] = load_callable(self.root, spec)
+        return self._functions[spec]
+
+
+def load_callable(root: Path, spec: str) -> SystemFn:
+    """Import ``path/to/file.py:function`` from the repository at ``root``."""
+    rel, _, attr = spec.rpartition(":")
+    path = (root / rel).resolve()
+    name = "evalreg_user." + hashlib.sha256(str(path).encode()).hexdigest()[:16]
+    module_spec = importlib.util.spec_from_file_location(name, path)
+    if module_spec is None or module_spec.loader is None:
+        raise ProviderError("system", f"cannot import {rel}")
+    module = importlib.util.module_from_spec(module_spec)
+    sys.modules[name] = module
+    try:
+        module_spec.loader.exec_module(module)
+    except Exception as exc:
+        del sys.modules[name]
+        raise ProviderError(
+            "system", f"importing {rel} raised {type(exc).__name__}: {exc}"
+        ) from None
+    fn = getattr(module, attr, None)
+    if not callable(fn):
+        raise ProviderError("system", f"{rel} has no function {attr!r}")
+    return fn  # type: ignore[no-any-return]

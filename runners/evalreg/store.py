@@ -1,0 +1,231 @@
+"""The content-addressed response store: immutable, append-only segment files under DVC.
+
+A response's key is the sha256 of the provider, base URL, sample index and the exact bytes
+of the request body sent. Each run (or shard) appends to its own uniquely named segment;
+each segment gets its own DVC pointer when the run ends, so branches and concurrent runs
+never write the same file. Records are written to the OS as they arrive (a SIGKILL loses
+only requests in flight) and fsync'ed in groups; a torn last line is dropped on reading.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import secrets
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from evalreg.registry.tree import Tree, WorkspaceTree
+
+STORE_DIR = "reports/store"
+SEGMENT_SUFFIX = ".jsonl"
+_KEY_PREFIX = b'{"key":"'
+_KEY_LEN = 64
+FSYNC_EVERY = 64
+FSYNC_INTERVAL_S = 0.5
+
+
+def request_key(provider: str, base_url: str, body: bytes, sample: int) -> str:
+    """The store key of one request: what was sent, to whom, and which sample it is."""
+    h = hashlib.sha256()
+    h.update(f"{provider}\n{base_url}\n{sample}\n".encode())
+    h.update(body)
+    return h.hexdigest()
+
+
+def utc_now() -> str:
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+@dataclass
+class StoreStats:
+    segments: int = 0
+    records: int = 0
+    duplicates: int = 0
+    torn: int = 0
+    """Lines dropped because a run was killed while writing them (or they were damaged)."""
+
+
+@dataclass
+class ResponseStore:
+    """Read access to every stored response of one version of the repository."""
+
+    index: dict[str, tuple[int, int, int]] = field(default_factory=dict)
+    """key -> (segment number, start offset, end offset)."""
+    segments: list[bytes] = field(default_factory=list)
+    names: list[str] = field(default_factory=list)
+    stats: StoreStats = field(default_factory=StoreStats)
+
+    @classmethod
+    def load(cls, tree: Tree) -> ResponseStore:
+        """Read every segment of ``tree``'s store: files on disk and DVC-tracked ones."""
+        store = cls()
+        names = set()
+        for name in tree.list_dir(STORE_DIR):
+            if name.endswith(SEGMENT_SUFFIX):
+                names.add(name)
+            elif name.endswith(SEGMENT_SUFFIX + ".dvc"):
+                names.add(name[: -len(".dvc")])
+        for name in sorted(names):
+            store.add_segment(name, tree.read_data(f"{STORE_DIR}/{name}"))
+        return store
+
+    @classmethod
+    def open(cls, root: Path) -> ResponseStore:
+        return cls.load(WorkspaceTree(root))
+
+    def add_segment(self, name: str, data: bytes) -> None:
+        number = len(self.segments)
+        self.segments.append(data)
+        self.names.append(name)
+        self.stats.segments += 1
+        start = 0
+        size = len(data)
+        while start < size:
+            end = data.find(b"\n", start)
+            if end < 0:
+                self.stats.torn += 1  # a torn last line: the writer was killed mid-write
+                break
+            if (
+                data.startswith(_KEY_PREFIX, start)
+                and data[start + 8 + _KEY_LEN : start + 9 + _KEY_LEN] == b'"'
+            ):
+                key = data[start + 8 : start + 8 + _KEY_LEN].decode("ascii")
+                if key in self.index:
+                    self.stats.duplicates += 1
+                else:
+                    self.index[key] = (number, start, end)
+                    self.stats.records += 1
+            else:
+                self.stats.torn += 1
+            start = end + 1
+
+    def __contains__(self, key: object) -> bool:
+        return key in self.index
+
+    def __len__(self) -> int:
+        return len(self.index)
+
+    def get(self, key: str) -> dict[str, Any] | None:
+        """The stored record for ``key``, or None (also if its line is damaged)."""
+        where = self.index.get(key)
+        if where is None:
+            return None
+        number, start, end = where
+        try:
+            record: dict[str, Any] = json.loads(self.segments[number][start:end])
+        except ValueError:
+            return None
+        return record
+
+    def remember(self, key: str, line: bytes) -> None:
+        """Make a record just written by this process readable without re-reading files."""
+        number = len(self.segments)
+        self.segments.append(line)
+        self.names.append("")
+        self.index[key] = (number, 0, len(line) - 1)
+
+    def keys(self) -> Iterator[str]:
+        return iter(self.index)
+
+
+def encode_record(key: str, record: dict[str, Any]) -> bytes:
+    """One store line: the key first (so indexing reads 72 bytes), then sorted fields."""
+    rest = json.dumps(record, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return b'{"key":"' + key.encode("ascii") + b'",' + rest[1:].encode("utf-8") + b"\n"
+
+
+class SegmentWriter:
+    """Appends records to a new, uniquely named segment file in ``root``'s store."""
+
+    def __init__(self, root: Path, *, label: str = "run") -> None:
+        self.directory = root / STORE_DIR
+        self.directory.mkdir(parents=True, exist_ok=True)
+        stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
+        self.name = f"{stamp}-{label}-{secrets.token_hex(4)}{SEGMENT_SUFFIX}"
+        self.path = self.directory / self.name
+        self._fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND, 0o644)
+        self._unsynced = 0
+        self._synced_at = time.monotonic()
+        self.written = 0
+
+    def put(self, line: bytes) -> None:
+        """Write one encoded record now (one write call: never interleaved or partial in
+        the kernel unless the process dies mid-call); fsync in groups."""
+        os.write(self._fd, line)
+        self.written += 1
+        self._unsynced += 1
+        if self._unsynced >= FSYNC_EVERY or time.monotonic() - self._synced_at > FSYNC_INTERVAL_S:
+            self.sync()
+
+    def sync(self) -> None:
+        if self._unsynced:
+            os.fsync(self._fd)
+            self._unsynced = 0
+        self._synced_at = time.monotonic()
+
+    def close(self) -> None:
+        """Sync and close; an empty segment is removed."""
+        if self._fd < 0:
+            return
+        self.sync()
+        os.close(self._fd)
+        self._fd = -1
+        if self.written == 0:
+            with contextlib.suppress(FileNotFoundError):
+                self.path.unlink()
+
+    def __enter__(self) -> SegmentWriter:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def untracked_segments(root: Path) -> list[str]:
+    """Segments on disk without a DVC pointer yet (this run's, or a killed run's)."""
+    directory = root / STORE_DIR
+    if not directory.is_dir():
+        return []
+    return sorted(
+        p.name
+        for p in directory.iterdir()
+        if p.name.endswith(SEGMENT_SUFFIX) and not (directory / (p.name + ".dvc")).exists()
+    )
+
+
+def repair_torn_tail(path: Path) -> int:
+    """Truncate a segment after its last complete line; return the bytes dropped."""
+    data = path.read_bytes()
+    keep = data.rfind(b"\n") + 1
+    if keep == len(data):
+        return 0
+    with path.open("r+b") as f:
+        f.truncate(keep)
+    return len(data) - keep
+
+
+def track_segments(root: Path, *, push: bool = False) -> list[str]:
+    """Give every untracked segment its own DVC pointer (repairing torn tails first)."""
+    from evalreg import dvcrepo
+
+    names = untracked_segments(root)
+    if not names:
+        return []
+    paths = []
+    for name in names:
+        path = root / STORE_DIR / name
+        repair_torn_tail(path)
+        if path.stat().st_size == 0:
+            path.unlink()
+            continue
+        paths.append(f"{STORE_DIR}/{name}")
+    if paths:
+        dvcrepo.track(root, paths, push=push)
+    return paths
