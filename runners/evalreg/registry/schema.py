@@ -131,7 +131,7 @@ class _Grader(Model):
 
 class _FieldGrader(_Grader):
     field: str | None = None
-    """Dotted path into the parsed output; absent means the whole output text."""
+    """Dotted path into the parsed output; absent means the whole parsed answer."""
     expected_field: str | None = None
     """Key in the item's ``expected``; absent means ``field`` (or the whole expected)."""
 
@@ -285,14 +285,14 @@ class Criterion(Model):
     grader: Grader
     weight: Annotated[float, Field(gt=0)] = 1.0
     critical: bool = False
-    slices: list[str] | None = None
+    slices: Annotated[list[str], Field(min_length=1)] | None = None
     """When given, the criterion applies only to items tagged with one of these slices."""
 
 
 class LevelRule(Model):
     require: Literal["all", "critical", "none"] | list[Id] = "all"
     min_score: Fraction | None = None
-    """Minimum weighted share of applicable criteria that pass."""
+    """Minimum weighted mean score of the applicable criteria (partial credit counts)."""
 
 
 class Levels(Model):

@@ -1,0 +1,160 @@
+"""The grader contract: verdicts, graders registered by ``type:``, and reading what they compare."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TypeVar
+
+from evalreg.parsing import Parsed
+from evalreg.registry import schema
+
+GRADER_VERSION = "1"
+"""Bump when any grader's behaviour changes: it is part of every cell's fingerprint."""
+
+VALUE_LIMIT = 80
+"""Longest value a verdict's detail quotes, in characters."""
+DETAIL_LIMIT = 200
+"""Longest free-text message (a schema error, an exception) a verdict's detail carries."""
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """One criterion's result on one output."""
+
+    passed: bool
+    score: float
+    """In 0..1: 1.0 or 0.0 for binary graders; the similarity or F1 for graded ones."""
+    detail: str = ""
+    """A short reason, the same for the same output and item."""
+
+
+@dataclass(frozen=True)
+class GradingContext:
+    """What graders may need beyond their own config."""
+
+    output_schema: dict[str, Any] | None = None
+    """The task's output JSON schema: the ``json_schema`` grader's default."""
+    root: Path | None = None
+    """The repository root, which ``python`` graders are imported from."""
+
+
+GradeFn = Callable[[Parsed, schema.Item], Verdict]
+Factory = TypeVar("Factory", bound=Callable[..., GradeFn])
+
+_FACTORIES: dict[str, Callable[..., GradeFn]] = {}
+_GRADED_ELSEWHERE = {
+    "llm_judge": "the judge model's stored responses",
+    "human": "the imported file of human grades",
+}
+_MISSING: Any = object()
+
+
+class Ungradable(Exception):
+    """The output or the item lacks what a grader compares: the criterion fails, saying why."""
+
+
+def register(type_name: str) -> Callable[[Factory], Factory]:
+    """Decorator: make a grader factory available under ``type: <type_name>``.
+
+    A factory takes ``(config, ctx)``, checks the config once, and returns the grading
+    function. Inside it, ``Ungradable`` turns into a failing verdict with its message.
+    """
+
+    def decorate(factory: Factory) -> Factory:
+        _FACTORIES[type_name] = factory
+        return factory
+
+    return decorate
+
+
+def build_grader(config: schema.Grader, ctx: GradingContext) -> GradeFn:
+    """The grading function for one criterion's grader config.
+
+    Raises ``ValueError`` when the config cannot be graded here: ``llm_judge`` and ``human``
+    graders, a ``json_schema`` grader without a usable schema, a ``python`` grader that
+    does not import. Once built, grading is total: every output and item get a verdict.
+    """
+    if config.type in _GRADED_ELSEWHERE:
+        raise ValueError(
+            f"grader type {config.type!r} needs a judge or human grades; it is graded from "
+            f"{_GRADED_ELSEWHERE[config.type]}, not by a local grader"
+        )
+    grade = _FACTORIES[config.type](config, ctx)
+
+    def total(parsed: Parsed, item: schema.Item) -> Verdict:
+        try:
+            return grade(parsed, item)
+        except Ungradable as exc:
+            return Verdict(False, 0.0, str(exc))
+
+    return total
+
+
+def answer(parsed: Parsed, field: str | None) -> Any:
+    """The graded part of an output: ``field`` of the parsed answer, or all of it.
+
+    ``field`` is a dotted path whose integer parts index lists (``a.b.0.c``). Raises
+    ``Ungradable`` when the output did not parse or has no such field.
+    """
+    if parsed.error is not None:
+        raise Ungradable(f"output did not parse: {parsed.error}")
+    if field is None:
+        return parsed.value
+    value = _lookup(parsed.value, field)
+    if value is _MISSING:
+        raise Ungradable(f"output has no field {field!r}")
+    return value
+
+
+def expected(item: schema.Item, key: str | None) -> Any:
+    """The item's expected value: ``expected[key]``, or the whole ``expected`` without a key.
+
+    A key that is not itself a key of ``expected`` is read as a dotted path into it. Raises
+    ``Ungradable`` when the item has no such value.
+    """
+    if key is None:
+        if item.expected is None:
+            raise Ungradable("item has no expected value")
+        return item.expected
+    if isinstance(item.expected, dict):
+        if key in item.expected:
+            return item.expected[key]
+        value = _lookup(item.expected, key)
+        if value is not _MISSING:
+            return value
+    raise Ungradable(f"item has no expected {key!r}")
+
+
+def as_text(value: Any) -> str:
+    """A value's string form: a string as it is, anything else as compact, sorted JSON."""
+    if isinstance(value, str):
+        return value
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
+
+
+def show(value: Any) -> str:
+    """A value as a verdict's detail quotes it: strings quoted, cut to ``VALUE_LIMIT``."""
+    text = as_text(value)
+    if len(text) > VALUE_LIMIT:
+        text = text[: VALUE_LIMIT - 3] + "..."
+    return repr(text) if isinstance(value, str) else text
+
+
+def clip(message: str) -> str:
+    """A free-text message on one line, cut to ``DETAIL_LIMIT`` characters."""
+    line = " ".join(message.split())
+    return line if len(line) <= DETAIL_LIMIT else line[: DETAIL_LIMIT - 3] + "..."
+
+
+def _lookup(data: Any, path: str) -> Any:
+    for part in path.split("."):
+        if isinstance(data, dict) and part in data:
+            data = data[part]
+        elif isinstance(data, list) and part.isascii() and part.isdigit() and int(part) < len(data):
+            data = data[int(part)]
+        else:
+            return _MISSING
+    return data

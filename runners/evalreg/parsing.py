@@ -1,0 +1,108 @@
+"""Task output parsing: turn a model's raw text into the answer its rubric grades."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from evalreg.registry import schema
+
+_FENCE = re.compile(r"```[ \t]*(?:[Jj][Ss][Oo][Nn])?[ \t]*\r?\n(.*?)```", re.DOTALL)
+
+
+@dataclass(frozen=True)
+class Parsed:
+    """One output, parsed: the raw text, the answer taken from it, and why parsing failed."""
+
+    text: str
+    """The output exactly as the model returned it."""
+    value: Any
+    """The answer: stripped text, a JSON value, or the regex capture (``None`` on failure)."""
+    error: str | None = None
+    """Why the parser found no answer; ``None`` when it did."""
+
+
+def parse_output(text: str, config: schema.Output) -> Parsed:
+    """Parse ``text`` with the task's output parser; failures are values, never exceptions."""
+    return _PARSERS[config.parser](text, config)
+
+
+def _text(text: str, config: schema.Output) -> Parsed:
+    return Parsed(text, text.strip())
+
+
+def _json(text: str, config: schema.Output) -> Parsed:
+    stripped = text.strip()
+    if not stripped:
+        return Parsed(text, None, "empty output")
+    problem = ""
+    for candidate in _json_candidates(stripped):
+        try:
+            return Parsed(text, _strict_loads(candidate))
+        except json.JSONDecodeError as exc:
+            problem = f"{exc.msg} at line {exc.lineno} column {exc.colno}"
+        except (ValueError, RecursionError) as exc:
+            problem = str(exc) or type(exc).__name__
+    return Parsed(text, None, f"no valid JSON found ({problem})")
+
+
+def _regex(text: str, config: schema.Output) -> Parsed:
+    pattern = re.compile(str(config.pattern))
+    match = pattern.search(text)
+    if match is None:
+        return Parsed(text, None, "the pattern did not match")
+    value = match.group(1) if pattern.groups else match.group(0)
+    if value is None:
+        return Parsed(text, None, "the pattern matched, but its first group did not")
+    return Parsed(text, value)
+
+
+_PARSERS: dict[str, Callable[[str, schema.Output], Parsed]] = {
+    "text": _text,
+    "json": _json,
+    "regex": _regex,
+}
+
+
+def _json_candidates(text: str) -> Iterator[str]:
+    """Where a JSON answer may be, in order: the whole text, fenced blocks, ``{...}`` objects."""
+    yield text
+    for match in _FENCE.finditer(text):
+        yield match.group(1).strip()
+    yield from _top_level_objects(text)
+
+
+def _top_level_objects(text: str) -> Iterator[str]:
+    """Balanced top-level ``{...}`` spans, left to right; braces inside JSON strings don't count."""
+    depth, start, in_string, escaped = 0, 0, False, False
+    for i, char in enumerate(text):
+        if depth == 0:
+            if char == "{":
+                depth, start = 1, i
+        elif in_string:
+            if escaped:
+                escaped = False
+            elif char == "\\":
+                escaped = True
+            elif char == '"':
+                in_string = False
+        elif char == '"':
+            in_string = True
+        elif char == "{":
+            depth += 1
+        elif char == "}":
+            depth -= 1
+            if depth == 0:
+                yield text[start : i + 1]
+
+
+def _strict_loads(text: str) -> Any:
+    """``json.loads`` that rejects ``NaN`` and ``Infinity``, which are not JSON."""
+    return json.loads(text, parse_constant=_reject_constant)
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON value")
