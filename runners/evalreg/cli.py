@@ -82,6 +82,80 @@ def cmd_evalset_add(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_status(args: argparse.Namespace) -> int:
+    from evalreg.plan import status
+    from evalreg.registry.loader import load_registry
+    from evalreg.render import print_status
+
+    statuses = status(load_registry(_root(args)))
+    if args.json:
+        rows = [
+            {
+                "cell": s.cell.id,
+                "state": s.state,
+                "reasons": s.reasons,
+                "fingerprint": s.fingerprint,
+            }
+            for s in statuses
+        ]
+        sys.stdout.write(json.dumps(rows, indent=2) + "\n")
+    else:
+        print_status(statuses)
+    return 0
+
+
+def _shard(text: str | None) -> tuple[int, int] | None:
+    if text is None:
+        return None
+    from evalreg.errors import UsageError
+
+    try:
+        index, count = (int(x) for x in text.split("/"))
+    except ValueError:
+        raise UsageError(f"--shard {text}: expected i/n, like 2/4") from None
+    if not 1 <= index <= count:
+        raise UsageError(f"--shard {text}: i must be between 1 and n")
+    return index, count
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from evalreg.render import RunProgress, print_run
+    from evalreg.runner import RunOptions, prepare, run
+
+    root = _root(args)
+    options = RunOptions(
+        offline=args.offline,
+        tasks=tuple(args.task or ()),
+        candidates=tuple(args.candidate or ()),
+        max_concurrency=args.max_concurrency,
+        limit=args.limit,
+        max_cost_usd=args.max_cost,
+        dry_run=args.dry_run,
+        shard=_shard(args.shard),
+        force=args.force,
+    )
+    if options.dry_run:
+        result = run(root, options)
+        print_run(result, dry_run=True)
+        return 0
+    _registry, _store, plans = prepare(root, options)
+    with RunProgress(plans) as progress:
+        result = run(root, options, progress=progress.advance)
+    print_run(result)
+    # Cells nobody here can run (no key) stay pending: a note, not a failure.
+    failed = any(o.errors or o.note.startswith("incomplete") for o in result.outcomes)
+    return 1 if failed else 0
+
+
+def cmd_reproduce(args: argparse.Namespace) -> int:
+    from evalreg.render import print_reproduction
+    from evalreg.reproduce import reproduce
+
+    outcome = reproduce(_root(args), args.rev)
+    print_reproduction(outcome)
+    return 0 if outcome.identical else 1
+
+
 # ---------------------------------------------------------------- parser
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
@@ -109,6 +183,58 @@ def build_parser() -> argparse.ArgumentParser:
         "default: a folder inside the repository",
     )
     p.set_defaults(handler=cmd_init)
+
+    p = sub.add_parser("status", help="show fresh, stale and pending cells and why")
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.set_defaults(handler=cmd_status)
+
+    p = sub.add_parser("run", help="run the stale cells: buy missing responses, grade, write")
+    p.add_argument(
+        "--offline",
+        action="store_true",
+        help="never call a model: a missing response is an error naming the item",
+    )
+    p.add_argument("--task", action="append", metavar="ID", help="only this task (repeatable)")
+    p.add_argument(
+        "--candidate", action="append", metavar="ID", help="only this candidate (repeatable)"
+    )
+    p.add_argument(
+        "--max-concurrency",
+        type=int,
+        default=64,
+        metavar="N",
+        help="requests in flight across all pins (default 64)",
+    )
+    p.add_argument(
+        "--limit",
+        type=int,
+        metavar="N",
+        help="only the first N items of each cell (a smoke test; writes no results)",
+    )
+    p.add_argument(
+        "--max-cost",
+        type=float,
+        metavar="USD",
+        help="stop buying before the estimated spend would exceed USD",
+    )
+    p.add_argument(
+        "--dry-run", action="store_true", help="show what would run, why, and its estimated cost"
+    )
+    p.add_argument(
+        "--shard",
+        metavar="I/N",
+        help="buy only shard I of N of the missing responses (a CI matrix job)",
+    )
+    p.add_argument(
+        "--force",
+        action="store_true",
+        help="re-grade fresh cells too (stored responses are never re-bought)",
+    )
+    p.set_defaults(handler=cmd_run)
+
+    p = sub.add_parser("reproduce", help="recompute a revision's results offline and compare")
+    p.add_argument("rev", metavar="REV", help="a commit, branch or tag")
+    p.set_defaults(handler=cmd_reproduce)
 
     evalset = sub.add_parser("evalset", help="manage eval sets (tracked by DVC)")
     evalset_sub = evalset.add_subparsers(dest="evalset_command", metavar="COMMAND")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sys
 from functools import cache
+from typing import TYPE_CHECKING
 
 from rich.console import Console
 from rich.table import Table
@@ -11,6 +12,11 @@ from rich.text import Text
 
 from evalreg.check import CheckResult
 from evalreg.registry.diagnostics import Severity
+
+if TYPE_CHECKING:
+    from evalreg.plan import CellStatus
+    from evalreg.reproduce import Reproduction
+    from evalreg.runner import CellPlan, RunResult
 
 
 @cache
@@ -71,3 +77,116 @@ def print_check(result: CheckResult, *, strict: bool = False) -> None:
         f"{by[Severity.WARNING]} warnings)"
     )
     sys.stdout.flush()
+
+
+def print_status(statuses: list[CellStatus]) -> None:
+    table = Table(title="Cells", title_justify="left")
+    for column in ("cell", "state", "why"):
+        table.add_column(column, overflow="fold")
+    colors = {"fresh": "green", "stale": "yellow", "pending": "cyan"}
+    for st in statuses:
+        table.add_row(st.cell.id, Text(st.state, style=colors[st.state]), "; ".join(st.reasons))
+    console().print(table)
+
+
+def usd(micro: int) -> str:
+    return f"${micro / 1_000_000:,.4f}"
+
+
+class RunProgress:
+    """A live progress display: per cell, done, errors and requests bought."""
+
+    def __init__(self, plans: list[CellPlan]) -> None:
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+
+        self.progress = Progress(
+            TextColumn("{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TextColumn("bought {task.fields[bought]}  errors {task.fields[errors]}"),
+            console=error_console(),
+            transient=False,
+        )
+        self.tasks = {
+            p.status.cell.id: self.progress.add_task(
+                p.status.cell.id, total=len(p.jobs), bought=0, errors=0
+            )
+            for p in plans
+            if p.blocked is None
+        }
+        self.counts: dict[str, list[int]] = {cid: [0, 0] for cid in self.tasks}
+
+    def advance(self, cell_id: str, outcome: str) -> None:
+        task = self.tasks.get(cell_id)
+        if task is None:
+            return
+        counts = self.counts[cell_id]
+        if outcome == "fetched":
+            counts[0] += 1
+        elif outcome == "error":
+            counts[1] += 1
+        self.progress.update(task, advance=1, bought=counts[0], errors=counts[1])
+
+    def __enter__(self) -> RunProgress:
+        self.progress.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.progress.stop()
+
+
+def print_run(result: RunResult, *, dry_run: bool = False) -> None:
+    out = console()
+    table = Table(title="Dry run: what would run" if dry_run else "Run", title_justify="left")
+    columns = ["cell", "state", "to buy", "est. cost"]
+    columns += ["why"] if dry_run else ["errors", "cost", "result"]
+    for column in columns:
+        table.add_column(column, overflow="fold")
+    outcomes = {o.plan.status.cell.id: o for o in result.outcomes}
+    for plan in result.plans:
+        st = plan.status
+        row = [st.cell.id, st.state, str(plan.missing), usd(plan.estimated_micro_usd)]
+        blocked = f"pending: {plan.blocked}" if plan.blocked else ""
+        if dry_run:
+            row.append("; ".join([*st.reasons, *([blocked] if blocked else [])]))
+        else:
+            o = outcomes.get(st.cell.id)
+            if o is not None:
+                result_text = "written" if o.written else (blocked or o.note)
+                row += [str(o.errors), usd(o.cost_micro_usd), result_text]
+        table.add_row(*row)
+    out.print(table)
+    if not result.plans:
+        out.print("Nothing to run: every cell is fresh.")
+    out.print(f"Estimated cost of missing responses: {usd(result.estimated_micro_usd)}")
+    if result.fetch is not None:
+        f = result.fetch
+        kinds = ", ".join(f"{k} {n}" for k, n in sorted(f.error_kinds.items())) or "none"
+        out.print(
+            f"Requests: {f.fetched} bought, {f.cached} from the store, "
+            f"{f.shared} shared; errors: {kinds}"
+        )
+        for error in f.errors[:20]:
+            error_console().print(Text(f"{error.label}: {error.kind}: {error.message}"))
+        if len(f.errors) > 20:
+            error_console().print(f"... and {len(f.errors) - 20} more errors")
+
+
+def print_reproduction(rep: Reproduction) -> None:
+    out = console()
+    if any(v != rep.running_version for v in rep.recorded_versions):
+        out.print(
+            f"[yellow]Results at {rep.rev[:12]} were recorded with evalreg "
+            f"{', '.join(rep.recorded_versions)}; this is evalreg {rep.running_version}. "
+            f"Grader code is part of the evidence: install evalreg=="
+            f"{rep.recorded_versions[0]} to reproduce them exactly.[/yellow]"
+        )
+    for cell in rep.cells:
+        if cell.identical:
+            out.print(f"{cell.cell}: identical")
+        else:
+            out.print(f"[red]{cell.cell}: {len(cell.differences)} differences[/red]")
+            for d in cell.differences:
+                out.print(Text("  " + d))
+    verdict = "identical" if rep.identical else "DIFFERENT"
+    out.print(f"reproduce {rep.rev[:12]}: {verdict} ({len(rep.cells)} cells with results)")

@@ -1,0 +1,136 @@
+"""Planning: the cells of a registry, their fingerprints, and which are fresh, stale or pending.
+
+A cell is one (task, candidate). Its fingerprint hashes everything that can change its
+results; a cell is stale when that differs from the fingerprint its committed summary
+records, and pending when it has no committed summary at all.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+from typing import Any
+
+from evalreg.canonical import digest
+from evalreg.registry import schema
+from evalreg.registry.loader import Registry
+from evalreg.registry.tree import Tree
+
+RESULTS_DIR = "reports/results"
+_IGNORED_FOR_RESULTS = {"description", "benchmarks", "limits"}
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One (task, candidate) of one selection, with everything needed to run it."""
+
+    selection: str
+    task_id: str
+    candidate: schema.Candidate
+    task: schema.Task
+    rubric: schema.Rubric
+    pin: schema.Pin
+
+    @property
+    def id(self) -> str:
+        return f"{self.task_id}/{self.candidate.id}"
+
+    @property
+    def summary_path(self) -> str:
+        return f"{RESULTS_DIR}/{self.task_id}/{self.candidate.id}.json"
+
+    @property
+    def items_path(self) -> str:
+        return f"{RESULTS_DIR}/{self.task_id}/{self.candidate.id}.items.jsonl"
+
+
+@dataclass
+class CellStatus:
+    cell: Cell
+    state: str
+    """fresh | stale | pending"""
+    reasons: list[str] = field(default_factory=list)
+    fingerprint: str = ""
+    parts: dict[str, Any] = field(default_factory=dict)
+
+
+def cells(registry: Registry) -> list[Cell]:
+    """Every cell of every selection, in (task, candidate) order, each listed once."""
+    out: dict[str, Cell] = {}
+    for sel_id, sel in sorted(registry.selections.items()):
+        task = registry.tasks[sel.task]
+        rubric = registry.rubrics[task.rubric]
+        for cand in sel.candidates:
+            cell = Cell(sel_id, sel.task, cand, task, rubric, registry.pins[cand.pin])
+            out.setdefault(cell.id, cell)
+    return [out[k] for k in sorted(out)]
+
+
+def _dump(model: schema.Model | None) -> Any:
+    if model is None:
+        return None
+    data = model.model_dump(mode="json", by_alias=True, exclude_defaults=False)
+    return {k: v for k, v in data.items() if k not in _IGNORED_FOR_RESULTS}
+
+
+def fingerprint_parts(registry: Registry, cell: Cell) -> dict[str, Any]:
+    """Everything that can change a cell's results, each hashed separately so staleness
+    can say which part changed."""
+    from evalreg.graders import GRADER_VERSION
+
+    evalset = registry.evalset_of(cell.task_id)
+    judges = sorted(
+        c.grader.judge for c in cell.rubric.criteria if isinstance(c.grader, schema.JudgeGrader)
+    )
+    code_paths: list[str] = []
+    if cell.pin.callable is not None:
+        code_paths += [cell.pin.callable.rpartition(":")[0], *cell.pin.files]
+    for c in cell.rubric.criteria:
+        if isinstance(c.grader, schema.PythonGrader):
+            code_paths += [c.grader.callable.rpartition(":")[0], *c.grader.files]
+        if isinstance(c.grader, schema.HumanGrader):
+            code_paths.append(c.grader.file)
+    return {
+        "evalset": evalset.md5,
+        "task": digest(_dump(cell.task)),
+        "rubric": digest(_dump(cell.rubric)),
+        "pin": digest(_dump(cell.pin)),
+        "prompt_variant": digest(_dump(cell.candidate.prompt)) if cell.candidate.prompt else None,
+        "judges": {j: digest(_dump(registry.pins[j])) for j in judges if j in registry.pins},
+        "repeats": cell.task.repeats,
+        "graders": GRADER_VERSION,
+        "code": {p: _file_digest(registry.tree, p) for p in sorted(set(code_paths))},
+    }
+
+
+def _file_digest(tree: Tree, rel: str) -> str:
+    return hashlib.sha256(tree.read_data(rel)).hexdigest()
+
+
+def fingerprint(parts: dict[str, Any]) -> str:
+    return digest(parts)
+
+
+def status(registry: Registry, committed: Tree | None = None) -> list[CellStatus]:
+    """Each cell's state against the summaries in ``committed`` (default: the registry's tree)."""
+    from evalreg.results import read_summary
+
+    tree = committed or registry.tree
+    out = []
+    for cell in cells(registry):
+        parts = fingerprint_parts(registry, cell)
+        fp = fingerprint(parts)
+        summary = read_summary(tree, cell)
+        if summary is None:
+            out.append(CellStatus(cell, "pending", ["never run"], fp, parts))
+            continue
+        reasons = []
+        if summary.get("fingerprint") != fp:
+            old = summary.get("fingerprint_parts", {})
+            changed = sorted(k for k in parts if old.get(k) != parts[k])
+            reasons.append("changed: " + ", ".join(changed or ["fingerprint"]))
+        errors = int(summary.get("totals", {}).get("errors", 0))
+        if errors:
+            reasons.append(f"{errors} provider errors to retry")
+        out.append(CellStatus(cell, "stale" if reasons else "fresh", reasons, fp, parts))
+    return out

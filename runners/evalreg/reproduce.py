@@ -1,0 +1,171 @@
+"""``evalreg reproduce REV``: recompute a revision's results offline and compare them.
+
+Everything is read as of REV (registry and code from git, eval sets, stored responses
+and recorded results through DVC); nothing is checked out and nothing is bought.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import tempfile
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from evalreg import __version__
+from evalreg.fetch import make_job
+from evalreg.graders import GradingContext
+from evalreg.grading import CellGrader
+from evalreg.plan import Cell, cells, fingerprint, fingerprint_parts
+from evalreg.prompting import render_messages
+from evalreg.providers import get_provider
+from evalreg.registry import schema
+from evalreg.registry.loader import load_registry
+from evalreg.registry.tree import GitTree, Tree
+from evalreg.results import items_bytes, read_summary, summary_bytes, summary_for
+from evalreg.store import ResponseStore
+
+MAX_DIFFERENCES_PER_CELL = 50
+
+
+@dataclass
+class CellReproduction:
+    cell: str
+    identical: bool
+    differences: list[str] = field(default_factory=list)
+
+
+@dataclass
+class Reproduction:
+    rev: str
+    recorded_versions: list[str]
+    running_version: str
+    cells: list[CellReproduction]
+
+    @property
+    def identical(self) -> bool:
+        return all(c.identical for c in self.cells)
+
+
+def reproduce(root: Path, rev: str) -> Reproduction:
+    tree = GitTree(root, rev)
+    registry = load_registry(tree)
+    store = ResponseStore.load(tree)
+    versions: set[str] = set()
+    outcomes = []
+    with _materialized(tree, _code_paths(cells(registry))) as code_root:
+        providers = {n: get_provider(n, code_root) for n in ("openai", "anthropic", "python")}
+        for cell in cells(registry):
+            recorded = read_summary(tree, cell)
+            if recorded is None:
+                continue  # pending at REV: nothing was recorded, nothing to reproduce
+            versions.add(str(recorded.get("evalreg_version")))
+            outcomes.append(
+                _reproduce_cell(tree, registry, store, cell, recorded, providers, code_root)
+            )
+    return Reproduction(tree.rev, sorted(versions), __version__, outcomes)
+
+
+def _reproduce_cell(
+    tree: Tree,
+    registry: Any,
+    store: ResponseStore,
+    cell: Cell,
+    recorded: dict[str, Any],
+    providers: dict[str, Any],
+    code_root: Path,
+) -> CellReproduction:
+    out = CellReproduction(cell.id, True)
+    recorded_items = (
+        _records(tree.read_data(cell.items_path))
+        if tree.is_file(cell.items_path + ".dvc") or tree.is_file(cell.items_path)
+        else {}
+    )
+    failed = {r["key"]: r["error"] for r in recorded_items.values() if r.get("error")}
+    provider = providers[cell.pin.provider]
+    grader = CellGrader(cell, GradingContext(cell.task.output.schema_, code_root))
+    records = []
+    for item in sorted(registry.evalset_of(cell.task_id).items, key=lambda i: i.id):
+        messages = render_messages(cell.task, cell.candidate.prompt, item)
+        for sample in range(cell.task.repeats):
+            job = make_job(
+                cell.candidate.pin,
+                cell.pin,
+                provider,
+                messages,
+                item.input,
+                sample,
+                f"{cell.id}/{item.id}#{sample}",
+            )
+            stored = store.get(job.key)
+            error = failed.get(job.key)
+            if stored is None and error is None:
+                error = "missing"
+                out.differences.append(f"{item.id}#{sample}: no stored response (offline miss)")
+            records.append(grader.record(item, sample, job.key, stored, error))
+    items = items_bytes(records)
+    evalset = registry.evalset_of(cell.task_id)
+    parts = fingerprint_parts(registry, cell)
+    summary = summary_for(
+        cell, fingerprint(parts), parts, evalset.path, evalset.md5, records, items
+    )
+    if summary_bytes(summary) != tree.read(cell.summary_path):
+        out.differences += [f"summary {d}" for d in diff_values(recorded, summary)]
+    mine = {(r["item"], r["sample"]): r for r in records}
+    for key in sorted(set(mine) | set(recorded_items)):
+        for d in diff_values(recorded_items.get(key), mine.get(key)):
+            out.differences.append(f"item {key[0]}#{key[1]} {d}")
+    out.identical = not out.differences
+    del out.differences[MAX_DIFFERENCES_PER_CELL:]
+    return out
+
+
+def _records(data: bytes) -> dict[tuple[str, int], dict[str, Any]]:
+    out = {}
+    for line in data.splitlines():
+        if line.strip():
+            r = json.loads(line)
+            out[(r["item"], r["sample"])] = r
+    return out
+
+
+def diff_values(old: Any, new: Any, path: str = "") -> list[str]:
+    """Leaf-level differences between two JSON values, as ``path: recorded X, now Y``."""
+    if isinstance(old, dict) and isinstance(new, dict):
+        out = []
+        for key in sorted(set(old) | set(new)):
+            out += diff_values(old.get(key), new.get(key), f"{path}.{key}" if path else str(key))
+        return out
+    if old == new and type(old) is type(new):
+        return []
+    return [f"{path or '(value)'}: recorded {_short(old)}, reproduced {_short(new)}"]
+
+
+def _short(value: Any) -> str:
+    text = json.dumps(value, sort_keys=True, ensure_ascii=False)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def _code_paths(all_cells: list[Cell]) -> set[str]:
+    paths: set[str] = set()
+    for cell in all_cells:
+        if cell.pin.callable:
+            paths |= {cell.pin.callable.rpartition(":")[0], *cell.pin.files}
+        for c in cell.rubric.criteria:
+            if isinstance(c.grader, schema.PythonGrader):
+                paths |= {c.grader.callable.rpartition(":")[0], *c.grader.files}
+    return paths
+
+
+@contextlib.contextmanager
+def _materialized(tree: Tree, paths: set[str]) -> Iterator[Path]:
+    """A temporary directory holding REV's versions of the given repository files."""
+    with tempfile.TemporaryDirectory(prefix="evalreg-reproduce-") as tmp:
+        root = Path(tmp)
+        for rel in sorted(paths):
+            target = root / rel
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(tree.read_data(rel))
+        yield root

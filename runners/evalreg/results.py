@@ -1,0 +1,136 @@
+"""Cell results: per-item records, per-slice aggregates and their canonical files.
+
+Canonical means: sorted keys, items in id order, no wall-clock time, no absolute paths,
+integers where possible (micro-dollars, milliseconds), floats rounded to 6 places, no NaN.
+Grading the same responses twice gives byte-identical files.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+from evalreg import __version__
+from evalreg.plan import Cell
+from evalreg.registry.tree import Tree
+
+SUMMARY_SCHEMA = 1
+ALL = "all"
+LEVELS = ("correct", "acceptable", "unacceptable")
+
+
+def rounded(x: float) -> float:
+    if not math.isfinite(x):
+        raise ValueError("results never hold NaN or infinity")
+    return round(x, 6) + 0.0  # + 0.0 turns -0.0 into 0.0
+
+
+def percentile(values: Sequence[int], p: float) -> int:
+    """Nearest-rank percentile of integers (an observed value, so always an integer)."""
+    if not values:
+        return 0
+    ordered = sorted(values)
+    rank = max(1, math.ceil(p / 100 * len(ordered)))
+    return ordered[rank - 1]
+
+
+def aggregate(records: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """Totals for one slice: levels, criteria, errors, latency, tokens and cost."""
+    graded = [r for r in records if r["error"] is None]
+    levels = {lvl: sum(r["level"] == lvl for r in graded) for lvl in LEVELS}
+    criteria: dict[str, list[int]] = defaultdict(lambda: [0, 0])
+    for r in graded:
+        for cid, verdict in r["criteria"].items():
+            criteria[cid][0] += 1
+            criteria[cid][1] += bool(verdict["passed"])
+    latencies = [r["latency_ms"] for r in graded]
+    return {
+        "samples": len(records),
+        "items": len({r["item"] for r in records}),
+        "graded": len(graded),
+        "errors": len(records) - len(graded),
+        "levels": levels,
+        "criteria": {
+            cid: {"applicable": n, "passed": k} for cid, (n, k) in sorted(criteria.items())
+        },
+        "score_sum": rounded(sum(r["score"] for r in graded)),
+        "latency_ms": {"p50": percentile(latencies, 50), "p95": percentile(latencies, 95)},
+        "tokens": {
+            kind: sum(r["tokens"][kind] for r in graded)
+            for kind in ("input", "output", "reasoning")
+        },
+        "cost_micro_usd": sum(r["cost_micro_usd"] for r in graded),
+    }
+
+
+def slices_of(records: Iterable[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
+    out: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for r in records:
+        out[ALL].append(r)
+        for tag in r["tags"]:
+            out[tag].append(r)
+    return dict(out)
+
+
+def items_bytes(records: Sequence[dict[str, Any]]) -> bytes:
+    """Per-item records, one canonical JSON object a line, in (item, sample) order."""
+    ordered = sorted(records, key=lambda r: (r["item"], r["sample"]))
+    return b"".join(
+        json.dumps(r, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode() + b"\n"
+        for r in ordered
+    )
+
+
+def summary_for(
+    cell: Cell,
+    fingerprint: str,
+    parts: dict[str, Any],
+    evalset_path: str,
+    evalset_md5: str,
+    records: Sequence[dict[str, Any]],
+    items_data: bytes,
+) -> dict[str, Any]:
+    by_slice = slices_of(records)
+    totals = aggregate(by_slice.pop(ALL, []))
+    return {
+        "schema_version": SUMMARY_SCHEMA,
+        "cell": {"task": cell.task_id, "candidate": cell.candidate.id, "pin": cell.candidate.pin},
+        "fingerprint": fingerprint,
+        "fingerprint_parts": parts,
+        "evalreg_version": __version__,
+        "evalset": {"path": evalset_path, "md5": evalset_md5},
+        "items_file": {
+            "path": cell.items_path,
+            "md5": hashlib.md5(items_data, usedforsecurity=False).hexdigest(),
+        },
+        "totals": totals,
+        "slices": {name: aggregate(rs) for name, rs in sorted(by_slice.items())},
+    }
+
+
+def summary_bytes(summary: dict[str, Any]) -> bytes:
+    return (
+        json.dumps(summary, sort_keys=True, indent=2, ensure_ascii=False, allow_nan=False) + "\n"
+    ).encode()
+
+
+def read_summary(tree: Tree, cell: Cell) -> dict[str, Any] | None:
+    if not tree.is_file(cell.summary_path):
+        return None
+    data: dict[str, Any] = json.loads(tree.read(cell.summary_path))
+    return data
+
+
+def write_cell(root: Path, cell: Cell, summary: bytes, items: bytes) -> None:
+    """Write a cell's files atomically (temp file, then rename)."""
+    for rel, data in ((cell.items_path, items), (cell.summary_path, summary)):
+        path = root / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(path.name + ".tmp")
+        tmp.write_bytes(data)
+        tmp.replace(path)

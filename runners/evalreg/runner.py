@@ -1,0 +1,279 @@
+"""``evalreg run``: reconcile results with the registry by running exactly the stale cells.
+
+All stale cells run concurrently in one process: their missing responses are bought in a
+single fetch (the store answers the rest), then each cell is graded and its canonical
+results are written. A grader change therefore re-grades without a single request.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from evalreg.fetch import FetchReport, Job, fetch, make_job
+from evalreg.graders import GradingContext
+from evalreg.grading import CellGrader
+from evalreg.plan import CellStatus, status
+from evalreg.prompting import render_messages
+from evalreg.providers import get_provider
+from evalreg.registry import schema
+from evalreg.registry.loader import Registry, load_registry
+from evalreg.results import items_bytes, summary_bytes, summary_for, write_cell
+from evalreg.store import ResponseStore, SegmentWriter
+
+DEFAULT_OUTPUT_TOKENS = 256
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    offline: bool = False
+    tasks: tuple[str, ...] = ()
+    candidates: tuple[str, ...] = ()
+    max_concurrency: int = 64
+    limit: int | None = None
+    max_cost_usd: float | None = None
+    dry_run: bool = False
+    shard: tuple[int, int] | None = None
+    """(index, count), 1-based index: buy only this shard's responses; write no results."""
+    force: bool = False
+    """Re-grade fresh cells too (never re-buys a stored response)."""
+
+
+@dataclass
+class CellPlan:
+    status: CellStatus
+    jobs: list[tuple[schema.Item, int, Job]] = field(default_factory=list)
+    missing: int = 0
+    estimated_micro_usd: int = 0
+    blocked: str | None = None
+    """Why this cell's missing responses cannot be bought here (a key that is not set)."""
+
+
+@dataclass
+class CellOutcome:
+    plan: CellPlan
+    written: bool = False
+    errors: int = 0
+    cost_micro_usd: int = 0
+    note: str = ""
+
+
+@dataclass
+class RunResult:
+    plans: list[CellPlan]
+    outcomes: list[CellOutcome] = field(default_factory=list)
+    fetch: FetchReport | None = None
+    tracked: list[str] = field(default_factory=list)
+
+    @property
+    def estimated_micro_usd(self) -> int:
+        return sum(p.estimated_micro_usd for p in self.plans)
+
+
+Progress = Callable[[str, str], None]
+"""Called with (cell id, outcome) once per job: cached, fetched, shared or error."""
+
+
+def estimate_micro_usd(pin: schema.Pin, job: Job) -> int:
+    """A conservative cost estimate for one request, before it is sent."""
+    price = pin.price
+    if price is None:
+        return 0
+    input_tokens = len(job.content) // 3
+    output_tokens = int(
+        job.body.get("max_tokens") or job.body.get("max_completion_tokens") or DEFAULT_OUTPUT_TOKENS
+    )
+    out_price = max(price.output_per_mtok, price.reasoning_per_mtok or 0.0)
+    return round(
+        input_tokens * price.input_per_mtok + output_tokens * out_price + price.per_call * 1_000_000
+    )
+
+
+def _missing_key(pin: schema.Pin) -> str | None:
+    if pin.api_key_env and not os.environ.get(pin.api_key_env):
+        return f"{pin.api_key_env} is not set"
+    return None
+
+
+def _in_shard(key: str, shard: tuple[int, int] | None) -> bool:
+    if shard is None:
+        return True
+    index, count = shard
+    return int(key[:12], 16) % count == index - 1
+
+
+def prepare(root: Path, options: RunOptions) -> tuple[Registry, ResponseStore, list[CellPlan]]:
+    """Load the registry and store, and plan every cell this run will touch."""
+    registry = load_registry(root)
+    store = ResponseStore.open(root)
+    providers = {name: get_provider(name, root) for name in ("openai", "anthropic", "python")}
+    plans = []
+    for st in status(registry):
+        cell = st.cell
+        if options.tasks and cell.task_id not in options.tasks:
+            continue
+        if options.candidates and cell.candidate.id not in options.candidates:
+            continue
+        if st.state == "fresh" and not options.force:
+            continue
+        plan = CellPlan(st)
+        provider = providers[cell.pin.provider]
+        items = sorted(registry.evalset_of(cell.task_id).items, key=lambda i: i.id)
+        if options.limit is not None:
+            items = items[: options.limit]
+        for item in items:
+            messages = render_messages(cell.task, cell.candidate.prompt, item)
+            for sample in range(cell.task.repeats):
+                job = make_job(
+                    cell.candidate.pin,
+                    cell.pin,
+                    provider,
+                    messages,
+                    item.input,
+                    sample,
+                    f"{cell.id}/{item.id}#{sample}",
+                )
+                plan.jobs.append((item, sample, job))
+                if job.key not in store and _in_shard(job.key, options.shard):
+                    plan.missing += 1
+                    plan.estimated_micro_usd += estimate_micro_usd(cell.pin, job)
+        if plan.missing and not options.offline:
+            plan.blocked = _missing_key(cell.pin)
+        plans.append(plan)
+    return registry, store, plans
+
+
+def run(root: Path, options: RunOptions, progress: Progress | None = None) -> RunResult:
+    """Reconcile: buy what is missing, grade, and write results for the planned cells."""
+    root = root.resolve()
+    registry, store, plans = prepare(root, options)
+    result = RunResult(plans)
+    if options.dry_run:
+        return result
+    runnable = [p for p in plans if p.blocked is None]
+    jobs = [job for p in runnable for (_i, _s, job) in p.jobs if _in_shard(job.key, options.shard)]
+    budget = _Budget(
+        options.max_cost_usd, {p.status.cell.candidate.pin: p.status.cell.pin for p in plans}
+    )
+    cell_of = {job.key: p.status.cell.id for p in runnable for (_i, _s, job) in p.jobs}
+
+    def on_job(job: Job, outcome: str) -> None:
+        if progress is not None:
+            progress(cell_of.get(job.key, "?"), outcome)
+
+    async def go() -> FetchReport:
+        from evalreg.providers.http import HttpLayer
+
+        label = f"shard{options.shard[0]}of{options.shard[1]}" if options.shard else "run"
+        async with HttpLayer() as http:
+            writer = None if options.offline else SegmentWriter(root, label=label)
+            try:
+                return await fetch(
+                    jobs,
+                    store,
+                    writer,
+                    http,
+                    offline=options.offline,
+                    concurrency=options.max_concurrency,
+                    progress=on_job,
+                    admit=budget.admit if budget.active else None,
+                )
+            finally:
+                if writer is not None:
+                    writer.close()
+
+    report = asyncio.run(go())
+    result.fetch = report
+    failed = {e.key: e.kind for e in report.errors}
+    writes_results = options.shard is None and options.limit is None
+    for plan in plans:
+        result.outcomes.append(_finish(registry, store, plan, failed, writes_results, root))
+    if not options.offline:
+        from evalreg.store import track_segments
+
+        result.tracked += track_segments(root)
+    written = [o.plan.status.cell.items_path for o in result.outcomes if o.written]
+    if written:
+        from evalreg import dvcrepo
+
+        dvcrepo.track(root, written, push=False)
+        result.tracked += written
+        write_metrics_index(root, registry)
+    return result
+
+
+def _finish(
+    registry: Registry,
+    store: ResponseStore,
+    plan: CellPlan,
+    failed: dict[str, str],
+    writes_results: bool,
+    root: Path,
+) -> CellOutcome:
+    cell = plan.status.cell
+    outcome = CellOutcome(plan)
+    if plan.blocked is not None:
+        outcome.note = f"pending: {plan.blocked}"
+        return outcome
+    unresolved = [
+        k
+        for (_i, _s, job) in plan.jobs
+        if (k := job.key) not in store and failed.get(k) in (None, "offline_miss", "budget")
+    ]
+    if unresolved or not writes_results:
+        stopped = {failed.get(k) for k in unresolved}
+        outcome.note = (
+            "responses bought; results are written by a run without --shard or --limit"
+            if not unresolved
+            else f"incomplete ({len(unresolved)} responses missing: "
+            f"{', '.join(sorted(s or 'unsent' for s in stopped))}); no results written"
+        )
+        outcome.errors = len(unresolved)
+        return outcome
+    grader = CellGrader(cell, GradingContext(cell.task.output.schema_, root))
+    records = [
+        grader.record(item, sample, job.key, store.get(job.key), failed.get(job.key))
+        for (item, sample, job) in plan.jobs
+    ]
+    items = items_bytes(records)
+    evalset = registry.evalset_of(cell.task_id)
+    summary = summary_for(
+        cell, plan.status.fingerprint, plan.status.parts, evalset.path, evalset.md5, records, items
+    )
+    write_cell(root, cell, summary_bytes(summary), items)
+    outcome.written = True
+    outcome.errors = summary["totals"]["errors"]
+    outcome.cost_micro_usd = summary["totals"]["cost_micro_usd"]
+    return outcome
+
+
+class _Budget:
+    """Admits requests while their estimated cost keeps the run within --max-cost."""
+
+    def __init__(self, max_usd: float | None, pins: dict[str, schema.Pin]) -> None:
+        self.active = max_usd is not None
+        self.limit = round((max_usd or 0.0) * 1_000_000)
+        self.committed = 0
+        self.pins = pins
+
+    def admit(self, job: Job) -> bool:
+        cost = estimate_micro_usd(self.pins[job.pin_id], job)
+        if self.committed + cost > self.limit:
+            return False
+        self.committed += cost
+        return True
+
+
+def write_metrics_index(root: Path, registry: Registry) -> None:
+    """``dvc.yaml`` listing every summary as a metrics file, for ``dvc metrics show/diff``."""
+    from evalreg.plan import cells
+
+    paths = sorted(c.summary_path for c in cells(registry) if (root / c.summary_path).is_file())
+    lines = [
+        "# Written by evalreg run: every cell summary, for `dvc metrics show/diff`.",
+        "metrics:",
+    ] + [f"  - {p}" for p in paths]
+    (root / "dvc.yaml").write_text("\n".join(lines) + "\n", encoding="utf-8")
