@@ -88,6 +88,11 @@ prompt:
   template: "Message: {{ text }}"
 output:
   parser: json
+  schema:
+    type: object
+    required: [label]
+    properties:
+      label: {type: string}
 rubric: labels
 repeats: 1
 monthly_volume: 1000

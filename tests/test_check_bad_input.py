@@ -87,7 +87,7 @@ def test_unknown_key_suggests_the_right_one(repo, cli):
     assert_rejected(
         repo,
         cli,
-        "registry/tasks/labels.yaml:10:1: unknown key 'repeets' (did you mean 'repeats'?); "
+        "registry/tasks/labels.yaml:15:1: unknown key 'repeets' (did you mean 'repeats'?); "
         "expected one of:",
     )
 
@@ -117,7 +117,7 @@ def test_wrong_type(repo, cli):
     assert_rejected(
         repo,
         cli,
-        "registry/tasks/labels.yaml:10:10: repeats: Input should be a valid integer (got '3')",
+        "registry/tasks/labels.yaml:15:10: repeats: Input should be a valid integer (got '3')",
     )
 
 
@@ -130,7 +130,7 @@ def test_value_out_of_range(repo, cli):
     assert_rejected(
         repo,
         cli,
-        "registry/tasks/labels.yaml:15:15: failure_modes.0.cost_usd: Input should be greater than "
+        "registry/tasks/labels.yaml:20:15: failure_modes.0.cost_usd: Input should be greater than "
         "or equal to 0 (got -1)",
     )
 
@@ -206,7 +206,7 @@ def test_missing_and_future_schema_version(repo, cli):
             "registry/tasks/labels.yaml",
             "rubric: labels",
             "rubric: nope",
-            "9:9",
+            "14:9",
             "rubric 'nope' does not exist",
         ),
         (
@@ -227,7 +227,7 @@ def test_missing_and_future_schema_version(repo, cli):
             "registry/tasks/labels.yaml",
             "detected_by: [label]",
             "detected_by: [labl]",
-            "16:19",
+            "21:19",
             "criterion 'labl' is not in rubric 'labels'",
         ),
         (
@@ -333,6 +333,20 @@ def test_template_field_missing_from_items(repo, cli):
         cli,
         "evalsets/messages.jsonl:1: item 'm-000' has no input field 'sender', which the prompt of "
         "registry/tasks/labels.yaml:6 uses",
+    )
+
+
+def test_json_schema_criterion_needs_a_schema(repo, cli):
+    text = repo.read("registry/tasks/labels.yaml")
+    start = text.index("  schema:")
+    end = text.index("rubric:")
+    repo.write("registry/tasks/labels.yaml", text[:start] + text[end:])
+    repo.commit("no schema")
+    assert_rejected(
+        repo,
+        cli,
+        "registry/tasks/labels.yaml:8:3: rubric 'labels' criterion 'valid_json' checks the task's "
+        "output schema, but this task has no output.schema",
     )
 
 
@@ -445,7 +459,7 @@ def test_json_output_lists_findings(repo, cli):
     assert data["findings"] == [
         {
             "path": "registry/tasks/labels.yaml",
-            "line": 10,
+            "line": 15,
             "col": 10,
             "message": "repeats: Input should be greater than or equal to 1 (got 0)",
             "severity": "error",

@@ -133,6 +133,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         dry_run=args.dry_run,
         shard=_shard(args.shard),
         force=args.force,
+        push=not args.no_push,
     )
     if options.dry_run:
         result = run(root, options)
@@ -229,6 +230,11 @@ def build_parser() -> argparse.ArgumentParser:
         "--force",
         action="store_true",
         help="re-grade fresh cells too (stored responses are never re-bought)",
+    )
+    p.add_argument(
+        "--no-push",
+        action="store_true",
+        help="do not push new responses and records to the DVC remote",
     )
     p.set_defaults(handler=cmd_run)
 

@@ -75,6 +75,25 @@ def track(root: Path, paths: list[str], *, push: bool = True) -> None:
             repo.close()
 
 
+def push(root: Path, paths: list[str]) -> str | None:
+    """Push tracked paths to the default remote; return why it failed, or None.
+
+    A failed push loses nothing (the data is in the local cache): ``dvc push`` later.
+    """
+    from dvc.repo import Repo
+
+    try:
+        with quiet():
+            repo = Repo(str(root))
+            try:
+                repo.push([str(root / p) for p in paths])
+            finally:
+                repo.close()
+    except Exception as exc:
+        return f"{type(exc).__name__}: {exc}"
+    return None
+
+
 def pointer_md5(data: bytes) -> str | None:
     """The md5 recorded in a single-output ``.dvc`` pointer file, or None if it has none."""
     from ruamel.yaml import YAML

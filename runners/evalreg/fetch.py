@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from evalreg.canonical import canonical_bytes
-from evalreg.providers.base import Completion, Messages, Provider, ProviderError
+from evalreg.providers.base import Messages, Provider, ProviderError
 from evalreg.providers.http import HttpLayer, Reply
 from evalreg.registry.schema import Pin
 from evalreg.store import ResponseStore, SegmentWriter, encode_record, request_key, utc_now
@@ -213,11 +213,8 @@ async def _buy(
 
 
 def _call_local(job: Job) -> Reply:
-    import time
-
     call = getattr(job.provider, "call", None)
     if call is None:
         raise ProviderError("client", f"provider {job.provider.name} cannot be called locally")
-    started = time.perf_counter()
-    completion: Completion = call(job.pin, job.body)
-    return Reply(completion, round((time.perf_counter() - started) * 1000), 1)
+    completion, latency_ms = call(job.pin, job.body)
+    return Reply(completion, latency_ms, 1)

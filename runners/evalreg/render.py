@@ -109,7 +109,7 @@ class RunProgress:
         )
         self.tasks = {
             p.status.cell.id: self.progress.add_task(
-                p.status.cell.id, total=len(p.jobs), bought=0, errors=0
+                p.status.cell.id, total=p.in_shard, bought=0, errors=0
             )
             for p in plans
             if p.blocked is None
@@ -170,6 +170,13 @@ def print_run(result: RunResult, *, dry_run: bool = False) -> None:
             error_console().print(Text(f"{error.label}: {error.kind}: {error.message}"))
         if len(f.errors) > 20:
             error_console().print(f"... and {len(f.errors) - 20} more errors")
+    if result.push_error:
+        error_console().print(
+            Text(
+                f"warning: could not push to the DVC remote ({result.push_error}); the data "
+                "is safe in the local cache: run `dvc push` when the remote is reachable"
+            )
+        )
 
 
 def print_reproduction(rep: Reproduction) -> None:

@@ -40,6 +40,8 @@ class RunOptions:
     """(index, count), 1-based index: buy only this shard's responses; write no results."""
     force: bool = False
     """Re-grade fresh cells too (never re-buys a stored response)."""
+    push: bool = True
+    """Push new store segments and item records to the DVC remote."""
 
 
 @dataclass
@@ -47,6 +49,8 @@ class CellPlan:
     status: CellStatus
     jobs: list[tuple[schema.Item, int, Job]] = field(default_factory=list)
     missing: int = 0
+    in_shard: int = 0
+    """Jobs this run is responsible for (all of them unless --shard is given)."""
     estimated_micro_usd: int = 0
     blocked: str | None = None
     """Why this cell's missing responses cannot be bought here (a key that is not set)."""
@@ -67,6 +71,7 @@ class RunResult:
     outcomes: list[CellOutcome] = field(default_factory=list)
     fetch: FetchReport | None = None
     tracked: list[str] = field(default_factory=list)
+    push_error: str | None = None
 
     @property
     def estimated_micro_usd(self) -> int:
@@ -137,7 +142,10 @@ def prepare(root: Path, options: RunOptions) -> tuple[Registry, ResponseStore, l
                     f"{cell.id}/{item.id}#{sample}",
                 )
                 plan.jobs.append((item, sample, job))
-                if job.key not in store and _in_shard(job.key, options.shard):
+                if not _in_shard(job.key, options.shard):
+                    continue
+                plan.in_shard += 1
+                if job.key not in store:
                     plan.missing += 1
                     plan.estimated_micro_usd += estimate_micro_usd(cell.pin, job)
         if plan.missing and not options.offline:
@@ -188,20 +196,20 @@ def run(root: Path, options: RunOptions, progress: Progress | None = None) -> Ru
     report = asyncio.run(go())
     result.fetch = report
     failed = {e.key: e.kind for e in report.errors}
-    writes_results = options.shard is None and options.limit is None
     for plan in plans:
-        result.outcomes.append(_finish(registry, store, plan, failed, writes_results, root))
-    if not options.offline:
-        from evalreg.store import track_segments
+        result.outcomes.append(_finish(registry, store, plan, failed, options, root))
+    from evalreg import dvcrepo
+    from evalreg.store import track_segments
 
+    if not options.offline:
         result.tracked += track_segments(root)
     written = [o.plan.status.cell.items_path for o in result.outcomes if o.written]
     if written:
-        from evalreg import dvcrepo
-
         dvcrepo.track(root, written, push=False)
         result.tracked += written
         write_metrics_index(root, registry)
+    if result.tracked and options.push:
+        result.push_error = dvcrepo.push(root, result.tracked)
     return result
 
 
@@ -210,7 +218,7 @@ def _finish(
     store: ResponseStore,
     plan: CellPlan,
     failed: dict[str, str],
-    writes_results: bool,
+    options: RunOptions,
     root: Path,
 ) -> CellOutcome:
     cell = plan.status.cell
@@ -221,9 +229,11 @@ def _finish(
     unresolved = [
         k
         for (_i, _s, job) in plan.jobs
-        if (k := job.key) not in store and failed.get(k) in (None, "offline_miss", "budget")
+        if _in_shard(k := job.key, options.shard)
+        and k not in store
+        and failed.get(k) in (None, "offline_miss", "budget")
     ]
-    if unresolved or not writes_results:
+    if unresolved or options.shard is not None or options.limit is not None:
         stopped = {failed.get(k) for k in unresolved}
         outcome.note = (
             "responses bought; results are written by a run without --shard or --limit"

@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import importlib.util
 import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, ClassVar
@@ -63,17 +64,23 @@ class PythonProvider:
             self._digests[key] = h.hexdigest()
         return self._digests[key]
 
-    def call(self, pin: Pin, body: dict[str, Any]) -> Completion:
-        """Run the callable on ``body``; any exception it raises is a ``system`` error."""
+    def call(self, pin: Pin, body: dict[str, Any]) -> tuple[Completion, int]:
+        """Run the callable on ``body``; return its output and how long it took (ms).
+
+        Importing the module is not timed. Any exception the callable raises is a
+        ``system`` error.
+        """
         fn = self._function(str(pin.callable))
         request = {"messages": body["messages"], "input": body["input"], "params": body["params"]}
+        started = time.perf_counter()
         try:
             out = fn(request)
         except Exception as exc:
             raise ProviderError(
                 "system", f"{pin.callable} raised {type(exc).__name__}: {exc}"
             ) from None
-        return self.parse(out)
+        latency_ms = round((time.perf_counter() - started) * 1000)
+        return self.parse(out), latency_ms
 
     def _function(self, spec: str) -> SystemFn:
         if spec not in self._functions:

@@ -233,7 +233,22 @@ class _Loader:
         for ident, task in self.registry.tasks.items():
             rubric_ok = self._ref("tasks", ident, ("rubric",), "rubrics", task.rubric)
             if rubric_ok:
-                criteria = {c.id for c in self.registry.rubrics[task.rubric].criteria}
+                rubric = self.registry.rubrics[task.rubric]
+                criteria = {c.id for c in rubric.criteria}
+                if task.output.schema_ is None:
+                    for c in rubric.criteria:
+                        if (
+                            isinstance(c.grader, schema.JsonSchemaGrader)
+                            and c.grader.schema_ is None
+                        ):
+                            self._error(
+                                "tasks",
+                                ident,
+                                ("output",),
+                                f"rubric {task.rubric!r} criterion {c.id!r} checks the "
+                                "task's output schema, but this task has no "
+                                "output.schema",
+                            )
                 for i, mode in enumerate(task.failure_modes):
                     for j, cid in enumerate(mode.detected_by):
                         if cid not in criteria:

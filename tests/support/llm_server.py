@@ -1,0 +1,877 @@
+"""Real loopback HTTP server speaking the OpenAI and Anthropic chat APIs, for tests and benchmarks.
+
+``LLMServer`` listens on ``127.0.0.1`` and answers ``POST /v1/chat/completions`` (OpenAI) and
+``POST /v1/messages`` (Anthropic) with realistic, deterministic responses. Faults (rate limits,
+server errors, timeouts, connection resets, malformed bodies) can be injected for the next N
+requests, for requests whose body contains a substring, or for a seeded, body-determined fraction
+of requests. Everything the server receives is recorded in ``LLMServer.requests``.
+
+In-process use (the server runs on its own event loop in a background thread)::
+
+    with LLMServer(latency=0.01, api_key="sk-test") as server:
+        httpx.post(f"{server.base_url}/chat/completions", ...)
+        server.fail_next("429", times=2, retry_after=0.1)
+
+As a separate process (prints ``READY http://127.0.0.1:PORT`` once listening, serves until
+SIGTERM or SIGINT)::
+
+    python tests/support/llm_server.py --port 0 --latency 0.05 --api-key sk-test
+
+Behaviour worth knowing:
+
+* Faults are drawn only for ``POST`` requests to the two endpoints, when the request arrives and
+  before authentication and validation (like a gateway in front of the API). Precedence:
+  ``fail_next`` queue, then ``fail_matching`` rules in the order added, then ``fail_randomly``.
+* ``latency`` is slept before every endpoint response, faulted or not. ``"timeout"`` sleeps
+  ``delay`` seconds and then answers normally; ``"malformed"`` cuts the body in half;
+  ``"missing_fields"`` drops ``choices`` (OpenAI) or ``content`` (Anthropic) from a 200.
+* ``stream: true`` is rejected with a 400: this server only speaks non-streaming responses.
+* Bytes that do not parse as HTTP get a 400 and a closed connection and are not recorded.
+
+Only the standard library is used, so the file can run under any Python >= 3.11.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import hashlib
+import json
+import os
+import signal
+import socket
+import struct
+import sys
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from types import TracebackType
+from typing import Any, Literal
+
+__all__ = ["FAULTS", "LLMServer", "Request", "default_text", "estimate_tokens"]
+
+ProtocolName = Literal["openai", "anthropic"]
+
+#: Fault names accepted by ``fail_next``/``fail_matching``/``fail_randomly`` and their options.
+FAULTS: dict[str, frozenset[str]] = {
+    "429": frozenset({"retry_after"}),
+    "500": frozenset(),
+    "503": frozenset(),
+    "529": frozenset(),
+    "timeout": frozenset({"delay"}),
+    "reset": frozenset(),
+    "malformed": frozenset(),
+    "missing_fields": frozenset(),
+}
+
+_FAULT_DEFAULTS: dict[str, dict[str, float]] = {
+    "429": {"retry_after": 0.05},
+    "timeout": {"delay": 5.0},
+}
+
+_OPENAI_PATH = "/v1/chat/completions"
+_ANTHROPIC_PATH = "/v1/messages"
+_MAX_HEADER_BYTES = 1 << 20
+_MAX_BODY_BYTES = 64 << 20
+_REASONS = {
+    200: "OK",
+    400: "Bad Request",
+    401: "Unauthorized",
+    404: "Not Found",
+    413: "Content Too Large",
+    429: "Too Many Requests",
+    431: "Request Header Fields Too Large",
+    500: "Internal Server Error",
+    503: "Service Unavailable",
+    529: "Site Overloaded",
+}
+# Status line plus the headers every response carries, up to the Content-Length value.
+_PREFIX = {
+    code: b"HTTP/1.1 %d %s\r\ncontent-type: application/json\r\ncontent-length: "
+    % (code, reason.encode())
+    for code, reason in _REASONS.items()
+}
+_CONN_CLOSE = b"connection: close\r\n"
+_CONN_KEEP = b"connection: keep-alive\r\n"
+_CONTINUE = b"HTTP/1.1 100 Continue\r\n\r\n"
+_LINGER_ZERO = struct.pack("ii", 1, 0)
+_encode = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
+
+
+@dataclass(slots=True)
+class Request:
+    """One HTTP request as received by the server.
+
+    ``headers`` has lower-case names (repeated headers are joined with ``", "``), ``body`` is the
+    parsed JSON object or ``None`` (empty, invalid or non-object JSON), ``raw`` is the exact body
+    bytes, and ``fault`` names the fault injected into this request's response, if any.
+    """
+
+    path: str
+    method: str
+    headers: dict[str, str]
+    body: dict[str, Any] | None
+    raw: bytes
+    protocol: ProtocolName
+    fault: str | None = None
+
+
+@dataclass(slots=True)
+class _Fault:
+    name: str
+    opts: dict[str, float]
+
+
+@dataclass(slots=True)
+class _NextRule:
+    fault: _Fault
+    remaining: int
+
+
+@dataclass(slots=True)
+class _MatchRule:
+    substring: str
+    fault: _Fault
+    remaining: int | None
+
+
+@dataclass(slots=True)
+class _RandomRule:
+    fault: _Fault
+    threshold: int
+    seed: bytes
+    per_attempt: bool
+    seen: dict[bytes, int] = field(default_factory=dict)
+
+
+class _BadRequest(Exception):
+    """The bytes on the wire are not an HTTP/1.x request this server can parse."""
+
+    def __init__(self, status: int = 400, message: str = "malformed HTTP request") -> None:
+        super().__init__(message)
+        self.status = status
+
+
+def _make_fault(name: str, opts: dict[str, Any]) -> _Fault:
+    if name not in FAULTS:
+        raise ValueError(f"unknown fault {name!r}; expected one of {sorted(FAULTS)}")
+    unknown = set(opts) - FAULTS[name]
+    if unknown:
+        raise TypeError(f"fault {name!r} does not take option(s) {sorted(unknown)}")
+    merged = dict(_FAULT_DEFAULTS.get(name, {}))
+    merged.update({key: float(value) for key, value in opts.items()})
+    return _Fault(name, merged)
+
+
+def _canonical_body(request: Request) -> bytes:
+    """Bytes identifying a request body independently of key order and whitespace."""
+    if request.body is None:
+        return request.raw
+    return json.dumps(
+        request.body, sort_keys=True, separators=(",", ":"), ensure_ascii=False
+    ).encode()
+
+
+def _content_text(content: Any) -> str:
+    """Plain text of a message ``content``: a string or a list of content parts/blocks."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        texts = [
+            part["text"]
+            for part in content
+            if isinstance(part, dict) and isinstance(part.get("text"), str)
+        ]
+        return "\n".join(texts)
+    return ""
+
+
+def estimate_tokens(text: str) -> int:
+    """Deterministic token estimate used for usage figures: ``words * 4 // 3``, at least 1."""
+    return max(1, len(text.split()) * 4 // 3)
+
+
+def default_text(messages: Any) -> str:
+    """The reply the server gives when no responder is set: a JSON string fixed by ``messages``.
+
+    ``{"echo": <first 40 chars of the last user message>, "n": <0..999 from a sha256>}``.
+    """
+    canonical = json.dumps(messages, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    digest = hashlib.sha256(canonical.encode()).digest()
+    echo = ""
+    if isinstance(messages, list):
+        for message in reversed(messages):
+            if isinstance(message, dict) and message.get("role") == "user":
+                echo = _content_text(message.get("content"))
+                break
+    return json.dumps({"echo": echo[:40], "n": int.from_bytes(digest[:4], "big") % 1000})
+
+
+def _prompt_text(body: dict[str, Any]) -> str:
+    parts = [_content_text(body.get("system"))]
+    messages = body.get("messages")
+    if isinstance(messages, list):
+        parts.extend(_content_text(m.get("content")) for m in messages if isinstance(m, dict))
+    return "\n".join(parts)
+
+
+def _openai_error(
+    message: str, type_: str, param: str | None = None, code: str | None = None
+) -> dict[str, Any]:
+    return {"error": {"message": message, "type": type_, "param": param, "code": code}}
+
+
+def _anthropic_error(message: str, type_: str) -> dict[str, Any]:
+    return {"type": "error", "error": {"type": type_, "message": message}}
+
+
+def _error_body(protocol: ProtocolName, status: int) -> dict[str, Any]:
+    """Error payload for an injected HTTP error fault, in the provider's shape."""
+    if protocol == "anthropic":
+        if status == 429:
+            return _anthropic_error(
+                "Number of request tokens has exceeded your per-minute rate limit.",
+                "rate_limit_error",
+            )
+        if status == 529:
+            return _anthropic_error("Overloaded", "overloaded_error")
+        if status == 503:
+            return _anthropic_error("Service unavailable", "api_error")
+        return _anthropic_error("Internal server error", "api_error")
+    if status == 429:
+        return _openai_error(
+            "Rate limit reached for requests. Please try again later.",
+            "requests",
+            code="rate_limit_exceeded",
+        )
+    if status in (503, 529):
+        return _openai_error(
+            "The engine is currently overloaded, please try again later.", "server_error"
+        )
+    return _openai_error(
+        "The server had an error while processing your request. Sorry about that!",
+        "server_error",
+    )
+
+
+def _seconds(value: float) -> str:
+    text = f"{value:.3f}".rstrip("0").rstrip(".")
+    return text or "0"
+
+
+class LLMServer:
+    """Loopback OpenAI/Anthropic-compatible HTTP/1.1 server with injectable faults.
+
+    Use as a context manager (or call ``start``/``stop``). Attributes ``latency``, ``api_key``,
+    ``responder``, ``model_alias``, ``fingerprint`` and ``reasoning_tokens`` may be changed
+    while the server runs; each request reads them when it is handled.
+    """
+
+    def __init__(
+        self,
+        *,
+        latency: float = 0.0,
+        responder: Callable[[Request], str] | None = None,
+        port: int = 0,
+        api_key: str | None = None,
+        model_alias: dict[str, str] | None = None,
+        fingerprint: str = "fp_test01",
+        host: str = "127.0.0.1",
+    ) -> None:
+        self.latency = latency
+        self.responder = responder
+        self.api_key = api_key
+        self.model_alias: dict[str, str] = dict(model_alias or {})
+        self.fingerprint = fingerprint
+        #: Reasoning tokens reported in OpenAI usage (included in ``completion_tokens``).
+        self.reasoning_tokens = 0
+        self.host = host
+        self.port = port
+        #: Every request received, in arrival order.
+        self.requests: list[Request] = []
+        #: Exceptions raised by ``responder`` (each also answered with a 500).
+        self.errors: list[BaseException] = []
+        #: Highest number of simultaneously open client connections seen.
+        self.peak_connections = 0
+        #: Number of client connections accepted so far.
+        self.connections_opened = 0
+        self._active_connections = 0
+        self._lock = threading.Lock()
+        self._next: deque[_NextRule] = deque()
+        self._matching: list[_MatchRule] = []
+        self._random: list[_RandomRule] = []
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._stop_event: asyncio.Event | None = None
+        self._thread: threading.Thread | None = None
+        self._writers: set[asyncio.StreamWriter] = set()
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    # -- lifecycle -------------------------------------------------------------------------
+
+    @property
+    def root_url(self) -> str:
+        """``http://HOST:PORT``; Anthropic clients post to ``{root_url}/v1/messages``."""
+        return f"http://{self.host}:{self.port}"
+
+    @property
+    def base_url(self) -> str:
+        """OpenAI-style base URL, ``http://HOST:PORT/v1``."""
+        return f"{self.root_url}/v1"
+
+    def start(self) -> LLMServer:
+        """Start serving on a background thread; returns once the socket is listening."""
+        if self._thread is not None:
+            raise RuntimeError("server already started")
+        ready = threading.Event()
+        failure: list[BaseException] = []
+
+        def run() -> None:
+            try:
+                asyncio.run(self._run(ready.set))
+            except BaseException as exc:  # reported to the starting thread
+                failure.append(exc)
+            finally:
+                ready.set()
+
+        self._thread = threading.Thread(target=run, name="LLMServer", daemon=True)
+        self._thread.start()
+        ready.wait()
+        if failure:
+            self._thread.join()
+            self._thread = None
+            raise failure[0]
+        return self
+
+    def stop(self) -> None:
+        """Close the listener and every open connection, then join the server thread."""
+        thread, loop, stop_event = self._thread, self._loop, self._stop_event
+        if thread is None:
+            return
+        if loop is not None and stop_event is not None:
+            with contextlib.suppress(RuntimeError):  # loop already closed
+                loop.call_soon_threadsafe(stop_event.set)
+        thread.join()
+        self._thread = None
+
+    def __enter__(self) -> LLMServer:
+        return self.start()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+    async def _run(self, started: Callable[[], None]) -> None:
+        """Serve on the running loop until ``_stop_event`` is set, then close everything."""
+        self._loop = asyncio.get_running_loop()
+        self._stop_event = asyncio.Event()
+        server = await asyncio.start_server(
+            self._handle, self.host, self.port, backlog=2048, limit=_MAX_HEADER_BYTES
+        )
+        self.port = server.sockets[0].getsockname()[1]
+        started()
+        try:
+            await self._stop_event.wait()
+        finally:
+            server.close()
+            for writer in list(self._writers):
+                writer.transport.abort()
+            tasks = list(self._tasks)
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            await server.wait_closed()
+
+    def _request_stop(self) -> None:
+        if self._stop_event is not None:
+            self._stop_event.set()
+
+    # -- recorded requests and faults ------------------------------------------------------
+
+    def count(self, predicate: Callable[[Request], bool] | None = None) -> int:
+        """Number of requests received, or of those for which ``predicate`` is true."""
+        with self._lock:
+            snapshot = list(self.requests)
+        if predicate is None:
+            return len(snapshot)
+        return sum(1 for request in snapshot if predicate(request))
+
+    def fail_next(self, fault: str, times: int = 1, **opts: float) -> None:
+        """Inject ``fault`` into the next ``times`` endpoint requests, after earlier queued ones."""
+        rule = _NextRule(_make_fault(fault, opts), times)
+        if times > 0:
+            with self._lock:
+                self._next.append(rule)
+
+    def fail_matching(
+        self, substring: str, fault: str, times: int | None = None, **opts: float
+    ) -> None:
+        """Inject ``fault`` into requests whose body contains ``substring`` (None: every time)."""
+        rule = _MatchRule(substring, _make_fault(fault, opts), times)
+        if times is None or times > 0:
+            with self._lock:
+                self._matching.append(rule)
+
+    def fail_randomly(
+        self, fault: str, rate: float, seed: int, *, per_attempt: bool = False, **opts: float
+    ) -> None:
+        """Inject ``fault`` into a seeded fraction ``rate`` of requests, chosen by body hash.
+
+        The choice depends only on ``seed`` and the request body (canonical JSON, so key order
+        and whitespace do not matter), never on arrival order: the same bodies fail on every run
+        and on every server instance. With the default ``per_attempt=False`` a failing body fails
+        on every retry too; with ``per_attempt=True`` the k-th arrival of a body draws again, so
+        retries can succeed while reruns from a fresh server (or after ``reset``) still fail the
+        same attempts.
+        """
+        if not 0.0 <= rate <= 1.0:
+            raise ValueError("rate must be between 0 and 1")
+        threshold = min(int(rate * 2**64), 2**64)
+        rule = _RandomRule(_make_fault(fault, opts), threshold, str(seed).encode(), per_attempt)
+        with self._lock:
+            self._random.append(rule)
+
+    def clear_faults(self) -> None:
+        """Remove every pending fault rule."""
+        with self._lock:
+            self._next.clear()
+            self._matching.clear()
+            self._random.clear()
+
+    def reset(self) -> None:
+        """Forget recorded requests, responder errors and fault rules."""
+        with self._lock:
+            self.requests.clear()
+            self.errors.clear()
+            self._next.clear()
+            self._matching.clear()
+            self._random.clear()
+
+    def _record(self, request: Request, draw_fault: bool) -> _Fault | None:
+        """Append ``request`` and, for endpoint requests, draw the fault it gets (if any)."""
+        with self._lock:
+            fault = None
+            if draw_fault and (self._next or self._matching or self._random):
+                fault = self._draw_fault(request)
+                if fault is not None:
+                    request.fault = fault.name
+            self.requests.append(request)
+        return fault
+
+    def _draw_fault(self, request: Request) -> _Fault | None:
+        """Precedence: ``fail_next`` queue, then ``fail_matching`` rules, then ``fail_randomly``."""
+        if self._next:
+            next_rule = self._next[0]
+            next_rule.remaining -= 1
+            if next_rule.remaining <= 0:
+                self._next.popleft()
+            return next_rule.fault
+        canonical: bytes | None = None
+        if self._matching:
+            text = request.raw.decode("utf-8", "replace")
+            alternate: str | None = None
+            for rule in self._matching:
+                hit = rule.substring in text
+                if not hit and request.body is not None:
+                    if alternate is None:
+                        canonical = _canonical_body(request)
+                        alternate = canonical.decode()
+                    hit = rule.substring in alternate
+                if hit:
+                    if rule.remaining is not None:
+                        rule.remaining -= 1
+                        if rule.remaining <= 0:
+                            self._matching.remove(rule)
+                    return rule.fault
+        if self._random:
+            if canonical is None:
+                canonical = _canonical_body(request)
+            for random_rule in self._random:
+                key = random_rule.seed + b"\0" + canonical
+                if random_rule.per_attempt:
+                    body_id = hashlib.sha256(canonical).digest()
+                    attempt = random_rule.seen.get(body_id, 0)
+                    random_rule.seen[body_id] = attempt + 1
+                    key += b"\0%d" % attempt
+                draw = int.from_bytes(hashlib.sha256(key).digest()[:8], "big")
+                if draw < random_rule.threshold:
+                    return random_rule.fault
+        return None
+
+    # -- HTTP ------------------------------------------------------------------------------
+
+    async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        task = asyncio.current_task()
+        assert task is not None
+        self._tasks.add(task)
+        self._writers.add(writer)
+        self._active_connections += 1
+        self.connections_opened += 1
+        if self._active_connections > self.peak_connections:
+            self.peak_connections = self._active_connections
+        try:
+            while await self._serve_one(reader, writer):
+                pass
+        except (asyncio.IncompleteReadError, ConnectionError):
+            pass
+        except asyncio.CancelledError:
+            # Only shutdown cancels connection tasks. Finishing normally keeps Python 3.11's
+            # stream callback from logging the cancellation as an unhandled error.
+            pass
+        except asyncio.LimitOverrunError:
+            self._send_error(writer, 431, "request headers too large")
+        except _BadRequest as exc:
+            self._send_error(writer, exc.status, str(exc))
+        finally:
+            self._active_connections -= 1
+            self._writers.discard(writer)
+            self._tasks.discard(task)
+            if not writer.is_closing():
+                writer.close()
+
+    def _send_error(self, writer: asyncio.StreamWriter, status: int, message: str) -> None:
+        if not writer.is_closing():
+            data = _encode(_openai_error(message, "invalid_request_error")).encode()
+            self._write(writer, status, data, keep_alive=False, http10=False)
+
+    async def _serve_one(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> bool:
+        """Read and answer one request; returns whether the connection stays open."""
+        head = await reader.readuntil(b"\r\n\r\n")
+        head = head.lstrip(b"\r\n")
+        if not head:
+            return True
+        lines = head[:-4].split(b"\r\n")
+        parts = lines[0].split(b" ")
+        if len(parts) != 3 or not parts[2].startswith(b"HTTP/1."):
+            raise _BadRequest()
+        method_b, target, version = parts
+        headers: dict[str, str] = {}
+        for line in lines[1:]:
+            raw_name, sep, value = line.partition(b":")
+            if not sep or not raw_name:
+                raise _BadRequest()
+            key = raw_name.strip().lower().decode("latin-1")
+            text = value.strip().decode("latin-1")
+            headers[key] = f"{headers[key]}, {text}" if key in headers else text
+
+        http10 = version == b"HTTP/1.0"
+        connection = headers.get("connection", "").lower()
+        keep_alive = "keep-alive" in connection if http10 else "close" not in connection
+
+        if headers.get("expect", "").lower() == "100-continue":
+            writer.write(_CONTINUE)
+        transfer = headers.get("transfer-encoding")
+        if transfer is not None and "chunked" in transfer.lower():
+            raw = await self._read_chunked(reader)
+        else:
+            length_text = headers.get("content-length")
+            if length_text is None:
+                raw = b""
+            else:
+                try:
+                    length = int(length_text)
+                except ValueError:
+                    raise _BadRequest(message="invalid Content-Length") from None
+                if length < 0:
+                    raise _BadRequest(message="invalid Content-Length")
+                if length > _MAX_BODY_BYTES:
+                    raise _BadRequest(413, "request body too large")
+                raw = await reader.readexactly(length) if length else b""
+
+        body: dict[str, Any] | None = None
+        parsed_ok = False
+        if raw:
+            try:
+                parsed = json.loads(raw)
+            except ValueError:
+                pass
+            else:
+                if isinstance(parsed, dict):
+                    body, parsed_ok = parsed, True
+
+        path = target.decode("latin-1").partition("?")[0]
+        method = method_b.decode("latin-1")
+        protocol: ProtocolName
+        endpoint = method == "POST" and path in (_OPENAI_PATH, _ANTHROPIC_PATH)
+        if path == _ANTHROPIC_PATH or (
+            path != _OPENAI_PATH and ("anthropic-version" in headers or "x-api-key" in headers)
+        ):
+            protocol = "anthropic"
+        else:
+            protocol = "openai"
+        request = Request(path, method, headers, body, raw, protocol)
+        fault = self._record(request, endpoint)
+
+        if not endpoint:
+            if protocol == "anthropic":
+                payload = _anthropic_error("Not Found", "not_found_error")
+            else:
+                payload = _openai_error(f"Invalid URL ({method} {path})", "invalid_request_error")
+            self._write(writer, 404, _encode(payload).encode(), keep_alive, http10)
+            return keep_alive
+
+        if self.latency > 0:
+            await asyncio.sleep(self.latency)
+
+        extra = b""
+        name = fault.name if fault is not None else None
+        if name == "reset":
+            sock = writer.get_extra_info("socket")
+            if sock is not None:
+                with contextlib.suppress(OSError):
+                    sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, _LINGER_ZERO)
+            writer.transport.abort()
+            return False
+        if name in ("429", "500", "503", "529"):
+            assert fault is not None
+            status = int(name)
+            payload = _error_body(protocol, status)
+            if status == 429:
+                retry_after = fault.opts["retry_after"]
+                extra = b"retry-after: %s\r\n" % _seconds(retry_after).encode()
+                if protocol == "openai":
+                    extra += b"retry-after-ms: %d\r\n" % round(retry_after * 1000)
+        else:
+            if name == "timeout":
+                assert fault is not None
+                await asyncio.sleep(fault.opts["delay"])
+            status, payload = self._answer(request, parsed_ok)
+            if name == "missing_fields" and status == 200:
+                payload.pop("choices" if protocol == "openai" else "content", None)
+        data = _encode(payload).encode()
+        if name == "malformed":
+            data = data[: max(1, len(data) // 2)]
+        if writer.is_closing():  # the client gave up (e.g. its timeout fired)
+            return False
+        self._write(writer, status, data, keep_alive, http10, extra)
+        if writer.transport.get_write_buffer_size() > 1 << 16:
+            await writer.drain()
+        return keep_alive
+
+    @staticmethod
+    async def _read_chunked(reader: asyncio.StreamReader) -> bytes:
+        chunks: list[bytes] = []
+        total = 0
+        while True:
+            line = await reader.readuntil(b"\r\n")
+            try:
+                size = int(line.split(b";", 1)[0].strip(), 16)
+            except ValueError:
+                raise _BadRequest(message="invalid chunk size") from None
+            if size == 0:
+                while await reader.readuntil(b"\r\n") != b"\r\n":  # trailers
+                    pass
+                return b"".join(chunks)
+            total += size
+            if total > _MAX_BODY_BYTES:
+                raise _BadRequest(413, "request body too large")
+            chunks.append(await reader.readexactly(size))
+            if await reader.readexactly(2) != b"\r\n":
+                raise _BadRequest(message="invalid chunk terminator")
+
+    @staticmethod
+    def _write(
+        writer: asyncio.StreamWriter,
+        status: int,
+        data: bytes,
+        keep_alive: bool,
+        http10: bool,
+        extra: bytes = b"",
+    ) -> None:
+        if not keep_alive:
+            connection = _CONN_CLOSE
+        elif http10:
+            connection = _CONN_KEEP
+        else:
+            connection = b""
+        writer.write(
+            b"".join((_PREFIX[status], b"%d\r\n" % len(data), extra, connection, b"\r\n", data))
+        )
+        if not keep_alive:
+            writer.close()
+
+    # -- API semantics ---------------------------------------------------------------------
+
+    def _answer(self, request: Request, parsed_ok: bool) -> tuple[int, dict[str, Any]]:
+        """Authenticate, validate and answer an endpoint request (no faults involved)."""
+        if request.protocol == "openai":
+            return self._answer_openai(request, parsed_ok)
+        return self._answer_anthropic(request, parsed_ok)
+
+    def _text(self, request: Request, body: dict[str, Any]) -> str | None:
+        if self.responder is None:
+            return default_text(body["messages"])
+        try:
+            text = self.responder(request)
+            if not isinstance(text, str):
+                raise TypeError(f"responder returned {type(text).__name__}, expected str")
+        except Exception as exc:
+            with self._lock:
+                self.errors.append(exc)
+            return None
+        return text
+
+    def _answer_openai(self, request: Request, parsed_ok: bool) -> tuple[int, dict[str, Any]]:
+        if self.api_key is not None:
+            auth = request.headers.get("authorization", "")
+            if not auth:
+                return 401, _openai_error(
+                    "You didn't provide an API key. You need to provide your API key in an "
+                    "Authorization header using Bearer auth (i.e. Authorization: Bearer YOUR_KEY).",
+                    "invalid_request_error",
+                )
+            scheme, _, key = auth.partition(" ")
+            if scheme.lower() != "bearer" or key.strip() != self.api_key:
+                shown = key.strip()[:3] + "*" * 4 + key.strip()[-4:]
+                return 401, _openai_error(
+                    f"Incorrect API key provided: {shown}.",
+                    "invalid_request_error",
+                    code="invalid_api_key",
+                )
+        body = request.body
+        if not parsed_ok or body is None:
+            return 400, _openai_error(
+                "We could not parse the JSON body of your request. (HINT: This likely means you "
+                "aren't using your HTTP library correctly.)",
+                "invalid_request_error",
+            )
+        model = body.get("model")
+        if not isinstance(model, str) or not model:
+            return 400, _openai_error("you must provide a model parameter", "invalid_request_error")
+        messages = body.get("messages")
+        if messages is None:
+            return 400, _openai_error(
+                "Missing required parameter: 'messages'.",
+                "invalid_request_error",
+                param="messages",
+                code="missing_required_parameter",
+            )
+        if not isinstance(messages, list) or not messages:
+            return 400, _openai_error(
+                "Invalid 'messages': empty array. Expected an array with minimum length 1, but "
+                "got an empty array instead.",
+                "invalid_request_error",
+                param="messages",
+                code="empty_array",
+            )
+        if body.get("stream"):
+            return 400, _openai_error(
+                "Streaming is not supported by this test server.",
+                "invalid_request_error",
+                param="stream",
+            )
+        text = self._text(request, body)
+        if text is None:
+            return 500, _openai_error(f"responder failed: {self.errors[-1]!r}", "server_error")
+        prompt_tokens = estimate_tokens(_prompt_text(body))
+        completion_tokens = estimate_tokens(text) + self.reasoning_tokens
+        return 200, {
+            "id": "chatcmpl-" + os.urandom(12).hex(),
+            "object": "chat.completion",
+            "created": int(time.time()),
+            "model": self.model_alias.get(model, model),
+            "system_fingerprint": self.fingerprint,
+            "choices": [
+                {
+                    "index": 0,
+                    "message": {"role": "assistant", "content": text, "refusal": None},
+                    "logprobs": None,
+                    "finish_reason": "stop",
+                }
+            ],
+            "usage": {
+                "prompt_tokens": prompt_tokens,
+                "completion_tokens": completion_tokens,
+                "total_tokens": prompt_tokens + completion_tokens,
+                "prompt_tokens_details": {"cached_tokens": 0},
+                "completion_tokens_details": {"reasoning_tokens": self.reasoning_tokens},
+            },
+        }
+
+    def _answer_anthropic(self, request: Request, parsed_ok: bool) -> tuple[int, dict[str, Any]]:
+        if self.api_key is not None:
+            key = request.headers.get("x-api-key")
+            if key is None:
+                return 401, _anthropic_error("x-api-key header is required", "authentication_error")
+            if key != self.api_key:
+                return 401, _anthropic_error("invalid x-api-key", "authentication_error")
+        if "anthropic-version" not in request.headers:
+            return 400, _anthropic_error(
+                "anthropic-version: header is required", "invalid_request_error"
+            )
+        body = request.body
+        if not parsed_ok or body is None:
+            return 400, _anthropic_error(
+                "There was an issue with your request body: it is not a valid JSON object.",
+                "invalid_request_error",
+            )
+        for name in ("model", "messages", "max_tokens"):
+            if name not in body:
+                return 400, _anthropic_error(f"{name}: Field required", "invalid_request_error")
+        model = body["model"]
+        messages = body["messages"]
+        if not isinstance(model, str) or not model:
+            return 400, _anthropic_error(
+                "model: Input should be a valid string", "invalid_request_error"
+            )
+        if not isinstance(messages, list) or not messages:
+            return 400, _anthropic_error(
+                "messages: at least one message is required", "invalid_request_error"
+            )
+        max_tokens = body["max_tokens"]
+        if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1:
+            return 400, _anthropic_error(
+                "max_tokens: Input should be a valid integer greater than or equal to 1",
+                "invalid_request_error",
+            )
+        if body.get("stream"):
+            return 400, _anthropic_error(
+                "stream: streaming is not supported by this test server", "invalid_request_error"
+            )
+        text = self._text(request, body)
+        if text is None:
+            return 500, _anthropic_error(f"responder failed: {self.errors[-1]!r}", "api_error")
+        return 200, {
+            "id": "msg_" + os.urandom(12).hex(),
+            "type": "message",
+            "role": "assistant",
+            "model": self.model_alias.get(model, model),
+            "content": [{"type": "text", "text": text}],
+            "stop_reason": "end_turn",
+            "stop_sequence": None,
+            "usage": {
+                "input_tokens": estimate_tokens(_prompt_text(body)),
+                "output_tokens": estimate_tokens(text),
+            },
+        }
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Command-line entry: serve until SIGTERM/SIGINT after printing ``READY <root_url>``."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=0)
+    parser.add_argument("--latency", type=float, default=0.0)
+    parser.add_argument("--api-key", default=None)
+    args = parser.parse_args(argv)
+    server = LLMServer(latency=args.latency, port=args.port, api_key=args.api_key, host=args.host)
+
+    def ready() -> None:
+        loop = asyncio.get_running_loop()
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(signum, server._request_stop)
+        sys.stdout.write(f"READY {server.root_url}\n")
+        sys.stdout.flush()
+
+    asyncio.run(server._run(ready))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,541 @@
+"""The loopback OpenAI/Anthropic test server, exercised over real sockets with httpx."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import select
+import signal
+import socket
+import ssl
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from support.llm_server import LLMServer, Request, default_text, estimate_tokens
+
+SERVER_SCRIPT = Path(__file__).parent / "support" / "llm_server.py"
+ANTHROPIC_HEADERS = {"anthropic-version": "2023-06-01"}
+
+
+def openai_body(content: str = "What is 2+2?", model: str = "gpt-4o-mini") -> dict[str, Any]:
+    return {"model": model, "messages": [{"role": "user", "content": content}]}
+
+
+def anthropic_body(content: str = "What is 2+2?", model: str = "claude-x") -> dict[str, Any]:
+    return {
+        "model": model,
+        "max_tokens": 64,
+        "system": "Answer briefly.",
+        "messages": [{"role": "user", "content": content}],
+    }
+
+
+@pytest.fixture
+def server() -> Iterator[LLMServer]:
+    with LLMServer() as srv:
+        yield srv
+
+
+@pytest.fixture
+def client(server: LLMServer) -> Iterator[httpx.Client]:
+    with httpx.Client(timeout=5.0) as c:
+        yield c
+
+
+def post_openai(client: httpx.Client, server: LLMServer, body: Any, **kw: Any) -> httpx.Response:
+    return client.post(f"{server.base_url}/chat/completions", json=body, **kw)
+
+
+def post_anthropic(
+    client: httpx.Client, server: LLMServer, body: Any, headers: dict[str, str] | None = None
+) -> httpx.Response:
+    return client.post(
+        f"{server.root_url}/v1/messages",
+        json=body,
+        headers=ANTHROPIC_HEADERS if headers is None else headers,
+    )
+
+
+# -- happy paths -------------------------------------------------------------------------------
+
+
+def test_openai_response_shape(server: LLMServer, client: httpx.Client) -> None:
+    body = openai_body("hello there general kenobi")
+    response = post_openai(client, server, body)
+
+    assert response.status_code == 200
+    data = response.json()
+    assert data["id"].startswith("chatcmpl-")
+    assert data["object"] == "chat.completion"
+    assert isinstance(data["created"], int)
+    assert data["model"] == "gpt-4o-mini"
+    assert data["system_fingerprint"] == "fp_test01"
+    [choice] = data["choices"]
+    assert choice["index"] == 0
+    assert choice["finish_reason"] == "stop"
+    assert choice["message"]["role"] == "assistant"
+    text = choice["message"]["content"]
+    assert text == default_text(body["messages"])
+    assert json.loads(text)["echo"] == "hello there general kenobi"
+    usage = data["usage"]
+    assert usage["prompt_tokens"] == estimate_tokens("hello there general kenobi")
+    assert usage["completion_tokens"] == estimate_tokens(text)
+    assert usage["total_tokens"] == usage["prompt_tokens"] + usage["completion_tokens"]
+    assert usage["completion_tokens_details"] == {"reasoning_tokens": 0}
+
+    again = post_openai(client, server, body).json()
+    assert again["choices"][0]["message"]["content"] == text
+    assert again["id"] != data["id"]
+    other = post_openai(client, server, openai_body("something else")).json()
+    assert other["choices"][0]["message"]["content"] != text
+
+    recorded = server.requests[0]
+    assert recorded.path == "/v1/chat/completions"
+    assert recorded.method == "POST"
+    assert recorded.protocol == "openai"
+    assert recorded.body == body
+    assert json.loads(recorded.raw) == body
+    assert recorded.headers["content-type"] == "application/json"
+    assert recorded.fault is None
+
+
+def test_anthropic_response_shape(server: LLMServer, client: httpx.Client) -> None:
+    body = anthropic_body("Name a colour")
+    response = post_anthropic(client, server, body)
+
+    assert response.status_code == 200
+    data = response.json()
+    assert data["id"].startswith("msg_")
+    assert data["type"] == "message"
+    assert data["role"] == "assistant"
+    assert data["model"] == "claude-x"
+    assert data["stop_reason"] == "end_turn"
+    [block] = data["content"]
+    assert block["type"] == "text"
+    assert block["text"] == default_text(body["messages"])
+    assert data["usage"] == {
+        "input_tokens": estimate_tokens("Answer briefly.\nName a colour"),
+        "output_tokens": estimate_tokens(block["text"]),
+    }
+    assert server.requests[0].protocol == "anthropic"
+    assert server.requests[0].headers["anthropic-version"] == "2023-06-01"
+
+
+def test_responder_alias_and_fingerprint_drift(client: httpx.Client) -> None:
+    seen: list[Request] = []
+
+    def responder(request: Request) -> str:
+        seen.append(request)
+        assert request.body is not None
+        return f"answer to {request.body['messages'][-1]['content']}"
+
+    with LLMServer(responder=responder, model_alias={"gpt-4o": "gpt-4o-2024-08-06"}) as server:
+        data = post_openai(client, server, openai_body("q1", model="gpt-4o")).json()
+        assert data["choices"][0]["message"]["content"] == "answer to q1"
+        assert data["model"] == "gpt-4o-2024-08-06"
+        assert data["usage"]["completion_tokens"] == estimate_tokens("answer to q1")
+
+        server.fingerprint = "fp_changed"
+        server.model_alias["gpt-4o"] = "gpt-4o-2024-11-20"
+        data = post_openai(client, server, openai_body("q2", model="gpt-4o")).json()
+        assert data["system_fingerprint"] == "fp_changed"
+        assert data["model"] == "gpt-4o-2024-11-20"
+
+        data = post_anthropic(client, server, anthropic_body("q3")).json()
+        assert data["content"][0]["text"] == "answer to q3"
+        assert [r.protocol for r in seen] == ["openai", "openai", "anthropic"]
+
+
+def test_responder_error_is_a_500_and_recorded(client: httpx.Client) -> None:
+    def responder(request: Request) -> str:
+        raise RuntimeError("boom")
+
+    with LLMServer(responder=responder) as server:
+        response = post_openai(client, server, openai_body())
+        assert response.status_code == 500
+        assert "boom" in response.json()["error"]["message"]
+        assert isinstance(server.errors[0], RuntimeError)
+
+
+# -- authentication and validation ---------------------------------------------------------------
+
+
+def test_api_key_checked_in_each_provider_shape(client: httpx.Client) -> None:
+    with LLMServer(api_key="sk-good") as server:
+        ok = post_openai(client, server, openai_body(), headers={"Authorization": "Bearer sk-good"})
+        assert ok.status_code == 200
+
+        bad = post_openai(client, server, openai_body(), headers={"Authorization": "Bearer sk-bad"})
+        assert bad.status_code == 401
+        assert bad.json()["error"]["code"] == "invalid_api_key"
+        assert post_openai(client, server, openai_body()).status_code == 401
+
+        good_headers = {**ANTHROPIC_HEADERS, "x-api-key": "sk-good"}
+        assert post_anthropic(client, server, anthropic_body(), good_headers).status_code == 200
+        bad = post_anthropic(client, server, anthropic_body(), {**good_headers, "x-api-key": "no"})
+        assert bad.status_code == 401
+        assert bad.json() == {
+            "type": "error",
+            "error": {"type": "authentication_error", "message": "invalid x-api-key"},
+        }
+
+
+@pytest.mark.parametrize(
+    ("body", "param"),
+    [
+        ({"messages": [{"role": "user", "content": "x"}]}, None),
+        ({"model": "m"}, "messages"),
+        ({"model": "m", "messages": []}, "messages"),
+    ],
+)
+def test_openai_validation(
+    server: LLMServer, client: httpx.Client, body: dict[str, Any], param: str | None
+) -> None:
+    response = post_openai(client, server, body)
+    assert response.status_code == 400
+    error = response.json()["error"]
+    assert error["type"] == "invalid_request_error"
+    assert error["param"] == param
+
+
+@pytest.mark.parametrize("missing", ["model", "messages", "max_tokens", "anthropic-version"])
+def test_anthropic_validation(server: LLMServer, client: httpx.Client, missing: str) -> None:
+    body = anthropic_body()
+    headers = dict(ANTHROPIC_HEADERS)
+    if missing == "anthropic-version":
+        headers = {}
+    else:
+        del body[missing]
+    response = post_anthropic(client, server, body, headers)
+    assert response.status_code == 400
+    data = response.json()
+    assert data["type"] == "error"
+    assert data["error"]["type"] == "invalid_request_error"
+    assert missing in data["error"]["message"]
+
+
+def test_invalid_json_and_unknown_paths(server: LLMServer, client: httpx.Client) -> None:
+    response = client.post(f"{server.base_url}/chat/completions", content=b"{not json")
+    assert response.status_code == 400
+    assert server.requests[-1].body is None
+
+    response = client.get(f"{server.base_url}/models")
+    assert response.status_code == 404
+    assert response.json()["error"]["message"] == "Invalid URL (GET /v1/models)"
+    response = client.post(f"{server.root_url}/v1/complete", headers=ANTHROPIC_HEADERS, json={})
+    assert response.status_code == 404
+    assert response.json()["error"]["type"] == "not_found_error"
+    assert server.count() == 3
+
+
+# -- faults ---------------------------------------------------------------------------------------
+
+
+def test_429_carries_retry_after(server: LLMServer, client: httpx.Client) -> None:
+    server.fail_next("429", retry_after=0.25)
+    response = post_openai(client, server, openai_body())
+    assert response.status_code == 429
+    assert response.headers["retry-after"] == "0.25"
+    assert response.headers["retry-after-ms"] == "250"
+    assert response.json()["error"]["code"] == "rate_limit_exceeded"
+
+    server.fail_next("429")
+    response = post_anthropic(client, server, anthropic_body())
+    assert response.status_code == 429
+    assert response.headers["retry-after"] == "0.05"
+    assert response.json()["error"]["type"] == "rate_limit_error"
+    assert post_anthropic(client, server, anthropic_body()).status_code == 200
+
+
+@pytest.mark.parametrize("status", ["500", "503", "529"])
+def test_server_error_faults(server: LLMServer, client: httpx.Client, status: str) -> None:
+    server.fail_next(status, times=2)
+    openai = post_openai(client, server, openai_body())
+    assert openai.status_code == int(status)
+    assert openai.json()["error"]["type"] == "server_error"
+    anthropic = post_anthropic(client, server, anthropic_body())
+    assert anthropic.status_code == int(status)
+    expected = "overloaded_error" if status == "529" else "api_error"
+    assert anthropic.json()["error"]["type"] == expected
+
+
+def test_reset_drops_the_connection(server: LLMServer, client: httpx.Client) -> None:
+    server.fail_next("reset")
+    with pytest.raises((httpx.RemoteProtocolError, httpx.ReadError)):
+        post_openai(client, server, openai_body())
+    assert post_openai(client, server, openai_body()).status_code == 200
+    assert [r.fault for r in server.requests] == ["reset", None]
+
+
+def test_timeout_fault_outlasts_client_timeout(server: LLMServer) -> None:
+    server.fail_next("timeout", delay=2.0)
+    started = time.monotonic()
+    with httpx.Client(timeout=0.2) as short, pytest.raises(httpx.ReadTimeout):
+        post_openai(short, server, openai_body())
+    assert time.monotonic() - started < 1.5
+    with httpx.Client(timeout=0.2) as short:
+        assert post_openai(short, server, openai_body()).status_code == 200
+
+
+def test_malformed_and_missing_fields(server: LLMServer, client: httpx.Client) -> None:
+    server.fail_next("malformed")
+    response = post_openai(client, server, openai_body())
+    assert response.status_code == 200
+    assert len(response.content) == int(response.headers["content-length"])
+    with pytest.raises(json.JSONDecodeError):
+        response.json()
+
+    server.fail_next("missing_fields", times=2)
+    data = post_openai(client, server, openai_body()).json()
+    assert "choices" not in data
+    assert data["object"] == "chat.completion"
+    data = post_anthropic(client, server, anthropic_body()).json()
+    assert "content" not in data
+    assert data["type"] == "message"
+
+
+def test_fail_next_counts_down_and_queues(server: LLMServer, client: httpx.Client) -> None:
+    server.fail_next("500", times=2)
+    server.fail_next("503")
+    statuses = [post_openai(client, server, openai_body()).status_code for _ in range(5)]
+    assert statuses == [500, 500, 503, 200, 200]
+    assert [r.fault for r in server.requests] == ["500", "500", "503", None, None]
+    assert server.count(lambda r: r.fault is not None) == 3
+
+
+def test_fail_matching(server: LLMServer, client: httpx.Client) -> None:
+    server.fail_matching("poison", "500")
+    server.fail_matching("once", "503", times=1)
+    assert post_openai(client, server, openai_body("poison pill")).status_code == 500
+    assert post_openai(client, server, openai_body("poison again")).status_code == 500
+    assert post_openai(client, server, openai_body("fine")).status_code == 200
+    assert post_openai(client, server, openai_body("just once")).status_code == 503
+    assert post_openai(client, server, openai_body("just once")).status_code == 200
+    # Substrings match the decoded text too, whatever escaping the client used.
+    raw = json.dumps(openai_body("poisoned café"), ensure_ascii=True)
+    response = client.post(f"{server.base_url}/chat/completions", content=raw)
+    assert response.status_code == 500
+
+    server.clear_faults()
+    assert post_openai(client, server, openai_body("poison")).status_code == 200
+
+
+def test_fail_randomly_is_deterministic_by_body(client: httpx.Client) -> None:
+    bodies = [openai_body(f"question {i}") for i in range(40)]
+
+    def failing(order: list[dict[str, Any]]) -> set[str]:
+        with LLMServer() as server:
+            server.fail_randomly("500", rate=0.3, seed=1234)
+            for body in order:
+                post_openai(client, server, body)
+            return {r.body["messages"][0]["content"] for r in server.requests if r.fault and r.body}
+
+    first = failing(bodies)
+    # Another instance, reversed arrival order and reordered JSON keys: same failures.
+    reordered = [dict(reversed(list(body.items()))) for body in reversed(bodies)]
+    second = failing(reordered)
+    assert first == second
+    assert 3 <= len(first) <= 25
+
+    with LLMServer() as server:
+        server.fail_randomly("500", rate=0.3, seed=99)
+        for body in bodies:
+            post_openai(client, server, body)
+        other_seed = {
+            r.body["messages"][0]["content"] for r in server.requests if r.fault and r.body
+        }
+    assert other_seed != first
+
+
+def test_fail_randomly_per_attempt_lets_retries_succeed(client: httpx.Client) -> None:
+    def attempts_needed() -> list[int]:
+        with LLMServer() as server:
+            server.fail_randomly("503", rate=0.5, seed=7, per_attempt=True)
+            counts = []
+            for i in range(10):
+                for attempt in range(1, 30):
+                    if post_openai(client, server, openai_body(f"q{i}")).status_code == 200:
+                        counts.append(attempt)
+                        break
+            return counts
+
+    first = attempts_needed()
+    assert len(first) == 10
+    assert max(first) > 1
+    assert attempts_needed() == first
+
+
+def test_fault_arguments_are_checked(server: LLMServer) -> None:
+    with pytest.raises(ValueError, match="unknown fault"):
+        server.fail_next("418")
+    with pytest.raises(TypeError, match="retry_after"):
+        server.fail_next("500", retry_after=1)
+    with pytest.raises(ValueError):
+        server.fail_randomly("500", rate=1.5, seed=0)
+
+
+def test_reset_forgets_requests_and_faults(server: LLMServer, client: httpx.Client) -> None:
+    server.fail_matching("x", "500")
+    post_openai(client, server, openai_body("x"))
+    server.reset()
+    assert server.count() == 0
+    assert post_openai(client, server, openai_body("x")).status_code == 200
+
+
+# -- HTTP behaviour ------------------------------------------------------------------------------
+
+
+def test_keep_alive_reuses_one_connection(server: LLMServer, client: httpx.Client) -> None:
+    for i in range(50):
+        assert post_openai(client, server, openai_body(f"q{i}")).status_code == 200
+    assert server.connections_opened == 1
+    assert server.count() == 50
+
+
+def test_connection_close_and_chunked_bodies(server: LLMServer) -> None:
+    payload = json.dumps(openai_body("chunked")).encode()
+
+    def chunks() -> Iterator[bytes]:
+        yield payload[:10]
+        yield payload[10:]
+
+    with httpx.Client() as client:
+        response = client.post(f"{server.base_url}/chat/completions", content=chunks())
+    assert response.status_code == 200
+    assert server.requests[-1].headers["transfer-encoding"] == "chunked"
+    assert server.requests[-1].body == openai_body("chunked")
+
+    with socket.create_connection(("127.0.0.1", server.port), timeout=5) as sock:
+        sock.sendall(
+            b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nConnection: close\r\n"
+            b"Content-Length: %d\r\n\r\n%s" % (len(payload), payload)
+        )
+        received = b""
+        while chunk := sock.recv(65536):  # ends when the server closes the connection
+            received += chunk
+    head, _, body = received.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 200 OK")
+    assert b"connection: close" in head.lower()
+    assert json.loads(body)["object"] == "chat.completion"
+
+
+def test_stop_closes_connections_even_mid_request() -> None:
+    server = LLMServer().start()
+    server.fail_next("timeout", delay=30)
+    payload = json.dumps(openai_body()).encode()
+    with socket.create_connection(("127.0.0.1", server.port), timeout=5) as sock:
+        sock.sendall(
+            b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\n"
+            b"Content-Length: %d\r\n\r\n%s" % (len(payload), payload)
+        )
+        while server.count() == 0:
+            time.sleep(0.01)
+        started = time.monotonic()
+        server.stop()
+        assert time.monotonic() - started < 2
+        with contextlib.suppress(ConnectionResetError):
+            assert sock.recv(100) == b""
+
+
+def test_300_concurrent_requests_with_httpx() -> None:
+    # 30 clients with 10 requests in flight each: httpcore's pool does work proportional to
+    # queued requests times open connections at every scheduling step, so one pool holding all
+    # 300 would measure the client rather than the server.
+    latency, clients, per_client = 0.05, 30, 10
+    n = clients * per_client
+    tls = ssl.create_default_context()
+
+    async def batch(server: LLMServer, k: int) -> list[int]:
+        limits = httpx.Limits(max_connections=per_client)
+        async with httpx.AsyncClient(
+            base_url=server.base_url, verify=tls, limits=limits, timeout=10
+        ) as c:
+            responses = await asyncio.gather(
+                *(
+                    c.post("/chat/completions", json=openai_body(f"{k}-{i}"))
+                    for i in range(per_client)
+                )
+            )
+        return [r.status_code for r in responses]
+
+    async def run_all(server: LLMServer) -> list[int]:
+        batches = await asyncio.gather(*(batch(server, k) for k in range(clients)))
+        return [status for statuses in batches for status in statuses]
+
+    with LLMServer(latency=latency) as server:
+        started = time.monotonic()
+        statuses = asyncio.run(run_all(server))
+        elapsed = time.monotonic() - started
+    assert statuses == [200] * n
+    assert server.count() == n
+    assert elapsed < 0.5 * n * latency
+
+
+def test_300_simultaneous_connections() -> None:
+    payload = json.dumps(openai_body()).encode()
+    request = b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n%s" % (
+        len(payload),
+        payload,
+    )
+
+    async def exchange(
+        streams: tuple[asyncio.StreamReader, asyncio.StreamWriter],
+    ) -> bytes:
+        reader, writer = streams
+        writer.write(request)
+        head = await reader.readuntil(b"\r\n\r\n")
+        length = int(head.lower().split(b"content-length: ")[1].split(b"\r\n")[0])
+        await reader.readexactly(length)
+        writer.close()
+        return head.split(b"\r\n")[0]
+
+    async def run_all(port: int) -> list[bytes]:
+        connections = await asyncio.gather(
+            *(asyncio.open_connection("127.0.0.1", port) for _ in range(300))
+        )
+        return await asyncio.gather(*(exchange(c) for c in connections))
+
+    with LLMServer(latency=0.05) as server:
+        status_lines = asyncio.run(run_all(server.port))
+    assert status_lines == [b"HTTP/1.1 200 OK"] * 300
+    assert server.peak_connections >= 256
+
+
+# -- command line --------------------------------------------------------------------------------
+
+
+def test_cli_prints_ready_serves_and_stops_on_sigterm() -> None:
+    proc = subprocess.Popen(
+        [sys.executable, str(SERVER_SCRIPT), "--port", "0", "--latency", "0.01", "--api-key", "k"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    try:
+        assert proc.stdout is not None
+        readable, _, _ = select.select([proc.stdout], [], [], 10)
+        assert readable, "server did not print READY"
+        line = proc.stdout.readline().decode()
+        word, url = line.split()
+        assert word == "READY"
+        assert url.startswith("http://127.0.0.1:")
+        response = httpx.post(
+            f"{url}/v1/chat/completions", json=openai_body(), headers={"Authorization": "Bearer k"}
+        )
+        assert response.status_code == 200
+        proc.send_signal(signal.SIGTERM)
+        stdout, stderr = proc.communicate(timeout=10)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 0
+    assert stdout == b""
+    assert stderr == b""

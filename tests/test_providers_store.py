@@ -1,0 +1,398 @@
+"""Providers, the shared HTTP layer and the response store, against a real loopback server."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from evalreg.fetch import fetch, make_job
+from evalreg.providers import get_provider
+from evalreg.providers.http import Backoff, HttpLayer
+from evalreg.registry.schema import Pin
+from evalreg.registry.tree import GitTree
+from evalreg.store import (
+    STORE_DIR,
+    ResponseStore,
+    SegmentWriter,
+    encode_record,
+    request_key,
+    track_segments,
+)
+
+from conftest import Repo
+from support.llm_server import LLMServer
+
+KEY = "sk-test-SECRET-7f3a9c1e5b"
+HERE = Path(__file__).parent
+
+
+def pin(provider: str, base_url: str, **limits: object) -> Pin:
+    data: dict[str, object] = {
+        "schema_version": 1,
+        "provider": provider,
+        "model": "snapshot-2026-01-01",
+        "base_url": base_url,
+        "api_key_env": "EVALREG_TEST_KEY",
+        "params": {"temperature": 0, "max_tokens": 50},
+        "limits": {"concurrency": 8, "timeout_s": 5, "max_retries": 4, **limits},
+    }
+    return Pin.model_validate(data)
+
+
+def jobs_for(p: Pin, n: int, *, name: str = "p", offset: int = 0) -> list:
+    provider = get_provider(p.provider)
+    return [
+        make_job(
+            name,
+            p,
+            provider,
+            [{"role": "system", "content": "Be brief."}, {"role": "user", "content": f"item {i}"}],
+            None,
+            0,
+            f"item-{i}",
+        )
+        for i in range(offset, offset + n)
+    ]
+
+
+def run_fetch(root: Path, jobs: list, **kwargs: object):
+    async def go():
+        store = ResponseStore.open(root)
+        async with HttpLayer(backoff=Backoff(initial=0.01, maximum=0.05)) as http:
+            with SegmentWriter(root) as writer:
+                report = await fetch(jobs, store, writer, http, **kwargs)
+        return report, store
+
+    return asyncio.run(go())
+
+
+@pytest.fixture
+def key_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("EVALREG_TEST_KEY", KEY)
+
+
+@pytest.fixture
+def server():
+    with LLMServer(api_key=KEY) as srv:
+        yield srv
+
+
+def test_openai_responses_are_stored_once_and_never_bought_again(tmp_path, key_env, server):
+    p = pin("openai", server.base_url)
+    report, _ = run_fetch(tmp_path, jobs_for(p, 20))
+    assert (report.fetched, report.cached, report.errors) == (20, 0, [])
+    assert server.count() == 20
+    request = server.requests[0]
+    assert request.headers["authorization"] == f"Bearer {KEY}"
+    assert request.body["messages"][0] == {"role": "system", "content": "Be brief."}
+    assert request.body["temperature"] == 0
+
+    again, store = run_fetch(tmp_path, jobs_for(p, 20))
+    assert (again.fetched, again.cached) == (0, 20)
+    assert server.count() == 20
+    record = store.get(jobs_for(p, 1)[0].key)
+    assert record is not None
+    assert record["response"]["model"] == "snapshot-2026-01-01"
+    assert record["response"]["system_fingerprint"] == "fp_test01"
+    assert record["response"]["usage"]["input_tokens"] > 0
+    assert record["created_utc"].endswith("Z")
+
+
+def test_the_key_hashes_the_exact_bytes_sent(tmp_path, key_env, server):
+    p = pin("openai", server.base_url)
+    job = jobs_for(p, 1)[0]
+    run_fetch(tmp_path, [job])
+    sent = server.requests[0].raw
+    assert request_key("openai", f"{server.base_url}/chat/completions", sent, 0) == job.key
+
+
+def test_anthropic_messages_api(tmp_path, key_env, server):
+    p = pin("anthropic", server.root_url)
+    report, store = run_fetch(tmp_path, jobs_for(p, 3))
+    assert report.fetched == 3, report.errors
+    request = server.requests[0]
+    assert request.path == "/v1/messages"
+    assert request.headers["x-api-key"] == KEY
+    assert request.headers["anthropic-version"] == "2023-06-01"
+    assert request.body["system"] == "Be brief."
+    assert [m["role"] for m in request.body["messages"]] == ["user"]
+    record = store.get(jobs_for(p, 1)[0].key)
+    assert record["response"]["usage"]["output_tokens"] > 0
+
+
+def test_conversation_items_run_like_single_turn(tmp_path, key_env, server):
+    p = pin("openai", server.base_url)
+    turns = [
+        {"role": "user", "content": "my order is late"},
+        {"role": "assistant", "content": "Which order?"},
+        {"role": "user", "content": "#4411"},
+    ]
+    job = make_job("p", p, get_provider("openai"), turns, None, 0, "conv")
+    report, _ = run_fetch(tmp_path, [job])
+    assert report.fetched == 1
+    assert server.requests[0].body["messages"] == turns
+
+
+@pytest.mark.parametrize("fault", ["429", "500", "503", "reset", "malformed", "missing_fields"])
+def test_transient_faults_are_retried_until_stored(tmp_path, key_env, server, fault):
+    p = pin("openai", server.base_url)
+    server.fail_next(fault, times=3)
+    report, store = run_fetch(tmp_path, jobs_for(p, 5))
+    assert report.fetched == 5, report.errors
+    assert len(store) == 5
+    assert server.count() == 8
+
+
+def test_timeouts_are_retried(tmp_path, key_env, server):
+    p = pin("openai", server.base_url, timeout_s=0.3)
+    server.fail_next("timeout", times=1, delay=2.0)
+    report, _ = run_fetch(tmp_path, jobs_for(p, 1))
+    assert report.fetched == 1, report.errors
+    assert server.count() == 2
+
+
+def test_retry_after_is_honoured(tmp_path, key_env, server):
+    p = pin("openai", server.base_url)
+    server.fail_next("429", times=1, retry_after=0.4)
+    started = time.monotonic()
+    report, _ = run_fetch(tmp_path, jobs_for(p, 1))
+    assert report.fetched == 1
+    assert time.monotonic() - started >= 0.4
+
+
+def test_auth_errors_are_not_retried_and_never_stored(tmp_path, monkeypatch, server):
+    monkeypatch.setenv("EVALREG_TEST_KEY", "sk-wrong")
+    p = pin("openai", server.base_url)
+    report, store = run_fetch(tmp_path, jobs_for(p, 2))
+    assert [e.kind for e in report.errors] == ["auth", "auth"]
+    assert server.count() == 2
+    assert len(store) == 0
+    assert ResponseStore.open(tmp_path).stats.records == 0
+
+
+def test_exhausted_retries_are_errors_and_the_next_run_retries_them(tmp_path, key_env, server):
+    p = pin("openai", server.base_url, max_retries=1)
+    server.fail_matching('"item 3"', "500")
+    report, _ = run_fetch(tmp_path, jobs_for(p, 5))
+    assert report.fetched == 4
+    assert [(e.label, e.kind, e.status) for e in report.errors] == [("item-3", "server", 500)]
+    server.clear_faults()
+    before = server.count()
+    again, store = run_fetch(tmp_path, jobs_for(p, 5))
+    assert (again.fetched, again.cached, again.errors) == (1, 4, [])
+    assert server.count() == before + 1
+    assert len(store) == 5
+
+
+def test_random_faults_every_request_ends_stored_or_counted(tmp_path, key_env, server):
+    p = pin("openai", server.base_url, max_retries=2, timeout_s=0.5)
+    for fault, rate in (
+        ("429", 0.1),
+        ("500", 0.1),
+        ("reset", 0.05),
+        ("malformed", 0.05),
+        ("missing_fields", 0.05),
+    ):
+        server.fail_randomly(fault, rate=rate, seed=7)
+    jobs = jobs_for(p, 200)
+    report, _ = run_fetch(tmp_path, jobs, concurrency=32)
+    assert report.fetched + len(report.errors) == 200
+    stored = ResponseStore.open(tmp_path)
+    assert stored.stats.records == report.fetched
+    assert stored.stats.duplicates == 0
+    assert {e.key for e in report.errors}.isdisjoint(stored.index)
+
+
+def test_identical_requests_in_one_run_are_sent_once(tmp_path, key_env, server):
+    p = pin("openai", server.base_url)
+    job = jobs_for(p, 1)[0]
+    report, _ = run_fetch(tmp_path, [job, job, job])
+    assert server.count() == 1
+    assert report.fetched + report.shared + report.cached == 3
+
+
+def test_offline_mode_never_calls_and_names_the_item(tmp_path, key_env, server):
+    p = pin("openai", server.base_url)
+    report, _ = run_fetch(tmp_path, jobs_for(p, 2), offline=True)
+    assert server.count() == 0
+    assert [(e.kind, e.label) for e in report.errors] == [
+        ("offline_miss", "item-0"),
+        ("offline_miss", "item-1"),
+    ]
+    assert "no stored response for item-0" in report.errors[0].message
+
+
+def test_per_pin_concurrency_is_respected(tmp_path, key_env):
+    with LLMServer(api_key=KEY, latency=0.1) as srv:
+        p = pin("openai", srv.base_url, concurrency=2)
+        started = time.monotonic()
+        report, _ = run_fetch(tmp_path, jobs_for(p, 6), concurrency=64)
+        elapsed = time.monotonic() - started
+    assert report.fetched == 6
+    # Six requests of 100 ms, two at a time, cannot finish in under three rounds.
+    assert elapsed >= 0.3
+
+
+def test_python_provider_calls_the_repository_callable(repo: Repo):
+    p = Pin.model_validate(
+        {"schema_version": 1, "provider": "python", "callable": "registry/systems/rules.py:answer"}
+    )
+    provider = get_provider("python", repo.root)
+    job = make_job("rules", p, provider, [{"role": "user", "content": "x"}], {"text": "x"}, 0, "i")
+    report, store = run_fetch(repo.root, [job])
+    assert report.fetched == 1
+    assert json.loads(store.get(job.key)["response"]["text"]) == {"label": "a"}
+    # The callable's source is part of the request: editing the system is a new request.
+    repo.write("registry/systems/rules.py", repo.read("registry/systems/rules.py") + "# v2\n")
+    changed = make_job(
+        "rules",
+        p,
+        get_provider("python", repo.root),
+        [{"role": "user", "content": "x"}],
+        {"text": "x"},
+        0,
+        "i",
+    )
+    assert changed.key != job.key
+
+
+def test_python_callable_errors_are_counted_not_stored(repo: Repo):
+    repo.write(
+        "registry/systems/broken.py", "def answer(request):\n    raise RuntimeError('boom')\n"
+    )
+    p = Pin.model_validate(
+        {"schema_version": 1, "provider": "python", "callable": "registry/systems/broken.py:answer"}
+    )
+    job = make_job(
+        "b", p, get_provider("python", repo.root), [{"role": "user", "content": "x"}], {}, 0, "i"
+    )
+    report, store = run_fetch(repo.root, [job])
+    assert [(e.kind, e.message) for e in report.errors] == [
+        ("system", "registry/systems/broken.py:answer raised RuntimeError: boom")
+    ]
+    assert len(store) == 0
+
+
+def test_a_torn_last_line_is_dropped_and_repaired(tmp_path):
+    directory = tmp_path / STORE_DIR
+    directory.mkdir(parents=True)
+    good = encode_record("a" * 64, {"response": {"text": "ok"}})
+    torn = encode_record("b" * 64, {"response": {"text": "cut"}})[:30]
+    (directory / "seg.jsonl").write_bytes(good + torn)
+    store = ResponseStore.open(tmp_path)
+    assert list(store.keys()) == ["a" * 64]
+    assert store.stats.torn == 1
+
+
+def test_segments_get_their_own_dvc_pointer_and_read_back_at_a_revision(
+    repo: Repo, key_env, server
+):
+    from evalreg import dvcrepo
+
+    dvcrepo.init(repo.root, None)
+    p = pin("openai", server.base_url)
+    run_fetch(repo.root, jobs_for(p, 3))
+    run_fetch(repo.root, jobs_for(p, 3, offset=3))
+    tracked = track_segments(repo.root)
+    assert len(tracked) == 2
+    for rel in tracked:
+        assert (repo.root / (rel + ".dvc")).is_file()
+    rev = repo.commit("responses")
+    store = ResponseStore.load(GitTree(repo.root, rev))
+    assert len(store) == 6
+    assert {j.key for j in jobs_for(p, 6)} == set(store.index)
+
+
+def test_secrets_never_reach_disk(repo: Repo, key_env, server):
+    from evalreg import dvcrepo
+
+    dvcrepo.init(repo.root, None)
+    p = pin("openai", server.base_url)
+    server.fail_next("500", times=2)
+    report, _ = run_fetch(repo.root, jobs_for(p, 5))
+    assert report.fetched == 5
+    (repo.root / ".evalreg-errors.log").write_text(
+        "\n".join(json.dumps(e.as_dict()) for e in report.errors)
+    )
+    track_segments(repo.root)
+    assert server.requests[0].headers["authorization"] == f"Bearer {KEY}"
+    leaks = [
+        str(path)
+        for path in repo.root.rglob("*")
+        if path.is_file() and KEY.encode() in path.read_bytes()
+    ]
+    assert leaks == []
+
+
+def test_sigkill_loses_at_most_the_requests_in_flight(repo: Repo, key_env):
+    n, concurrency = 400, 16
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(HERE / "support") + os.pathsep + os.environ.get("PYTHONPATH", ""),
+    }
+    with LLMServer(api_key=KEY, latency=0.02) as srv:
+        proc = subprocess.Popen(
+            [
+                sys.executable,
+                str(HERE / "support" / "fetch_script.py"),
+                str(repo.root),
+                srv.base_url,
+                str(n),
+                str(concurrency),
+            ],
+            env=env,
+        )
+        directory = repo.root / STORE_DIR
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            lines = (
+                sum(p.read_bytes().count(b"\n") for p in directory.glob("*.jsonl"))
+                if directory.is_dir()
+                else 0
+            )
+            if lines >= 100:
+                break
+            time.sleep(0.005)
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+        sent_before_kill = srv.count()
+        first = ResponseStore.open(repo.root)
+        stored_keys = set(first.index)
+        assert 100 <= len(stored_keys) < n
+        # Every request the server answered is stored, but for the ones in flight.
+        assert sent_before_kill - len(stored_keys) <= concurrency
+
+        srv.reset()
+        done = subprocess.run(
+            [
+                sys.executable,
+                str(HERE / "support" / "fetch_script.py"),
+                str(repo.root),
+                srv.base_url,
+                str(n),
+                str(concurrency),
+            ],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert done.returncode == 0, done.stderr
+        rebought = [
+            r
+            for r in srv.requests
+            if request_key("openai", f"{srv.base_url}/chat/completions", r.raw, 0) in stored_keys
+        ]
+        assert rebought == []
+        assert srv.count() == n - len(stored_keys)
+    final = ResponseStore.open(repo.root)
+    assert len(final) == n
+    assert final.stats.duplicates == 0

@@ -1,0 +1,274 @@
+"""``evalreg run``, ``status`` and ``reproduce`` on real git + DVC repos and a loopback server."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from evalreg import dvcrepo
+from evalreg.store import STORE_DIR, ResponseStore
+
+from conftest import Repo, items_jsonl
+from support.llm_server import LLMServer
+
+KEY = "sk-test-runner-5d1c0a"
+EVALSET = "evalsets/messages.jsonl"
+MINI = "reports/results/labels/mini"
+RULES = "reports/results/labels/rules"
+
+
+def label_of(request) -> str:
+    text = request.body["messages"][-1]["content"]
+    return json.dumps({"label": "a" if text.endswith(("1", "3", "5")) else "b"})
+
+
+@pytest.fixture
+def server():
+    with LLMServer(api_key=KEY, responder=label_of) as srv:
+        yield srv
+
+
+@pytest.fixture
+def live(repo: Repo, cli, server, monkeypatch) -> Repo:
+    """The standard registry on DVC, its OpenAI pin pointed at the loopback server."""
+    monkeypatch.setenv("OPENAI_API_KEY", KEY)
+    repo.write(
+        "registry/models/mini.yaml",
+        repo.read("registry/models/mini.yaml").replace(
+            "https://api.openai.com/v1", server.base_url
+        ),
+    )
+    repo.git("rm", "-q", "--cached", EVALSET)
+    dvcrepo.init(repo.root, remote=None)
+    assert cli(repo, "evalset", "add", str(repo.root / EVALSET)).code == 0
+    repo.commit("registry on DVC, pin at the test server")
+    return repo
+
+
+def files(repo: Repo, *prefixes: str) -> dict[str, bytes]:
+    out = {}
+    for prefix in prefixes:
+        for suffix in (".json", ".items.jsonl"):
+            path = repo.root / (prefix + suffix)
+            out[prefix + suffix] = path.read_bytes()
+    return out
+
+
+def test_run_writes_results_then_has_nothing_to_do(live: Repo, cli, server):
+    result = cli(live, "run")
+    assert result.code == 0, result.err
+    assert server.count() == 4
+    summary = json.loads(live.read(MINI + ".json"))
+    assert summary["cell"] == {"candidate": "mini", "pin": "mini", "task": "labels"}
+    assert summary["totals"]["levels"] == {"acceptable": 0, "correct": 4, "unacceptable": 0}
+    assert summary["slices"]["edge"]["items"] == 2
+    assert summary["totals"]["cost_micro_usd"] > 0
+    rules = json.loads(live.read(RULES + ".json"))
+    assert rules["totals"]["levels"]["correct"] == 2  # the baseline always answers "a"
+    assert (live.root / (MINI + ".items.jsonl.dvc")).is_file()
+    assert list((live.root / STORE_DIR).glob("*.jsonl.dvc"))
+    live.commit("results")
+
+    status = cli(live, "status", "--json")
+    assert {c["state"] for c in json.loads(status.out)} == {"fresh"}
+    again = cli(live, "run")
+    assert again.code == 0
+    assert "Nothing to run" in again.out
+    assert server.count() == 4
+
+
+def test_grading_twice_gives_byte_identical_files(live: Repo, cli, server):
+    assert cli(live, "run").code == 0
+    first = files(live, MINI, RULES)
+    live.commit("results")
+    assert cli(live, "run", "--force").code == 0
+    assert files(live, MINI, RULES) == first
+    assert live.git("status", "--porcelain") == ""
+    assert server.count() == 4
+
+
+def test_a_grader_change_regrades_without_a_single_request(live: Repo, cli, server):
+    assert cli(live, "run").code == 0
+    live.commit("results")
+    live.write(
+        "registry/rubrics/labels.yaml",
+        live.read("registry/rubrics/labels.yaml").replace(
+            "      field: label\n", "      field: label\n      ignore_case: true\n"
+        ),
+    )
+    status = json.loads(cli(live, "status", "--json").out)
+    assert {(c["cell"], c["state"], tuple(c["reasons"])) for c in status} == {
+        ("labels/mini", "stale", ("changed: rubric",)),
+        ("labels/rules", "stale", ("changed: rubric",)),
+    }
+    assert cli(live, "run").code == 0
+    assert server.count() == 4
+    summary = json.loads(live.read(MINI + ".json"))
+    assert summary["fingerprint_parts"]["rubric"] != ""
+    assert json.loads(cli(live, "status", "--json").out)[0]["state"] == "fresh"
+
+
+def test_repeats_run_every_sample_end_to_end(live: Repo, cli, server):
+    live.write(
+        "registry/tasks/labels.yaml",
+        live.read("registry/tasks/labels.yaml").replace("repeats: 1", "repeats: 3"),
+    )
+    assert cli(live, "run").code == 0
+    assert server.count() == 12
+    records = [json.loads(x) for x in live.read(MINI + ".items.jsonl").splitlines()]
+    assert [(r["item"], r["sample"]) for r in records][:3] == [
+        ("m-000", 0),
+        ("m-000", 1),
+        ("m-000", 2),
+    ]
+    assert json.loads(live.read(MINI + ".json"))["totals"]["samples"] == 12
+
+
+def test_offline_miss_is_an_error_naming_the_item(live: Repo, cli, server):
+    result = cli(live, "run", "--offline")
+    assert result.code == 1
+    assert "labels/mini/m-000#0: offline_miss: no stored response" in result.err
+    assert server.count() == 0
+    assert not (live.root / (MINI + ".json")).exists()
+    assert "incomplete" in result.out
+
+
+def test_dry_run_shows_what_would_run_and_costs_nothing(live: Repo, cli, server):
+    before = live.snapshot()
+    result = cli(live, "run", "--dry-run")
+    assert result.code == 0
+    assert "labels/mini" in result.out and "never run" in result.out
+    assert "Estimated cost of missing responses: $0.0" in result.out
+    assert server.count() == 0
+    assert live.snapshot() == before
+
+
+def test_max_cost_stops_before_the_budget_is_exceeded(live: Repo, cli, server):
+    # At $1,000 per million tokens each request is estimated at about 6 to 7 cents.
+    live.write(
+        "registry/models/mini.yaml",
+        live.read("registry/models/mini.yaml")
+        .replace("input_per_mtok: 0.15", "input_per_mtok: 1000")
+        .replace("output_per_mtok: 0.6", "output_per_mtok: 0")
+        .replace("temperature: 0", "temperature: 0\n  max_tokens: 0"),
+    )
+    dry = cli(live, "run", "--dry-run", "--candidate", "mini")
+    per_request = float(dry.out.split("Estimated cost of missing responses: $")[1].split()[0]) / 4
+    budget = per_request * 2.5
+    result = cli(live, "run", "--candidate", "mini", "--max-cost", f"{budget:.6f}")
+    assert result.code == 1
+    assert server.count() == 2
+    assert "budget" in result.out
+    spent = sum(
+        r["response"]["usage"]["input_tokens"] * 1000 / 1e6
+        for r in map(ResponseStore.open(live.root).get, ResponseStore.open(live.root).keys())
+        if r is not None
+    )
+    assert spent <= budget
+
+
+def test_limit_runs_n_items_a_cell_and_writes_no_results(live: Repo, cli, server):
+    result = cli(live, "run", "--limit", "1")
+    assert result.code == 0
+    assert server.count() == 1
+    assert not (live.root / (MINI + ".json")).exists()
+
+
+def test_provider_errors_are_counted_and_retried_next_run(live: Repo, cli, server):
+    server.fail_matching('"Message: message 2"', "500")
+    result = cli(live, "run", "--candidate", "mini")
+    assert result.code == 1
+    summary = json.loads(live.read(MINI + ".json"))
+    assert summary["totals"]["errors"] == 1
+    assert summary["totals"]["graded"] == 3
+    live.commit("results with an error")
+    status = json.loads(cli(live, "status", "--json").out)
+    assert "1 provider errors to retry" in status[0]["reasons"]
+    server.clear_faults()
+    before = server.count()
+    assert cli(live, "run", "--candidate", "mini").code == 0
+    assert server.count() == before + 1
+    assert json.loads(live.read(MINI + ".json"))["totals"]["errors"] == 0
+
+
+def test_reproduce_an_older_commit_after_later_changes(live: Repo, cli, server):
+    assert cli(live, "run").code == 0
+    first = live.commit("first results")
+
+    live.write(
+        "registry/models/mini.yaml",
+        live.read("registry/models/mini.yaml").replace("temperature: 0", "temperature: 0.5"),
+    )
+    live.write(EVALSET, items_jsonl(6))
+    assert cli(live, "evalset", "add", str(live.root / EVALSET)).code == 0
+    assert cli(live, "run").code == 0
+    second = live.commit("warmer pin, more items")
+
+    for rev in (first, second, "HEAD"):
+        result = cli(live, "reproduce", rev)
+        assert result.code == 0, result.out
+        assert "identical" in result.out
+    # Reproducing reads everything from DVC: no workspace copy or cache is needed.
+    shutil.rmtree(live.root / ".dvc" / "cache")
+    for path in (live.root / "reports").rglob("*.jsonl"):
+        path.unlink()
+    offline = cli(live, "reproduce", first)
+    assert offline.code == 0, offline.err + offline.out
+    assert server.count() == 4 + 6
+
+
+def test_reproduce_lists_every_difference(live: Repo, cli):
+    assert cli(live, "run").code == 0
+    summary = json.loads(live.read(MINI + ".json"))
+    summary["totals"]["levels"]["correct"] = 3
+    live.write(MINI + ".json", json.dumps(summary, sort_keys=True, indent=2) + "\n")
+    rev = live.commit("tampered")
+    result = cli(live, "reproduce", rev)
+    assert result.code == 1
+    assert "labels/mini: 1 differences" in result.out
+    assert "summary totals.levels.correct: recorded 3, reproduced 4" in result.out
+    assert "labels/rules: identical" in result.out
+
+
+def test_shards_merge_into_the_single_run_result(live: Repo, cli, server, tmp_path: Path):
+    single = tmp_path / "single"
+    shutil.copytree(live.root, single)
+    for shard in ("1/2", "2/2"):
+        result = cli(live, "run", "--shard", shard)
+        assert result.code == 0, result.err
+        assert not (live.root / (MINI + ".json")).exists()
+    segments = sorted((live.root / STORE_DIR).glob("*.jsonl"))
+    assert len(segments) == 2
+    assert server.count() == 4  # the shards bought disjoint halves
+    assert cli(live, "run", "--offline").code == 0
+
+    # A single process that holds the same responses in one segment, in another order.
+    merged = b"".join(p.read_bytes() for p in reversed(segments))
+    (single / STORE_DIR).mkdir(parents=True, exist_ok=True)
+    (single / STORE_DIR / "20260101T000000Z-merged-00000000.jsonl").write_bytes(merged)
+    assert cli(single, "run", "--offline").code == 0
+    assert files(Repo(single), MINI, RULES) == files(live, MINI, RULES)
+
+
+def test_summaries_are_dvc_metrics(live: Repo, cli):
+    assert cli(live, "run").code == 0
+    live.commit("results")
+    repo = dvcrepo.open_repo(live.root)
+    try:
+        with dvcrepo.quiet():
+            shown = repo.metrics.show()
+    finally:
+        repo.close()
+    metrics = shown[""]["data"][MINI + ".json"]["data"]
+    assert metrics["totals"]["levels"]["correct"] == 4
+
+
+def test_secrets_never_reach_disk_through_a_run(live: Repo, cli, server):
+    server.fail_next("429", times=2, retry_after=0.01)
+    assert cli(live, "run").code == 0
+    live.commit("results")
+    leaks = [str(p) for p in live.root.rglob("*") if p.is_file() and KEY.encode() in p.read_bytes()]
+    assert leaks == []
