@@ -150,6 +150,8 @@ def prepare(root: Path, options: RunOptions) -> tuple[Registry, ResponseStore, l
                     plan.estimated_micro_usd += estimate_micro_usd(cell.pin, job)
         if plan.missing and not options.offline:
             plan.blocked = _missing_key(cell.pin)
+        elif options.offline and st.state == "pending" and plan.missing == plan.in_shard:
+            plan.blocked = "never run, and --offline buys nothing"
         plans.append(plan)
     return registry, store, plans
 
