@@ -32,6 +32,7 @@ def _git_identity(
     monkeypatch.setenv("HOME", str(home))
     monkeypatch.setenv("XDG_CONFIG_HOME", str(home / ".config"))
     monkeypatch.setenv("DVC_NO_ANALYTICS", "1")
+    monkeypatch.setenv("COLUMNS", "200")  # tables on one line each, for readable assertions
 
 
 PIN_PYTHON = """\

@@ -128,12 +128,25 @@ def test_repeats_run_every_sample_end_to_end(live: Repo, cli, server):
 
 
 def test_offline_miss_is_an_error_naming_the_item(live: Repo, cli, server):
+    assert cli(live, "run").code == 0
+    live.commit("results")
+    live.write(EVALSET, items_jsonl(5))
+    assert cli(live, "evalset", "add", str(live.root / EVALSET)).code == 0
+    before = (live.root / (MINI + ".json")).read_bytes()
     result = cli(live, "run", "--offline")
     assert result.code == 1
-    assert "labels/mini/m-000#0: offline_miss: no stored response" in result.err
+    assert "labels/mini/m-004#0: offline_miss: no stored response" in result.err
+    assert server.count() == 4
+    assert (live.root / (MINI + ".json")).read_bytes() == before
+    assert "incomplete" in result.out
+
+
+def test_offline_leaves_never_run_cells_pending(live: Repo, cli, server):
+    result = cli(live, "run", "--offline")
+    assert result.code == 0
+    assert "never run, and --offline buys nothing" in result.out
     assert server.count() == 0
     assert not (live.root / (MINI + ".json")).exists()
-    assert "incomplete" in result.out
 
 
 def test_dry_run_shows_what_would_run_and_costs_nothing(live: Repo, cli, server):
