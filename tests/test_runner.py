@@ -285,3 +285,41 @@ def test_secrets_never_reach_disk_through_a_run(live: Repo, cli, server):
     live.commit("results")
     leaks = [str(p) for p in live.root.rglob("*") if p.is_file() and KEY.encode() in p.read_bytes()]
     assert leaks == []
+
+
+def test_compaction_merges_segments_and_old_revisions_still_reproduce(live: Repo, cli, server):
+    assert cli(live, "run").code == 0
+    first = live.commit("first results")
+    live.write(EVALSET, items_jsonl(6))
+    assert cli(live, "evalset", "add", str(live.root / EVALSET)).code == 0
+    assert cli(live, "run").code == 0
+    live.commit("more items")
+    assert len(list((live.root / STORE_DIR).glob("*.jsonl.dvc"))) == 2
+
+    result = cli(live, "store", "compact")
+    assert result.code == 0, result.err
+    assert "Compacted 2 segments" in result.out
+    pointers = list((live.root / STORE_DIR).glob("*.jsonl.dvc"))
+    assert len(pointers) == 1 and "-compact-" in pointers[0].name
+    assert len(ResponseStore.open(live.root)) == 6 + 6
+    live.commit("compact the store")
+
+    assert cli(live, "run", "--offline", "--force").code == 0
+    assert live.git("status", "--porcelain") == ""
+    assert cli(live, "reproduce", first).code == 0
+    assert cli(live, "reproduce", "HEAD").code == 0
+    assert server.count() == 4 + 2  # the 2 new items only; nothing re-bought after compaction
+
+
+def test_reproduce_names_the_version_that_recorded_the_results(live: Repo, cli):
+    assert cli(live, "run").code == 0
+    for path in (live.root / "reports/results").rglob("*.json"):
+        data = json.loads(path.read_text())
+        data["evalreg_version"] = "0.0.9"
+        path.write_text(json.dumps(data, sort_keys=True, indent=2) + "\n")
+    rev = live.commit("results from an older release")
+    result = cli(live, "reproduce", rev)
+    assert result.code == 1
+    first_line = result.out.splitlines()[0]
+    assert "recorded with evalreg 0.0.9" in first_line
+    assert "install evalreg==0.0.9" in result.out

@@ -157,6 +157,21 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
     return 0 if outcome.identical else 1
 
 
+def cmd_store_compact(args: argparse.Namespace) -> int:
+    from evalreg.render import console
+    from evalreg.store import compact
+
+    done = compact(_root(args), push=not args.no_push)
+    if done.segment is None or (done.before <= 1 and not done.dropped):
+        console().print(f"Nothing to compact: {done.before} segment, {done.records} responses.")
+    else:
+        console().print(
+            f"Compacted {done.before} segments into {done.segment}: {done.records} responses"
+            f", {done.dropped} duplicate or torn lines dropped. Commit reports/store/."
+        )
+    return 0
+
+
 # ---------------------------------------------------------------- parser
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
@@ -241,6 +256,12 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("reproduce", help="recompute a revision's results offline and compare")
     p.add_argument("rev", metavar="REV", help="a commit, branch or tag")
     p.set_defaults(handler=cmd_reproduce)
+
+    store = sub.add_parser("store", help="the response store")
+    store_sub = store.add_subparsers(dest="store_command", metavar="COMMAND")
+    p = store_sub.add_parser("compact", help="merge all store segments into one")
+    p.add_argument("--no-push", action="store_true", help="do not push to the DVC remote")
+    p.set_defaults(handler=cmd_store_compact)
 
     evalset = sub.add_parser("evalset", help="manage eval sets (tracked by DVC)")
     evalset_sub = evalset.add_subparsers(dest="evalset_command", metavar="COMMAND")

@@ -75,6 +75,20 @@ def track(root: Path, paths: list[str], *, push: bool = True) -> None:
             repo.close()
 
 
+def untrack(root: Path, pointers: list[str]) -> None:
+    """``dvc remove`` each pointer: the pointer and its .gitignore entry go; the cached
+    and pushed data stay, so revisions that point at it still read it."""
+    from dvc.repo import Repo
+
+    with quiet():
+        repo = Repo(str(root))
+        try:
+            for pointer in pointers:
+                repo.remove(str(root / pointer))
+        finally:
+            repo.close()
+
+
 def push(root: Path, paths: list[str]) -> str | None:
     """Push tracked paths to the default remote; return why it failed, or None.
 
