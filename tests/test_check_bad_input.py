@@ -465,3 +465,30 @@ def test_json_output_lists_findings(repo, cli):
             "severity": "error",
         }
     ]
+
+
+def test_oversized_file_is_refused_before_parsing(repo, cli):
+    repo.write("registry/rubrics/labels.yaml", "description: " + "x" * (300 << 10) + "\n")
+    repo.commit("huge")
+    assert_rejected(
+        repo, cli, "registry/rubrics/labels.yaml: file is 307214 bytes; registry files are limited"
+    )
+
+
+def test_scalars_resolve_by_the_yaml_core_schema():
+    from evalreg.registry.yamlio import parse_yaml
+
+    doc = parse_yaml(
+        b"a: 1\nb: 2.5\nc: true\nd: null\ne: 2026-01-01\nf: '3'\ng: 0x1f\nh: yes\ni: !!str 5\n", "f"
+    )
+    assert doc.data == {
+        "a": 1,
+        "b": 2.5,
+        "c": True,
+        "d": None,
+        "e": "2026-01-01",
+        "f": "3",
+        "g": 31,
+        "h": "yes",
+        "i": "5",
+    }

@@ -1,0 +1,1 @@
+"""Git provenance and the GitHub client."""

@@ -1,0 +1,464 @@
+"""Deterministic statistics for selection policies, the governance report and PR diffs."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from statistics import NormalDist
+
+__all__ = [
+    "DISCORDANCE_FLOOR",
+    "PairedDiff",
+    "Rate",
+    "clustered_rate",
+    "consistency",
+    "holm",
+    "mcnemar_exact",
+    "mde_paired",
+    "mde_rate",
+    "paired_comparison",
+    "too_small",
+    "wilson",
+]
+
+#: Smallest discordant-pair rate :func:`mde_paired` plans with (see there for why).
+DISCORDANCE_FLOOR = 0.10
+
+#: Rates closer to 0 or 1 than this are moved to it by :func:`mde_rate`.
+_RATE_CLAMP = 0.05
+
+#: A score at or above this counts as a pass in :func:`paired_comparison`.
+_PASS_SCORE = 0.5
+
+_STANDARD_NORMAL = NormalDist()
+
+
+# ---------------------------------------------------------------- helpers
+
+
+def _z_two_sided(confidence: float) -> float:
+    """The standard normal quantile ``z`` with ``P(-z < Z < z) = confidence``."""
+    if not 0.0 < confidence < 1.0:
+        raise ValueError(f"confidence must be strictly between 0 and 1, got {confidence!r}")
+    return _STANDARD_NORMAL.inv_cdf(1.0 - (1.0 - confidence) / 2.0)
+
+
+def _clamp(value: float, lo: float, hi: float) -> float:
+    """``value`` limited to ``[lo, hi]``."""
+    return min(hi, max(lo, value))
+
+
+def _check_count(name: str, value: int) -> None:
+    """Reject a negative count."""
+    if value < 0:
+        raise ValueError(f"{name} must be >= 0, got {value!r}")
+
+
+def _check_unit(name: str, value: float) -> None:
+    """Reject a value outside ``[0, 1]`` (NaN included)."""
+    if not 0.0 <= value <= 1.0:
+        raise ValueError(f"{name} must be in [0, 1], got {value!r}")
+
+
+def _check_scores(name: str, scores: Sequence[float]) -> None:
+    """Reject any score outside ``[0, 1]`` (NaN included)."""
+    for index, score in enumerate(scores):
+        if not 0.0 <= score <= 1.0:
+            raise ValueError(f"{name}[{index}] must be in [0, 1], got {score!r}")
+
+
+def _check_clusters(clusters: Sequence[str] | None, n: int) -> None:
+    """Reject a cluster list whose length differs from the number of items."""
+    if clusters is not None and len(clusters) != n:
+        raise ValueError(f"clusters has {len(clusters)} labels for {n} items")
+
+
+def _wilson_bounds(k: float, n: float, z: float) -> tuple[float, float]:
+    """Wilson score bounds for ``k`` successes in ``n`` trials (both may be fractional).
+
+    ``n`` must be positive. The closed form is
+    ``(k + z²/2) / (n + z²) ± z / (n + z²) · sqrt(k(n - k)/n + z²/4)``, clamped to ``[0, 1]``.
+    """
+    z2 = z * z
+    centre = (k + z2 / 2.0) / (n + z2)
+    half = z / (n + z2) * math.sqrt(max(0.0, k * (n - k) / n) + z2 / 4.0)
+    return _clamp(centre - half, 0.0, 1.0), _clamp(centre + half, 0.0, 1.0)
+
+
+def _cluster_se(
+    values: Sequence[float], mean: float, clusters: Sequence[str] | None
+) -> float | None:
+    """Cluster-robust standard error of the mean of ``values``, or None when inestimable.
+
+    The residuals ``values[i] - mean`` are summed within each cluster (each item is its own
+    cluster when ``clusters`` is None), and with ``G`` clusters and ``n`` items
+    ``var = G / (G - 1) · Σ_g (Σ_{i∈g} residual_i)² / n²`` (the CR1 sandwich estimator of
+    a mean: Cameron & Miller 2015, "A Practitioner's Guide to Cluster-Robust Inference",
+    J. Human Resources 50(2):317-372; their ``(N - 1)/(N - K)`` factor is 1 for a mean).
+    With singleton clusters this equals the ordinary ``stdev(values) / sqrt(n)``.
+    Returns None when fewer than two clusters exist.
+    """
+    n = len(values)
+    if clusters is None:
+        sums = [value - mean for value in values]
+    else:
+        by_cluster: dict[str, list[float]] = {}
+        for value, label in zip(values, clusters, strict=True):
+            by_cluster.setdefault(label, []).append(value - mean)
+        sums = [math.fsum(residuals) for residuals in by_cluster.values()]
+    groups = len(sums)
+    if groups < 2:
+        return None
+    variance = groups / (groups - 1) * math.fsum(s * s for s in sums) / (n * n)
+    return math.sqrt(variance)
+
+
+# ---------------------------------------------------------------- single proportions
+
+
+def wilson(k: int, n: int, confidence: float = 0.95) -> tuple[float, float]:
+    """Wilson score interval for ``k`` successes out of ``n`` trials.
+
+    Method: Wilson (1927), in the form of Newcombe (1998) method 3 (no continuity
+    correction): ``(k + z²/2) / (n + z²) ± z / (n + z²) · sqrt(k(n - k)/n + z²/4)`` with
+    ``z`` the two-sided normal quantile for ``confidence``.
+
+    Edge cases: ``n == 0`` gives ``(0.0, 1.0)`` (nothing is known). Bounds are clamped to
+    ``[0, 1]``, so ``k == 0`` has lower bound exactly 0 and ``k == n`` upper bound exactly 1.
+    Raises ValueError when ``k`` or ``n`` is negative, ``k > n``, or ``confidence`` is not
+    strictly between 0 and 1.
+    """
+    z = _z_two_sided(confidence)
+    _check_count("k", k)
+    _check_count("n", n)
+    if k > n:
+        raise ValueError(f"k ({k}) must not exceed n ({n})")
+    if n == 0:
+        return 0.0, 1.0
+    lo, hi = _wilson_bounds(float(k), float(n), z)
+    if k == 0:
+        lo = 0.0
+    if k == n:
+        hi = 1.0
+    return lo, hi
+
+
+def too_small(
+    n: int, p: float, threshold: float, bound_side: str, confidence: float = 0.95
+) -> bool:
+    """Whether ``n`` items are too few for a bound-based gate to ever pass.
+
+    A gate ``rate ≤ threshold on upper_bound`` (``bound_side="upper"``) passes when the
+    Wilson upper bound is ``≤ threshold``; the smallest upper bound ``n`` items can produce
+    is that of ``0/n``, ``z² / (n + z²)``. A gate ``rate ≥ threshold on lower_bound``
+    (``bound_side="lower"``) passes when the Wilson lower bound is ``≥ threshold``; the
+    largest lower bound is that of ``n/n``, ``n / (n + z²)``. This returns True exactly when
+    that best case still fails, i.e. ``wilson(0, n)[1] > threshold`` for "upper" and
+    ``wilson(n, n)[0] < threshold`` for "lower", computed with :func:`wilson` so the two
+    always agree. Example: with 95 % confidence, ``0/40`` has upper bound ≈ 0.0876, so 40
+    items cannot show ``≤ 0.02``; ``0/400`` (≈ 0.0095) can.
+
+    ``p`` is the slice's observed rate. It is validated but does not enter the verdict: a
+    slice is too small because of its size, whatever it measured, so a slice that fails its
+    gate is never mistaken for one too small to judge (and vice versa). ``n == 0`` is too
+    small for any threshold below 1 ("upper") or above 0 ("lower").
+
+    Raises ValueError for a negative ``n``, ``p`` or ``threshold`` outside ``[0, 1]``, a
+    ``bound_side`` other than "upper" or "lower", or an invalid ``confidence``.
+    """
+    _check_count("n", n)
+    _check_unit("p", p)
+    _check_unit("threshold", threshold)
+    if bound_side == "upper":
+        return wilson(0, n, confidence)[1] > threshold
+    if bound_side == "lower":
+        return wilson(n, n, confidence)[0] < threshold
+    raise ValueError(f"bound_side must be 'upper' or 'lower', got {bound_side!r}")
+
+
+@dataclass(frozen=True)
+class Rate:
+    """A rate over items: ``mean = k / n`` with its interval ``[lo, hi]`` and standard error.
+
+    ``k`` is the sum of the item scores (fractional with repeats), ``n`` the number of items.
+    """
+
+    k: float
+    n: int
+    mean: float
+    lo: float
+    hi: float
+    se: float
+
+
+def clustered_rate(
+    scores: Sequence[float],
+    clusters: Sequence[str] | None = None,
+    confidence: float = 0.95,
+) -> Rate:
+    """Rate over items whose scores are each an item's mean over its samples (0..1).
+
+    ``mean`` is the mean score; ``se`` is its cluster-robust standard error (CR1, see
+    :func:`_cluster_se`): clustered by ``clusters`` when given, otherwise each item is its own
+    cluster, so repeats of one item never count as independent evidence.
+
+    Interval:
+
+    - all scores 0 or 1 and no ``clusters``: exactly ``wilson(sum, n)``;
+    - otherwise a Wilson interval on the effective sample size (Korn & Graubard 1998,
+      "Confidence intervals for proportions with small expected number of positive counts
+      estimated from survey data", Survey Methodology 24(2):193-201):
+      ``deff = se² / (mean(1 - mean) / (n - 1))`` is the design effect against simple
+      random sampling of 0/1 items (with the same small-sample factor, so singleton
+      clusters of 0/1 scores give ``deff = 1``), ``n_eff = n / max(1, deff)``, and the
+      interval is the Wilson interval for ``mean · n_eff`` successes in ``n_eff`` trials.
+      The design effect is floored at 1: averaging repeats never makes the interval
+      narrower than ``n`` independent pass/fail items would. Unlike ``mean ± z·se``, this
+      never collapses to a point when every item scored the same (40 items all at 0 give
+      the upper bound of ``wilson(0, 40)``, not 0), and it stays inside ``[0, 1]``.
+
+    Edge cases: no items gives ``Rate(0.0, 0, 0.0, 0.0, 1.0, 0.0)``. With one item, or all
+    items in a single cluster, the variance cannot be estimated: ``se`` is reported as 0.5
+    (the largest standard error a mean of values in ``[0, 1]`` can have) and the interval is
+    the Wilson interval with ``n_eff = 1`` (unless the exact 0/1 case applies). Raises
+    ValueError for scores outside ``[0, 1]``, a cluster list of the wrong length, or an
+    invalid ``confidence``.
+    """
+    z = _z_two_sided(confidence)
+    n = len(scores)
+    _check_scores("scores", scores)
+    _check_clusters(clusters, n)
+    if n == 0:
+        return Rate(k=0.0, n=0, mean=0.0, lo=0.0, hi=1.0, se=0.0)
+    total = math.fsum(scores)
+    mean = _clamp(total / n, 0.0, 1.0)
+    estimated = _cluster_se(scores, mean, clusters)
+    se = 0.5 if estimated is None else estimated
+    if clusters is None and all(score in (0.0, 1.0) for score in scores):
+        lo, hi = wilson(round(total), n, confidence)
+        return Rate(k=total, n=n, mean=mean, lo=lo, hi=hi, se=se)
+    if estimated is None:
+        n_eff = 1.0
+    else:
+        srs_variance = mean * (1.0 - mean) / (n - 1)
+        deff = estimated * estimated / srs_variance if srs_variance > 0.0 else 1.0
+        n_eff = n / max(1.0, deff)
+    lo, hi = _wilson_bounds(mean * n_eff, n_eff, z)
+    return Rate(k=total, n=n, mean=mean, lo=lo, hi=hi, se=se)
+
+
+def consistency(samples: Sequence[Sequence[bool]]) -> float:
+    """Share of items whose repeated samples all agree (all pass or all fail).
+
+    ``samples[i]`` holds item ``i``'s pass/fail outcomes, one per sample. Items with one
+    sample (or none) are consistent by definition. No items gives 1.0.
+    """
+    if not samples:
+        return 1.0
+    agreeing = sum(1 for outcomes in samples if len(set(outcomes)) <= 1)
+    return agreeing / len(samples)
+
+
+# ---------------------------------------------------------------- paired comparisons
+
+
+def mcnemar_exact(b: int, c: int) -> float:
+    """Two-sided exact McNemar p-value for ``b`` and ``c`` discordant pairs.
+
+    Method: under the null hypothesis each discordant pair is equally likely to go either
+    way, so ``b ~ Binomial(b + c, 1/2)``; the p-value is the two-sided binomial test
+    (``scipy.stats.binomtest``), which for ``p = 1/2`` equals
+    ``min(1, 2 · P(X ≤ min(b, c)))``. Concordant pairs carry no information and are not
+    arguments.
+
+    Edge cases: ``b + c == 0`` gives 1.0. Raises ValueError for negative counts.
+    """
+    _check_count("b", b)
+    _check_count("c", c)
+    if b + c == 0:
+        return 1.0
+    from scipy.stats import binomtest  # type: ignore[import-untyped,unused-ignore]
+
+    return _clamp(float(binomtest(b, b + c, 0.5).pvalue), 0.0, 1.0)
+
+
+def holm(pvalues: Mapping[str, float]) -> dict[str, float]:
+    """Holm-Bonferroni adjusted p-values, keyed as ``pvalues``.
+
+    Method (Holm 1979, "A simple sequentially rejective multiple test procedure", Scand. J.
+    Statist. 6:65-70): with ``m`` p-values sorted ascending (ties broken by key, so the order
+    is deterministic), the ``i``-th (0-based) is multiplied by ``m - i``; a running maximum
+    makes the adjusted values monotone in that order, and each is capped at 1. Rejecting
+    exactly the hypotheses whose adjusted p-value is ``<= alpha`` is Holm's procedure at level
+    ``alpha``. Tied p-values always receive equal adjusted values.
+
+    Edge cases: an empty mapping gives ``{}``; a single p-value is returned unchanged. The
+    result iterates in the input's key order. Raises ValueError for a p-value outside
+    ``[0, 1]`` (NaN included).
+    """
+    for key, value in pvalues.items():
+        _check_unit(f"p-value {key!r}", value)
+    m = len(pvalues)
+    ordered = sorted(pvalues.items(), key=lambda item: (item[1], item[0]))
+    adjusted: dict[str, float] = {}
+    running = 0.0
+    for index, (key, value) in enumerate(ordered):
+        running = max(running, min(1.0, (m - index) * value))
+        adjusted[key] = running
+    return {key: adjusted[key] for key in pvalues}
+
+
+@dataclass(frozen=True)
+class PairedDiff:
+    """Paired comparison of candidates A and B on the same ``n`` items.
+
+    ``mean`` is the mean of ``B - A`` (positive: B scores higher) with its interval
+    ``[lo, hi]`` and standard error ``se``. ``b`` counts items only A passes, ``c`` items only
+    B passes, and ``p_value`` is the exact McNemar test on them.
+    """
+
+    n: int
+    mean: float
+    lo: float
+    hi: float
+    se: float
+    b: int
+    c: int
+    p_value: float
+
+
+def paired_comparison(
+    a: Sequence[float],
+    b: Sequence[float],
+    clusters: Sequence[str] | None = None,
+    confidence: float = 0.95,
+) -> PairedDiff:
+    """Compare per-item scores ``a`` and ``b`` (same items, same order, each in ``[0, 1]``).
+
+    Scores are 1/0 for pass/fail or an item's mean over its repeats.
+
+    - ``mean``: mean of ``b[i] - a[i]``.
+    - ``se``: cluster-robust (CR1) standard error of that mean: the differences' residuals
+      are summed within each cluster and their variance taken across the ``G`` clusters
+      with the ``G / (G - 1)`` factor (see :func:`_cluster_se`). Without ``clusters`` each
+      item is its own cluster, which is exactly the ordinary ``stdev(d) / sqrt(n)``.
+    - ``lo``, ``hi``: ``mean ± z·se`` with the normal quantile for ``confidence``, clamped to
+      ``[-1, 1]``. When every difference is equal (e.g. the two never disagree) ``se`` is 0
+      and the interval is the point; the McNemar p-value and :func:`mde_paired` then carry
+      the uncertainty.
+    - ``b``, ``c``: items where only A passes / only B passes, a score ``≥ 0.5`` counting
+      as a pass; ``p_value`` is :func:`mcnemar_exact` on them. McNemar treats pairs as
+      independent, so with ``clusters`` it ignores the clustering (it can be
+      anti-conservative when clusters are large); and with repeats it tests the
+      dichotomised pass/fail, which may disagree with the sign of ``mean``.
+
+    Edge cases: no items gives all zeros with ``p_value`` 1.0. With one item, or all items
+    in one cluster, the variance cannot be estimated: ``se`` is reported as 1.0 (the largest
+    standard error a mean of differences in ``[-1, 1]`` can have), so the interval spans
+    nearly all of ``[-1, 1]``. Raises ValueError when lengths differ, a score is outside
+    ``[0, 1]``, or ``confidence`` is invalid.
+    """
+    z = _z_two_sided(confidence)
+    n = len(a)
+    if len(b) != n:
+        raise ValueError(f"a has {n} scores but b has {len(b)}")
+    _check_scores("a", a)
+    _check_scores("b", b)
+    _check_clusters(clusters, n)
+    if n == 0:
+        return PairedDiff(n=0, mean=0.0, lo=0.0, hi=0.0, se=0.0, b=0, c=0, p_value=1.0)
+    diffs = [y - x for x, y in zip(a, b, strict=True)]
+    mean = math.fsum(diffs) / n
+    estimated = _cluster_se(diffs, mean, clusters)
+    se = 1.0 if estimated is None else estimated
+    only_a = sum(1 for x, y in zip(a, b, strict=True) if x >= _PASS_SCORE > y)
+    only_b = sum(1 for x, y in zip(a, b, strict=True) if y >= _PASS_SCORE > x)
+    return PairedDiff(
+        n=n,
+        mean=mean,
+        lo=_clamp(mean - z * se, -1.0, 1.0),
+        hi=_clamp(mean + z * se, -1.0, 1.0),
+        se=se,
+        b=only_a,
+        c=only_b,
+        p_value=mcnemar_exact(only_a, only_b),
+    )
+
+
+# ---------------------------------------------------------------- minimum detectable effects
+
+
+def _z_power_sum(alpha: float, power: float) -> float:
+    """``z_{1-alpha/2} + z_{power}`` for a two-sided test at level ``alpha``."""
+    if not 0.0 < power < 1.0:
+        raise ValueError(f"power must be strictly between 0 and 1, got {power!r}")
+    if not 0.0 < alpha < 1.0:
+        raise ValueError(f"alpha must be strictly between 0 and 1, got {alpha!r}")
+    return _z_two_sided(1.0 - alpha) + _STANDARD_NORMAL.inv_cdf(power)
+
+
+def mde_paired(
+    n: int,
+    discordance: float,
+    alpha: float = 0.05,
+    power: float = 0.8,
+    *,
+    discordance_floor: float = DISCORDANCE_FLOOR,
+) -> float:
+    """Minimum detectable difference in pass rate for a paired comparison on ``n`` items.
+
+    Method: normal approximation to McNemar's test, solved for the difference ``δ`` given
+    the discordant-pair rate ``ψ`` (share of items on which exactly one candidate passes):
+    ``δ = (z_{1-alpha/2} + z_{power}) · sqrt(ψ / n)``. This is Connor (1987), "Sample size for
+    testing differences in proportions for the paired-sample design", Biometrics
+    43:207-211, with the variance under the alternative taken as ``ψ`` rather than
+    ``ψ - δ²`` (cf. Lachin 1992, "Power and sample size evaluation for the McNemar test
+    with application to matched case-control studies", Stat. Med. 11:1239-1251); dropping
+    ``δ²`` overstates the variance slightly, so the answer errs large (conservative).
+    Example: ``n = 100``, ``ψ = 0.2``, defaults: ``2.8016 · sqrt(0.002) ≈ 0.1253``.
+
+    ``discordance`` below ``discordance_floor`` (default :data:`DISCORDANCE_FLOOR`, 0.10)
+    is raised to it. The discordance is usually estimated from the very sample being
+    judged; a sample on which the candidates (nearly) never disagree would otherwise claim
+    it could detect arbitrarily small differences (``ψ = 0`` gives an MDE of 0), which is
+    the opposite of what so little disagreement shows. 0.10 is a typical discordance
+    between different models on one task; pass ``discordance_floor=0`` for planning with a
+    known ``ψ``.
+
+    Edge cases: ``n == 0`` gives 1.0; the result is clamped to ``[0, 1]``. Raises
+    ValueError for a negative ``n``, ``discordance`` or ``discordance_floor`` outside
+    ``[0, 1]``, or ``alpha``/``power`` not strictly between 0 and 1.
+    """
+    _check_count("n", n)
+    _check_unit("discordance", discordance)
+    _check_unit("discordance_floor", discordance_floor)
+    z_sum = _z_power_sum(alpha, power)
+    if n == 0:
+        return 1.0
+    psi = max(discordance, discordance_floor)
+    return _clamp(z_sum * math.sqrt(psi / n), 0.0, 1.0)
+
+
+def mde_rate(n: int, p: float, alpha: float = 0.05, power: float = 0.8) -> float:
+    """Minimum detectable change of a rate ``p`` measured on ``n`` items against a fixed value.
+
+    Method: normal approximation to the one-sample test of a proportion,
+    ``(z_{1-alpha/2} + z_{power}) · sqrt(p(1 - p) / n)`` (e.g. Chow, Shao & Wang, "Sample Size
+    Calculations in Clinical Research", §4.1, solved for the difference). ``p`` is first
+    clamped to ``[0.05, 0.95]``: at 0/40 or 40/40 the plug-in variance ``p(1 - p)`` is 0 and
+    would claim any change is detectable, whereas the data cannot rule out a rate of a few
+    percent. Example: ``n = 100``, ``p = 0.5``, defaults: ``2.8016 · 0.05 ≈ 0.1401``. A
+    slice whose MDE exceeds the change of interest (e.g. 0.05) is too small to detect it.
+
+    Edge cases: ``n == 0`` gives 1.0; the result is clamped to ``[0, 1]``. Raises
+    ValueError for a negative ``n``, ``p`` outside ``[0, 1]``, or ``alpha``/``power`` not
+    strictly between 0 and 1.
+    """
+    _check_count("n", n)
+    _check_unit("p", p)
+    z_sum = _z_power_sum(alpha, power)
+    if n == 0:
+        return 1.0
+    q = max(min(p, 1.0 - p), _RATE_CLAMP)  # symmetric in p and 1 - p, bit for bit
+    return _clamp(z_sum * math.sqrt(q * (1.0 - q) / n), 0.0, 1.0)

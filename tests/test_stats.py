@@ -1,0 +1,343 @@
+"""Statistics against published worked examples and hand-computed cases."""
+
+from __future__ import annotations
+
+import math
+import subprocess
+import sys
+from fractions import Fraction
+
+import pytest
+
+from evalreg.stats import (
+    DISCORDANCE_FLOOR,
+    PairedDiff,
+    Rate,
+    clustered_rate,
+    consistency,
+    holm,
+    mcnemar_exact,
+    mde_paired,
+    mde_rate,
+    paired_comparison,
+    too_small,
+    wilson,
+)
+
+Z95 = 1.959963984540054  # standard normal 0.975 quantile
+Z_SUM = 2.801585218112968  # z_0.975 + z_0.8, the alpha = 0.05 / power = 0.8 multiplier
+
+# ---------------------------------------------------------------- wilson
+
+# Newcombe RG (1998), "Two-sided confidence intervals for the single proportion: comparison
+# of seven methods", Stat. Med. 17:857-872, Table I, method 3 (Wilson score, no continuity
+# correction). Quoted to four decimals; also checked against an independent implementation.
+NEWCOMBE_TABLE_I = [
+    (81, 263, 0.2553, 0.3662),
+    (15, 148, 0.0624, 0.1605),
+    (0, 20, 0.0000, 0.1611),
+    (1, 29, 0.0061, 0.1718),
+]
+
+
+@pytest.mark.parametrize(("k", "n", "lo", "hi"), NEWCOMBE_TABLE_I)
+def test_wilson_matches_newcombe_table_i(k: int, n: int, lo: float, hi: float) -> None:
+    got = wilson(k, n)
+    assert got == pytest.approx((lo, hi), abs=5e-5)
+
+
+def test_wilson_edges() -> None:
+    assert wilson(0, 0) == (0.0, 1.0)
+    assert wilson(0, 40)[0] == 0.0
+    assert wilson(40, 40)[1] == 1.0
+    # 0/n upper bound is z^2 / (n + z^2) in closed form.
+    assert wilson(0, 40)[1] == pytest.approx(Z95**2 / (40 + Z95**2), rel=1e-12)
+    # k/n and (n-k)/n are mirror images.
+    lo, hi = wilson(7, 30)
+    assert wilson(23, 30) == pytest.approx((1 - hi, 1 - lo), abs=1e-12)
+    # Higher confidence, wider interval.
+    assert wilson(7, 30, 0.99)[0] < lo
+    assert wilson(7, 30, 0.99)[1] > hi
+
+
+@pytest.mark.parametrize(
+    ("k", "n", "confidence"), [(-1, 5, 0.95), (6, 5, 0.95), (1, -1, 0.95), (1, 5, 1.0)]
+)
+def test_wilson_rejects_bad_input(k: int, n: int, confidence: float) -> None:
+    with pytest.raises(ValueError):
+        wilson(k, n, confidence)
+
+
+# ---------------------------------------------------------------- mcnemar_exact
+
+
+def _binomial_two_sided(b: int, c: int) -> float:
+    """Exact two-sided sign-test p-value by direct summation, in rationals."""
+    m = b + c
+    tail = sum(Fraction(math.comb(m, i), 2**m) for i in range(min(b, c) + 1))
+    return float(min(Fraction(1), 2 * tail))
+
+
+def test_mcnemar_small_table_by_hand() -> None:
+    # b = 1, c = 9: p = 2 * (C(10,0) + C(10,1)) / 2^10 = 22 / 1024.
+    assert mcnemar_exact(1, 9) == pytest.approx(22 / 1024, rel=1e-12)
+    assert mcnemar_exact(9, 1) == pytest.approx(22 / 1024, rel=1e-12)
+
+
+def test_mcnemar_agresti_presidential_approval() -> None:
+    # Agresti A, Categorical Data Analysis (2nd ed. 2002, Table 10.1; 3rd ed. 2013, Table
+    # 11.1): approval of the President's performance in two surveys of the same 1600 people,
+    # 794 approve/approve, 150 approve/disapprove, 86 disapprove/approve, 570 both disapprove.
+    # Agresti's McNemar statistic is z = (86 - 150) / sqrt(86 + 150) = -4.17 (p < 0.0001);
+    # the exact binomial p-value on the 236 discordant pairs is 3.716e-05.
+    b, c = 150, 86
+    assert (c - b) / math.sqrt(b + c) == pytest.approx(-4.17, abs=5e-3)
+    p = mcnemar_exact(b, c)
+    assert p == pytest.approx(_binomial_two_sided(b, c), rel=1e-9)
+    assert p == pytest.approx(3.716e-05, rel=1e-3)
+
+
+def test_mcnemar_edges() -> None:
+    assert mcnemar_exact(0, 0) == 1.0
+    assert mcnemar_exact(5, 5) == 1.0  # capped, not 2 * P(X <= 5) > 1
+    assert mcnemar_exact(0, 1) == 1.0
+    assert mcnemar_exact(0, 6) == pytest.approx(2 / 64, rel=1e-12)
+    with pytest.raises(ValueError):
+        mcnemar_exact(-1, 3)
+
+
+# ---------------------------------------------------------------- holm
+
+
+def test_holm_wikipedia_example() -> None:
+    # Wikipedia, "Holm-Bonferroni method", Example: p1 = 0.01, p2 = 0.04, p3 = 0.03,
+    # p4 = 0.005 at alpha = 0.05; H4 and H1 are rejected. Adjusted: sorted 0.005, 0.01, 0.03,
+    # 0.04 times 4, 3, 2, 1 = 0.02, 0.03, 0.06, 0.04 -> monotone 0.02, 0.03, 0.06, 0.06.
+    got = holm({"H1": 0.01, "H2": 0.04, "H3": 0.03, "H4": 0.005})
+    assert got == pytest.approx({"H1": 0.03, "H2": 0.06, "H3": 0.06, "H4": 0.02})
+    assert list(got) == ["H1", "H2", "H3", "H4"]
+    assert sorted(key for key, value in got.items() if value <= 0.05) == ["H1", "H4"]
+
+
+def test_holm_monotone_capped_and_ties() -> None:
+    # 3 * 0.01 = 0.03; 2 * 0.011 = 0.022 -> raised to 0.03; 1 * 0.5.
+    assert holm({"a": 0.011, "b": 0.5, "c": 0.01}) == pytest.approx(
+        {"a": 0.03, "b": 0.5, "c": 0.03}
+    )
+    assert holm({"x": 0.4, "y": 0.6}) == pytest.approx({"x": 0.8, "y": 0.8})
+    assert holm({"x": 0.7, "y": 0.9}) == {"x": 1.0, "y": 1.0}
+    # Ties get equal values whatever the key order.
+    assert holm({"b": 0.02, "a": 0.02, "c": 0.5}) == pytest.approx({"a": 0.06, "b": 0.06, "c": 0.5})
+    assert holm({}) == {}
+    assert holm({"only": 0.2}) == {"only": 0.2}
+    with pytest.raises(ValueError):
+        holm({"bad": float("nan")})
+
+
+# ---------------------------------------------------------------- paired_comparison
+
+A = [1.0, 1.0, 0.0, 0.0, 1.0]
+B = [1.0, 0.0, 1.0, 1.0, 1.0]
+
+
+def test_paired_comparison_by_hand() -> None:
+    # d = B - A = [0, -1, 1, 1, 0]: mean 0.2, residuals -0.2, -1.2, 0.8, 0.8, -0.2,
+    # sum of squares 2.8, var = 5/4 * 2.8 / 25 = 0.14 (= stdev(d)^2 / n).
+    got = paired_comparison(A, B)
+    se = math.sqrt(0.14)
+    assert (got.n, got.b, got.c) == (5, 1, 2)
+    assert got.mean == pytest.approx(0.2)
+    assert got.se == pytest.approx(se)
+    assert got.lo == pytest.approx(0.2 - Z95 * se)
+    assert got.hi == pytest.approx(0.2 + Z95 * se)
+    assert got.p_value == pytest.approx(1.0)  # 2 * P(X <= 1 | 3, 1/2) = 2 * 4/8
+
+
+def test_paired_comparison_clustered_by_hand() -> None:
+    # Cluster residual sums: x = -0.2 - 1.2 = -1.4, y = 0.8 + 0.8 = 1.6, z = -0.2;
+    # squares 1.96 + 2.56 + 0.04 = 4.56; var = 3/2 * 4.56 / 25 = 0.2736.
+    got = paired_comparison(A, B, clusters=["x", "x", "y", "y", "z"])
+    se = math.sqrt(0.2736)
+    assert got.se == pytest.approx(se)
+    assert (got.lo, got.hi) == pytest.approx((0.2 - Z95 * se, min(1.0, 0.2 + Z95 * se)))
+    assert got.mean == pytest.approx(0.2)
+    assert (got.b, got.c) == (1, 2)
+    # Singleton clusters are the unclustered estimator.
+    assert paired_comparison(A, B, clusters=list("abcde")) == paired_comparison(A, B)
+
+
+def test_paired_comparison_is_antisymmetric() -> None:
+    a = [1.0, 0.0, 1.0, 0.5, 0.25, 1.0, 0.0, 0.75]
+    b = [0.0, 1.0, 1.0, 1.0, 0.0, 0.5, 0.0, 1.0]
+    clusters = ["p", "p", "q", "q", "r", "r", "s", "s"]
+    for groups in (None, clusters):
+        forward = paired_comparison(a, b, groups)
+        backward = paired_comparison(b, a, groups)
+        assert backward.mean == pytest.approx(-forward.mean)
+        assert (backward.lo, backward.hi) == pytest.approx((-forward.hi, -forward.lo))
+        assert backward.se == pytest.approx(forward.se)
+        assert (backward.b, backward.c) == (forward.c, forward.b)
+        assert backward.p_value == forward.p_value
+
+
+def test_paired_comparison_pass_threshold_and_mcnemar() -> None:
+    # Score >= 0.5 passes: only B passes items 0..8, only A passes item 9.
+    a = [0.49] * 9 + [0.5]
+    b = [0.5] * 9 + [0.0]
+    got = paired_comparison(a, b)
+    assert (got.b, got.c) == (1, 9)
+    assert got.p_value == pytest.approx(22 / 1024)
+
+
+def test_paired_comparison_edges() -> None:
+    assert paired_comparison([], []) == PairedDiff(0, 0.0, 0.0, 0.0, 0.0, 0, 0, 1.0)
+    same = paired_comparison([1.0, 0.0, 1.0], [1.0, 0.0, 1.0])
+    assert (same.mean, same.se, same.lo, same.hi, same.p_value) == (0.0, 0.0, 0.0, 0.0, 1.0)
+    # Variance not estimable: one item, or a single cluster -> conservative se of 1.
+    one = paired_comparison([0.0], [1.0])
+    assert (one.se, one.hi) == (1.0, 1.0)
+    assert one.lo == pytest.approx(1.0 - Z95)
+    assert paired_comparison(A, B, clusters=["k"] * 5).se == 1.0
+    with pytest.raises(ValueError):
+        paired_comparison([1.0], [1.0, 0.0])
+    with pytest.raises(ValueError):
+        paired_comparison([1.0], [1.5])
+    with pytest.raises(ValueError):
+        paired_comparison([1.0], [0.0], clusters=["a", "b"])
+
+
+# ---------------------------------------------------------------- minimum detectable effects
+
+
+def test_mde_paired_by_hand() -> None:
+    # (z_0.975 + z_0.8) * sqrt(psi / n) with psi = 0.2.
+    assert mde_paired(100, 0.2) == pytest.approx(Z_SUM * math.sqrt(0.002))
+    assert mde_paired(100, 0.2) == pytest.approx(0.12529, abs=1e-5)
+    assert mde_paired(400, 0.2) == pytest.approx(0.06265, abs=1e-5)
+    # Below the floor the floor applies (0 included); it can be switched off.
+    assert DISCORDANCE_FLOOR == 0.10
+    assert mde_paired(100, 0.0) == mde_paired(100, 0.10) == pytest.approx(0.08859, abs=1e-5)
+    assert mde_paired(100, 0.05, discordance_floor=0.0) == pytest.approx(Z_SUM * math.sqrt(0.0005))
+    assert mde_paired(0, 0.3) == 1.0
+    assert mde_paired(1, 1.0) == 1.0  # clamped
+    sizes = [10, 40, 100, 400, 1000]
+    values = [mde_paired(n, 0.15) for n in sizes]
+    assert values == sorted(values, reverse=True)
+    assert len(set(values)) == len(values)
+
+
+def test_mde_rate_by_hand() -> None:
+    # (z_0.975 + z_0.8) * sqrt(p (1 - p) / n) with p = 0.5.
+    assert mde_rate(100, 0.5) == pytest.approx(Z_SUM * 0.05)
+    assert mde_rate(100, 0.5) == pytest.approx(0.14008, abs=1e-5)
+    assert mde_rate(400, 0.5) == pytest.approx(0.07004, abs=1e-5)
+    # 0/40 and 40/40 use p = 0.05 / 0.95: sqrt(0.0475 / 40) * 2.8016 = 0.0965.
+    assert mde_rate(40, 0.0) == mde_rate(40, 1.0) == pytest.approx(0.09654, abs=1e-5)
+    assert mde_rate(40, 0.0) == mde_rate(40, 0.05)
+    assert mde_rate(0, 0.5) == 1.0
+    values = [mde_rate(n, 0.9) for n in (10, 40, 100, 400, 1000)]
+    assert values == sorted(values, reverse=True)
+    assert mde_rate(40, 0.5) > 0.05 > mde_rate(4000, 0.5)
+    with pytest.raises(ValueError):
+        mde_rate(10, 0.5, power=1.0)
+
+
+# ---------------------------------------------------------------- clustered_rate
+
+
+@pytest.mark.parametrize(("k", "n"), [(81, 263), (0, 20), (1, 29), (40, 40), (1, 1)])
+def test_clustered_rate_matches_wilson_for_pass_fail(k: int, n: int) -> None:
+    got = clustered_rate([1.0] * k + [0.0] * (n - k))
+    assert (got.lo, got.hi) == wilson(k, n)
+    assert (got.k, got.n) == (k, n)
+    assert got.mean == pytest.approx(k / n)
+    # Singleton clusters are the same design, up to rounding.
+    if n > 1:
+        labelled = clustered_rate([1.0] * k + [0.0] * (n - k), clusters=[str(i) for i in range(n)])
+        assert (labelled.lo, labelled.hi) == pytest.approx(wilson(k, n), abs=1e-9)
+
+
+def test_clustered_rate_widens_with_correlated_clusters() -> None:
+    # 40 items in 10 clusters of 4; 5 clusters all pass, 5 all fail. Residual sums are
+    # +-2 per cluster: var = 10/9 * 40 / 1600, se = 1/6; deff = (1/36) / (0.25/39) = 4.33.
+    scores = [1.0] * 20 + [0.0] * 20
+    clusters = [f"c{i // 4}" for i in range(40)]
+    got = clustered_rate(scores, clusters)
+    assert got.se == pytest.approx(1 / 6)
+    plain = wilson(20, 40)
+    assert got.lo < plain[0] and got.hi > plain[1]
+    assert got.lo < got.mean == 0.5 < got.hi
+    # Independent clusters (alternating) do not widen it beyond rounding.
+    mixed = clustered_rate(scores, [f"c{i % 10}" for i in range(40)])
+    assert (mixed.lo, mixed.hi) == pytest.approx(plain, abs=1e-9)
+
+
+def test_clustered_rate_with_repeats() -> None:
+    # Item means over 4 samples; each item is its own cluster.
+    scores = [1.0, 0.75, 0.5, 1.0, 0.0, 0.25, 1.0, 1.0]
+    got = clustered_rate(scores)
+    assert got.k == pytest.approx(5.5)
+    assert got.mean == pytest.approx(5.5 / 8)
+    mean = 5.5 / 8
+    expected_se = math.sqrt(sum((s - mean) ** 2 for s in scores) / 7 / 8)
+    assert got.se == pytest.approx(expected_se)
+    assert 0.0 <= got.lo < got.mean < got.hi <= 1.0
+    # Averaging repeats never narrows the interval below n pass/fail items.
+    half = clustered_rate([0.5] * 40)
+    assert (half.lo, half.hi) == pytest.approx(wilson(20, 40), abs=1e-12)
+    # No variation never collapses the interval: all-zero clustered items keep the 0/n bound.
+    zeros = clustered_rate([0.0] * 40, clusters=[f"c{i // 4}" for i in range(40)])
+    assert zeros.hi == pytest.approx(wilson(0, 40)[1])
+
+
+def test_clustered_rate_edges() -> None:
+    assert clustered_rate([]) == Rate(0.0, 0, 0.0, 0.0, 1.0, 0.0)
+    single = clustered_rate([0.6])
+    assert single.se == 0.5
+    assert single.lo < 0.6 < single.hi
+    one_cluster = clustered_rate([1.0, 0.0, 1.0], clusters=["a", "a", "a"])
+    assert one_cluster.se == 0.5
+    assert one_cluster.hi - one_cluster.lo > wilson(2, 3)[1] - wilson(2, 3)[0]
+    with pytest.raises(ValueError):
+        clustered_rate([1.2])
+    with pytest.raises(ValueError):
+        clustered_rate([1.0, 0.0], clusters=["a"])
+
+
+# ---------------------------------------------------------------- consistency and too_small
+
+
+def test_consistency() -> None:
+    assert consistency([]) == 1.0
+    assert consistency([[True], [False], []]) == 1.0
+    assert consistency([[True, True, True], [False, False], [True, False], [False, True]]) == 0.5
+
+
+def test_too_small() -> None:
+    # Gate "unacceptable_rate <= 0.02 on upper_bound": 0/40 has Wilson upper bound 0.0876,
+    # so 40 items can never pass; 0/400 has 0.0095 <= 0.02.
+    assert too_small(40, 0.0, 0.02, "upper")
+    assert not too_small(400, 0.0, 0.02, "upper")
+    # The observed rate does not change the verdict.
+    assert too_small(40, 0.5, 0.02, "upper")
+    assert not too_small(400, 0.5, 0.02, "upper")
+    # Boundary: z^2 / (n + z^2) <= 0.02 iff n >= 49 z^2 = 188.2, so 189 is the smallest n.
+    assert wilson(0, 189)[1] <= 0.02 < wilson(0, 188)[1]
+    assert too_small(188, 0.0, 0.02, "upper")
+    assert not too_small(189, 0.0, 0.02, "upper")
+    assert too_small(188, 1.0, 0.98, "lower")
+    assert not too_small(189, 1.0, 0.98, "lower")
+    # Gate "correct_rate >= 0.98 on lower_bound" mirrors it.
+    assert too_small(40, 1.0, 0.98, "lower")
+    assert not too_small(400, 1.0, 0.98, "lower")
+    # No items: too small for any informative threshold.
+    assert too_small(0, 0.0, 0.5, "upper")
+    assert not too_small(0, 0.0, 1.0, "upper")
+    assert not too_small(0, 0.0, 0.0, "lower")
+    with pytest.raises(ValueError):
+        too_small(40, 0.0, 0.02, "upper_bound")
+
+
+def test_import_does_not_load_scipy() -> None:
+    code = "import sys, evalreg.stats; sys.exit('scipy' in sys.modules or 'numpy' in sys.modules)"
+    assert subprocess.run([sys.executable, "-c", code], check=False).returncode == 0
