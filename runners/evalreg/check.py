@@ -53,7 +53,7 @@ def check(root: str | Path | Tree = ".") -> CheckResult:
     registry, findings = inspect_registry(root)
     if not findings:
         # With errors, "unused" is often only a consequence of a file that failed to load.
-        findings = _warnings(registry) + _data_findings(registry)
+        findings = _warnings(registry) + _data_findings(registry) + _result_findings(registry)
     return CheckResult(sorted(set(findings)), _counts(registry), _use_cases(registry))
 
 
@@ -160,4 +160,67 @@ def _data_findings(registry: Registry) -> list[Finding]:
                     Severity.FINDING,
                 )
             )
+    return out
+
+
+def _result_findings(registry: Registry) -> list[Finding]:
+    """Stale and pending cells, missing waivers, and a stale governance report."""
+    from evalreg.evidence import gather
+    from evalreg.plan import status
+    from evalreg.report.writer import INDEX, input_digest, recorded_digest
+
+    out = []
+    statuses = status(registry)
+    for st in statuses:
+        doc = registry.documents[("selections", st.cell.selection)]
+        if st.state == "pending":
+            out.append(
+                Finding(
+                    doc.path, 0, 0, f"cell {st.cell.id} is pending (never run)", Severity.WARNING
+                )
+            )
+        elif st.state == "stale":
+            out.append(
+                Finding(
+                    st.cell.summary_path,
+                    0,
+                    0,
+                    f"results of {st.cell.id} are stale ({'; '.join(st.reasons)}): "
+                    "run `evalreg run`",
+                    Severity.FINDING,
+                )
+            )
+    for sid in sorted(registry.selections):
+        decision = gather(registry, sid, statuses).decision
+        has_evidence = any(not a.pending for a in decision.assessments.values())
+        if decision.needs_waiver and has_evidence:
+            doc = registry.documents[("selections", sid)]
+            line, col = doc.locate(("selected",))
+            recommended = repr(decision.recommended) if decision.recommended else "no candidate"
+            out.append(
+                Finding(
+                    doc.path,
+                    line,
+                    col,
+                    f"declared candidate {decision.declared!r} is not what the policy recommends "
+                    f"({recommended}): add a waiver for it (candidate, reason, approver, date) or "
+                    "change the declared candidate",
+                    Severity.FINDING,
+                )
+            )
+    recorded = recorded_digest(registry)
+    if recorded is None:
+        out.append(
+            Finding(INDEX, 0, 0, "no governance report: run `evalreg report`", Severity.WARNING)
+        )
+    elif recorded != input_digest(registry):
+        out.append(
+            Finding(
+                INDEX,
+                1,
+                1,
+                "the governance report is out of date: run `evalreg report` and commit reports/",
+                Severity.FINDING,
+            )
+        )
     return out

@@ -172,6 +172,63 @@ def cmd_store_compact(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_report(args: argparse.Namespace) -> int:
+    from evalreg.registry.loader import load_registry
+    from evalreg.render import console
+    from evalreg.report.writer import write_report
+
+    root = _root(args)
+    written = write_report(root, load_registry(root))
+    console().print("Wrote " + ", ".join(written))
+    return 0
+
+
+def cmd_select(args: argparse.Namespace) -> int:
+    from evalreg.render import console
+    from evalreg.select_edit import select_candidate
+
+    changed = select_candidate(
+        _root(args), args.use_case, args.candidate, reason=args.reason, approver=args.approver
+    )
+    console().print(changed)
+    return 0
+
+
+def cmd_audit(args: argparse.Namespace) -> int:
+    import os
+    from contextlib import nullcontext
+
+    from evalreg.audit import GitHubReviews, build_audit
+    from evalreg.audit_render import audit_markdown, write_html
+    from evalreg.errors import UsageError
+    from evalreg.gitops.github import api_url_from_environment
+
+    root = _root(args)
+    token = os.environ.get(args.github_token_env, "").strip()
+    repository = args.repository or os.environ.get("GITHUB_REPOSITORY")
+    if token and not repository:
+        raise UsageError(
+            "a GitHub token is set but no repository: pass --repository OWNER/NAME "
+            "or set GITHUB_REPOSITORY"
+        )
+    reviews = (
+        GitHubReviews(token, str(repository), api_url_from_environment(os.environ))
+        if token
+        else None
+    )
+    with reviews if reviews is not None else nullcontext():
+        record = build_audit(root, args.rev, github=reviews, verify=not args.no_verify)
+    markdown = audit_markdown(record)
+    if args.output:
+        Path(args.output).write_text(markdown, encoding="utf-8")
+    else:
+        sys.stdout.write(markdown)
+    if args.html:
+        write_html(record, Path(args.html))
+    verdict = record.reproduction
+    return 1 if verdict is not None and verdict.status in ("different", "error") else 0
+
+
 # ---------------------------------------------------------------- parser
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
@@ -256,6 +313,38 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("reproduce", help="recompute a revision's results offline and compare")
     p.add_argument("rev", metavar="REV", help="a commit, branch or tag")
     p.set_defaults(handler=cmd_reproduce)
+
+    p = sub.add_parser("report", help="write the governance report into reports/")
+    p.set_defaults(handler=cmd_report)
+
+    p = sub.add_parser("select", help="change a use case's declared candidate")
+    p.add_argument("use_case", metavar="USE_CASE", help="the selection id")
+    p.add_argument("candidate", metavar="CANDIDATE", help="the candidate to declare")
+    p.add_argument("--reason", required=True, help="why: becomes the rationale")
+    p.add_argument(
+        "--approver",
+        help="who approves a choice the policy does not recommend (records a waiver with --reason)",
+    )
+    p.set_defaults(handler=cmd_select)
+
+    p = sub.add_parser("audit", help="the audit record of a revision, from git history")
+    p.add_argument("rev", metavar="REV", nargs="?", default="HEAD", help="default: HEAD")
+    p.add_argument(
+        "--html", metavar="DIR", help="also write a static site an auditor opens offline"
+    )
+    p.add_argument("-o", "--output", metavar="FILE", help="write the Markdown to FILE")
+    p.add_argument("--no-verify", action="store_true", help="skip the reproduce verdict")
+    p.add_argument(
+        "--github-token-env",
+        default="GITHUB_TOKEN",
+        metavar="NAME",
+        help="environment variable holding a token to read PR reviews "
+        "(default GITHUB_TOKEN; unset: no approvals)",
+    )
+    p.add_argument(
+        "--repository", metavar="OWNER/NAME", help="GitHub repository (default: GITHUB_REPOSITORY)"
+    )
+    p.set_defaults(handler=cmd_audit)
 
     store = sub.add_parser("store", help="the response store")
     store_sub = store.add_subparsers(dest="store_command", metavar="COMMAND")

@@ -41,7 +41,7 @@ _RESET_MARGIN_S = 1.0
 # GitHub's advice when a rate-limit answer says neither how long nor until when.
 _UNSPECIFIED_RATE_LIMIT_WAIT_S = 60.0
 _MIN_RATE_LIMIT_WAIT_S = 1.0
-_REPOSITORY = re.compile(r"[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+")
+_REPOSITORY = re.compile(r"[A-Za-z0-9_-]+/(?!\.\.?$)[A-Za-z0-9_.-]+")
 _SHA = re.compile(r"[0-9a-fA-F]{7,64}")
 # Printable ASCII without spaces: anything else could end up quoted in an HTTP library error.
 _TOKEN = re.compile(r"[\x21-\x7e]+")
@@ -177,7 +177,7 @@ class GitHubClient:
                     ) from None
                 waits.pause(_backoff(failures), str(exc))
                 continue
-            # The failed POST did create it, so this call created it.
+            # An identical comment found after a POST of unknown outcome is that POST's work.
             if failures and result.action == "unchanged":
                 return replace(result, action="created")
             return result

@@ -1,0 +1,1 @@
+"""Markdown writers: governance report, diff, audit record, and their escaping."""

@@ -1,0 +1,78 @@
+"""Write the governance report into ``reports/`` and tell whether the committed one is current.
+
+Staleness is decided by a digest of the report's inputs (parsed registry files, eval-set
+hashes, committed result summaries) recorded in the index, not by regenerating it.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from evalreg import __version__
+from evalreg.canonical import digest
+from evalreg.evidence import UseCaseEvidence, gather
+from evalreg.plan import cells, status
+from evalreg.registry.loader import Registry
+from evalreg.report.governance import chart, chart_name, index, page
+from evalreg.results import read_summary
+
+REPORT_DIR = "reports"
+INDEX = f"{REPORT_DIR}/README.md"
+FORMAT = 1
+_DIGEST = re.compile(rb"^<!-- evalreg-report-inputs: (sha256:[0-9a-f]{64}) -->")
+
+
+def input_digest(registry: Registry) -> str:
+    """sha256 over everything the report is a function of."""
+    parts = {
+        "format": FORMAT,
+        "registry": {
+            kind: {
+                ident: model.model_dump(mode="json", by_alias=True)
+                for ident, model in sorted(getattr(registry, attr).items())
+            }
+            for kind, attr in (
+                ("models", "pins"),
+                ("tasks", "tasks"),
+                ("rubrics", "rubrics"),
+                ("selections", "selections"),
+            )
+        },
+        "evalsets": {path: e.md5 for path, e in sorted(registry.evalsets.items())},
+        "results": {c.id: read_summary(registry.tree, c) for c in cells(registry)},
+    }
+    return "sha256:" + digest(parts)
+
+
+def render(registry: Registry) -> dict[str, bytes]:
+    """Every report file, path → bytes."""
+    statuses = status(registry)
+    evidences: list[UseCaseEvidence] = [
+        gather(registry, sid, statuses) for sid in sorted(registry.selections)
+    ]
+    files: dict[str, bytes] = {}
+    for ev in evidences:
+        files[f"{REPORT_DIR}/{ev.selection_id}.md"] = page(ev, evalreg_version=__version__).encode()
+        files[f"{REPORT_DIR}/{chart_name(ev)}"] = chart(ev).encode()
+    files[INDEX] = index(evidences, input_digest(registry)).encode()
+    return files
+
+
+def write_report(root: Path, registry: Registry) -> list[str]:
+    files = render(registry)
+    for rel, data in files.items():
+        path = root / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if not path.exists() or path.read_bytes() != data:
+            tmp = path.with_name(path.name + ".tmp")
+            tmp.write_bytes(data)
+            tmp.replace(path)
+    return sorted(files)
+
+
+def recorded_digest(registry: Registry) -> str | None:
+    if not registry.tree.is_file(INDEX):
+        return None
+    match = _DIGEST.match(registry.tree.read(INDEX))
+    return match.group(1).decode() if match else None

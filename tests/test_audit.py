@@ -1,0 +1,520 @@
+"""The audit record from real git history: order, dates, authors, pull requests, flags,
+approvals over loopback HTTP, escaping, determinism and the offline HTML page."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pytest
+
+from evalreg.audit import AuditRecord, GitHubReviews, Person, build_audit
+from evalreg.audit_render import audit_markdown, write_html
+from evalreg.errors import UsageError
+from evalreg.report.escape import cell
+
+from conftest import PIN_OPENAI, PIN_PYTHON, RUBRIC, SELECTION, SYSTEM, TASK, Repo, items_jsonl
+
+PEOPLE = {
+    "alice": Person("Alice Adams", "alice@example.com"),
+    "bob": Person("Bob Brown", "bob@example.com"),
+    "carol": Person("Carol Chen", "carol@example.com"),
+    "dave": Person("Dave Diaz", "dave@example.com"),
+    "erin": Person("Erin Evans", "erin@example.com"),
+    "frank": Person("Frank Fox", "frank@example.com"),
+}
+SELECTION_PATH = "registry/selections/labels.yaml"
+RAISED_GATE = SELECTION.replace("min: 0.5", "min: 0.6")
+PICK_MINI = RAISED_GATE.replace("selected: rules", "selected: mini")
+HOSTILE = "<img src=x> @octocat #12 | pipe"
+TOKEN = "ghs_audit0123456789SECRET"
+GATE_05_TEXT = "gates: pass_rate[common] ≥ 0.5"
+POLICY_AT_CREATION_TEXT = (
+    "pass_level: correct; confidence: 0.95; gates: pass_rate[common] ≥ 0.5; "
+    "objective: lexicographic maximize pass_rate, then minimize cost_per_item_usd; "
+    "non_inferiority: none"
+)
+
+
+@dataclass
+class History:
+    repo: Repo
+    shas: dict[str, str]
+
+
+def git(repo: Repo, *args: str, who: str = "alice", date: str = "", committed: str = "") -> str:
+    person = PEOPLE[who]
+    env = {
+        **os.environ,
+        "GIT_AUTHOR_NAME": person.name,
+        "GIT_AUTHOR_EMAIL": person.email,
+        "GIT_COMMITTER_NAME": person.name,
+        "GIT_COMMITTER_EMAIL": person.email,
+    }
+    if date:
+        env |= {"GIT_AUTHOR_DATE": date, "GIT_COMMITTER_DATE": committed or date}
+    return subprocess.run(
+        ["git", *args], cwd=repo.root, env=env, check=True, capture_output=True, text=True
+    ).stdout
+
+
+def commit(repo: Repo, message: str, who: str, date: str, committed: str = "") -> str:
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", message, who=who, date=date, committed=committed)
+    return git(repo, "rev-parse", "HEAD").strip()
+
+
+def new_registry(root: Path) -> Repo:
+    repo = Repo(root)
+    root.mkdir()
+    git(repo, "init", "-q", "-b", "main")
+    repo.write("registry/models/rules.yaml", PIN_PYTHON)
+    repo.write("registry/models/mini.yaml", PIN_OPENAI)
+    repo.write("registry/rubrics/labels.yaml", RUBRIC)
+    repo.write("registry/tasks/labels.yaml", TASK)
+    repo.write(SELECTION_PATH, SELECTION)
+    repo.write("registry/systems/rules.py", SYSTEM)
+    repo.write("evalsets/messages.jsonl", items_jsonl())
+    return repo
+
+
+@pytest.fixture
+def history(tmp_path: Path) -> History:
+    """Main: registry, rules results, merge of PR #7 (a raised gate), mini results, PR #9."""
+    repo = new_registry(tmp_path / "repo")
+    shas = {
+        "registry": commit(repo, "Add the labelling registry", "alice", "2026-01-01T09:00:00+02:00")
+    }
+    repo.write("reports/results/labels/rules.json", "{}\n")
+    shas["rules results"] = commit(repo, "Record rules results", "bob", "2026-01-02T10:00:00Z")
+    git(repo, "checkout", "-q", "-b", "team/change-model")
+    repo.write(SELECTION_PATH, RAISED_GATE)
+    # Authored before the results existed, but it reached main after them.
+    shas["gate"] = commit(
+        repo, "Raise the common gate", "carol", "2025-12-30T12:00:00Z", "2026-01-03T09:00:00Z"
+    )
+    git(repo, "checkout", "-q", "main")
+    git(
+        repo,
+        "merge",
+        "--no-ff",
+        "-q",
+        "-m",
+        "Merge pull request #7 from team/change-model",
+        "team/change-model",
+        who="dave",
+        date="2026-01-05T08:00:00-05:00",
+    )
+    shas["merge"] = git(repo, "rev-parse", "HEAD").strip()
+    repo.write("reports/results/labels/mini.json", "{}\n")
+    shas["mini results"] = commit(repo, "Record mini results", "erin", "2026-01-06T00:00:00Z")
+    repo.write(SELECTION_PATH, PICK_MINI)
+    shas["pick"] = commit(repo, "Pick mini (#9)", "frank", "2026-01-07T16:30:00Z")
+    return History(repo, shas)
+
+
+def changes(record: AuditRecord) -> list[tuple[str, str, str | None, str | None]]:
+    [selection] = record.selections
+    return [(c.kind, c.commit.sha, c.before, c.after) for c in selection.changes]
+
+
+def table(markdown: str, heading: str) -> list[list[str]]:
+    """The body rows of the first table under ``## heading``, split into cells."""
+    section = markdown.split(f"\n## {heading}\n", 1)[1].split("\n## ", 1)[0]
+    rows = [line for line in section.splitlines() if line.startswith("| ")]
+    return [row[2:-2].split(" | ") for row in rows[1:]]
+
+
+# History, order and attribution
+
+
+def test_changes_follow_the_first_parent_line_oldest_first(history: History) -> None:
+    record = build_audit(history.repo.root, "main", verify=False)
+    s = history.shas
+
+    assert (record.rev, record.root.sha, record.history) == (s["pick"], s["registry"], 5)
+    assert [(kind, sha) for kind, sha, _, _ in changes(record)] == [
+        ("selected", s["registry"]),
+        ("policy", s["registry"]),
+        ("candidates", s["registry"]),
+        ("task", s["registry"]),
+        ("policy", s["merge"]),
+        ("selected", s["pick"]),
+    ]
+    assert s["gate"] not in {sha for _, sha, _, _ in changes(record)}
+
+
+def test_dates_are_utc_and_authors_are_named(history: History) -> None:
+    [selection] = build_audit(history.repo.root, "main", verify=False).selections
+    created, merge, pick = selection.changes[0], selection.changes[4], selection.changes[5]
+
+    assert (created.commit.committed_at, created.commit.author) == (
+        "2026-01-01T07:00:00Z",
+        PEOPLE["alice"],
+    )
+    assert (merge.commit.committed_at, merge.commit.author) == (
+        "2026-01-05T13:00:00Z",
+        PEOPLE["dave"],
+    )
+    assert (pick.commit.authored_at, pick.commit.author) == (
+        "2026-01-07T16:30:00Z",
+        PEOPLE["frank"],
+    )
+    assert [c.commit.position for c in selection.changes] == [1, 1, 1, 1, 3, 5]
+
+
+def test_pull_requests_are_read_from_merge_and_squash_subjects(history: History) -> None:
+    [selection] = build_audit(history.repo.root, "main", verify=False).selections
+
+    assert [(c.commit.pr, c.commit.merge) for c in selection.changes[3:]] == [
+        (None, False),
+        (7, True),
+        (9, False),
+    ]
+
+
+def test_a_merge_names_who_wrote_the_change_and_who_merged_it(history: History) -> None:
+    [selection] = build_audit(history.repo.root, "main", verify=False).selections
+    merge = selection.changes[4]
+
+    assert (merge.merged_authors, merge.commit.author) == ((PEOPLE["carol"],), PEOPLE["dave"])
+
+
+def test_the_declared_candidate_history_reads_from_and_to(history: History) -> None:
+    record = build_audit(history.repo.root, "main", verify=False)
+    [selection] = record.selections
+
+    assert [(b, a, sha) for kind, sha, b, a in changes(record) if kind == "selected"] == [
+        (None, "rules", history.shas["registry"]),
+        ("rules", "mini", history.shas["pick"]),
+    ]
+    assert selection.declared == "mini"
+    assert selection.last_selected_change == selection.changes[5]
+
+
+def test_a_policy_change_says_which_parts_changed(history: History) -> None:
+    [selection] = build_audit(history.repo.root, "main", verify=False).selections
+    merge = selection.changes[4]
+
+    assert (merge.parts, merge.before, merge.after) == (
+        ("gates",),
+        "gates: pass_rate[common] ≥ 0.5",
+        "gates: pass_rate[common] ≥ 0.6",
+    )
+    assert selection.changes[1].after == (
+        "pass_level: correct; confidence: 0.95; gates: pass_rate[common] ≥ 0.5; "
+        "objective: lexicographic maximize pass_rate, then minimize cost_per_item_usd; "
+        "non_inferiority: none"
+    )
+
+
+# Evidence timing
+
+
+def test_criteria_changed_after_the_evidence_existed_are_flagged(history: History) -> None:
+    [selection] = build_audit(history.repo.root, "main", verify=False).selections
+
+    assert selection.evidence is not None
+    assert selection.evidence.sha == history.shas["rules results"]
+    [late] = [f for f in selection.flags if f.kind == "criteria_after_evidence"]
+    # Carol authored the change before the results existed; first-parent order decides.
+    assert late.commits == (history.shas["merge"],)
+    assert late.message == (
+        "criteria changed after the evidence they judge first existed: results first in "
+        f"{history.shas['rules results'][:12]} (2026-01-02T10:00:00Z); policy changed in "
+        f"{history.shas['merge'][:12]} (#7, 2026-01-05T13:00:00Z: gates)"
+    )
+
+
+def test_a_candidate_declared_without_its_results_is_flagged(history: History) -> None:
+    repo = history.repo
+    repo.write(
+        SELECTION_PATH,
+        PICK_MINI.replace("selected: mini", "selected: big").replace(
+            "  - id: mini\n    pin: mini\n",
+            "  - id: mini\n    pin: mini\n  - id: big\n    pin: mini\n",
+        ),
+    )
+    sha = commit(repo, "Pick big", "alice", "2026-01-08T00:00:00Z")
+    [selection] = build_audit(repo.root, "main", verify=False).selections
+
+    undeclared = [f.commits for f in selection.flags if f.kind == "selected_without_evidence"]
+    assert undeclared == [(history.shas["registry"],), (sha,)]
+    assert [(c.kind, c.before, c.after) for c in selection.changes if c.commit.sha == sha] == [
+        ("selected", "mini", "big"),
+        ("candidates", "rules, mini", "rules, mini, big (pin mini)"),
+    ]
+
+
+def test_an_unreadable_selection_file_is_flagged_and_skipped(history: History) -> None:
+    repo = history.repo
+    repo.write(SELECTION_PATH, "schema_version: 1\nselected: [\n")
+    broken = commit(repo, "Break the selection", "bob", "2026-01-08T00:00:00Z")
+    repo.write(SELECTION_PATH, PICK_MINI)
+    commit(repo, "Restore the selection", "bob", "2026-01-09T00:00:00Z")
+    [selection] = build_audit(repo.root, "main", verify=False).selections
+
+    [unreadable] = [f for f in selection.flags if f.kind == "unreadable"]
+    assert unreadable.commits == (broken,)
+    assert unreadable.message.startswith(f"the selection file cannot be read: {SELECTION_PATH}:")
+    assert len(selection.changes) == 6
+
+
+# Rendering
+
+
+def test_the_same_repository_state_gives_the_same_markdown_bytes(history: History) -> None:
+    first = audit_markdown(build_audit(history.repo.root, "main", verify=False))
+    second = audit_markdown(build_audit(history.repo.root, "main", verify=False))
+
+    assert first.encode() == second.encode()
+    assert first.startswith(f"# Audit record for `{history.shas['pick'][:12]}`\n")
+
+
+def test_the_tables_read_one_row_per_use_case_and_per_change(history: History) -> None:
+    markdown = audit_markdown(build_audit(history.repo.root, "main", verify=False))
+    s = {name: f"`{sha[:12]}`" for name, sha in history.shas.items()}
+
+    assert table(markdown, "Use cases") == [
+        [
+            "Message labelling",
+            "labels",
+            "mini",
+            f"2026-01-07T16:30:00Z in {s['pick']}",
+            "Frank Fox",
+            "#9",
+            "—",
+            f"2026-01-02T10:00:00Z in {s['rules results']}",
+            "a declaration without results, criteria changed after the evidence",
+        ]
+    ]
+    alice = cell("Alice Adams <alice@example.com>", limit=600)
+    merged = (
+        cell("Carol Chen <carol@example.com>", limit=600)
+        + " (merged by "
+        + cell("Dave Diaz <dave@example.com>", limit=600)
+        + ")"
+    )
+    subject = "Add the labelling registry"
+    assert [row[:7] for row in table(markdown, "Changes")] == [
+        ["2026-01-01T07:00:00Z", s["registry"], "—", alice, "labels", "declared candidate", "—"],
+        ["2026-01-01T07:00:00Z", s["registry"], "—", alice, "labels", "policy", "—"],
+        ["2026-01-01T07:00:00Z", s["registry"], "—", alice, "labels", "candidates", "—"],
+        ["2026-01-01T07:00:00Z", s["registry"], "—", alice, "labels", "task", "—"],
+        [
+            "2026-01-05T13:00:00Z",
+            s["merge"],
+            "#7",
+            merged,
+            "labels",
+            "policy",
+            cell(GATE_05_TEXT, limit=600),
+        ],
+        [
+            "2026-01-07T16:30:00Z",
+            s["pick"],
+            "#9",
+            cell("Frank Fox <frank@example.com>", limit=600),
+            "labels",
+            "declared candidate",
+            "rules",
+        ],
+    ]
+    assert [row[7:] for row in table(markdown, "Changes")] == [
+        ["rules", cell(subject)],
+        [cell(POLICY_AT_CREATION_TEXT, limit=600), cell(subject)],
+        ["rules, mini", cell(subject)],
+        ["labels", cell(subject)],
+        [
+            cell(GATE_05_TEXT.replace("0.5", "0.6"), limit=600),
+            cell("Merge pull request #7 from team/change-model", limit=600),
+        ],
+        ["mini", cell("Pick mini (#9)", limit=600)],
+    ]
+
+
+def test_a_hostile_commit_subject_is_escaped(history: History, tmp_path: Path) -> None:
+    repo = history.repo
+    repo.write(SELECTION_PATH, PICK_MINI.replace("selected: mini", "selected: rules"))
+    commit(repo, HOSTILE, "alice", "2026-01-08T00:00:00Z")
+    record = build_audit(repo.root, "main", verify=False)
+    markdown = audit_markdown(record)
+    [page] = write_html(record, tmp_path / "site")
+    html = page.read_text(encoding="utf-8")
+
+    assert "| " + cell(HOSTILE, limit=600) + " |" in markdown
+    for raw in ("<img", "@octocat", "#12", " | pipe"):
+        assert raw not in markdown
+    assert "<img" not in html
+    assert "&lt;img src=x&gt; \u200b@\u200boctocat #\u200b12 | pipe</td>" in html
+
+
+def test_the_html_page_is_offline_and_holds_the_tables(history: History, tmp_path: Path) -> None:
+    record = build_audit(history.repo.root, "main", verify=False)
+
+    [page] = write_html(record, tmp_path / "site")
+    html = page.read_text(encoding="utf-8")
+
+    assert page == tmp_path / "site" / "index.html"
+    assert "<script" not in html
+    assert " src=" not in html and "<link" not in html
+    assert "<th>declared</th>" in html and "<td>mini</td>" in html
+    assert "<th>subject</th>" in html and "<td>Pick mini (#\u200b9)</td>" in html
+
+
+# Approvals over HTTP
+
+
+class ReviewsAPI(ThreadingHTTPServer):
+    """Serves pull request reviews the way GitHub does: paginated, after one rate limit."""
+
+    def __init__(self) -> None:
+        super().__init__(("127.0.0.1", 0), ReviewsHandler)
+        self.authorizations: list[str] = []
+        self.rate_limited = False
+        self.next_host = "127.0.0.1"
+        self.url = f"http://127.0.0.1:{self.server_address[1]}"
+
+
+class ReviewsHandler(BaseHTTPRequestHandler):
+    server: ReviewsAPI
+
+    def do_GET(self) -> None:
+        self.server.authorizations.append(self.headers.get("authorization", ""))
+        if not self.server.rate_limited:
+            self.server.rate_limited = True
+            return self._send(429, [], {"retry-after": "0"})
+        if self.path == "/repos/o/r/pulls/7/reviews?per_page=100":
+            host = f"http://{self.server.next_host}:{self.server.server_address[1]}"
+            link = f'<{host}/repos/o/r/pulls/7/reviews?page=2>; rel="next"'
+            page = [review("carol", "COMMENTED", "2026-01-04T10:00:00Z")]
+            return self._send(200, page, {"link": link})
+        if self.path == "/repos/o/r/pulls/7/reviews?page=2":
+            page = [review("erin", "APPROVED", "2026-01-05T09:00:00+01:00")]
+            return self._send(200, page, {})
+        if self.path == "/repos/o/r/pulls/9/reviews?per_page=100":
+            page = [
+                review("alice", "CHANGES_REQUESTED", "2026-01-07T10:00:00Z"),
+                review("alice", "APPROVED", "2026-01-07T12:00:00Z"),
+                {"user": {"login": "bob"}, "state": "PENDING", "submitted_at": None},
+            ]
+            return self._send(200, page, {})
+        return self._send(404, {"message": "Not Found"}, {})
+
+    def _send(self, status: int, body: object, headers: dict[str, str]) -> None:
+        data = json.dumps(body).encode()
+        self.send_response(status)
+        for name, value in {**headers, "content-type": "application/json"}.items():
+            self.send_header(name, value)
+        self.send_header("content-length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def log_message(self, format: str, *args: object) -> None:
+        pass
+
+
+def review(login: str, state: str, submitted: str) -> dict[str, object]:
+    return {
+        "user": {"login": login},
+        "state": state,
+        "submitted_at": submitted,
+        "commit_id": "c" * 40,
+    }
+
+
+@pytest.fixture
+def api() -> Iterator[ReviewsAPI]:
+    server = ReviewsAPI()
+    thread = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)
+    thread.start()
+    yield server
+    server.shutdown()
+    server.server_close()
+
+
+def test_approvals_are_read_across_pages(history: History, api: ReviewsAPI, tmp_path: Path) -> None:
+    sleeps: list[float] = []
+    with GitHubReviews(TOKEN, "o/r", api.url, sleep=sleeps.append) as github:
+        record = build_audit(history.repo.root, "main", github=github, verify=False)
+        shown = repr(github)
+    markdown = audit_markdown(record)
+    [page] = write_html(record, tmp_path / "site")
+
+    assert record.approvals is not None
+    [seven, nine] = record.approvals
+    assert [(r.reviewer, r.state, r.submitted_at) for r in seven.reviews] == [
+        ("carol", "COMMENTED", "2026-01-04T10:00:00Z"),
+        ("erin", "APPROVED", "2026-01-05T08:00:00Z"),
+    ]
+    assert nine.standing == (("alice", "APPROVED"),)
+    assert sleeps == [0.0]
+    assert set(api.authorizations) == {f"Bearer {TOKEN}"}
+    assert "| #9 | alice (approved) |" in markdown
+    assert "| #7 | erin | approved | 2026-01-05T08:00:00Z | `cccccccccccc` |" in markdown
+    for text in (markdown, page.read_text(encoding="utf-8"), repr(record), shown):
+        assert TOKEN not in text
+
+
+def test_unreadable_reviews_are_recorded_without_the_token(
+    history: History, api: ReviewsAPI
+) -> None:
+    api.rate_limited = True
+    with GitHubReviews(TOKEN, "o/other", api.url) as github:
+        record = build_audit(history.repo.root, "main", github=github, verify=False)
+
+    assert record.approvals is not None
+    assert [(p.number, p.error) for p in record.approvals] == [
+        (
+            7,
+            "GitHub answered 404 to GET /repos/o/other/pulls/7/reviews: check the repository "
+            "(o/other), the pull request number, and that the token can read the repository",
+        ),
+        (
+            9,
+            "GitHub answered 404 to GET /repos/o/other/pulls/9/reviews: check the repository "
+            "(o/other), the pull request number, and that the token can read the repository",
+        ),
+    ]
+    assert "| #9 | unavailable |" in audit_markdown(record)
+    assert TOKEN not in repr(record)
+
+
+def test_a_next_page_on_another_host_gets_no_token(history: History, api: ReviewsAPI) -> None:
+    api.rate_limited, api.next_host = True, "localhost"
+    with GitHubReviews(TOKEN, "o/r", api.url) as github:
+        record = build_audit(history.repo.root, "main", github=github, verify=False)
+
+    assert record.approvals is not None
+    assert record.approvals[0].error == (
+        "GitHub's next-page link points to http://localhost, not to http://127.0.0.1; "
+        "refusing to send the token there"
+    )
+    assert len(api.authorizations) == 2  # the first pages of #7 and #9, nothing more
+
+
+# Reproduce verdict and bad input
+
+
+def test_verifying_a_revision_without_results_finds_nothing_to_reproduce(tmp_path: Path) -> None:
+    repo = new_registry(tmp_path / "repo")
+    commit(repo, "Add the labelling registry", "alice", "2026-01-01T09:00:00Z")
+
+    record = build_audit(repo.root, "HEAD", verify=True)
+
+    assert record.reproduction is not None
+    assert (record.reproduction.status, record.reproduction.cells) == ("nothing", ())
+    assert "Nothing to reproduce: no cell has a recorded result at this revision" in (
+        audit_markdown(record)
+    )
+
+
+def test_an_unknown_revision_is_a_usage_error(history: History) -> None:
+    with pytest.raises(UsageError, match="unknown revision 'no-such-rev'"):
+        build_audit(history.repo.root, "no-such-rev", verify=False)
