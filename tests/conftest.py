@@ -11,7 +11,10 @@ from pathlib import Path
 
 import pytest
 
+from evalreg import dvcrepo
 from evalreg.cli import main
+
+from support.llm_server import LLMServer
 
 GIT_ENV = {
     "GIT_AUTHOR_NAME": "Test Author",
@@ -229,3 +232,35 @@ def cli(capsys: pytest.CaptureFixture[str]) -> Iterator[object]:
         return Result(code, captured.out, captured.err)
 
     yield run
+
+
+# ---------------------------------------------------------------- live registries
+LIVE_KEY = "sk-test-runner-5d1c0a"
+
+
+def label_of(request) -> str:
+    text = request.body["messages"][-1]["content"]
+    return json.dumps({"label": "a" if text.endswith(("1", "3", "5")) else "b"})
+
+
+@pytest.fixture
+def server():
+    with LLMServer(api_key=LIVE_KEY, responder=label_of) as srv:
+        yield srv
+
+
+@pytest.fixture
+def live(repo: Repo, cli, server, monkeypatch) -> Repo:
+    """The standard registry on DVC, its OpenAI pin pointed at the loopback server."""
+    monkeypatch.setenv("OPENAI_API_KEY", LIVE_KEY)
+    repo.write(
+        "registry/models/mini.yaml",
+        repo.read("registry/models/mini.yaml").replace(
+            "https://api.openai.com/v1", server.base_url
+        ),
+    )
+    repo.git("rm", "-q", "--cached", "evalsets/messages.jsonl")
+    dvcrepo.init(repo.root, remote=None)
+    assert cli(repo, "evalset", "add", str(repo.root / "evalsets/messages.jsonl")).code == 0
+    repo.commit("registry on DVC, pin at the test server")
+    return repo

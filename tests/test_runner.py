@@ -6,46 +6,14 @@ import json
 import shutil
 from pathlib import Path
 
-import pytest
-
 from evalreg import dvcrepo
 from evalreg.store import STORE_DIR, ResponseStore
 
-from conftest import Repo, items_jsonl
-from support.llm_server import LLMServer
+from conftest import LIVE_KEY, Repo, items_jsonl
 
-KEY = "sk-test-runner-5d1c0a"
 EVALSET = "evalsets/messages.jsonl"
 MINI = "reports/results/labels/mini"
 RULES = "reports/results/labels/rules"
-
-
-def label_of(request) -> str:
-    text = request.body["messages"][-1]["content"]
-    return json.dumps({"label": "a" if text.endswith(("1", "3", "5")) else "b"})
-
-
-@pytest.fixture
-def server():
-    with LLMServer(api_key=KEY, responder=label_of) as srv:
-        yield srv
-
-
-@pytest.fixture
-def live(repo: Repo, cli, server, monkeypatch) -> Repo:
-    """The standard registry on DVC, its OpenAI pin pointed at the loopback server."""
-    monkeypatch.setenv("OPENAI_API_KEY", KEY)
-    repo.write(
-        "registry/models/mini.yaml",
-        repo.read("registry/models/mini.yaml").replace(
-            "https://api.openai.com/v1", server.base_url
-        ),
-    )
-    repo.git("rm", "-q", "--cached", EVALSET)
-    dvcrepo.init(repo.root, remote=None)
-    assert cli(repo, "evalset", "add", str(repo.root / EVALSET)).code == 0
-    repo.commit("registry on DVC, pin at the test server")
-    return repo
 
 
 def files(repo: Repo, *prefixes: str) -> dict[str, bytes]:
@@ -283,7 +251,9 @@ def test_secrets_never_reach_disk_through_a_run(live: Repo, cli, server):
     server.fail_next("429", times=2, retry_after=0.01)
     assert cli(live, "run").code == 0
     live.commit("results")
-    leaks = [str(p) for p in live.root.rglob("*") if p.is_file() and KEY.encode() in p.read_bytes()]
+    leaks = [
+        str(p) for p in live.root.rglob("*") if p.is_file() and LIVE_KEY.encode() in p.read_bytes()
+    ]
     assert leaks == []
 
 

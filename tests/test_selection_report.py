@@ -1,0 +1,254 @@
+"""Selection policies, the governance report, `evalreg select` and the checks built on them."""
+
+from __future__ import annotations
+
+import json
+from datetime import date
+
+import pytest
+from markdown_it import MarkdownIt
+
+from evalreg.metrics import Metric
+from evalreg.registry import schema
+from evalreg.selection import decide
+
+from conftest import Repo
+
+
+def selection(**policy: object) -> schema.Selection:
+    data = {
+        "schema_version": 1,
+        "use_case": "Labels",
+        "task": "labels",
+        "candidates": [{"id": c, "pin": c} for c in ("cheap", "good", "great", "new")],
+        "policy": {"objective": {"lexicographic": [{"maximize": "pass_rate"}]}, **policy},
+        "selected": "good",
+        "rationale": "r",
+    }
+    return schema.Selection.model_validate(data)
+
+
+def metrics(pass_rate: float, n: int = 400, cost: float = 0.001, unacceptable: float = 0.0):
+    return {
+        "all": {
+            "pass_rate": Metric(pass_rate, pass_rate - 0.05, pass_rate + 0.05, n),
+            "unacceptable_rate": Metric(unacceptable, 0.0, unacceptable + 0.01, n),
+            "cost_per_item_usd": Metric(cost, n=n),
+        }
+    }
+
+
+def test_the_best_eligible_candidate_is_recommended_and_pending_is_never_ranked():
+    d = decide(
+        selection(),
+        {"cheap": metrics(0.7), "good": metrics(0.8), "great": metrics(0.9)},
+        pending={"new"},
+    )
+    assert d.ranking == ["great", "good", "cheap"]
+    assert d.recommended == "great"
+    assert not d.agrees and d.needs_waiver
+    assert "new is pending (no results) and is not ranked" in d.reasons
+
+
+def test_gates_on_an_interval_bound_exclude_a_candidate():
+    gates = [{"metric": "pass_rate", "min": 0.82, "on": "lower_bound"}]
+    d = decide(
+        selection(gates=gates),
+        {"good": metrics(0.86), "great": metrics(0.9)},
+        pending={"cheap", "new"},
+    )
+    assert d.recommended == "great"
+    assert not d.assessments["good"].eligible
+    assert any("good fails gate 1 (pass_rate on all (lower bound) ≥ 0.82)" in r for r in d.reasons)
+
+
+def test_a_slice_too_small_for_its_gate_is_reported_as_such():
+    gates = [{"metric": "unacceptable_rate", "max": 0.02, "on": "upper_bound"}]
+    small = {"all": {"unacceptable_rate": Metric(0.0, 0.0, 0.0876, 40)}}
+    d = decide(selection(gates=gates), {"good": small}, pending={"cheap", "great", "new"})
+    gate = d.assessments["good"].gates[0]
+    assert not gate.passed and gate.too_small
+    assert "too small to tell: 40 items" in gate.note
+
+
+def test_ties_break_by_candidate_id():
+    d = decide(selection(), {"great": metrics(0.8), "cheap": metrics(0.8)}, {"good", "new"})
+    assert d.ranking == ["cheap", "great"]
+
+
+def test_weighted_objective():
+    objective = {
+        "weighted": [
+            {"maximize": "pass_rate", "weight": 1},
+            {"minimize": "cost_per_item_usd", "weight": 100},
+        ]
+    }
+    d = decide(
+        selection(objective=objective),
+        {"cheap": metrics(0.8, cost=0.0001), "great": metrics(0.85, cost=0.002)},
+        {"good", "new"},
+    )
+    assert d.recommended == "cheap"  # 0.8 - 0.01 beats 0.85 - 0.2
+
+
+def test_non_inferiority_prefers_the_cheaper_candidate_within_the_margin():
+    ni = {"metric": "pass_rate", "margin": 0.02, "prefer": {"minimize": "cost_per_item_usd"}}
+    d = decide(
+        selection(non_inferiority=ni),
+        {
+            "great": metrics(0.90, cost=0.01),
+            "good": metrics(0.89, cost=0.001),
+            "cheap": metrics(0.80, cost=0.0001),
+        },
+        {"new"},
+    )
+    assert d.ranking[0] == "great"
+    assert d.recommended == "good"
+    assert d.agrees and not d.needs_waiver
+    assert any("within the non-inferiority margin" in r for r in d.reasons)
+
+
+def test_a_waiver_for_the_declared_candidate_satisfies_the_policy():
+    sel = selection().model_copy(
+        update={
+            "waivers": [
+                schema.Waiver(
+                    candidate="good", reason="latency", approver="ops lead", date=date(2026, 1, 1)
+                )
+            ]
+        }
+    )
+    d = decide(sel, {"good": metrics(0.8), "great": metrics(0.9)}, {"cheap", "new"})
+    assert not d.agrees and not d.needs_waiver
+
+
+# ---------------------------------------------------------------- on real repositories
+HOSTILE = "<img src=x onerror=alert(1)> @octocat org/repo#12 | ![p](https://evil.test/p.png)"
+
+
+@pytest.fixture
+def reported(live: Repo, cli) -> Repo:
+    live.write(
+        "registry/selections/labels.yaml",
+        live.read("registry/selections/labels.yaml").replace(
+            "use_case: Message labelling", f"use_case: Message labelling\ndescription: '{HOSTILE}'"
+        ),
+    )
+    assert cli(live, "run").code == 0
+    assert cli(live, "report").code == 0
+    live.commit("results and report")
+    return live
+
+
+def test_the_report_has_every_section_and_parses_as_markdown(reported: Repo):
+    page = reported.read("reports/labels.md")
+    tokens = MarkdownIt("commonmark").enable("table").parse(page)
+    headings = [tokens[i + 1].content for i, t in enumerate(tokens) if t.type == "heading_open"]
+    for section in (
+        "1. Decision",
+        "2. Use case and task",
+        "3. Criteria fixed beforehand",
+        "4. Candidates",
+        "5. Evidence",
+        "6. Limitations",
+        "7. How to reproduce",
+    ):
+        assert section in headings
+    assert sum(t.type == "table_open" for t in tokens) >= 5
+    assert not [t for t in tokens if t.type in ("html_block", "html_inline")]
+    inline_children = [c for t in tokens if t.children for c in t.children]
+    assert not [
+        c for c in inline_children if c.type in ("image", "html_inline") and "evil" in str(c.attrs)
+    ]
+    assert "@octocat" not in page and "repo#12" not in page
+    assert (reported.root / "reports/labels.svg").read_text().startswith("<svg")
+    index = reported.read("reports/README.md")
+    assert index.startswith("<!-- evalreg-report-inputs: sha256:")
+    assert "[Message labelling](labels.md)" in index
+
+
+def test_the_report_is_a_pure_function_of_the_tree(reported: Repo, cli, tmp_path):
+    before = {
+        p: (reported.root / p).read_bytes()
+        for p in ("reports/README.md", "reports/labels.md", "reports/labels.svg")
+    }
+    assert cli(reported, "report").code == 0
+    assert reported.git("status", "--porcelain") == ""
+    clone = tmp_path / "clone"
+    reported.git("clone", "-q", str(reported.root), str(clone))
+    assert cli(clone, "report").code == 0
+    for rel, data in before.items():
+        assert (clone / rel).read_bytes() == data, rel
+
+
+def test_check_detects_a_stale_report_without_regenerating_it(reported: Repo, cli):
+    assert "out of date" not in cli(reported, "check").err
+    reported.write(
+        "registry/tasks/labels.yaml",
+        reported.read("registry/tasks/labels.yaml").replace(
+            "monthly_volume: 1000", "monthly_volume: 9000"
+        ),
+    )
+    before = reported.snapshot()
+    result = cli(reported, "check")
+    assert result.code == 1
+    assert "reports/README.md:1:1: finding: the governance report is out of date" in result.err
+    assert reported.snapshot() == before
+
+
+def test_a_declared_candidate_against_the_policy_needs_a_waiver(reported: Repo, cli):
+    # Both candidates pass everything here; the policy prefers mini (higher pass rate).
+    result = cli(reported, "check")
+    assert "declared candidate 'rules' is not what the policy recommends ('mini')" in result.err
+    assert result.code == 1
+
+    said = cli(
+        reported,
+        "select",
+        "labels",
+        "rules",
+        "--reason",
+        "keep the rules for now",
+        "--approver",
+        "Pat Lee",
+    )
+    assert said.code == 0, said.err
+    assert cli(reported, "report").code == 0
+    after = cli(reported, "check")
+    assert "is not what the policy recommends" not in after.err
+    assert after.code == 0, after.err
+
+
+def test_select_keeps_the_files_comments_and_layout(reported: Repo, cli):
+    path = "registry/selections/labels.yaml"
+    original = "# Owned by the support team.\n" + reported.read(path).replace(
+        "selected: rules", "selected: rules  # today's system"
+    )
+    reported.write(path, original)
+    assert (
+        cli(reported, "select", "labels", "mini", "--reason", "mini wins on every slice").code == 0
+    )
+    text = reported.read(path)
+    assert text.startswith("# Owned by the support team.\n")
+    assert "selected: mini   # today's system" in text  # the comment keeps its column
+    changed = [
+        (a, b) for a, b in zip(original.splitlines(), text.splitlines(), strict=False) if a != b
+    ]
+    assert changed == [
+        ("selected: rules  # today's system", "selected: mini  # today's system"),
+        ("rationale: Baseline.", "rationale: mini wins on every slice"),
+    ]
+
+
+def test_select_rejects_an_unknown_candidate_and_writes_nothing(reported: Repo, cli):
+    before = reported.snapshot()
+    result = cli(reported, "select", "labels", "gpt-9", "--reason", "x")
+    assert result.code == 2
+    assert "'gpt-9' is not a candidate of labels (rules, mini)" in result.err
+    assert reported.snapshot() == before
+
+
+def test_summary_metrics_in_the_report_match_the_results(reported: Repo):
+    summary = json.loads(reported.read("reports/results/labels/mini.json"))
+    assert summary["totals"]["levels"]["correct"] == 4
+    assert "| `mini` | 100.0% (" in reported.read("reports/labels.md")
