@@ -235,7 +235,7 @@ def test_select_keeps_the_files_comments_and_layout(reported: Repo, cli):
         (a, b) for a, b in zip(original.splitlines(), text.splitlines(), strict=False) if a != b
     ]
     assert changed == [
-        ("selected: rules  # today's system", "selected: mini  # today's system"),
+        ("selected: rules  # today's system", "selected: mini   # today's system"),
         ("rationale: Baseline.", "rationale: mini wins on every slice"),
     ]
 
