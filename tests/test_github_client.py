@@ -199,11 +199,12 @@ def test_a_cut_moves_a_trailing_marker_to_the_front() -> None:
     assert fitted.endswith(f"{CUT_NOTE}\n")
 
 
-def test_a_single_line_longer_than_the_limit_is_cut_mid_line() -> None:
-    fitted = fit_comment_body(MARKER + "y" * 100_000, MARKER)
+def test_a_single_line_longer_than_the_limit_is_dropped_not_split() -> None:
+    fitted = fit_comment_body(MARKER + "\nshort line\n" + "y" * 100_000, MARKER)
 
-    assert len(fitted) == COMMENT_LIMIT
-    assert fitted.startswith(MARKER + "yyy")
+    assert len(fitted) <= COMMENT_LIMIT
+    assert fitted.startswith(MARKER + "\nshort line\n")
+    assert "yyy" not in fitted
     assert fitted.endswith(f"{CUT_NOTE}\n")
 
 

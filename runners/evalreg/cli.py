@@ -229,6 +229,83 @@ def cmd_audit(args: argparse.Namespace) -> int:
     return 1 if verdict is not None and verdict.status in ("different", "error") else 0
 
 
+def cmd_diff(args: argparse.Namespace) -> int:
+    from evalreg.diff import diff
+    from evalreg.report.diff_markdown import diff_markdown
+
+    data = diff(_root(args), args.base, args.head)
+    if args.format == "json":
+        text = json.dumps(data, sort_keys=True, indent=2, ensure_ascii=False) + "\n"
+    else:
+        text = diff_markdown(data)
+    if args.output:
+        Path(args.output).write_text(text, encoding="utf-8")
+    else:
+        sys.stdout.write(text)
+    return 0
+
+
+COMMENT_MARKER = "<!-- evalreg:diff -->"
+
+
+def cmd_comment(args: argparse.Namespace) -> int:
+    import os
+    import re
+
+    from evalreg.errors import UsageError
+    from evalreg.gitops.github import (
+        GitHubClient,
+        api_url_from_environment,
+        context_from_environment,
+        token_from_environment,
+    )
+    from evalreg.render import console
+    from evalreg.report.diff_markdown import diff_markdown
+
+    try:
+        data = json.loads(Path(args.diff).read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise UsageError(f"--diff {args.diff}: not a readable JSON diff ({exc})") from None
+    if not isinstance(data, dict) or data.get("schema_version") != 1:
+        raise UsageError(f"--diff {args.diff}: not an evalreg diff (schema_version 1)")
+    if args.head_sha is not None and not re.fullmatch(r"[0-9a-f]{40}", args.head_sha):
+        raise UsageError("--head-sha must be a full 40-character commit SHA")
+    body = diff_markdown(data)
+    ctx = context_from_environment(
+        os.environ, pr=args.pr, repository=args.repository, head=args.head_sha
+    )
+    head_sha = ctx.head_sha
+    client = GitHubClient(
+        token_from_environment(os.environ),
+        ctx.repository,
+        api_url=api_url_from_environment(os.environ),
+    )
+    with client:
+        number = ctx.number
+        if number == 0:
+            assert head_sha is not None  # the context guarantees it for number 0
+            found = client.pull_for_sha(head_sha)
+            if found is None:
+                console().print(f"No open pull request has head {head_sha[:12]}: nothing to post.")
+                return 0
+            number = found
+        if head_sha is not None and client.pull_head_sha(number) != head_sha:
+            console().print(
+                f"Pull request #{number} has moved past {head_sha[:12]}: this diff is out of "
+                "date and is not posted (the run for the new head will post its own)."
+            )
+            return 0
+        result = client.upsert_comment(
+            number, body, marker=COMMENT_MARKER, bot_login=args.bot_login, dry_run=args.dry_run
+        )
+    console().print(
+        f"{result.action} comment on #{number}" + (f": {result.url}" if result.url else "")
+    )
+    if args.dry_run:
+        sys.stdout.write(body)
+    return 0
+
+
 # ---------------------------------------------------------------- parser
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
@@ -326,6 +403,42 @@ def build_parser() -> argparse.ArgumentParser:
         help="who approves a choice the policy does not recommend (records a waiver with --reason)",
     )
     p.set_defaults(handler=cmd_select)
+
+    p = sub.add_parser("diff", help="what changed between two revisions' results, per slice")
+    p.add_argument("base", metavar="BASE", help="base revision (its merge-base with HEAD is used)")
+    p.add_argument("head", metavar="HEAD", nargs="?", help="head revision (default: working tree)")
+    p.add_argument("--format", choices=("md", "json"), default="md")
+    p.add_argument("-o", "--output", metavar="FILE", help="write to FILE instead of stdout")
+    p.set_defaults(handler=cmd_diff)
+
+    p = sub.add_parser("comment", help="post the diff as one sticky pull-request comment")
+    p.add_argument(
+        "--diff",
+        required=True,
+        metavar="FILE",
+        help="a JSON diff (evalreg diff --format json); the Markdown is rendered from it here",
+    )
+    p.add_argument(
+        "--pr",
+        type=int,
+        metavar="N",
+        help="pull request number (0: find it from --head-sha); default: from the event payload",
+    )
+    p.add_argument(
+        "--head-sha",
+        metavar="SHA",
+        help="the commit the diff was made for; the "
+        "comment is only posted while it is still the PR's head",
+    )
+    p.add_argument("--repository", metavar="OWNER/NAME", help="default: GITHUB_REPOSITORY")
+    p.add_argument(
+        "--bot-login",
+        default="github-actions[bot]",
+        metavar="LOGIN",
+        help="the account that owns the sticky comment (default github-actions[bot])",
+    )
+    p.add_argument("--dry-run", action="store_true", help="say what would be posted; post nothing")
+    p.set_defaults(handler=cmd_comment)
 
     p = sub.add_parser("audit", help="the audit record of a revision, from git history")
     p.add_argument("rev", metavar="REV", nargs="?", default="HEAD", help="default: HEAD")

@@ -25,10 +25,10 @@ import httpx
 from evalreg import __version__
 from evalreg.errors import EvalregError
 from evalreg.providers.http import retry_after
+from evalreg.report.escape import COMMENT_LIMIT, cut_to_fit
 
 DEFAULT_API_URL = "https://api.github.com"
 #: GitHub refuses comment bodies longer than this many characters.
-COMMENT_LIMIT = 65_536
 CUT_NOTE = "… cut to fit GitHub's 65,536-character limit"
 
 CommentAction = Literal["created", "updated", "unchanged", "would create", "would update"]
@@ -335,10 +335,10 @@ class GitHubClient:
 
 
 def fit_comment_body(body: str, marker: str) -> str:
-    """``body`` with ``marker`` in it, cut at a line boundary to ``COMMENT_LIMIT`` if longer.
+    """``body`` with ``marker`` first, cut to ``COMMENT_LIMIT`` characters if longer.
 
-    A missing marker is prepended, and a marker that a cut would drop is moved to the front.
-    A cut body ends with ``CUT_NOTE``; a single line longer than the limit is cut mid-line.
+    A missing marker is prepended. A cut keeps whole lines, closes any code fence or
+    ``<details>`` it would leave open, and ends with ``CUT_NOTE``.
     """
     if not marker or len(marker) > _MAX_MARKER_CHARS:
         raise GitHubError(f"the comment marker must be 1 to {_MAX_MARKER_CHARS:,} characters")
@@ -346,14 +346,8 @@ def fit_comment_body(body: str, marker: str) -> str:
         body = f"{marker}\n{body}"
     if len(body) <= COMMENT_LIMIT:
         return body
-    note = f"\n\n{CUT_NOTE}\n"
-    budget = COMMENT_LIMIT - len(note)
-    marker_end = body.index(marker) + len(marker)
-    if marker_end > budget:
-        body = f"{marker}\n{body.replace(marker, '')}"
-        marker_end = len(marker)
-    line_end = body.rfind("\n", marker_end, budget + 1)
-    return body[: line_end if line_end != -1 else budget] + note
+    rest = body.replace(marker, "", 1).lstrip("\n")
+    return f"{marker}\n" + cut_to_fit(rest, COMMENT_LIMIT - len(marker) - 1, note=CUT_NOTE)
 
 
 def context_from_environment(
@@ -361,6 +355,7 @@ def context_from_environment(
     *,
     pr: int | None = None,
     repository: str | None = None,
+    head: str | None = None,
 ) -> PullRequestContext:
     """The pull request to comment on, from GitHub Actions' environment and event payload.
 
@@ -376,16 +371,18 @@ def context_from_environment(
     _check_repository(repo)
     number, head_sha = _event_pull(env.get("GITHUB_EVENT_PATH", ""))
     if pr is not None:
-        _check_number(pr)
+        if pr != 0:  # 0: resolve the pull request from the head SHA
+            _check_number(pr)
         number = pr
     if number is None:
         raise GitHubError(
             "no pull request: pass --pr N, or run in a pull_request or workflow_run workflow "
             "(GITHUB_EVENT_PATH names its event payload)"
         )
+    head_sha = head or head_sha
     if number == 0 and head_sha is None:
         raise GitHubError(
-            "the workflow_run payload names no pull request and no head_sha: pass --pr N"
+            "no pull request number and no head SHA to find it from: pass --pr N or --head-sha"
         )
     return PullRequestContext(repo, number, head_sha)
 

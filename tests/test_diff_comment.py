@@ -1,0 +1,257 @@
+"""`evalreg diff` and `evalreg comment`, end to end: real repos, a loopback model server and a
+GitHub-API stand-in over HTTP."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from markdown_it import MarkdownIt
+
+from evalreg.cli import COMMENT_MARKER
+from evalreg.report.diff_markdown import diff_markdown
+from evalreg.report.escape import COMMENT_LIMIT
+
+from conftest import Repo
+from support.github_api import GitHubAPI
+
+BOT = "github-actions[bot]"
+TOKEN = "ghs_difftest0123456789"
+HOSTILE = "<img src=x onerror=alert(1)> @octocat acme/registry#1 ![p](https://evil.test/p.png)"
+
+
+def md_tokens(text: str):
+    return MarkdownIt("commonmark").enable("table").parse(text)
+
+
+@pytest.fixture
+def branch(live: Repo, cli, server) -> Repo:
+    """Results on main; a branch whose pin change makes the model worse on two items."""
+    assert cli(live, "run").code == 0
+    live.commit("results on main")
+
+    def worse(request) -> str:
+        text = request.body["messages"][-1]["content"]
+        label = "b" if text.endswith(("0", "1", "2", "3")) else "a"
+        if text.endswith("1"):
+            return json.dumps({"label": "b", "note": HOSTILE})
+        return json.dumps({"label": label})
+
+    server.responder = worse
+    live.git("checkout", "-q", "-b", "cheaper-model")
+    live.write(
+        "registry/models/mini.yaml",
+        live.read("registry/models/mini.yaml").replace("temperature: 0", "temperature: 0.9"),
+    )
+    assert cli(live, "run").code == 0
+    live.commit("a warmer pin")
+    return live
+
+
+def test_diff_reports_flips_regressions_first_and_honest_verdicts(branch: Repo, cli):
+    result = cli(branch, "diff", "main", "--format", "json")
+    assert result.code == 0, result.err
+    data = json.loads(result.out)
+    mini = next(c for c in data["cells"] if c["id"] == "labels/mini")
+    assert mini["status"] == "compared"
+    assert mini["fingerprint_changes"] == ["pin"]
+    assert [f["item"] for f in mini["flips"]["regressions"]] == ["m-001", "m-003"]
+    assert mini["flips"]["regressions"][0]["head_output"].startswith('{"label": "b"')
+    overall = next(s for s in mini["slices"] if s["slice"] == "all")
+    assert overall["verdict"] == "no detectable difference"  # 4 items cannot show it
+    assert overall["mde"] > 0.3
+    rules = next(c for c in data["cells"] if c["id"] == "labels/rules")
+    assert rules["flips"]["regressions_total"] == 0
+    assert data["warnings"] == []
+
+
+def test_diff_markdown_escapes_model_output_and_parses(branch: Repo, cli):
+    text = cli(branch, "diff", "main").out
+    assert "## evalreg: eval diff" in text
+    assert "<img" not in text and "@octocat" not in text and "registry#1" not in text
+    tokens = md_tokens(text)
+    assert any(t.type == "table_open" for t in tokens)
+    children = [c for t in tokens if t.children for c in t.children]
+    assert not [c for c in children if c.type in ("image", "link_open")]
+    html = [t.content for t in tokens if t.type in ("html_block", "html_inline")]
+    assert all(h.strip().startswith(("<details>", "</details>")) for h in html)
+
+
+def test_a_rubric_change_gets_a_counterfactual_and_a_loud_warning(branch: Repo, cli):
+    branch.write(
+        "registry/rubrics/labels.yaml",
+        branch.read("registry/rubrics/labels.yaml").replace(
+            "  correct: {require: all}", "  correct: {require: [valid_json]}"
+        ),
+    )
+    assert cli(branch, "run").code == 0
+    branch.commit("a laxer rubric")
+    data = json.loads(cli(branch, "diff", "main", "--format", "json").out)
+    mini = next(c for c in data["cells"] if c["id"] == "labels/mini")
+    cf = mini["counterfactual"]
+    assert cf["base"] == 1.0 and cf["head"] == 1.0
+    assert cf["ruler"] == 0.0 and cf["model"] == 0.0
+    rules = next(c for c in data["cells"] if c["id"] == "labels/rules")
+    assert rules["counterfactual"]["ruler"] == 0.5  # the laxer rubric alone lifts the rules
+    assert "The rubric of labels/mini changed" in " ".join(data["warnings"])
+    assert "Evidence changed" in diff_markdown(data)
+
+
+def test_diff_against_the_merge_base_not_the_moving_tip(branch: Repo, cli):
+    branch.git("checkout", "-q", "main")
+    branch.write("notes.txt", "unrelated work on main")
+    tip = branch.commit("main moves on")
+    branch.git("checkout", "-q", "cheaper-model")
+    data = json.loads(cli(branch, "diff", "main", "--format", "json").out)
+    assert data["base"]["rev"] != tip
+    assert data["base"]["rev"] == branch.git("merge-base", "main", "HEAD").strip()
+
+
+def test_the_markdown_always_fits_the_comment_limit():
+    flips = [
+        {
+            "item": f"item-{i}",
+            "tags": ["common"],
+            "base_level": "correct",
+            "head_level": "unacceptable",
+            "failed_criteria": ["label"],
+            "input": "x" * 300,
+            "base_output": "y" * 300,
+            "head_output": "`" * 300,
+        }
+        for i in range(20)
+    ]
+    cell = {
+        "id": "t/c",
+        "status": "compared",
+        "overall": {"base": {}, "head": {}},
+        "slices": [
+            {
+                "slice": f"s{i}",
+                "n": 10,
+                "diff": -0.1,
+                "lo": -0.2,
+                "hi": 0.0,
+                "only_base": 1,
+                "only_head": 0,
+                "p_adjusted": 0.5,
+                "verdict": "no detectable difference",
+                "mde": 0.3,
+            }
+            for i in range(50)
+        ],
+        "flips": {
+            "regressions_total": 500,
+            "improvements_total": 0,
+            "regressions": flips,
+            "improvements": [],
+            "changed_items": {"count": 0, "ids": []},
+        },
+    }
+    data = {
+        "schema_version": 1,
+        "base": {"label": "main"},
+        "head": {"label": "pr"},
+        "warnings": [],
+        "selections": [],
+        "cells": [dict(cell, id=f"t/c{i}") for i in range(60)],
+    }
+    text = diff_markdown(data)
+    assert len(text) <= COMMENT_LIMIT - 200
+    assert "cut to fit" in text
+    assert text.count("<details>") == text.count("</details>")
+    assert text.count("\n```") % 2 == 0
+
+
+# ---------------------------------------------------------------- the sticky comment
+@pytest.fixture
+def github(branch: Repo, monkeypatch, tmp_path):
+    with GitHubAPI(tokens={TOKEN: BOT}) as gh:
+        head = branch.git("rev-parse", "HEAD").strip()
+        gh.add_pull(12, head)
+        monkeypatch.setenv("GITHUB_TOKEN", TOKEN)
+        monkeypatch.setenv("GITHUB_REPOSITORY", gh.repository)
+        monkeypatch.setenv("GITHUB_API_URL", gh.url)
+        monkeypatch.delenv("GITHUB_EVENT_PATH", raising=False)
+        yield gh, head
+
+
+def test_comment_is_created_then_updated_in_place(branch: Repo, cli, github, tmp_path):
+    gh, head = github
+    diff_file = tmp_path / "diff.json"
+    assert cli(branch, "diff", "main", "--format", "json", "-o", str(diff_file)).code == 0
+    first = cli(branch, "comment", "--diff", str(diff_file), "--pr", "12", "--head-sha", head)
+    assert first.code == 0, first.err
+    assert "created comment on #12" in first.out
+    [comment] = gh.comments(12)
+    assert comment.body.startswith(COMMENT_MARKER)
+    assert "<img" not in comment.body
+
+    second = cli(branch, "comment", "--diff", str(diff_file), "--pr", "12", "--head-sha", head)
+    assert "unchanged comment on #12" in second.out
+    data = json.loads(diff_file.read_text())
+    data["warnings"] = ["something new"]
+    diff_file.write_text(json.dumps(data))
+    third = cli(branch, "comment", "--diff", str(diff_file), "--pr", "12", "--head-sha", head)
+    assert "updated comment on #12" in third.out
+    assert len(gh.comments(12)) == 1
+
+
+def test_the_sticky_comment_is_found_on_page_two_past_a_fake_marker(
+    branch: Repo, cli, github, tmp_path
+):
+    gh, head = github
+    diff_file = tmp_path / "diff.json"
+    cli(branch, "diff", "main", "--format", "json", "-o", str(diff_file))
+    cli(branch, "comment", "--diff", str(diff_file), "--pr", "12", "--head-sha", head)
+    for i in range(120):
+        gh.add_comment(12, f"review note {i}", login="someone")
+    gh.add_comment(12, COMMENT_MARKER + " I am not the bot", login="mallory")
+    data = json.loads(diff_file.read_text())
+    data["warnings"] = ["second push"]
+    diff_file.write_text(json.dumps(data))
+    result = cli(branch, "comment", "--diff", str(diff_file), "--pr", "12", "--head-sha", head)
+    assert "updated comment on #12" in result.out
+    ours = [c for c in gh.comments(12) if c.login == BOT]
+    assert len(ours) == 1 and "second push" in ours[0].body
+    assert next(c for c in gh.comments(12) if c.login == "mallory").body.endswith("not the bot")
+
+
+def test_a_rate_limit_is_waited_out(branch: Repo, cli, github, tmp_path):
+    gh, head = github
+    diff_file = tmp_path / "diff.json"
+    cli(branch, "diff", "main", "--format", "json", "-o", str(diff_file))
+    gh.rate_limit_next(1, status=403, retry_after=1)
+    result = cli(branch, "comment", "--diff", str(diff_file), "--pr", "12", "--head-sha", head)
+    assert result.code == 0, result.err
+    assert len(gh.comments(12)) == 1
+
+
+def test_a_moved_head_is_not_commented(branch: Repo, cli, github, tmp_path):
+    gh, head = github
+    gh.add_pull(12, "f" * 40)
+    diff_file = tmp_path / "diff.json"
+    cli(branch, "diff", "main", "--format", "json", "-o", str(diff_file))
+    result = cli(branch, "comment", "--diff", str(diff_file), "--pr", "12", "--head-sha", head)
+    assert result.code == 0
+    assert "has moved past" in result.out
+    assert gh.writes() == []
+
+
+def test_the_pr_is_resolved_from_the_head_sha(branch: Repo, cli, github, tmp_path):
+    gh, head = github
+    diff_file = tmp_path / "diff.json"
+    cli(branch, "diff", "main", "--format", "json", "-o", str(diff_file))
+    result = cli(branch, "comment", "--diff", str(diff_file), "--pr", "0", "--head-sha", head)
+    assert result.code == 0, result.err
+    assert len(gh.comments(12)) == 1
+
+
+def test_a_forged_diff_file_is_refused(branch: Repo, cli, github, tmp_path):
+    gh, head = github
+    bad = tmp_path / "diff.json"
+    bad.write_text('["not", "a", "diff"]')
+    result = cli(branch, "comment", "--diff", str(bad), "--pr", "12", "--head-sha", head)
+    assert result.code == 2
+    assert "not an evalreg diff" in result.err
+    assert gh.writes() == []
