@@ -13,8 +13,7 @@ from typing import Any
 
 from evalreg.errors import UsageError
 from evalreg.evidence import UseCaseEvidence, gather, read_records
-from evalreg.graders import GradingContext
-from evalreg.grading import CellGrader
+from evalreg.grading import cell_grader
 from evalreg.metrics import cell_metrics, compare, item_scores, pass_levels
 from evalreg.plan import Cell, cells, status
 from evalreg.registry.loader import Registry, load_registry
@@ -175,7 +174,7 @@ def _counterfactual(
         store = base.responses()
     except Exception:
         return None
-    grader = CellGrader(head_cell, GradingContext(head_cell.task.output.schema_, root))
+    grader = cell_grader(head_cell, head.registry, store, root)
     items = {i.id: i for i in base.registry.evalset_of(base_cell.task_id).items}
     regraded = []
     for r in base_records:

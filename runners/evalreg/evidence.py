@@ -6,7 +6,9 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from evalreg.calibration import add_agreement
 from evalreg.evalsets import EvalSet
+from evalreg.human import parse_grades, rater_agreement
 from evalreg.metrics import Comparison, SliceMetrics, cell_metrics, compare
 from evalreg.plan import Cell, CellStatus, status
 from evalreg.registry import schema
@@ -38,6 +40,8 @@ class UseCaseEvidence:
     decision: Decision
     comparisons: dict[str, list[Comparison]]
     """Every other candidate against the declared one, per slice."""
+    rater_agreement: dict[str, float | None] = field(default_factory=dict)
+    """Human grades file → Krippendorff's alpha among its raters."""
 
 
 def read_records(registry: Registry, cell: Cell) -> list[dict[str, Any]]:
@@ -69,6 +73,7 @@ def gather(
             metrics[cand.id] = cell_metrics(
                 records, task, rubric, policy.pass_level, policy.confidence
             )
+            add_agreement(metrics[cand.id], records, rubric)
     pending = {c for c, e in candidates.items() if not e.records}
     decision = decide(selection, metrics, pending)
     declared = candidates[selection.selected]
@@ -76,6 +81,13 @@ def gather(
         cid: compare(declared.records, ev.records, policy.pass_level, policy.confidence)
         for cid, ev in candidates.items()
         if cid != selection.selected and ev.records and declared.records
+    }
+    raters = {
+        c.grader.file: rater_agreement(
+            parse_grades(registry.tree.read_data(c.grader.file), c.grader.file)
+        )
+        for c in rubric.criteria
+        if isinstance(c.grader, schema.HumanGrader)
     }
     return UseCaseEvidence(
         selection_id,
@@ -87,4 +99,5 @@ def gather(
         metrics,
         decision,
         comparisons,
+        raters,
     )

@@ -2,16 +2,22 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from evalreg.canonical import digest
+from evalreg.fetch import Job
 from evalreg.graders import GradingContext, Verdict, build_grader
+from evalreg.human import HumanGrades, parse_grades
+from evalreg.judging import JudgeFailed, Judges
 from evalreg.levels import applies, assign_level
 from evalreg.parsing import parse_output
 from evalreg.plan import Cell
 from evalreg.providers.base import Completion
 from evalreg.registry import schema
+from evalreg.registry.loader import Registry
 from evalreg.results import rounded
+from evalreg.store import ResponseStore
 
 
 def item_content(item: schema.Item) -> str:
@@ -34,11 +40,70 @@ def cost_micro_usd(price: schema.Price | None, completion: Completion) -> int:
 
 
 class CellGrader:
-    """Grades responses for one cell under its rubric and the task's output parser."""
+    """Grades responses for one cell under its rubric and the task's output parser.
 
-    def __init__(self, cell: Cell, context: GradingContext) -> None:
+    Judge criteria read the judge's stored verdict; human criteria read imported grades
+    for the exact response; every other criterion is graded by code.
+    """
+
+    def __init__(
+        self,
+        cell: Cell,
+        context: GradingContext,
+        judges: Judges | None = None,
+        human: dict[str, HumanGrades] | None = None,
+    ) -> None:
         self.cell = cell
-        self.criteria = [(c, build_grader(c.grader, context)) for c in cell.rubric.criteria]
+        self.judges = judges
+        self.human = human or {}
+        self.criteria = [
+            (c, None if isinstance(c.grader, _ELSEWHERE) else build_grader(c.grader, context))
+            for c in cell.rubric.criteria
+        ]
+
+    @staticmethod
+    def _error(base: dict[str, Any], error: str) -> dict[str, Any]:
+        return {
+            **base,
+            "error": error,
+            "criteria": {},
+            "level": None,
+            "score": 0.0,
+            "latency_ms": 0,
+            "tokens": {"input": 0, "output": 0, "reasoning": 0},
+            "cost_micro_usd": 0,
+        }
+
+    def judge_jobs(self, item: schema.Item, sample: int, stored: dict[str, Any]) -> list[Job]:
+        """The judge requests this output needs (to buy them before grading)."""
+        if self.judges is None:
+            return []
+        text = stored["response"]["text"]
+        label = f"{self.cell.id}/{item.id}#{sample}"
+        return [
+            self.judges.job(c, item, text, label)
+            for c, _ in self.criteria
+            if isinstance(c.grader, schema.JudgeGrader) and applies(c, item.tags)
+        ]
+
+    def _special(
+        self,
+        criterion: schema.Criterion,
+        item: schema.Item,
+        sample: int,
+        key: str | None,
+        text: str,
+    ) -> Verdict | None:
+        grader = criterion.grader
+        if isinstance(grader, schema.HumanGrader):
+            grades = self.human.get(grader.file)
+            passed = grades.majority(key, grader.min_raters) if grades else None
+            return None if passed is None else Verdict(passed, float(passed), "human majority")
+        assert isinstance(grader, schema.JudgeGrader)
+        if self.judges is None:
+            raise JudgeFailed("no judge available")
+        v = self.judges.verdict(criterion, item, text, f"{self.cell.id}/{item.id}#{sample}")
+        return Verdict(v.passed, v.score, v.reason[:80])
 
     def record(
         self,
@@ -58,21 +123,22 @@ class CellGrader:
             "key": key,
         }
         if stored is None:
-            return {
-                **base,
-                "error": error or "missing",
-                "criteria": {},
-                "level": None,
-                "score": 0.0,
-                "latency_ms": 0,
-                "tokens": {"input": 0, "output": 0, "reasoning": 0},
-                "cost_micro_usd": 0,
-            }
+            return self._error(base, error or "missing")
         completion = Completion.from_record(stored["response"])
         parsed = parse_output(completion.text, self.cell.task.output)
         verdicts: dict[str, Verdict | None] = {}
         for criterion, grade in self.criteria:
-            verdicts[criterion.id] = grade(parsed, item) if applies(criterion, item.tags) else None
+            if not applies(criterion, item.tags):
+                verdicts[criterion.id] = None
+            elif grade is not None:
+                verdicts[criterion.id] = grade(parsed, item)
+            else:
+                try:
+                    verdicts[criterion.id] = self._special(
+                        criterion, item, sample, key, completion.text
+                    )
+                except JudgeFailed as exc:
+                    return {**self._error(base, f"judge: {exc}")}
         level, score = assign_level(self.cell.rubric, verdicts, item.tags)
         return {
             **base,
@@ -92,3 +158,23 @@ class CellGrader:
             },
             "cost_micro_usd": cost_micro_usd(self.cell.pin.price, completion),
         }
+
+
+_ELSEWHERE = (schema.JudgeGrader, schema.HumanGrader)
+
+
+def cell_grader(
+    cell: Cell, registry: Registry, store: ResponseStore | None, code_root: Path
+) -> CellGrader:
+    """A ``CellGrader`` wired to this registry's judges, human grades and response store."""
+    human = {
+        c.grader.file: parse_grades(registry.tree.read_data(c.grader.file), c.grader.file)
+        for c in cell.rubric.criteria
+        if isinstance(c.grader, schema.HumanGrader)
+    }
+    return CellGrader(
+        cell,
+        GradingContext(cell.task.output.schema_, code_root),
+        Judges(registry.pins, store),
+        human,
+    )

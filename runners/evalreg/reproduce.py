@@ -16,8 +16,7 @@ from typing import Any
 
 from evalreg import __version__
 from evalreg.fetch import make_job
-from evalreg.graders import GradingContext
-from evalreg.grading import CellGrader
+from evalreg.grading import cell_grader
 from evalreg.plan import Cell, cells, fingerprint, fingerprint_parts
 from evalreg.prompting import render_messages
 from evalreg.providers import get_provider
@@ -85,7 +84,7 @@ def _reproduce_cell(
     )
     failed = {r["key"]: r["error"] for r in recorded_items.values() if r.get("error")}
     provider = providers[cell.pin.provider]
-    grader = CellGrader(cell, GradingContext(cell.task.output.schema_, code_root))
+    grader = cell_grader(cell, registry, store, code_root)
     records = []
     for item in sorted(registry.evalset_of(cell.task_id).items, key=lambda i: i.id):
         messages = render_messages(cell.task, cell.candidate.prompt, item)

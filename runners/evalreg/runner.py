@@ -14,8 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from evalreg.fetch import FetchReport, Job, fetch, make_job
-from evalreg.graders import GradingContext
-from evalreg.grading import CellGrader
+from evalreg.grading import CellGrader, cell_grader
 from evalreg.plan import CellStatus, status
 from evalreg.prompting import render_messages
 from evalreg.providers import get_provider
@@ -70,6 +69,8 @@ class RunResult:
     plans: list[CellPlan]
     outcomes: list[CellOutcome] = field(default_factory=list)
     fetch: FetchReport | None = None
+    judge_fetch: FetchReport | None = None
+    """The judges' requests, bought after the candidates' outputs exist."""
     tracked: list[str] = field(default_factory=list)
     push_error: str | None = None
 
@@ -174,14 +175,33 @@ def run(root: Path, options: RunOptions, progress: Progress | None = None) -> Ru
         if progress is not None:
             progress(cell_of.get(job.key, "?"), outcome)
 
-    async def go() -> FetchReport:
+    graders = {
+        p.status.cell.id: cell_grader(p.status.cell, registry, store, root) for p in runnable
+    }
+
+    def judge_jobs() -> list[Job]:
+        """Judge requests for every graded output of this run (after phase one)."""
+        out = []
+        for plan in runnable:
+            grader = graders[plan.status.cell.id]
+            if not any(
+                isinstance(c.grader, schema.JudgeGrader) for c in plan.status.cell.rubric.criteria
+            ):
+                continue
+            for item, sample, job in plan.jobs:
+                stored = store.get(job.key) if _in_shard(job.key, options.shard) else None
+                if stored is not None:
+                    out.extend(grader.judge_jobs(item, sample, stored))
+        return out
+
+    async def go() -> tuple[FetchReport, FetchReport | None]:
         from evalreg.providers.http import HttpLayer
 
         label = f"shard{options.shard[0]}of{options.shard[1]}" if options.shard else "run"
         async with HttpLayer() as http:
             writer = None if options.offline else SegmentWriter(root, label=label)
             try:
-                return await fetch(
+                report = await fetch(
                     jobs,
                     store,
                     writer,
@@ -191,15 +211,32 @@ def run(root: Path, options: RunOptions, progress: Progress | None = None) -> Ru
                     progress=on_job,
                     admit=budget.admit if budget.active else None,
                 )
+                judged = judge_jobs()
+                second = (
+                    await fetch(
+                        judged,
+                        store,
+                        writer,
+                        http,
+                        offline=options.offline,
+                        concurrency=options.max_concurrency,
+                        admit=budget.admit if budget.active else None,
+                    )
+                    if judged
+                    else None
+                )
+                return report, second
             finally:
                 if writer is not None:
                     writer.close()
 
-    report = asyncio.run(go())
+    report, result.judge_fetch = asyncio.run(go())
     result.fetch = report
     failed = {e.key: e.kind for e in report.errors}
     for plan in plans:
-        result.outcomes.append(_finish(registry, store, plan, failed, options, root))
+        result.outcomes.append(
+            _finish(registry, store, plan, failed, options, graders.get(plan.status.cell.id), root)
+        )
     from evalreg import dvcrepo
     from evalreg.store import track_segments
 
@@ -221,6 +258,7 @@ def _finish(
     plan: CellPlan,
     failed: dict[str, str],
     options: RunOptions,
+    grader: CellGrader | None,
     root: Path,
 ) -> CellOutcome:
     cell = plan.status.cell
@@ -245,7 +283,7 @@ def _finish(
         )
         outcome.errors = len(unresolved)
         return outcome
-    grader = CellGrader(cell, GradingContext(cell.task.output.schema_, root))
+    assert grader is not None
     records = [
         grader.record(item, sample, job.key, store.get(job.key), failed.get(job.key))
         for (item, sample, job) in plan.jobs

@@ -199,6 +199,7 @@ class _Loader:
                 loc: Loc = ("criteria", i, "grader")
                 if isinstance(grader, schema.JudgeGrader):
                     self._ref("rubrics", ident, (*loc, "judge"), "models", grader.judge)
+                    self._judge_prompt(ident, (*loc, "prompt"), grader.prompt)
                 elif isinstance(grader, schema.PythonGrader):
                     self._callable(
                         "rubrics", ident, (*loc, "callable"), grader.callable, grader.files
@@ -207,6 +208,15 @@ class _Loader:
                     self._repo_file(
                         "rubrics", ident, (*loc, "file"), grader.file, "human grades file"
                     )
+                    judged = {c.id for c in rubric.criteria if c.grader.type == "llm_judge"}
+                    if grader.calibrates is not None and grader.calibrates not in judged:
+                        self._error(
+                            "rubrics",
+                            ident,
+                            (*loc, "calibrates"),
+                            f"calibrates {grader.calibrates!r}, which is not an llm_judge "
+                            "criterion of this rubric",
+                        )
             if not any(c.critical for c in rubric.criteria):
                 for level in ("correct", "acceptable"):
                     if getattr(rubric.levels, level).require == "critical":
@@ -228,6 +238,24 @@ class _Loader:
                                 f"criterion {cid!r} is not in this rubric "
                                 f"(criteria: {', '.join(ids)})",
                             )
+
+    def _judge_prompt(self, ident: str, loc: Loc, prompt: str) -> None:
+        from evalreg.judging import TEMPLATE_VARIABLES
+
+        try:
+            names = variables(prompt)
+        except TemplateProblem as exc:
+            self._error("rubrics", ident, loc, f"judge prompt: {exc}")
+            return
+        unknown = sorted(names - TEMPLATE_VARIABLES)
+        if unknown:
+            self._error(
+                "rubrics",
+                ident,
+                loc,
+                f"judge prompt uses {', '.join(unknown)}; it may use "
+                f"{', '.join(sorted(TEMPLATE_VARIABLES))}",
+            )
 
     def _check_tasks(self) -> None:
         for ident, task in self.registry.tasks.items():

@@ -256,7 +256,10 @@ class JudgeGrader(_Grader):
 class HumanGrader(_Grader):
     type: Literal["human"]
     file: RelPath
+    """CSV or JSONL: a ``key`` column (the response's store key) and one column per rater."""
     min_raters: Annotated[int, Field(ge=1)] = 1
+    calibrates: Id | None = None
+    """The ``llm_judge`` criterion these grades check (judge calibration)."""
 
 
 Grader = Annotated[
@@ -372,6 +375,7 @@ BASE_METRICS = (
     "cost_per_item_usd",
     "monthly_cost_usd",
     "failure_cost_per_1k_usd",
+    "judge_human_agreement",
 )
 """Metric names a gate or objective may use; ``criterion:<id>`` adds per-criterion pass rates."""
 

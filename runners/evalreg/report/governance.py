@@ -306,15 +306,7 @@ def _evidence(ev: UseCaseEvidence, evalreg_version: str) -> str:
         f"{len(ev.rubric.criteria)} criteria, "
         f"{sum(c.critical for c in ev.rubric.criteria)} critical."
     )
-    out.append(
-        "- Judge models: "
-        + (
-            ", ".join(f"{code(j)}" for j in judges)
-            if judges
-            else "none (every criterion is graded by code)"
-        )
-        + "."
-    )
+    out.append(_judges(ev, judges))
     out.append(
         f"- Results recorded with evalreg {', '.join(recorded) or '–'}; this report "
         f"was written by evalreg {evalreg_version}."
@@ -365,6 +357,41 @@ def _evidence(ev: UseCaseEvidence, evalreg_version: str) -> str:
     out.append(_comparisons(ev))
     out.append(_benchmark_contradiction(ev))
     return "\n".join(out)
+
+
+def _judges(ev: UseCaseEvidence, judges: list[str]) -> str:
+    if not judges:
+        return "- Judge models: none (every criterion is graded by code)."
+    prompts = sorted(
+        {
+            f"{c.id} v{c.grader.prompt_version}"
+            for c in ev.rubric.criteria
+            if c.grader.type == "llm_judge"
+        }
+    )
+    text = (
+        "- Judge models: "
+        + ", ".join(code(j) for j in judges)
+        + f" (prompts: {', '.join(cell(p) for p in prompts)})."
+    )
+    calibrated = [
+        (cid, m["all"]["judge_human_agreement"])
+        for cid, m in ev.metrics.items()
+        if "judge_human_agreement" in m.get("all", {})
+    ]
+    if calibrated:
+        text += (
+            " Judge calibration against human grades (Krippendorff's alpha): "
+            + ", ".join(f"{code(cid)} {m.value:.2f} on {m.n} samples" for cid, m in calibrated)
+            + "."
+        )
+    else:
+        text += " The judge is not calibrated against human grades yet."
+    for path, a in sorted(ev.rater_agreement.items()):
+        text += f" Agreement among the human raters of {code(path)}: " + (
+            f"alpha {a:.2f}." if a is not None else "too few shared grades."
+        )
+    return text
 
 
 def _big_slices(ev: UseCaseEvidence) -> list[str]:
