@@ -134,6 +134,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         shard=_shard(args.shard),
         force=args.force,
         push=not args.no_push,
+        holdout=args.holdout,
     )
     if options.dry_run:
         result = run(root, options)
@@ -384,6 +385,11 @@ def build_parser() -> argparse.ArgumentParser:
         "--no-push",
         action="store_true",
         help="do not push new responses and records to the DVC remote",
+    )
+    p.add_argument(
+        "--holdout",
+        action="store_true",
+        help="run the sealed hold-out cells (when deciding, not while tuning)",
     )
     p.set_defaults(handler=cmd_run)
 

@@ -79,7 +79,7 @@ def snippet(text: str | None) -> str | None:
 
 def _item_text(registry: Registry, cell: Cell, item_id: str) -> str | None:
     try:
-        evalset = registry.evalset_of(cell.task_id)
+        evalset = registry.evalset_of(cell.task_id, cell.split)
     except (KeyError, ValueError):
         return None
     for item in evalset.items:
@@ -175,7 +175,7 @@ def _counterfactual(
     except Exception:
         return None
     grader = cell_grader(head_cell, head.registry, store, root)
-    items = {i.id: i for i in base.registry.evalset_of(base_cell.task_id).items}
+    items = {i.id: i for i in base.registry.evalset_of(base_cell.task_id, base_cell.split).items}
     regraded = []
     for r in base_records:
         item = items.get(r["item"])

@@ -10,7 +10,7 @@ from evalreg.calibration import add_agreement
 from evalreg.evalsets import EvalSet
 from evalreg.human import parse_grades, rater_agreement
 from evalreg.metrics import Comparison, SliceMetrics, cell_metrics, compare
-from evalreg.plan import Cell, CellStatus, status
+from evalreg.plan import Cell, CellStatus, cells, status
 from evalreg.registry import schema
 from evalreg.registry.loader import Registry
 from evalreg.results import read_summary
@@ -42,6 +42,8 @@ class UseCaseEvidence:
     """Every other candidate against the declared one, per slice."""
     rater_agreement: dict[str, float | None] = field(default_factory=dict)
     """Human grades file → Krippendorff's alpha among its raters."""
+    holdout: dict[str, SliceMetrics] = field(default_factory=dict)
+    """Candidate → metrics on the sealed hold-out set (slice ``all``), where it was run."""
 
 
 def read_records(registry: Registry, cell: Cell) -> list[dict[str, Any]]:
@@ -89,6 +91,14 @@ def gather(
         for c in rubric.criteria
         if isinstance(c.grader, schema.HumanGrader)
     }
+    holdout = {}
+    for cell in cells(registry, "holdout"):
+        if cell.selection == selection_id and read_summary(registry.tree, cell) is not None:
+            held = read_records(registry, cell)
+            if held:
+                holdout[cell.candidate.id] = cell_metrics(
+                    held, task, rubric, policy.pass_level, policy.confidence
+                )["all"]
     return UseCaseEvidence(
         selection_id,
         selection,
@@ -100,4 +110,5 @@ def gather(
         decision,
         comparisons,
         raters,
+        holdout,
     )

@@ -30,18 +30,26 @@ class Cell:
     task: schema.Task
     rubric: schema.Rubric
     pin: schema.Pin
+    split: str = "dev"
+    """``dev`` (the task's eval set) or ``holdout`` (its sealed hold-out set)."""
 
     @property
     def id(self) -> str:
-        return f"{self.task_id}/{self.candidate.id}"
+        suffix = "@holdout" if self.split == "holdout" else ""
+        return f"{self.task_id}/{self.candidate.id}{suffix}"
+
+    @property
+    def _stem(self) -> str:
+        suffix = ".holdout" if self.split == "holdout" else ""
+        return f"{RESULTS_DIR}/{self.task_id}/{self.candidate.id}{suffix}"
 
     @property
     def summary_path(self) -> str:
-        return f"{RESULTS_DIR}/{self.task_id}/{self.candidate.id}.json"
+        return f"{self._stem}.json"
 
     @property
     def items_path(self) -> str:
-        return f"{RESULTS_DIR}/{self.task_id}/{self.candidate.id}.items.jsonl"
+        return f"{self._stem}.items.jsonl"
 
 
 @dataclass
@@ -54,14 +62,19 @@ class CellStatus:
     parts: dict[str, Any] = field(default_factory=dict)
 
 
-def cells(registry: Registry) -> list[Cell]:
-    """Every cell of every selection, in (task, candidate) order, each listed once."""
+def cells(registry: Registry, split: str = "dev") -> list[Cell]:
+    """Every cell of every selection, in (task, candidate) order, each listed once.
+
+    With ``split="holdout"``, the cells of tasks that have a sealed hold-out set.
+    """
     out: dict[str, Cell] = {}
     for sel_id, sel in sorted(registry.selections.items()):
         task = registry.tasks[sel.task]
+        if split == "holdout" and task.holdout is None:
+            continue
         rubric = registry.rubrics[task.rubric]
         for cand in sel.candidates:
-            cell = Cell(sel_id, sel.task, cand, task, rubric, registry.pins[cand.pin])
+            cell = Cell(sel_id, sel.task, cand, task, rubric, registry.pins[cand.pin], split)
             out.setdefault(cell.id, cell)
     return [out[k] for k in sorted(out)]
 
@@ -78,7 +91,7 @@ def fingerprint_parts(registry: Registry, cell: Cell) -> dict[str, Any]:
     can say which part changed."""
     from evalreg.graders import GRADER_VERSION
 
-    evalset = registry.evalset_of(cell.task_id)
+    evalset = registry.evalset_of(cell.task_id, cell.split)
     judges = sorted(
         c.grader.judge for c in cell.rubric.criteria if isinstance(c.grader, schema.JudgeGrader)
     )
@@ -111,13 +124,15 @@ def fingerprint(parts: dict[str, Any]) -> str:
     return digest(parts)
 
 
-def status(registry: Registry, committed: Tree | None = None) -> list[CellStatus]:
+def status(
+    registry: Registry, committed: Tree | None = None, split: str = "dev"
+) -> list[CellStatus]:
     """Each cell's state against the summaries in ``committed`` (default: the registry's tree)."""
     from evalreg.results import read_summary
 
     tree = committed or registry.tree
     out = []
-    for cell in cells(registry):
+    for cell in cells(registry, split):
         parts = fingerprint_parts(registry, cell)
         fp = fingerprint(parts)
         summary = read_summary(tree, cell)

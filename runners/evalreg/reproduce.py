@@ -54,9 +54,10 @@ def reproduce(root: Path, rev: str) -> Reproduction:
     store = ResponseStore.load(tree)
     versions: set[str] = set()
     outcomes = []
-    with _materialized(tree, _code_paths(cells(registry))) as code_root:
+    all_cells = cells(registry) + cells(registry, "holdout")
+    with _materialized(tree, _code_paths(all_cells)) as code_root:
         providers = {n: get_provider(n, code_root) for n in ("openai", "anthropic", "python")}
-        for cell in cells(registry):
+        for cell in all_cells:
             recorded = read_summary(tree, cell)
             if recorded is None:
                 continue  # pending at REV: nothing was recorded, nothing to reproduce
@@ -86,7 +87,7 @@ def _reproduce_cell(
     provider = providers[cell.pin.provider]
     grader = cell_grader(cell, registry, store, code_root)
     records = []
-    for item in sorted(registry.evalset_of(cell.task_id).items, key=lambda i: i.id):
+    for item in sorted(registry.evalset_of(cell.task_id, cell.split).items, key=lambda i: i.id):
         messages = render_messages(cell.task, cell.candidate.prompt, item)
         for sample in range(cell.task.repeats):
             job = make_job(
@@ -105,7 +106,7 @@ def _reproduce_cell(
                 out.differences.append(f"{item.id}#{sample}: no stored response (offline miss)")
             records.append(grader.record(item, sample, job.key, stored, error))
     items = items_bytes(records)
-    evalset = registry.evalset_of(cell.task_id)
+    evalset = registry.evalset_of(cell.task_id, cell.split)
     parts = fingerprint_parts(registry, cell)
     summary = summary_for(
         cell, fingerprint(parts), parts, evalset.path, evalset.md5, records, items

@@ -41,6 +41,8 @@ class RunOptions:
     """Re-grade fresh cells too (never re-buys a stored response)."""
     push: bool = True
     """Push new store segments and item records to the DVC remote."""
+    holdout: bool = False
+    """Run the sealed hold-out cells instead of the development cells."""
 
 
 @dataclass
@@ -117,7 +119,7 @@ def prepare(root: Path, options: RunOptions) -> tuple[Registry, ResponseStore, l
     store = ResponseStore.open(root)
     providers = {name: get_provider(name, root) for name in ("openai", "anthropic", "python")}
     plans = []
-    for st in status(registry):
+    for st in status(registry, split="holdout" if options.holdout else "dev"):
         cell = st.cell
         if options.tasks and cell.task_id not in options.tasks:
             continue
@@ -127,7 +129,7 @@ def prepare(root: Path, options: RunOptions) -> tuple[Registry, ResponseStore, l
             continue
         plan = CellPlan(st)
         provider = providers[cell.pin.provider]
-        items = sorted(registry.evalset_of(cell.task_id).items, key=lambda i: i.id)
+        items = sorted(registry.evalset_of(cell.task_id, cell.split).items, key=lambda i: i.id)
         if options.limit is not None:
             items = items[: options.limit]
         for item in items:
@@ -289,7 +291,7 @@ def _finish(
         for (item, sample, job) in plan.jobs
     ]
     items = items_bytes(records)
-    evalset = registry.evalset_of(cell.task_id)
+    evalset = registry.evalset_of(cell.task_id, cell.split)
     summary = summary_for(
         cell, plan.status.fingerprint, plan.status.parts, evalset.path, evalset.md5, records, items
     )

@@ -48,8 +48,13 @@ class Registry:
     def file_of(self, kind: str, ident: str) -> str:
         return self.documents[(kind, ident)].path
 
-    def evalset_of(self, task_id: str) -> EvalSet:
-        return self.evalsets[clean_relpath(self.tasks[task_id].evalset)]
+    def evalset_of(self, task_id: str, split: str = "dev") -> EvalSet:
+        """The task's eval set, or its sealed hold-out set when ``split`` is "holdout"."""
+        task = self.tasks[task_id]
+        path = task.holdout if split == "holdout" else task.evalset
+        if path is None:
+            raise KeyError(f"task {task_id} has no hold-out set")
+        return self.evalsets[clean_relpath(path)]
 
 
 def load_registry(root: str | Path | Tree = ".") -> Registry:
@@ -287,17 +292,41 @@ class _Loader:
                                 f"criterion {cid!r} is not in rubric {task.rubric!r}",
                             )
             self._template("tasks", ident, ("prompt",), task.prompt.system, task.prompt.template)
+            holdout = None
+            if task.holdout is not None:
+                holdout = self._evalset(ident, task, ("holdout",), task.holdout)
+                if holdout is not None:
+                    self._template_fields(
+                        "tasks",
+                        ident,
+                        ("prompt",),
+                        task.prompt.system,
+                        task.prompt.template,
+                        holdout,
+                    )
             evalset = self._evalset(ident, task)
+            if evalset is not None and task.holdout is not None and holdout is not None:
+                shared = {i.id for i in evalset.items} & {i.id for i in holdout.items}
+                if holdout.path == evalset.path or shared:
+                    self._error(
+                        "tasks",
+                        ident,
+                        ("holdout",),
+                        "the hold-out set must be sealed from the development set: "
+                        f"{len(shared) or len(evalset.items)} items are in both",
+                    )
             if evalset is not None:
                 self._template_fields(
                     "tasks", ident, ("prompt",), task.prompt.system, task.prompt.template, evalset
                 )
 
-    def _evalset(self, ident: str, task: schema.Task) -> EvalSet | None:
+    def _evalset(
+        self, ident: str, task: schema.Task, loc: Loc = ("evalset",), rel: str | None = None
+    ) -> EvalSet | None:
         try:
-            path = clean_relpath(task.evalset)
+            path = clean_relpath(rel if rel is not None else task.evalset)
         except PathEscapes as exc:
-            self._error("tasks", ident, ("evalset",), f"evalset: {exc}")
+            self._error("tasks", ident, loc, f"{loc[-1]}: {exc}")
             return None
         if path in self.registry.evalsets:
             return self.registry.evalsets[path]
@@ -307,15 +336,15 @@ class _Loader:
             self._error(
                 "tasks",
                 ident,
-                ("evalset",),
+                loc,
                 f"eval set {path!r} does not exist in the {self.tree.label}",
             )
             return None
         except DataMissingError as exc:
-            self._error("tasks", ident, ("evalset",), str(exc))
+            self._error("tasks", ident, loc, str(exc))
             return None
         except PathEscapes as exc:
-            self._error("tasks", ident, ("evalset",), f"evalset: {exc}")
+            self._error("tasks", ident, loc, f"{loc[-1]}: {exc}")
             return None
         evalset, problems = parse_evalset(data, path)
         self.findings.extend(problems)

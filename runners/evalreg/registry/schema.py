@@ -354,6 +354,8 @@ class FailureMode(Model):
 class Task(VersionedFile):
     description: Text
     evalset: RelPath
+    holdout: RelPath | None = None
+    """A sealed hold-out eval set: run only with ``evalreg run --holdout``, reported apart."""
     prompt: Prompt
     output: Output = Field(default_factory=Output)
     rubric: Id

@@ -355,6 +355,7 @@ def _evidence(ev: UseCaseEvidence, evalreg_version: str) -> str:
     out.append(_slices(ev))
     out.append(_gates(ev))
     out.append(_comparisons(ev))
+    out.append(_holdout(ev))
     out.append(_benchmark_contradiction(ev))
     return "\n".join(out)
 
@@ -484,6 +485,37 @@ def _comparisons(ev: UseCaseEvidence) -> str:
     return "\n".join(out)
 
 
+def _holdout(ev: UseCaseEvidence) -> str:
+    if ev.task.holdout is None:
+        return ""
+    out = [
+        "### Sealed hold-out\n",
+        f"Hold-out set `{cell(ev.task.holdout)}`: run only when deciding "
+        "(`evalreg run --holdout`), never while tuning, so it shows whether the development "
+        "results hold up.\n",
+    ]
+    rows = []
+    for cid in ev.candidates:
+        dev = ev.metrics.get(cid, {}).get("all", {}).get("pass_rate")
+        held = ev.holdout.get(cid, {}).get("pass_rate")
+        flag = ""
+        if dev and held and dev.lo is not None and held.hi is not None and held.hi < dev.lo:
+            flag = "⚠ lower than on the development set: tuned to it?"
+        rows.append(
+            [
+                code(cid),
+                pct(dev),
+                pct(held) if held else "not run",
+                str(held.n) if held else "–",
+                flag,
+            ]
+        )
+    out.append(
+        table(["candidate", "development pass rate", "hold-out pass rate", "items", ""], rows)
+    )
+    return "\n".join(out)
+
+
 def _benchmark_contradiction(ev: UseCaseEvidence) -> str:
     scored = {}
     for cid, c in ev.candidates.items():
@@ -543,6 +575,11 @@ def _limitations(ev: UseCaseEvidence) -> str:
             "Stale results (the registry changed since they were recorded): "
             + ", ".join(f"{code(s)}" for s in stale)
             + "."
+        )
+    if ev.task.holdout is None:
+        bullets.append(
+            "No sealed hold-out set: every candidate and prompt variant was chosen "
+            "on the same eval set that judges it."
         )
     judges = any(c.grader.type == "llm_judge" for c in ev.rubric.criteria)
     bullets.append(
