@@ -25,6 +25,9 @@ def test_init_scaffolds_a_registry_that_passes_check(tmp_path: Path, cli):
         "reports",
         "README.md",
         ".gitattributes",
+        ".github/workflows/evalreg-pr.yml",
+        ".github/workflows/evalreg-comment.yml",
+        ".github/workflows/evalreg-main.yml",
     ):
         assert (target / rel).exists(), rel
     # The example eval set is tracked by DVC, not by git, and pushed to the in-repo remote.

@@ -221,6 +221,7 @@ def cmd_audit(args: argparse.Namespace) -> int:
         record = build_audit(root, args.rev, github=reviews, verify=not args.no_verify)
     markdown = audit_markdown(record)
     if args.output:
+        Path(args.output).parent.mkdir(parents=True, exist_ok=True)
         Path(args.output).write_text(markdown, encoding="utf-8")
     else:
         sys.stdout.write(markdown)
@@ -263,10 +264,15 @@ def cmd_comment(args: argparse.Namespace) -> int:
     from evalreg.render import console
     from evalreg.report.diff_markdown import diff_markdown
 
+    path = Path(args.diff)
     try:
-        data = json.loads(Path(args.diff).read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise UsageError(f"--diff {args.diff}: not a readable JSON diff ({exc})") from None
+        if path.stat().st_size > 50_000_000:
+            raise UsageError(f"--diff {args.diff}: larger than 50 MB, not an evalreg diff")
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError, RecursionError) as exc:
+        raise UsageError(
+            f"--diff {args.diff}: not a readable JSON diff ({type(exc).__name__})"
+        ) from None
     if not isinstance(data, dict) or data.get("schema_version") != 1:
         raise UsageError(f"--diff {args.diff}: not an evalreg diff (schema_version 1)")
     if args.head_sha is not None and not re.fullmatch(r"[0-9a-f]{40}", args.head_sha):

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from evalreg.errors import UsageError
 
-_RENAMES = {"gitignore": ".gitignore", "gitattributes": ".gitattributes"}
+_RENAMES = {"gitignore": ".gitignore", "gitattributes": ".gitattributes", "github": ".github"}
 EXAMPLE_EVALSET = "evalsets/faq-routing.jsonl"
 
 
@@ -41,6 +41,8 @@ def init_registry(target: Path, *, remote: str | None = None) -> Scaffolded:
                 if path.is_dir() or "__pycache__" in path.parts:
                     continue
                 rel = path.relative_to(source)
+                if rel.parts[0] in _RENAMES:  # github/workflows/... -> .github/workflows/...
+                    rel = Path(_RENAMES[rel.parts[0]], *rel.parts[1:])
                 dest = root / rel.parent / _RENAMES.get(rel.name, rel.name)
                 dest.parent.mkdir(parents=True, exist_ok=True)
                 shutil.copyfile(path, dest)
