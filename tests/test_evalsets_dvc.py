@@ -88,12 +88,25 @@ def test_data_missing_everywhere_says_how_to_fetch_it(dvc_repo: Repo, cli):
     (dvc_repo.root / EVALSET).unlink()
     shutil.rmtree(dvc_repo.root / ".dvc" / "cache")
     shutil.rmtree(dvc_repo.root / "dvc-storage")
-    result = cli(dvc_repo, "check")
+    result = cli(dvc_repo, "run", "--offline")
     assert result.code == 2
     assert "registry/tasks/labels.yaml:3:10: evalsets/messages.jsonl (md5 " in result.err
     assert "is in neither the working tree, the DVC cache nor the remote 'storage'" in result.err
     assert f"`dvc pull {EVALSET}.dvc`" in result.err
     assert "Traceback" not in result.err
+
+
+def test_check_still_validates_what_it_can_without_the_data(dvc_repo: Repo, cli):
+    # A fork's pull request cannot read the team's remote: it still gets validation.
+    (dvc_repo.root / EVALSET).unlink()
+    shutil.rmtree(dvc_repo.root / ".dvc" / "cache")
+    shutil.rmtree(dvc_repo.root / "dvc-storage")
+    result = cli(dvc_repo, "check")
+    assert result.code == 0, result.err
+    assert "registry/tasks/labels.yaml:3:10: warning: not checked here:" in result.err
+    assert "eval data is not available here" in result.err
+    dvc_repo.write("registry/models/mini.yaml", "schema_version: 1\nprovider: nope\n")
+    assert cli(dvc_repo, "check").code == 2
 
 
 def test_an_edited_evalset_not_yet_recorded_is_a_finding(dvc_repo: Repo, cli):

@@ -50,8 +50,19 @@ class CheckResult:
 
 def check(root: str | Path | Tree = ".") -> CheckResult:
     """Load the registry at ``root`` and run every check that needs no results."""
-    registry, findings = inspect_registry(root)
-    if not findings:
+    registry, findings = inspect_registry(root, allow_missing_data=True)
+    if registry.missing_data and not any(f.severity is Severity.ERROR for f in findings):
+        findings.append(
+            Finding(
+                registry.missing_data[0],
+                0,
+                0,
+                "results, waivers and the report were not checked: eval data is not available "
+                "here (`dvc pull`)",
+                Severity.WARNING,
+            )
+        )
+    elif not findings:
         # With errors, "unused" is often only a consequence of a file that failed to load.
         findings = _warnings(registry) + _data_findings(registry) + _result_findings(registry)
     return CheckResult(sorted(set(findings)), _counts(registry), _use_cases(registry))

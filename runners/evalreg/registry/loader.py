@@ -17,7 +17,7 @@ from pydantic import BaseModel
 from evalreg.errors import DataMissingError, RegistryError
 from evalreg.evalsets import EvalSet, parse_evalset
 from evalreg.registry import schema
-from evalreg.registry.diagnostics import Finding
+from evalreg.registry.diagnostics import Finding, Severity
 from evalreg.registry.migrations import upgrade
 from evalreg.registry.tree import PathEscapes, Tree, WorkspaceTree, clean_relpath
 from evalreg.registry.validation import validate
@@ -42,6 +42,8 @@ class Registry:
     rubrics: dict[str, schema.Rubric] = field(default_factory=dict)
     selections: dict[str, schema.Selection] = field(default_factory=dict)
     evalsets: dict[str, EvalSet] = field(default_factory=dict)
+    missing_data: list[str] = field(default_factory=list)
+    """DVC-tracked files that could not be read here (only when that is allowed)."""
     documents: dict[tuple[str, str], Document] = field(default_factory=dict)
     """(kind, id) -> the parsed document, for positions in later findings."""
 
@@ -65,17 +67,24 @@ def load_registry(root: str | Path | Tree = ".") -> Registry:
     return registry
 
 
-def inspect_registry(root: str | Path | Tree = ".") -> tuple[Registry, list[Finding]]:
-    """Load what can be loaded and return it with every finding (errors first by file)."""
+def inspect_registry(
+    root: str | Path | Tree = ".", *, allow_missing_data: bool = False
+) -> tuple[Registry, list[Finding]]:
+    """Load what can be loaded and return it with every finding (errors first by file).
+
+    With ``allow_missing_data``, DVC data that cannot be fetched here (a fork's pull request
+    cannot read the team's remote) is a warning, and what depends on it is not checked.
+    """
     tree = WorkspaceTree(root) if isinstance(root, (str, Path)) else root
-    loader = _Loader(tree)
+    loader = _Loader(tree, allow_missing_data)
     loader.run()
     return loader.registry, sorted(set(loader.findings))
 
 
 class _Loader:
-    def __init__(self, tree: Tree) -> None:
+    def __init__(self, tree: Tree, allow_missing_data: bool = False) -> None:
         self.tree = tree
+        self.allow_missing_data = allow_missing_data
         self.registry = Registry(tree)
         self.findings: list[Finding] = []
         self.broken: set[tuple[str, str]] = set()
@@ -341,7 +350,20 @@ class _Loader:
             )
             return None
         except DataMissingError as exc:
-            self._error("tasks", ident, loc, str(exc))
+            if self.allow_missing_data:
+                line, col = self._doc("tasks", ident).locate(loc)
+                self.findings.append(
+                    Finding(
+                        self._doc("tasks", ident).path,
+                        line,
+                        col,
+                        f"not checked here: {exc}",
+                        Severity.WARNING,
+                    )
+                )
+                self.registry.missing_data.append(path)
+            else:
+                self._error("tasks", ident, loc, str(exc))
             return None
         except PathEscapes as exc:
             self._error("tasks", ident, loc, f"{loc[-1]}: {exc}")
