@@ -82,7 +82,9 @@ def cells(registry: Registry, split: str = "dev") -> list[Cell]:
 def _dump(model: schema.Model | None) -> Any:
     if model is None:
         return None
-    data = model.model_dump(mode="json", by_alias=True, exclude_defaults=False)
+    # Defaults are left out, so a schema that gains an optional field (or a file that spells
+    # out a default) does not change any fingerprint.
+    data = model.model_dump(mode="json", by_alias=True, exclude_defaults=True)
     return {k: v for k, v in data.items() if k not in _IGNORED_FOR_RESULTS}
 
 

@@ -314,7 +314,8 @@ def _evidence(ev: UseCaseEvidence, evalreg_version: str) -> str:
     tried = len(ev.candidates)
     variants = sum(c.candidate.prompt is not None for c in ev.candidates.values())
     out.append(
-        f"- {tried} candidates ({variants} prompt variants) have been tried against this "
+        f"- {tried} candidates ({variants} prompt variant{'' if variants == 1 else 's'}) "
+        "have been tried against this "
         "eval set in this use case. Every variant tuned on one frozen set overfits it a "
         "little; a sealed hold-out set keeps the final decision honest.\n"
     )
@@ -549,14 +550,15 @@ def _limitations(ev: UseCaseEvidence) -> str:
 
     bullets = []
     sizes = ev.evalset.slices
-    for name in _big_slices(ev):
-        mde = mde_rate(sizes[name], 0.5)
-        if mde > DETECT:
-            bullets.append(
-                f"{code(name)} ({sizes[name]} items) can only detect a change of "
-                f"{100 * mde:.0f} points or more; too small to detect a "
-                f"{100 * DETECT:.0f}-point change."
-            )
+    weak = [(name, mde_rate(sizes[name], 0.5)) for name in _big_slices(ev)]
+    weak = [(name, mde) for name, mde in weak if mde > DETECT]
+    if weak:
+        bullets.append(
+            f"Too small to detect a {100 * DETECT:.0f}-point change (the smallest change each "
+            "slice can show, in points): "
+            + ", ".join(f"{code(name)} {100 * mde:.0f}" for name, mde in weak)
+            + "."
+        )
     if small:
         bullets.append(
             "Slices too small to report (under "

@@ -29,7 +29,7 @@ def input_digest(registry: Registry) -> str:
         "format": FORMAT,
         "registry": {
             kind: {
-                ident: model.model_dump(mode="json", by_alias=True)
+                ident: model.model_dump(mode="json", by_alias=True, exclude_defaults=True)
                 for ident, model in sorted(getattr(registry, attr).items())
             }
             for kind, attr in (
