@@ -293,3 +293,20 @@ def test_reproduce_names_the_version_that_recorded_the_results(live: Repo, cli):
     first_line = result.out.splitlines()[0]
     assert "recorded with evalreg 0.0.9" in first_line
     assert "install evalreg==0.0.9" in result.out
+
+
+def test_spelling_out_a_default_does_not_stale_results(live: Repo, cli):
+    assert cli(live, "run").code == 0
+    live.commit("results")
+    live.write(
+        "registry/rubrics/labels.yaml",
+        live.read("registry/rubrics/labels.yaml").replace(
+            "    critical: true\n", "    critical: true\n    weight: 1\n", 1
+        ),
+    )
+    live.write(
+        "registry/models/mini.yaml",
+        live.read("registry/models/mini.yaml") + "limits:\n  concurrency: 16\n",
+    )
+    states = {c["cell"]: c["state"] for c in json.loads(cli(live, "status", "--json").out)}
+    assert states == {"labels/mini": "fresh", "labels/rules": "fresh"}
