@@ -247,6 +247,23 @@ def cmd_diff(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_drift(args: argparse.Namespace) -> int:
+    from evalreg.drift import drift, drift_json, render_drift
+
+    report = drift(
+        _root(args), sample=args.sample, seed=args.seed, cells=args.cell, threshold=args.threshold
+    )
+    if args.json:
+        text = json.dumps(drift_json(report), sort_keys=True, indent=2, ensure_ascii=False) + "\n"
+    else:
+        text = render_drift(report)
+    if args.output:
+        Path(args.output).write_text(text, encoding="utf-8")
+    else:
+        sys.stdout.write(text)
+    return report.exit_code
+
+
 COMMENT_MARKER = "<!-- evalreg:diff -->"
 
 
@@ -415,6 +432,29 @@ def build_parser() -> argparse.ArgumentParser:
         help="who approves a choice the policy does not recommend (records a waiver with --reason)",
     )
     p.set_defaults(handler=cmd_select)
+
+    p = sub.add_parser("drift", help="re-ask live models a seeded sample of recorded requests")
+    p.add_argument(
+        "--sample",
+        type=int,
+        default=50,
+        metavar="N",
+        help="requests re-asked per cell (default 50; each one is paid for)",
+    )
+    p.add_argument("--seed", type=int, default=0, metavar="S", help="sample seed (default 0)")
+    p.add_argument(
+        "--cell", action="append", metavar="ID", help="only this cell, TASK/CANDIDATE (repeatable)"
+    )
+    p.add_argument(
+        "--threshold",
+        type=float,
+        default=0.1,
+        metavar="X",
+        help="a cell drifts when more than this share of its levels differ (default 0.1)",
+    )
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.add_argument("-o", "--output", metavar="FILE", help="write to FILE instead of stdout")
+    p.set_defaults(handler=cmd_drift)
 
     p = sub.add_parser("diff", help="what changed between two revisions' results, per slice")
     p.add_argument("base", metavar="BASE", help="base revision (its merge-base with HEAD is used)")
