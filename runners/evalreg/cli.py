@@ -11,9 +11,13 @@ import json
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from evalreg import __version__
 from evalreg.errors import EvalregError
+
+if TYPE_CHECKING:
+    from evalreg.importers import ImportResult
 
 Handler = Callable[[argparse.Namespace], int]
 
@@ -262,6 +266,41 @@ def cmd_drift(args: argparse.Namespace) -> int:
     else:
         sys.stdout.write(text)
     return report.exit_code
+
+
+def cmd_import_promptfoo(args: argparse.Namespace) -> int:
+    from evalreg.importers import import_promptfoo
+
+    result = import_promptfoo(Path(args.config), _root(args), name=args.name, judge=args.judge)
+    _print_import(result)
+    return 0
+
+
+def cmd_import_openai_evals(args: argparse.Namespace) -> int:
+    from evalreg.importers import import_openai_evals
+
+    result = import_openai_evals(
+        Path(args.samples), _root(args), name=args.name, pins=args.pin, kind=args.kind
+    )
+    _print_import(result)
+    return 0
+
+
+def _print_import(result: ImportResult) -> None:
+    from evalreg.render import console
+
+    out = console()
+    out.print(f"Wrote {len(result.written)} files:", markup=False)
+    for rel in result.written:
+        out.print(f"  {rel}", markup=False)
+    for title, lines in (("Not mapped", result.not_mapped), ("To review", result.notes)):
+        if lines:
+            out.print(f"{title}:", markup=False)
+            for line in lines:
+                out.print(f"  - {line}", markup=False)
+    out.print("Next steps:", markup=False)
+    out.print(f"  evalreg evalset add {result.evalset}", markup=False)
+    out.print("  evalreg check", markup=False)
 
 
 COMMENT_MARKER = "<!-- evalreg:diff -->"
@@ -523,6 +562,43 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("file", metavar="FILE", help="the JSONL file, inside the repository")
     p.add_argument("--no-push", action="store_true", help="do not push to the DVC remote")
     p.set_defaults(handler=cmd_evalset_add)
+
+    importer = sub.add_parser("import", help="turn another tool's eval into registry files")
+    import_sub = importer.add_subparsers(dest="import_command", metavar="SOURCE")
+    p = import_sub.add_parser("promptfoo", help="a promptfoo config (promptfooconfig.yaml)")
+    p.add_argument("config", metavar="CONFIG", help="the promptfoo config file")
+    p.add_argument(
+        "--name",
+        required=True,
+        metavar="ID",
+        help="id of the task, rubric, use case and eval set; pins are named ID-<model>",
+    )
+    p.add_argument(
+        "--judge",
+        metavar="PIN",
+        help="an existing pin that grades llm-rubric "
+        "asserts when the config names no grading provider",
+    )
+    p.set_defaults(handler=cmd_import_promptfoo)
+    p = import_sub.add_parser("openai-evals", help="OpenAI evals samples (samples.jsonl)")
+    p.add_argument("samples", metavar="SAMPLES", help="the samples JSONL file")
+    p.add_argument(
+        "--name", required=True, metavar="ID", help="id of the task, rubric, use case and eval set"
+    )
+    p.add_argument(
+        "--pin",
+        action="append",
+        required=True,
+        metavar="ID",
+        help="an existing pin to compare (repeatable; the first is declared)",
+    )
+    p.add_argument(
+        "--kind",
+        choices=("match", "includes", "fuzzy_match"),
+        default="match",
+        help="exact, contained, or equal once normalised (default match)",
+    )
+    p.set_defaults(handler=cmd_import_openai_evals)
     return parser
 
 

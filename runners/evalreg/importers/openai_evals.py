@@ -1,0 +1,228 @@
+"""Import OpenAI evals samples (``input`` conversations, ``ideal`` answers) as a use case.
+
+Samples become conversation items (the model writes the next assistant turn) graded
+against ``expected.ideal``. The samples name no model, so the use case's candidates are
+pins that already exist in the registry: an import invents no pin.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from evalreg.importers.base import (
+    ImportLog,
+    ImportProblem,
+    ImportResult,
+    NotMapped,
+    check_name,
+    read_text,
+    require_pin,
+    rubric_doc,
+    selection_doc,
+    to_plain,
+)
+from evalreg.importers.templates import literal
+from evalreg.importers.writer import Draft, write_draft
+from evalreg.registry import schema
+
+SOURCE = "OpenAI evals"
+MAX_BAD_LINES = 20
+_CRITERIA: dict[str, dict[str, Any]] = {
+    "match": {
+        "id": "match",
+        "description": "The output, without surrounding whitespace, is exactly the sample's "
+        "ideal answer (expected.ideal).",
+        "grader": {"type": "exact", "expected_field": "ideal"},
+    },
+    "includes": {
+        "id": "includes",
+        "description": "The output contains the sample's ideal answer (expected.ideal), "
+        "case-sensitive.",
+        "grader": {"type": "contains", "expected_field": "ideal", "ignore_case": False},
+    },
+    "fuzzy_match": {
+        "id": "fuzzy_match",
+        "description": "The output is the sample's ideal answer (expected.ideal) once case, "
+        "punctuation and spacing are ignored.",
+        "grader": {"type": "normalized", "expected_field": "ideal"},
+    },
+}
+"""The criterion each kind of eval (OpenAI evals' class) grades with."""
+KINDS = tuple(_CRITERIA)
+_FEW_SHOT = {"example_user": "user", "example_assistant": "assistant"}
+"""OpenAI evals writes few-shot turns as system messages named for the role they play."""
+
+
+def import_openai_evals(
+    samples: Path,
+    out_root: Path,
+    *,
+    name: str,
+    pins: Sequence[str],
+    kind: str = "match",
+) -> ImportResult:
+    """Write the registry files for the OpenAI evals samples file ``samples`` into ``out_root``.
+
+    Args:
+        samples: the eval's ``samples.jsonl``.
+        out_root: the registry repository root.
+        name: the id of the task, rubric, use case and eval set (``evalsets/<name>.jsonl``).
+        pins: existing model pins to compare, one candidate each; the first is declared.
+        kind: the eval class the samples were written for: ``match`` (exact answer),
+            ``includes`` (the answer appears in the output) or ``fuzzy_match``.
+
+    Raises:
+        ImportProblem: a pin does not exist, the file is not JSONL, no sample maps, or the
+            files cannot be written. Nothing is written then.
+    """
+    check_name(name)
+    if kind not in KINDS:
+        raise ImportProblem(f"--kind {kind}: expected one of {', '.join(KINDS)}")
+    if not pins:
+        raise ImportProblem(
+            "samples name no model: give at least one existing pin to compare (--pin ID)"
+        )
+    for pin in pins:
+        require_pin(out_root, pin, "--pin")
+    if len(set(pins)) != len(pins):
+        raise ImportProblem("--pin: each pin once")
+    log = ImportLog()
+    rows = _rows(samples, log)
+    if not rows:
+        raise ImportProblem(
+            f"{samples}: no sample maps to an eval item"
+            + "".join(f"\n  {m}" for m in log.not_mapped)
+        )
+    system = _shared_system(rows, log)
+    evalset = f"evalsets/{name}.jsonl"
+    draft = Draft(f"Imported from OpenAI evals ({samples.name}); review before relying on it.")
+    draft.add_yaml(
+        "rubrics",
+        name,
+        rubric_doc(
+            f"Answers to the OpenAI evals samples {samples.name} ({kind}), checked against each "
+            "sample's ideal answer.",
+            [_CRITERIA[kind]],
+        ),
+    )
+    prompt: dict[str, Any] = {"template": ""}  # every item is a conversation: no template
+    if system is not None:
+        prompt = {"system": literal(system), **prompt}
+    description = (
+        f"Imported from the OpenAI evals samples {samples.name} ({kind}): each item is a "
+        "conversation, and the model writes the next assistant turn."
+    )
+    draft.add_yaml(
+        "tasks",
+        name,
+        {
+            "schema_version": schema.SCHEMA_VERSION,
+            "description": description,
+            "evalset": evalset,
+            "prompt": prompt,
+            "rubric": name,
+        },
+    )
+    candidates = [{"id": pin, "pin": pin} for pin in pins]
+    draft.add_yaml("selections", name, selection_doc(f"{name} ({kind})", name, candidates, SOURCE))
+    draft.add_jsonl(evalset, rows)
+    return log.result(write_draft(out_root, draft), evalset)
+
+
+def _rows(samples: Path, log: ImportLog) -> list[dict[str, Any]]:
+    """One item per sample that maps; a line that is not a JSON object is an error."""
+    bad: list[str] = []
+    rows: list[dict[str, Any]] = []
+    several: list[str] = []
+    for lineno, line in enumerate(read_text(samples).splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            sample = json.loads(line)
+        except json.JSONDecodeError as exc:
+            bad.append(f"line {lineno}: invalid JSON ({exc.msg} at column {exc.colno})")
+            continue
+        if not isinstance(sample, dict):
+            bad.append(f"line {lineno}: expected a JSON object (one sample a line)")
+            continue
+        where = f"line {lineno}"
+        try:
+            messages = _messages(sample.get("input"), log)
+            ideals = _ideals(sample.get("ideal"))
+        except NotMapped as exc:
+            log.skip(where, f"{exc}; the sample is not imported")
+            continue
+        expected: dict[str, Any] = {"ideal": ideals[0]}
+        if len(ideals) > 1:
+            expected["ideal_alternatives"] = ideals[1:]
+            several.append(str(lineno))
+        extra = {k: v for k, v in sample.items() if k not in ("input", "ideal")}
+        rows.append(
+            {
+                "id": f"sample-{len(rows) + 1:03d}",
+                "messages": messages,
+                "expected": expected,
+                "tags": ["imported"],
+                "meta": {"source": where} | to_plain(extra),
+            }
+        )
+    if bad:
+        shown = "\n  ".join(bad[:MAX_BAD_LINES])
+        raise ImportProblem(f"{samples}: not OpenAI evals samples (JSONL):\n  {shown}")
+    if several:
+        log.skip(
+            f"lines {', '.join(several)}",
+            "several ideal answers; evalreg grades against the first and keeps the others in "
+            "expected.ideal_alternatives",
+        )
+    return rows
+
+
+def _messages(raw: Any, log: ImportLog) -> list[dict[str, str]]:
+    if isinstance(raw, str):
+        return [{"role": "user", "content": raw}]
+    if not isinstance(raw, list) or not raw:
+        raise NotMapped("'input' is neither a prompt nor a list of messages")
+    out = []
+    for message in raw:
+        if not isinstance(message, dict) or not isinstance(message.get("content"), str):
+            raise NotMapped("a message without text content")
+        role, named = message.get("role"), message.get("name")
+        if role == "system" and named in _FEW_SHOT:
+            role = _FEW_SHOT[named]
+            log.note(
+                "few-shot turns (system messages named example_user / example_assistant) "
+                "became user / assistant turns"
+            )
+        if role not in ("system", "user", "assistant"):
+            raise NotMapped(f"a message with role {role!r}")
+        out.append({"role": role, "content": message["content"]})
+    if out[-1]["role"] != "user":
+        raise NotMapped("the conversation does not end with a user turn")
+    return out
+
+
+def _ideals(raw: Any) -> list[str]:
+    values = raw if isinstance(raw, list) else [raw]
+    if not values or not all(
+        isinstance(v, (str, int, float)) and not isinstance(v, bool) for v in values
+    ):
+        raise NotMapped("'ideal' is neither an answer nor a list of answers")
+    return [str(v) for v in values]
+
+
+def _shared_system(rows: list[dict[str, Any]], log: ImportLog) -> str | None:
+    """The system prompt every sample opens with, moved into the task (None: they differ)."""
+    firsts = {
+        row["messages"][0]["content"] if row["messages"][0]["role"] == "system" else None
+        for row in rows
+    }
+    if len(firsts) != 1 or None in firsts:
+        return None
+    for row in rows:
+        del row["messages"][0]
+    log.note("every sample opens with the same system prompt: it is the task's system prompt")
+    return str(next(iter(firsts)))

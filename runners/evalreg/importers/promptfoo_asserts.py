@@ -1,0 +1,421 @@
+"""promptfoo asserts as rubric criteria: each assert becomes a check, checks become criteria.
+
+An assert common to every test, with one value, becomes a criterion with that value. One
+whose value differs per test becomes one criterion reading the value from each item's
+``expected`` (under the criterion's id), when its grader can; otherwise one criterion per
+distinct value. A criterion that not every test asserts applies only to the items tagged
+``assert-<criterion id>``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from jinja2 import TemplateError
+from jsonschema import SchemaError
+from jsonschema.validators import validator_for
+
+from evalreg.importers.base import IdPool, ImportLog, NotMapped
+from evalreg.templating import render
+
+Slot = Literal["value", "pattern", "schema", "rubric"]
+"""Where an assert's value goes: grader ``value`` (or ``expected_field``), a regex
+``pattern``, a JSON ``schema``, or the rubric an LLM judge grades against."""
+Parser = Literal["text", "json"]
+
+JUDGE_PROMPT = (
+    "Grade the output against the rubric.\n\nRubric: {rubric}\n\nOutput:\n{{{{ output }}}}\n"
+)
+JUDGE_PROMPT_VERSION = "promptfoo-llm-rubric-1"
+SLICE_PREFIX = "assert-"
+_KEYS = frozenset({"type", "value", "threshold", "weight", "metric", "provider"})
+_NEEDS_CODE = frozenset({"javascript", "python", "ruby", "webhook"})
+_WHY = {
+    "levenshtein": "it compares the whole output by edit distance; evalreg's fuzzy grader "
+    "(field_fuzzy) compares one field of a JSON answer",
+    "similar": "it needs an embedding model; evalreg has no embedding-similarity grader",
+    "cost": "gate the selection on cost_per_item_usd instead",
+    "latency": "gate the selection on latency_p95_ms instead",
+}
+_JSON_CHECKS = frozenset({"is-json", "contains-json"})
+
+JudgeFor = Callable[[Any], str]
+"""The judge pin for an assert's ``provider`` (None: the test's grader); raises NotMapped."""
+
+
+@dataclass(frozen=True)
+class Check:
+    """One promptfoo assert on one test, as an evalreg grader with its value."""
+
+    type: str
+    """The promptfoo type, for descriptions and messages."""
+    stem: str
+    """The criterion id stem; asserts with the same stem and grader form one criterion."""
+    grader: dict[str, Any]
+    """The grader config, without the part that holds the value."""
+    slot: Slot
+    value: Any
+    shown: str
+    """The value as a description quotes it."""
+    where: str
+    parser: Parser | None = None
+    """The output parser the check needs, if it needs one."""
+    merge: bool = False
+    """Several on one test join into one list of needles (contains, not-contains)."""
+    weight: float = 1.0
+
+
+@dataclass
+class Criteria:
+    """A rubric's criteria and what they add to each item."""
+
+    criteria: list[dict[str, Any]]
+    expected: list[dict[str, Any]]
+    """Per item: criterion id -> the value that item is graded against."""
+    tags: list[list[str]]
+    """Per item: the ``assert-<id>`` slices of criteria only some items have."""
+    parser: Parser
+
+
+@dataclass
+class _Group:
+    check: Check
+    values: dict[int, Any] = field(default_factory=dict)
+    """Item index -> the value that item's assert (or merged asserts) gives."""
+    shown: dict[str, str] = field(default_factory=dict)
+    """Value as canonical JSON -> how a description quotes it."""
+    wheres: list[str] = field(default_factory=list)
+
+
+def to_check(raw: Any, where: str, variables: dict[str, Any], judge_for: JudgeFor) -> Check:
+    """The check one assert makes, its value rendered with the test's vars.
+
+    Raises:
+        NotMapped: the assert has no evalreg grader, or cannot be read.
+    """
+    if not isinstance(raw, dict) or not isinstance(raw.get("type"), str):
+        raise NotMapped("an assert needs a 'type'")
+    extra = sorted(set(raw) - _KEYS)
+    if extra:
+        raise NotMapped(f"{', '.join(extra)} {'is' if len(extra) == 1 else 'are'} not supported")
+    kind: str = raw["type"]
+    negated = kind.startswith("not-")
+    base = kind.removeprefix("not-")
+    if base in _NEEDS_CODE:
+        raise NotMapped(f"{kind} asserts run code; rewrite it as a 'python' grader")
+    if base in _WHY:
+        raise NotMapped(_WHY[base])
+    if base not in _MAKERS:
+        raise NotMapped(f"assert type {kind!r} has no evalreg grader")
+    weight = raw.get("weight", 1)
+    if isinstance(weight, bool) or not isinstance(weight, (int, float)) or weight <= 0:
+        raise NotMapped(f"weight {weight!r}: evalreg weights are positive numbers")
+    value = _rendered(raw.get("value"), variables)
+    check = _MAKERS[base](kind, negated, value, raw, judge_for)
+    return dataclasses.replace(check, where=where, weight=float(weight))
+
+
+def build_criteria(checks: Sequence[Sequence[Check]], log: ImportLog) -> Criteria:
+    """Criteria for ``checks`` (one list per item), their per-item values and slice tags."""
+    groups = _groups(checks)
+    count = len(checks)
+    parser: Parser = "text"
+    if any(g.check.type in _JSON_CHECKS and len(g.values) == count for g in groups):
+        parser = "json"
+        log.note(
+            "every test asserts JSON output, so the task parses JSON (output.parser: json): "
+            "text criteria read the parsed answer as compact JSON, not the raw text, and "
+            "JSON inside a code fence or prose also counts as JSON"
+        )
+    out = Criteria([], [{} for _ in checks], [[] for _ in checks], parser)
+    ids = IdPool()
+    for group in groups:
+        needs = group.check.parser
+        if needs is not None and needs != parser:
+            for where in group.wheres:
+                log.skip(where, _parser_conflict(group.check, parser))
+            continue
+        if group.check.slot in ("value", "rubric") and len(_distinct(group.values)) > 1:
+            _per_item(group, ids.claim(group.check.stem), out, count)
+        else:
+            for members in _distinct(group.values).values():
+                cid = ids.claim(group.check.stem)
+                _fixed(group, cid, members, out, count)
+    return out
+
+
+def _groups(checks: Sequence[Sequence[Check]]) -> list[_Group]:
+    groups: dict[tuple[str, str, int], _Group] = {}
+    for item, item_checks in enumerate(checks):
+        seen: dict[tuple[str, str], int] = {}
+        for check in item_checks:
+            shape = (check.stem, json.dumps([check.grader, check.weight], sort_keys=True))
+            nth = 0 if check.merge else seen.get(shape, 0)
+            seen[shape] = nth + 1
+            group = groups.setdefault((*shape, nth), _Group(check))
+            group.wheres.append(check.where)
+            if check.merge:
+                group.values.setdefault(item, []).extend(check.value)
+            else:
+                group.values[item] = check.value
+                group.shown[_canonical(check.value)] = check.shown
+    for group in groups.values():
+        if group.check.merge:  # one needle is written as text, several as a list
+            group.values = {i: v[0] if len(v) == 1 else v for i, v in group.values.items()}
+    return list(groups.values())
+
+
+def _distinct(values: dict[int, Any]) -> dict[str, list[int]]:
+    """Items by value (as canonical JSON), in first-seen order."""
+    out: dict[str, list[int]] = {}
+    for item, value in values.items():
+        out.setdefault(_canonical(value), []).append(item)
+    return out
+
+
+def _fixed(group: _Group, cid: str, members: list[int], out: Criteria, count: int) -> None:
+    check = group.check
+    value = group.values[members[0]]
+    grader = dict(check.grader)
+    if check.slot == "rubric":
+        description = str(value)
+        grader["prompt"] = JUDGE_PROMPT.format(rubric="{{ criterion }}")
+    else:
+        if value is not None:
+            grader[check.slot] = value
+        shown = _needles(check, value) if check.merge else group.shown[_canonical(value)]
+        description = _DESCRIBE[check.stem].format(v=shown) + f" (promptfoo {check.type})."
+    out.criteria.append(_criterion(cid, description, grader, check, members, count, out))
+
+
+def _per_item(group: _Group, cid: str, out: Criteria, count: int) -> None:
+    check = group.check
+    grader = dict(check.grader)
+    where = f"expected.{cid}"
+    if check.slot == "rubric":
+        description = f"The output meets the test's rubric in {where} (promptfoo llm-rubric)."
+        grader["prompt"] = JUDGE_PROMPT.format(rubric=f'{{{{ expected["{cid}"] }}}}')
+    else:
+        grader["expected_field"] = cid
+        description = _DESCRIBE[check.stem].format(v=f"the test's value in {where}")
+        description += f" (promptfoo {check.type})."
+    for item, value in group.values.items():
+        out.expected[item][cid] = value
+    members = list(group.values)
+    out.criteria.append(_criterion(cid, description, grader, check, members, count, out))
+
+
+def _criterion(
+    cid: str,
+    description: str,
+    grader: dict[str, Any],
+    check: Check,
+    members: list[int],
+    count: int,
+    out: Criteria,
+) -> dict[str, Any]:
+    criterion: dict[str, Any] = {"id": cid, "description": description, "grader": grader}
+    if check.weight != 1.0:
+        criterion["weight"] = check.weight
+    if len(members) < count:
+        tag = SLICE_PREFIX + cid
+        criterion["slices"] = [tag]
+        for item in members:
+            out.tags[item].append(tag)
+    return criterion
+
+
+def _parser_conflict(check: Check, parser: Parser) -> str:
+    if check.type in _JSON_CHECKS:
+        return (
+            f"{check.type} applies to some tests only, and a task parses every output the "
+            "same way (set output.parser: json by hand if every output is JSON)"
+        )
+    if parser == "json":
+        return f"{check.type} compares the raw text, but the task parses JSON output"
+    return f"{check.type} with a JSON value needs JSON output (is-json on every test)"
+
+
+def _rendered(value: Any, variables: dict[str, Any]) -> Any:
+    """``value`` with Nunjucks placeholders filled from the test's vars, as promptfoo does."""
+    if isinstance(value, list):
+        return [_rendered(v, variables) for v in value]
+    if not isinstance(value, str):
+        return value
+    if value.startswith("file://"):
+        raise NotMapped("a value read from a file is not supported")
+    if not any(mark in value for mark in ("{{", "{%")):
+        return value
+    try:
+        return render(value, variables)
+    except TemplateError as exc:
+        raise NotMapped(f"its value does not render with the test's vars ({exc})") from None
+
+
+def _canonical(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, ensure_ascii=False)
+
+
+def _needles(check: Check, needles: str | list[str]) -> str:
+    """Needles as a description lists them: one quoted, or several after 'each of'/'any of'."""
+    if isinstance(needles, str):
+        return _shown(needles)
+    joined = ", ".join(_shown(n) for n in needles)
+    return ("any of " if check.grader["type"] == "not_contains" else "each of ") + joined
+
+
+def _shown(value: Any) -> str:
+    text = json.dumps(value, ensure_ascii=False, sort_keys=True)
+    return text if len(text) <= 120 else text[:117] + "..."
+
+
+def _text(value: Any, kind: str) -> str:
+    if isinstance(value, bool) or not isinstance(value, (str, int, float)) or value == "":
+        raise NotMapped(f"{kind} needs a text value")
+    return str(value)
+
+
+def _texts(value: Any, kind: str) -> list[str]:
+    if isinstance(value, str):
+        value = [v.strip() for v in value.split(",")]
+    if not isinstance(value, list) or not value:
+        raise NotMapped(f"{kind} needs a list of texts")
+    return [_text(v, kind) for v in value]
+
+
+# ---------------------------------------------------------------- one maker per assert type
+Maker = Callable[[str, bool, Any, dict[str, Any], JudgeFor], Check]
+
+
+def _equals(kind: str, negated: bool, value: Any, raw: dict[str, Any], judge: JudgeFor) -> Check:
+    if isinstance(value, (dict, list)):
+        if negated:
+            raise NotMapped("not-equals with a JSON value has no evalreg grader")
+        return Check(kind, "equals", {"type": "exact"}, "value", value, _shown(value), "", "json")
+    text = _text(value, kind)
+    if negated:
+        pattern = r"\A" + re.escape(text) + r"\Z"
+        grader = {"type": "regex", "must_match": False}
+        return Check(kind, kind, grader, "pattern", pattern, _shown(text), "", "text")
+    return Check(kind, kind, {"type": "exact"}, "value", text, _shown(text), "", "text")
+
+
+def _contains(kind: str, negated: bool, value: Any, raw: dict[str, Any], judge: JudgeFor) -> Check:
+    folded = kind.removeprefix("not-").startswith("i")
+    several = kind.endswith(("-all", "-any"))
+    if several and negated and kind.endswith("-all"):
+        raise NotMapped(f"{kind} has no evalreg grader")
+    needles = _texts(value, kind) if several else [_text(value, kind)]
+    stem = ("not-" if negated else "") + ("icontains" if folded else "contains")
+    grader = {"type": "not_contains" if negated else "contains", "ignore_case": folded}
+    if kind.endswith("-any") and not negated:
+        pattern = "(?:" + "|".join(re.escape(n) for n in needles) + ")"
+        grader = {"type": "regex", "ignore_case": folded}
+        return Check(kind, kind, grader, "pattern", pattern, _shown(needles), "")
+    return Check(kind, stem, grader, "value", needles, "", "", merge=True)
+
+
+def _regex(kind: str, negated: bool, value: Any, raw: dict[str, Any], judge: JudgeFor) -> Check:
+    pattern = _text(value, kind)
+    try:
+        re.compile(pattern)
+    except re.error as exc:
+        raise NotMapped(f"{pattern!r} is not a Python regular expression ({exc})") from None
+    grader: dict[str, Any] = {"type": "regex"} | ({"must_match": False} if negated else {})
+    return Check(kind, kind, grader, "pattern", pattern, _shown(pattern), "")
+
+
+def _starts_with(
+    kind: str, negated: bool, value: Any, raw: dict[str, Any], judge: JudgeFor
+) -> Check:
+    text = _text(value, kind)
+    grader: dict[str, Any] = {"type": "regex"} | ({"must_match": False} if negated else {})
+    return Check(kind, kind, grader, "pattern", r"\A" + re.escape(text), _shown(text), "")
+
+
+def _json(kind: str, negated: bool, value: Any, raw: dict[str, Any], judge: JudgeFor) -> Check:
+    if negated:
+        raise NotMapped(f"{kind} has no evalreg grader")
+    schema = _schema(value)
+    shown = "" if schema is None else f" matching the schema {_shown(schema)}"
+    return Check(kind, kind, {"type": "json_schema"}, "schema", schema, shown, "", "json")
+
+
+def _llm_rubric(
+    kind: str, negated: bool, value: Any, raw: dict[str, Any], judge: JudgeFor
+) -> Check:
+    if negated:
+        raise NotMapped(f"{kind} has no evalreg grader")
+    rubric = _text(value, kind)
+    grader: dict[str, Any] = {
+        "type": "llm_judge",
+        "judge": judge(raw.get("provider")),
+        "prompt_version": JUDGE_PROMPT_VERSION,
+    }
+    threshold = raw.get("threshold")
+    if threshold is not None:
+        if isinstance(threshold, bool) or not isinstance(threshold, (int, float)):
+            raise NotMapped(f"threshold {threshold!r} is not a number")
+        if not 0 <= threshold <= 1:
+            raise NotMapped(f"threshold {threshold!r}: a judge's pass threshold is in 0..1")
+        grader["pass_threshold"] = float(threshold)
+    return Check(kind, kind, grader, "rubric", rubric, _shown(rubric), "")
+
+
+def _schema(value: Any) -> dict[str, Any] | None:
+    """The JSON schema an ``is-json`` value gives (None: any JSON)."""
+    if value is None or value == "" or value is True:
+        return None
+    if isinstance(value, str):
+        from ruamel.yaml import YAML
+        from ruamel.yaml.error import YAMLError
+
+        try:
+            value = YAML(typ="safe", pure=True).load(value)
+        except YAMLError:
+            raise NotMapped("its schema is not YAML or JSON") from None
+    if not isinstance(value, dict):
+        raise NotMapped("its schema is not a JSON schema object")
+    try:
+        validator_for(value).check_schema(value)
+    except SchemaError as exc:
+        raise NotMapped(f"its schema is not a valid JSON schema ({exc.message})") from None
+    return value
+
+
+_MAKERS: dict[str, Maker] = {
+    "equals": _equals,
+    "contains": _contains,
+    "icontains": _contains,
+    "contains-all": _contains,
+    "icontains-all": _contains,
+    "contains-any": _contains,
+    "icontains-any": _contains,
+    "regex": _regex,
+    "starts-with": _starts_with,
+    "is-json": _json,
+    "contains-json": _json,
+    "llm-rubric": _llm_rubric,
+}
+_DESCRIBE = {
+    "equals": "The output is exactly {v}",
+    "not-equals": "The output is not exactly {v}",
+    "contains": "The output contains {v}",
+    "icontains": "The output contains {v}, ignoring case",
+    "not-contains": "The output does not contain {v}",
+    "not-icontains": "The output does not contain {v}, ignoring case",
+    "contains-any": "The output contains at least one of {v}",
+    "icontains-any": "The output contains at least one of {v}, ignoring case",
+    "regex": "The output matches the regular expression {v}",
+    "not-regex": "The output does not match the regular expression {v}",
+    "starts-with": "The output starts with {v}",
+    "not-starts-with": "The output does not start with {v}",
+    "is-json": "The output is valid JSON{v}",
+    "contains-json": "The output contains valid JSON{v}",
+}
+"""Criterion descriptions by check stem; ``{v}`` is the quoted value or where it is kept."""

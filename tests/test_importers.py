@@ -1,0 +1,602 @@
+"""Importers turn a promptfoo config or OpenAI evals samples into registry files that load."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from evalreg.graders import GradingContext, build_grader
+from evalreg.importers import ImportProblem, import_openai_evals, import_promptfoo
+from evalreg.levels import applies, assign_level
+from evalreg.parsing import parse_output
+from evalreg.registry.loader import load_registry
+from evalreg.templating import render
+
+from conftest import PIN_OPENAI, PIN_PYTHON, RUBRIC, SELECTION, SYSTEM, TASK, Repo, items_jsonl
+
+DATA = Path(__file__).parent / "data" / "importers"
+PROMPTFOO = DATA / "promptfoo" / "promptfooconfig.yaml"
+SAMPLES = DATA / "openai_evals" / "samples.jsonl"
+
+GEOGRAPHY_FILES = (
+    "registry/models/geography-gpt-4o-mini.yaml",
+    "registry/models/geography-local-llama.yaml",
+    "registry/models/geography-gpt-4o-2024-08-06.yaml",
+    "registry/rubrics/geography.yaml",
+    "registry/tasks/geography.yaml",
+    "registry/selections/geography.yaml",
+    "evalsets/geography.jsonl",
+)
+
+
+def standard_registry(root: Path) -> Repo:
+    """The shared test registry's files (pins mini and rules, use case labels), without git."""
+    team = Repo(root)
+    team.write("registry/models/rules.yaml", PIN_PYTHON)
+    team.write("registry/models/mini.yaml", PIN_OPENAI)
+    team.write("registry/rubrics/labels.yaml", RUBRIC)
+    team.write("registry/tasks/labels.yaml", TASK)
+    team.write("registry/selections/labels.yaml", SELECTION)
+    team.write("registry/systems/rules.py", SYSTEM)
+    team.write("evalsets/messages.jsonl", items_jsonl())
+    return team
+
+
+@pytest.fixture
+def team(tmp_path: Path) -> Repo:
+    return standard_registry(tmp_path / "team")
+
+
+@pytest.fixture(scope="module")
+def geography(tmp_path_factory: pytest.TempPathFactory):
+    """The promptfoo fixture imported into the standard registry (read-only for the tests)."""
+    team = standard_registry(tmp_path_factory.mktemp("geography"))
+    result = import_promptfoo(PROMPTFOO, team.root, name="geography")
+    return team, result, load_registry(team.root)
+
+
+def items_of(root: Path, rel: str) -> dict[str, dict]:
+    lines = (root / rel).read_text(encoding="utf-8").splitlines()
+    return {row["id"]: row for row in map(json.loads, lines)}
+
+
+def grade(registry, task_id: str, item_id: str, output: str) -> tuple[str, dict[str, bool]]:
+    """The level and the verdicts of the applicable criteria for one output of one item."""
+    task = registry.tasks[task_id]
+    rubric = registry.rubrics[task.rubric]
+    item = next(i for i in registry.evalset_of(task_id).items if i.id == item_id)
+    parsed = parse_output(output, task.output)
+    context = GradingContext(output_schema=task.output.schema_)
+    verdicts = {
+        c.id: build_grader(c.grader, context)(parsed, item)
+        for c in rubric.criteria
+        if applies(c, item.tags) and c.grader.type != "llm_judge"
+    }
+    level, _ = assign_level(rubric, verdicts, item.tags)
+    return level, {cid: v.passed for cid, v in verdicts.items()}
+
+
+def write_config(root: Path, text: str) -> Path:
+    root.mkdir(parents=True, exist_ok=True)
+    path = root / "promptfooconfig.yaml"
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def bare_registry(tmp_path: Path) -> Path:
+    root = tmp_path / "registry-root"
+    (root / "registry").mkdir(parents=True)
+    return root
+
+
+# ---------------------------------------------------------------- promptfoo
+def test_promptfoo_import_writes_every_file_and_the_registry_loads(geography):
+    team, result, registry = geography
+    assert result.written == GEOGRAPHY_FILES
+    assert result.evalset == "evalsets/geography.jsonl"
+    assert "geography" in registry.selections  # load_registry raised on any finding
+    assert "labels" in registry.selections  # the registry's own use case is untouched
+    for rel in result.written:
+        if rel.endswith(".yaml"):
+            first = (team.root / rel).read_text().splitlines()[0]
+            assert (
+                first
+                == "# Imported from promptfoo (promptfooconfig.yaml); review before relying on it."
+            )
+
+
+def test_promptfoo_import_passes_evalreg_check(geography, cli):
+    checked = cli(geography[0], "check", "--json")
+    assert checked.code == 0, checked.out
+    findings = json.loads(checked.out)["findings"]
+    assert {f["severity"] for f in findings} == {"warning"}
+    assert "evalsets/geography.jsonl" in {f["path"] for f in findings}  # not on DVC yet
+
+
+def test_providers_become_pins_with_base_url_key_name_and_params(geography):
+    _, _, registry = geography
+    mini = registry.pins["geography-gpt-4o-mini"]
+    assert (mini.provider, mini.model, mini.base_url) == ("openai", "gpt-4o-mini", None)
+    assert mini.api_key_env == "OPENAI_API_KEY"
+    assert mini.params == {} and mini.price is None
+    local = registry.pins["geography-local-llama"]
+    assert (local.provider, local.model) == ("openai", "llama-3.1-8b-instruct")
+    assert local.base_url == "http://localhost:8000/v1"
+    assert local.params == {"temperature": 0, "max_tokens": 256}
+    judge = registry.pins["geography-gpt-4o-2024-08-06"]
+    assert judge.description == (
+        "Imported from promptfoo grading provider: openai:gpt-4o-2024-08-06."
+    )
+
+
+def test_first_prompt_is_the_template_and_the_second_a_variant_of_each_candidate(geography):
+    _, _, registry = geography
+    task = registry.tasks["geography"]
+    assert task.prompt.system is None
+    assert (
+        task.prompt.template
+        == "Answer the question in one short sentence.\n\nQuestion: {{question}}\n"
+    )
+    assert task.output.parser == "text"
+    selection = registry.selections["geography"]
+    assert [(c.id, c.pin) for c in selection.candidates] == [
+        ("gpt-4o-mini", "geography-gpt-4o-mini"),
+        ("gpt-4o-mini-p2", "geography-gpt-4o-mini"),
+        ("local-llama", "geography-local-llama"),
+        ("local-llama-p2", "geography-local-llama"),
+    ]
+    variant = selection.candidates[1].prompt
+    assert variant is not None and variant.template == "{{ question }}"
+    assert variant.system == "You are a patient geography tutor. Be brief and exact."
+    assert selection.selected == "gpt-4o-mini"
+    assert selection.rationale == "Imported from promptfoo; review the policy before relying on it."
+    assert selection.use_case == "Geography answers for the travel assistant"
+    assert [t.maximize for t in selection.policy.objective.terms] == ["pass_rate"]
+    assert selection.policy.gates == []
+
+
+def test_asserts_become_criteria_fixed_or_read_from_each_item(geography):
+    _, _, registry = geography
+    criteria = {
+        c.id: (c.grader.model_dump(exclude_defaults=True, by_alias=True), c.slices)
+        for c in registry.rubrics["geography"].criteria
+    }
+    assert criteria == {
+        # defaultTest: on every test, one value -> a fixed criterion for all items.
+        "not-icontains": ({"type": "not_contains", "value": "as an AI"}, None),
+        "equals": ({"type": "exact", "value": "Paris"}, ["assert-equals"]),
+        # "{{city}}" is rendered with the test's vars, as promptfoo does.
+        "contains": (
+            {"type": "contains", "value": "Tokyo", "ignore_case": False},
+            ["assert-contains"],
+        ),
+        # A different value on each test that has it -> read from the item's expected.
+        "icontains": ({"type": "contains", "expected_field": "icontains"}, ["assert-icontains"]),
+        "regex": ({"type": "regex", "pattern": r"\b1960\b"}, ["assert-regex"]),
+        "llm-rubric": (
+            {
+                "type": "llm_judge",
+                "judge": "geography-gpt-4o-2024-08-06",
+                "prompt": "Grade the output against the rubric.\n\nRubric: {{ criterion }}\n\n"
+                "Output:\n{{ output }}\n",
+                "prompt_version": "promptfoo-llm-rubric-1",
+            },
+            ["assert-llm-rubric"],
+        ),
+    }
+    rubric = registry.rubrics["geography"]
+    judged = next(c for c in rubric.criteria if c.id == "llm-rubric")
+    assert judged.description == "Explains evaporation from a lake with no outflow, in plain words"
+    assert rubric.levels.correct.require == "all" and rubric.levels.acceptable.require == "all"
+
+
+def test_tests_and_csv_rows_become_items(geography):
+    items = items_of(geography[0].root, "evalsets/geography.jsonl")
+    assert list(items) == [f"test-{n:03d}" for n in range(1, 8)]
+    japan = items["test-002"]
+    assert japan["input"] == {"question": "What is the capital of Japan?", "city": "Tokyo"}
+    assert japan["expected"] == {"icontains": "japan"}
+    assert japan["tags"] == ["assert-contains", "assert-icontains", "imported"]
+    assert japan["meta"] == {"source": "tests[1]", "description": "Capital of Japan"}
+    assert items["test-003"]["tags"] == ["assert-regex", "dates", "edge"]  # metadata.tags
+    assert "expected" not in items["test-001"]  # its equals value is fixed in the rubric
+    berlin = items["test-006"]
+    assert berlin["input"] == {"question": "What is the capital of Germany?"}
+    assert berlin["expected"] == {"icontains": "berlin"}
+    assert berlin["meta"] == {"source": "tests.csv row 1", "description": "Capital of Germany"}
+
+
+def test_what_did_not_map_is_listed_with_the_reason(geography):
+    _, result, _ = geography
+    assert result.not_mapped == (
+        "tests[3].assert[0]: is-json applies to some tests only, and a task parses every "
+        "output the same way (set output.parser: json by hand if every output is JSON)",
+        "tests[3].assert[1]: javascript asserts run code; rewrite it as a 'python' grader",
+    )
+    assert result.notes == (
+        "pins carry no price (the source has none): cost metrics read 0 until each pin in "
+        "registry/models has a dated 'price'",
+        "pin geography-gpt-4o-mini names model 'gpt-4o-mini', an alias the provider may move: "
+        "pin a dated snapshot so results stay reproducible",
+        "pin geography-local-llama names model 'llama-3.1-8b-instruct', an alias the provider "
+        "may move: pin a dated snapshot so results stay reproducible",
+    )
+
+
+def test_imported_criteria_grade_as_promptfoo_would(geography):
+    _, _, registry = geography
+    assert grade(registry, "geography", "test-001", "Paris\n") == (
+        "correct",
+        {"not-icontains": True, "equals": True},
+    )
+    assert grade(registry, "geography", "test-001", "As an AI, I say Paris")[0] == "unacceptable"
+    assert grade(registry, "geography", "test-002", "Tokyo is the capital of JAPAN.") == (
+        "correct",
+        {"not-icontains": True, "contains": True, "icontains": True},
+    )
+    assert grade(registry, "geography", "test-002", "tokyo, Japan")[1]["contains"] is False
+    assert grade(registry, "geography", "test-006", "It is Berlin.")[0] == "correct"
+    assert grade(registry, "geography", "test-003", "In 1960.")[0] == "correct"
+
+
+def test_importing_twice_refuses_and_changes_nothing(geography):
+    team = geography[0]
+    before = team.snapshot()
+    with pytest.raises(ImportProblem, match=r"already exist.*choose another --name"):
+        import_promptfoo(PROMPTFOO, team.root, name="geography")
+    assert team.snapshot() == before
+
+
+def test_one_existing_file_means_no_file_is_written(team: Repo):
+    team.write("registry/tasks/geography.yml", "schema_version: 1\n")
+    before = team.snapshot()
+    with pytest.raises(ImportProblem, match=r"registry/tasks/geography\.yaml already exists"):
+        import_promptfoo(PROMPTFOO, team.root, name="geography")
+    assert team.snapshot() == before
+    assert not (team.root / "registry/models/geography-gpt-4o-mini.yaml").exists()
+
+
+def test_llm_rubric_without_a_grading_provider_needs_a_judge_pin(tmp_path: Path, team: Repo):
+    config = write_config(
+        tmp_path / "pf",
+        """\
+prompts: ["Q: {{q}}"]
+providers: [anthropic:messages:claude-3-5-haiku-20241022]
+tests:
+  - vars: {q: Hello}
+    assert:
+      - {type: icontains, value: hello}
+      - {type: llm-rubric, value: Friendly}
+""",
+    )
+    result = import_promptfoo(config, team.root, name="hello")
+    assert result.not_mapped == (
+        "tests[0].assert[1]: llm-rubric needs a judge model: set defaultTest.options.provider, "
+        "or pass --judge PIN",
+    )
+    pin = load_registry(team.root).pins["hello-claude-3-5-haiku-20241022"]
+    assert (pin.provider, pin.api_key_env) == ("anthropic", "ANTHROPIC_API_KEY")
+
+    judged = import_promptfoo(config, team.root, name="hello-judged", judge="mini")
+    assert judged.not_mapped == ()
+    rubric = load_registry(team.root).rubrics["hello-judged"]
+    assert [c.grader.type for c in rubric.criteria] == ["contains", "llm_judge"]
+    assert rubric.criteria[1].grader.judge == "mini"  # type: ignore[union-attr]
+    with pytest.raises(ImportProblem, match="--judge nobody: no model pin 'nobody'"):
+        import_promptfoo(config, team.root, name="other", judge="nobody")
+
+
+def test_a_default_assert_with_vars_is_read_from_each_item(tmp_path: Path):
+    config = write_config(
+        tmp_path / "pf",
+        """\
+prompts: ["Tell me about {{topic}}"]
+providers: [anthropic:messages:claude-3-5-haiku-20241022]
+evaluateOptions: {repeat: 3}
+defaultTest:
+  assert:
+    - type: llm-rubric
+      value: Talks about {{topic}} politely
+      provider: openai:gpt-4o-2024-08-06
+      threshold: 0.7
+tests:
+  - vars: {topic: cats}
+    threshold: 0.5
+  - vars: {topic: dogs}
+    assert: [{type: equals, value: Woof, transform: output.trim()}]
+  - vars: {topic: fish}
+    options: {disableDefaultAsserts: true}
+    assert: [{type: icontains, value: fish}]
+""",
+    )
+    root = bare_registry(tmp_path)
+    result = import_promptfoo(config, root, name="pets")
+    registry = load_registry(root)
+    judged, fish = registry.rubrics["pets"].criteria
+    assert judged.slices == ["assert-llm-rubric"] and fish.slices == ["assert-icontains"]
+    assert judged.grader.model_dump(exclude_defaults=True) == {
+        "type": "llm_judge",
+        "judge": "pets-gpt-4o-2024-08-06",
+        "prompt": 'Grade the output against the rubric.\n\nRubric: {{ expected["llm-rubric"] }}'
+        "\n\nOutput:\n{{ output }}\n",
+        "prompt_version": "promptfoo-llm-rubric-1",
+        "pass_threshold": 0.7,
+    }
+    expected = [i.get("expected") for i in items_of(root, "evalsets/pets.jsonl").values()]
+    assert expected == [
+        {"llm-rubric": "Talks about cats politely"},
+        {"llm-rubric": "Talks about dogs politely"},
+        None,  # its one assert has one value: the rubric holds it
+    ]
+    assert fish.grader.model_dump(exclude_defaults=True) == {"type": "contains", "value": "fish"}
+    assert registry.tasks["pets"].repeats == 3
+    assert result.not_mapped == (
+        "tests[0].threshold: not mapped",
+        "tests[1].assert[0]: transform is not supported",
+    )
+
+
+def test_is_json_on_every_test_parses_json_output(tmp_path: Path):
+    config = write_config(
+        tmp_path / "pf",
+        """\
+prompts: ["Extract the city from: {{text}}"]
+providers:
+  - id: openai:gpt-4o-mini-2024-07-18
+    config: {response_format: {type: json_object}, apiKey: sk-not-copied, showThinking: true}
+defaultTest:
+  assert:
+    - type: is-json
+tests:
+  - vars: {text: I live in Lyon}
+    assert:
+      - {type: equals, value: {city: Lyon}}
+      - {type: equals, value: Lyon}
+  - vars: {text: Bonjour de Nantes}
+    assert:
+      - {type: equals, value: {city: Nantes}}
+""",
+    )
+    root = bare_registry(tmp_path)
+    result = import_promptfoo(config, root, name="cities")
+    registry = load_registry(root)
+    task = registry.tasks["cities"]
+    assert (task.output.parser, task.output.schema_) == ("json", {})
+    criteria = {
+        c.id: c.grader.model_dump(exclude_defaults=True)
+        for c in registry.rubrics["cities"].criteria
+    }
+    assert criteria == {
+        "is-json": {"type": "json_schema"},
+        "equals": {"type": "exact", "expected_field": "equals"},
+    }
+    assert registry.pins["cities-gpt-4o-mini-2024-07-18"].params == {
+        "response_format": {"type": "json_object"}
+    }
+    assert result.not_mapped == (
+        "providers[0].config.apiKey: a key never goes into a registry file; set OPENAI_API_KEY "
+        "in the environment",
+        "providers[0].config.showThinking: not a request parameter evalreg sends",
+        "tests[0].assert[1]: equals compares the raw text, but the task parses JSON output",
+    )
+    assert "sk-not-copied" not in "".join(p.read_text() for p in root.rglob("*.yaml"))
+    assert grade(registry, "cities", "test-001", '```json\n{"city": "Lyon"}\n```')[0] == "correct"
+    assert grade(registry, "cities", "test-002", "Nantes")[1] == {"is-json": False, "equals": False}
+
+
+def test_nunjucks_filters_missing_from_jinja2_drop_the_prompt(tmp_path: Path):
+    config = write_config(
+        tmp_path / "pf",
+        """\
+prompts:
+  - "Summarise: {{ doc | dump }}"
+  - raw: "Summarise: {{ doc }}"
+    label: Plain
+providers: [openai:gpt-4o-mini]
+tests:
+  - vars: {doc: [a, b]}
+    assert: [{type: contains, value: a}]
+""",
+    )
+    root = bare_registry(tmp_path)
+    result = import_promptfoo(config, root, name="docs")
+    assert result.not_mapped == (
+        "prompts[0]: filter 'dump' does not exist in Jinja2 (use 'tojson')",
+    )
+    registry = load_registry(root)
+    assert registry.tasks["docs"].prompt.template == "Summarise: {{ doc }}"
+    # A list of strings is one test per value, as promptfoo runs it.
+    items = items_of(root, "evalsets/docs.jsonl")
+    assert [i["input"] for i in items.values()] == [{"doc": "a"}, {"doc": "b"}]
+    assert items["test-002"]["meta"]["source"] == "tests[0] (vars combination 2)"
+
+
+def test_a_var_the_prompt_uses_but_a_test_lacks_is_set_empty(tmp_path: Path):
+    config = write_config(
+        tmp_path / "pf",
+        """\
+prompts: ["{{ greeting }}, {{ name }}"]
+providers: [openai:gpt-4o-mini]
+defaultTest:
+  vars: {greeting: Hello}
+tests:
+  - vars: {name: Ada}
+    assert: [{type: starts-with, value: Hello}]
+  - assert: [{type: starts-with, value: Hello}]
+""",
+    )
+    root = bare_registry(tmp_path)
+    result = import_promptfoo(config, root, name="greet")
+    inputs = [i["input"] for i in items_of(root, "evalsets/greet.jsonl").values()]
+    assert inputs == [{"greeting": "Hello", "name": "Ada"}, {"greeting": "Hello", "name": ""}]
+    assert "var 'name' is missing from some tests: their items set it to ''" in result.notes
+    regex = load_registry(root).rubrics["greet"].criteria[0].grader
+    assert regex.model_dump(exclude_defaults=True) == {"type": "regex", "pattern": r"\AHello"}
+
+
+@pytest.mark.parametrize(
+    ("config", "message"),
+    [
+        ("prompts: [x]\nproviders: [vertex:gemini-pro]\ntests: [{assert: []}]", "no provider maps"),
+        (
+            "prompts: [x]\nproviders: [openai:gpt-4o-mini]\n"
+            "tests: [{assert: [{type: javascript, value: 'true'}]}]",
+            "no assert maps to an evalreg grader",
+        ),
+        ("prompts: [file://missing.txt]\nproviders: [openai:x]\ntests: []", "no such file"),
+        ("- a list", "expected a promptfoo config"),
+        ("prompts: [x\n", "not valid YAML"),
+    ],
+)
+def test_unusable_configs_are_refused_without_writing(tmp_path: Path, config, message):
+    root = bare_registry(tmp_path)
+    with pytest.raises(ImportProblem, match=message):
+        import_promptfoo(write_config(tmp_path / "pf", config), root, name="x")
+    assert not any(p.is_file() for p in root.rglob("*"))
+
+
+def test_the_name_must_be_an_id(tmp_path: Path):
+    with pytest.raises(ImportProblem, match="--name 'my eval' is not an id"):
+        import_promptfoo(PROMPTFOO, bare_registry(tmp_path), name="my eval")
+
+
+# ---------------------------------------------------------------- OpenAI evals
+def test_openai_evals_samples_become_conversation_items(team: Repo, cli):
+    result = import_openai_evals(SAMPLES, team.root, name="capitals", pins=["mini", "rules"])
+    assert result.written == (
+        "registry/rubrics/capitals.yaml",
+        "registry/tasks/capitals.yaml",
+        "registry/selections/capitals.yaml",
+        "evalsets/capitals.jsonl",
+    )
+    registry = load_registry(team.root)
+    task = registry.tasks["capitals"]
+    assert task.prompt.system == "Answer with the country's capital city only."
+    selection = registry.selections["capitals"]
+    assert [(c.id, c.pin) for c in selection.candidates] == [("mini", "mini"), ("rules", "rules")]
+    assert selection.selected == "mini"
+    assert (
+        selection.rationale == "Imported from OpenAI evals; review the policy before relying on it."
+    )
+    items = items_of(team.root, "evalsets/capitals.jsonl")
+    assert len(items) == 6
+    assert items["sample-001"]["messages"] == [{"role": "user", "content": "France"}]
+    assert items["sample-001"]["expected"] == {"ideal": "Paris"}
+    assert items["sample-004"]["expected"] == {"ideal": "Berlin"}
+    assert items["sample-003"]["expected"] == {
+        "ideal": "Brasília",
+        "ideal_alternatives": ["Brasilia"],
+    }
+    assert [m["role"] for m in items["sample-006"]["messages"]] == ["user", "assistant", "user"]
+    assert result.not_mapped == (
+        "lines 3, 5: several ideal answers; evalreg grades against the first and keeps the "
+        "others in expected.ideal_alternatives",
+    )
+    assert cli(team, "check").code == 0
+
+
+@pytest.mark.parametrize(
+    ("kind", "grader", "output", "passed"),
+    [
+        ("match", {"type": "exact", "expected_field": "ideal"}, " Paris\n", True),
+        ("match", {"type": "exact", "expected_field": "ideal"}, "Paris.", False),
+        (
+            "includes",
+            {"type": "contains", "expected_field": "ideal", "ignore_case": False},
+            "It is Paris.",
+            True,
+        ),
+        (
+            "includes",
+            {"type": "contains", "expected_field": "ideal", "ignore_case": False},
+            "paris",
+            False,
+        ),
+        ("fuzzy_match", {"type": "normalized", "expected_field": "ideal"}, "paris!", True),
+    ],
+)
+def test_each_eval_kind_has_its_grader(tmp_path: Path, team: Repo, kind, grader, output, passed):
+    import_openai_evals(SAMPLES, team.root, name="capitals", pins=["mini"], kind=kind)
+    registry = load_registry(team.root)
+    (criterion,) = registry.rubrics["capitals"].criteria
+    assert criterion.id == kind
+    assert criterion.grader.model_dump(exclude_defaults=True) == grader
+    level, _ = grade(registry, "capitals", "sample-001", output)
+    assert (level == "correct") is passed
+
+
+def test_system_prompts_that_differ_stay_in_the_items_and_braces_stay_text(
+    tmp_path: Path, team: Repo
+):
+    samples = tmp_path / "samples.jsonl"
+    rows = [
+        {
+            "input": [
+                {"role": "system", "content": "Reply as {{json}}"},
+                {"role": "user", "content": "a"},
+            ],
+            "ideal": "1",
+        },
+        {"input": "b", "ideal": 2},
+    ]
+    samples.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    import_openai_evals(samples, team.root, name="mixed", pins=["mini"])
+    registry = load_registry(team.root)
+    assert registry.tasks["mixed"].prompt.system is None
+    items = items_of(team.root, "evalsets/mixed.jsonl")
+    assert items["sample-001"]["messages"][0] == {"role": "system", "content": "Reply as {{json}}"}
+    assert items["sample-002"] == {
+        "id": "sample-002",
+        "messages": [{"role": "user", "content": "b"}],
+        "expected": {"ideal": "2"},
+        "tags": ["imported"],
+        "meta": {"source": "line 2"},
+    }
+
+    shared = tmp_path / "shared.jsonl"
+    shared.write_text(json.dumps(rows[0]) + "\n")
+    import_openai_evals(shared, team.root, name="shared", pins=["mini"])
+    system = load_registry(team.root).tasks["shared"].prompt.system
+    assert system is not None and render(system, {}) == "Reply as {{json}}"
+
+
+def test_openai_evals_needs_an_existing_pin(tmp_path: Path, team: Repo):
+    with pytest.raises(ImportProblem, match="give at least one existing pin"):
+        import_openai_evals(SAMPLES, team.root, name="capitals", pins=[])
+    with pytest.raises(ImportProblem, match="--pin gpt-5: no model pin 'gpt-5'"):
+        import_openai_evals(SAMPLES, team.root, name="capitals", pins=["gpt-5"])
+    with pytest.raises(ImportProblem, match="--kind exact: expected one of match, includes"):
+        import_openai_evals(SAMPLES, team.root, name="capitals", pins=["mini"], kind="exact")
+
+
+def test_a_broken_samples_file_is_refused_naming_the_line(tmp_path: Path, team: Repo):
+    samples = tmp_path / "samples.jsonl"
+    shutil.copy(SAMPLES, samples)
+    with samples.open("a") as handle:
+        handle.write('{"input": "x", "ideal": "y"\n')
+    before = team.snapshot()
+    with pytest.raises(ImportProblem, match=r"line 7: invalid JSON"):
+        import_openai_evals(samples, team.root, name="capitals", pins=["mini"])
+    assert team.snapshot() == before
+
+
+def test_samples_that_cannot_be_items_are_skipped_with_the_reason(tmp_path: Path, team: Repo):
+    samples = tmp_path / "samples.jsonl"
+    rows = [
+        {"input": "ok", "ideal": "yes"},
+        {
+            "input": [{"role": "user", "content": "q"}, {"role": "assistant", "content": "a"}],
+            "ideal": "x",
+        },
+        {"input": "no ideal"},
+    ]
+    samples.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    result = import_openai_evals(samples, team.root, name="few", pins=["mini"])
+    assert result.not_mapped == (
+        "line 2: the conversation does not end with a user turn; the sample is not imported",
+        "line 3: 'ideal' is neither an answer nor a list of answers; the sample is not imported",
+    )
+    assert list(items_of(team.root, "evalsets/few.jsonl")) == ["sample-001"]
