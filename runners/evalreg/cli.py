@@ -369,6 +369,116 @@ def cmd_comment(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_evalset_sample(args: argparse.Namespace) -> int:
+    from rich.markup import escape
+
+    from evalreg.curation import sample_logs
+    from evalreg.render import console
+
+    result = sample_logs(
+        Path(args.source),
+        Path(args.output),
+        per_slice=args.per_slice,
+        total=args.total,
+        stratify_by=args.stratify_by,
+        seed=args.seed,
+        id_prefix=args.id_prefix,
+        input_fields=args.input_field,
+        expected_field=args.expected_field,
+        dedupe=not args.keep_duplicates,
+        near_threshold=args.near_threshold,
+        scrub=args.scrub,
+        root=_root(args),
+    )
+    out = console()
+    scrubbed = f"scrubbed with {escape(result.scrubber)}" if result.scrubber else "not scrubbed"
+    out.print(
+        f"Wrote [bold]{escape(result.path)}[/bold]: {result.items} items from {result.rows} rows "
+        f"({result.exact_duplicates} exact and {result.near_duplicates} near duplicates removed; "
+        f"{scrubbed})"
+    )
+    for name, stratum in result.strata.items():
+        out.print(f"  {escape(name)}: {stratum.sampled} of {stratum.unique} ({stratum.rows} rows)")
+    out.print(
+        f"Provenance in {escape(result.provenance)}. Review the items, then "
+        f"`evalreg evalset add {escape(result.path)}` and commit the pointer and the provenance."
+    )
+    return 0
+
+
+def cmd_evalset_stats(args: argparse.Namespace) -> int:
+    from dataclasses import asdict
+
+    from evalreg.curation import evalset_stats, items_needed
+    from evalreg.errors import RegistryError, UsageError
+    from evalreg.evalsets import parse_evalset
+    from evalreg.registry.loader import load_registry
+    from evalreg.registry.tree import PathEscapes, WorkspaceTree, clean_relpath
+    from evalreg.render import print_evalset_stats
+
+    root = _root(args)
+    if args.file is None:
+        evalsets = load_registry(root).evalsets
+    else:
+        try:
+            rel = clean_relpath((Path.cwd() / args.file).resolve().relative_to(root).as_posix())
+            data = WorkspaceTree(root).read_data(rel)
+        except (ValueError, PathEscapes, FileNotFoundError):
+            raise UsageError(f"{args.file}: no eval set in the repository {root}") from None
+        evalset, findings = parse_evalset(data, rel)
+        if evalset is None:
+            raise RegistryError(findings)
+        evalsets = {rel: evalset}
+    plan = {"detect": args.detect, "baseline": args.baseline, "discordance": args.discordance}
+    needed = items_needed(**plan)
+    stats = {path: evalset_stats(es, **plan) for path, es in sorted(evalsets.items())}
+    if args.json:
+        payload = {
+            **plan,
+            "items_needed": asdict(needed),
+            "evalsets": {p: [asdict(s) for s in rows] for p, rows in stats.items()},
+        }
+        sys.stdout.write(json.dumps(payload, indent=2, sort_keys=True) + "\n")
+    else:
+        print_evalset_stats(stats, needed, **plan)
+    return 0
+
+
+def cmd_store_purge(args: argparse.Namespace) -> int:
+    from rich.markup import escape
+
+    from evalreg.plan import PURGE_LOG
+    from evalreg.purge import purge_item
+    from evalreg.render import console
+
+    record = purge_item(
+        _root(args),
+        args.item,
+        reason=args.reason,
+        evalset=args.evalset,
+        at=args.date,
+        push=not args.no_push,
+    )
+    out = console()
+    out.print(
+        f"Purged {record.keys_removed} stored responses of item {escape(record.item)} "
+        f"({escape(record.evalset)}); logged in {PURGE_LOG}."
+    )
+    if record.segments_removed:
+        out.print(
+            f"Rewrote {len(record.segments_removed)} store segments into "
+            f"{record.segment_written or 'none (they held nothing else)'}."
+        )
+    if record.push_error:
+        out.print(f"[yellow]Push failed[/yellow] ({escape(record.push_error)}): push it later.")
+    for note in record.notes:
+        out.print(escape(note))
+    out.print("Next steps:")
+    for step in record.next_steps:
+        out.print(f"  {escape(step)}")
+    return 0
+
+
 # ---------------------------------------------------------------- parser
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
@@ -555,6 +665,25 @@ def build_parser() -> argparse.ArgumentParser:
     p = store_sub.add_parser("compact", help="merge all store segments into one")
     p.add_argument("--no-push", action="store_true", help="do not push to the DVC remote")
     p.set_defaults(handler=cmd_store_compact)
+    p = store_sub.add_parser(
+        "purge", help="remove every stored response of one item, and log the purge"
+    )
+    p.add_argument("item", metavar="ITEM", help="the item id")
+    p.add_argument(
+        "--reason", required=True, help="why (logged for auditors: no personal data here)"
+    )
+    p.add_argument(
+        "--evalset",
+        metavar="PATH",
+        help="the eval set holding the item (repository path), when its id is in several",
+    )
+    p.add_argument(
+        "--date", metavar="YYYY-MM-DD", help="when the purge was requested, recorded as given"
+    )
+    p.add_argument(
+        "--no-push", action="store_true", help="do not push the new segment to the DVC remote"
+    )
+    p.set_defaults(handler=cmd_store_purge)
 
     evalset = sub.add_parser("evalset", help="manage eval sets (tracked by DVC)")
     evalset_sub = evalset.add_subparsers(dest="evalset_command", metavar="COMMAND")
@@ -562,6 +691,85 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("file", metavar="FILE", help="the JSONL file, inside the repository")
     p.add_argument("--no-push", action="store_true", help="do not push to the DVC remote")
     p.set_defaults(handler=cmd_evalset_add)
+
+    p = evalset_sub.add_parser(
+        "sample", help="draw a seeded, stratified, deduplicated sample of logs into an eval set"
+    )
+    p.add_argument("source", metavar="LOG", help="production log: JSONL or CSV, optionally .gz")
+    p.add_argument(
+        "-o",
+        "--output",
+        required=True,
+        metavar="FILE",
+        help="the new eval set (.jsonl); FILE.provenance.json is written beside it",
+    )
+    p.add_argument(
+        "--stratify-by",
+        required=True,
+        metavar="FIELD",
+        help="field whose values become the slices (each item's first tag)",
+    )
+    p.add_argument("--per-slice", type=int, metavar="N", help="at most N items a slice")
+    p.add_argument(
+        "--total",
+        type=int,
+        metavar="N",
+        help="at most N items in all, shared in proportion (at least one a slice)",
+    )
+    p.add_argument("--seed", type=int, default=0, metavar="N", help="sampling seed (default 0)")
+    p.add_argument(
+        "--id-prefix", required=True, metavar="PREFIX", help="item ids are PREFIX-0001, ..."
+    )
+    p.add_argument(
+        "--input-field",
+        action="append",
+        metavar="FIELD",
+        help="a field of the item's input (repeatable; dotted paths reach into "
+        "objects); default: each row's 'input' object or 'messages' list",
+    )
+    p.add_argument("--expected-field", metavar="FIELD", help="field holding the expected answer")
+    p.add_argument("--keep-duplicates", action="store_true", help="keep exact and near duplicates")
+    p.add_argument(
+        "--near-threshold",
+        type=float,
+        default=0.9,
+        metavar="X",
+        help="similarity in (0, 1] from which rows are near duplicates (default 0.9)",
+    )
+    p.add_argument(
+        "--scrub",
+        metavar="HOOK",
+        help="mask personal data: builtin:pii, or path/to/file.py:function in the repository",
+    )
+    p.set_defaults(handler=cmd_evalset_sample)
+
+    p = evalset_sub.add_parser(
+        "stats", help="per slice: size and the smallest change it can detect"
+    )
+    p.add_argument("file", metavar="FILE", nargs="?", help="one eval set (default: all in use)")
+    p.add_argument(
+        "--detect",
+        type=float,
+        default=0.05,
+        metavar="X",
+        help="the change that matters, as a share (default 0.05: 5 points)",
+    )
+    p.add_argument(
+        "--baseline",
+        type=float,
+        default=0.5,
+        metavar="X",
+        help="expected pass rate for the single-rate MDE (default 0.5, the worst case)",
+    )
+    p.add_argument(
+        "--discordance",
+        type=float,
+        default=0.1,
+        metavar="X",
+        help="share of items two candidates disagree on, for the paired MDE (default 0.1)",
+    )
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.set_defaults(handler=cmd_evalset_stats)
 
     importer = sub.add_parser("import", help="turn another tool's eval into registry files")
     import_sub = importer.add_subparsers(dest="import_command", metavar="SOURCE")

@@ -133,6 +133,7 @@ def status(
     from evalreg.results import read_summary
 
     tree = committed or registry.tree
+    purged = _purged(tree)
     out = []
     for cell in cells(registry, split):
         parts = fingerprint_parts(registry, cell)
@@ -146,8 +147,33 @@ def status(
             old = summary.get("fingerprint_parts", {})
             changed = sorted(k for k in parts if old.get(k) != parts[k])
             reasons.append("changed: " + ", ".join(changed or ["fingerprint"]))
+        md5 = summary.get("items_file", {}).get("md5")
+        if md5 in purged:
+            reasons.append(f"responses purged: {', '.join(sorted(purged[md5]))}")
         errors = int(summary.get("totals", {}).get("errors", 0))
         if errors:
             reasons.append(f"{errors} provider errors to retry")
         out.append(CellStatus(cell, "stale" if reasons else "fresh", reasons, fp, parts))
+    return out
+
+
+PURGE_LOG = "reports/purges.jsonl"
+
+
+def _purged(tree: Tree) -> dict[str, set[str]]:
+    """md5 of per-item records written before a purge → the items purged from them.
+
+    Results recorded before a purge still count responses the store no longer holds; they
+    are stale until re-graded.
+    """
+    import json
+
+    if not tree.is_file(PURGE_LOG):
+        return {}
+    out: dict[str, set[str]] = {}
+    for line in tree.read(PURGE_LOG).splitlines():
+        if line.strip():
+            entry = json.loads(line)
+            for md5 in (entry.get("results") or {}).values():
+                out.setdefault(md5, set()).add(str(entry.get("item")))
     return out

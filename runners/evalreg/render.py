@@ -14,6 +14,7 @@ from evalreg.check import CheckResult
 from evalreg.registry.diagnostics import Severity
 
 if TYPE_CHECKING:
+    from evalreg.curation import ItemsNeeded, SliceStats
     from evalreg.plan import CellStatus
     from evalreg.reproduce import Reproduction
     from evalreg.runner import CellPlan, RunResult
@@ -197,3 +198,44 @@ def print_reproduction(rep: Reproduction) -> None:
                 out.print(Text("  " + d))
     verdict = "identical" if rep.identical else "DIFFERENT"
     out.print(f"reproduce {rep.rev[:12]}: {verdict} ({len(rep.cells)} cells with results)")
+
+
+def print_evalset_stats(
+    stats: dict[str, list[SliceStats]],
+    needed: ItemsNeeded,
+    *,
+    detect: float,
+    baseline: float,
+    discordance: float,
+) -> None:
+    table = Table(title="Eval-set slices", title_justify="left")
+    for column in (
+        "eval set",
+        "slice",
+        "items",
+        "conversations",
+        "units",
+        "MDE rate",
+        "MDE paired",
+        "verdict",
+    ):
+        table.add_column(column, overflow="fold")
+    for path, rows in stats.items():
+        for s in rows:
+            table.add_row(
+                path,
+                Text(s.slice),
+                str(s.items),
+                str(s.conversations),
+                str(s.units),
+                f"{s.mde_rate * 100:.1f}",
+                f"{s.mde_paired * 100:.1f}",
+                s.verdict,
+            )
+    console().print(table)
+    console().print(
+        f"MDEs in points (α = 0.05, power 0.8) on independent units (a cluster counts once). "
+        f"A slice needs {needed.paired} units to detect a {detect * 100:g}-point difference "
+        f"between two candidates that disagree on {discordance:.0%} of items, and "
+        f"{needed.rate} to detect a {detect * 100:g}-point change of one rate from {baseline:.0%}."
+    )
