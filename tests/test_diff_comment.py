@@ -255,3 +255,17 @@ def test_a_forged_diff_file_is_refused(branch: Repo, cli, github, tmp_path):
     assert result.code == 2
     assert "not an evalreg diff" in result.err
     assert gh.writes() == []
+
+
+def test_redacted_fields_never_reach_the_diff(branch: Repo, cli):
+    branch.write(
+        "registry/tasks/labels.yaml",
+        branch.read("registry/tasks/labels.yaml") + "redact: [input.text, output.note]\n",
+    )
+    states = {c["cell"]: c["state"] for c in json.loads(cli(branch, "status", "--json").out)}
+    assert set(states.values()) == {"fresh"}  # redaction is display only
+    data = json.loads(cli(branch, "diff", "main", "--format", "json").out)
+    mini = next(c for c in data["cells"] if c["id"] == "labels/mini")
+    flip = mini["flips"]["regressions"][0]
+    assert flip["input"] == '{"text": "[redacted]"}'
+    assert "onerror" not in flip["head_output"] and "[redacted]" in flip["head_output"]

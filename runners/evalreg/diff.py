@@ -78,16 +78,36 @@ def snippet(text: str | None) -> str | None:
 
 
 def _item_text(registry: Registry, cell: Cell, item_id: str) -> str | None:
+    from evalreg.curation import redact
+
     try:
         evalset = registry.evalset_of(cell.task_id, cell.split)
     except (KeyError, ValueError):
         return None
     for item in evalset.items:
         if item.id == item_id:
-            if item.input is not None:
-                return json.dumps(item.input, ensure_ascii=False, sort_keys=True)
-            return item.messages[-1].content if item.messages else None
+            data = redact(item, cell.task.redact)
+            if data.get("input") is not None:
+                return json.dumps(data["input"], ensure_ascii=False, sort_keys=True)
+            turns = data.get("messages") or []
+            return str(turns[-1]["content"]) if turns else None
     return None
+
+
+def _redact_output(text: str | None, cell: Cell) -> str | None:
+    """The output with the task's ``output.*`` fields redacted (all of it for ``output``)."""
+    from evalreg.curation import REDACTED, redact
+
+    paths = [p.partition(".")[2] for p in cell.task.redact if p.split(".")[0] == "output"]
+    if text is None or not paths:
+        return text
+    if "" in paths:
+        return REDACTED
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return REDACTED  # cannot find the fields in unparsed text: show none of it
+    return json.dumps(redact(value, paths), ensure_ascii=False, sort_keys=True)
 
 
 def _output(side: Side, record: dict[str, Any]) -> str | None:
@@ -139,8 +159,8 @@ def _flips(
         (improvements if after else regressions).append(entry)
     for entry in regressions[:MAX_FLIPS] + improvements[:MAX_FLIPS]:
         entry["input"] = snippet(_item_text(head.registry, cell, entry["item"]))
-        entry["base_output"] = snippet(_output(base, b_first[entry["item"]]))
-        entry["head_output"] = snippet(_output(head, h_first[entry["item"]]))
+        entry["base_output"] = snippet(_redact_output(_output(base, b_first[entry["item"]]), cell))
+        entry["head_output"] = snippet(_redact_output(_output(head, h_first[entry["item"]]), cell))
     return {
         "regressions_total": len(regressions),
         "improvements_total": len(improvements),

@@ -17,7 +17,7 @@ from evalreg.registry.loader import Registry
 from evalreg.registry.tree import Tree
 
 RESULTS_DIR = "reports/results"
-_IGNORED_FOR_RESULTS = {"description", "benchmarks", "limits"}
+_IGNORED_FOR_RESULTS = {"description", "benchmarks", "limits", "redact"}
 
 
 @dataclass(frozen=True)

@@ -362,6 +362,11 @@ class Task(VersionedFile):
     repeats: Annotated[int, Field(ge=1, le=100)] = 1
     monthly_volume: Annotated[int, Field(ge=0)] | None = None
     failure_modes: list[FailureMode] = Field(default_factory=list)
+    redact: list[Annotated[str, Field(pattern=r"^(input|expected|messages|output)(\.[^.]+)*$")]] = (
+        Field(default_factory=list)
+    )
+    """Fields never quoted in diffs, comments or reports, e.g. ``input.email``,
+    ``messages.content`` or ``output.summary`` (a field of a JSON answer)."""
 
 
 # ---------------------------------------------------------------- selections
