@@ -11,6 +11,7 @@ import sys
 import time
 from pathlib import Path
 
+import httpx
 import pytest
 
 from evalreg.fetch import fetch, make_job
@@ -396,3 +397,203 @@ def test_sigkill_loses_at_most_the_requests_in_flight(repo: Repo, key_env):
     final = ResponseStore.open(repo.root)
     assert len(final) == n
     assert final.stats.duplicates == 0
+
+
+# ---------------------------------------------------------------- the connection pool
+class ScriptedServer:
+    """A loopback HTTP/1.1 server that answers each request with the next scripted bytes.
+
+    ``script`` items are raw responses; ``("close", raw)`` answers and then closes the
+    connection; ``None`` closes it without answering; ``"silence"`` never answers.
+    """
+
+    def __init__(self, script: list) -> None:
+        self.script = list(script)
+        self.connections = 0
+        self.requests: list[bytes] = []
+
+    async def __aenter__(self) -> ScriptedServer:
+        self.server = await asyncio.start_server(self._serve, "127.0.0.1", 0)
+        port = self.server.sockets[0].getsockname()[1]
+        self.url = f"http://127.0.0.1:{port}"
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        self.server.close()
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.connections += 1
+        try:
+            while self.script:
+                head = await reader.readuntil(b"\r\n\r\n")
+                length = 0
+                for line in head.split(b"\r\n"):
+                    if line.lower().startswith(b"content-length:"):
+                        length = int(line.split(b":")[1])
+                request = head + await reader.readexactly(length)
+                self.requests.append(request)
+                answer = self.script.pop(0)
+                if answer is None:
+                    break
+                if answer == "silence":
+                    await asyncio.sleep(3600)
+                close = isinstance(answer, tuple)
+                writer.write(answer[1] if close else answer)
+                await writer.drain()
+                if close:
+                    break
+        except (asyncio.IncompleteReadError, ConnectionError):
+            pass
+        writer.close()
+
+
+def ok(body: bytes = b'{"ok":true}', *extra: bytes) -> bytes:
+    head = b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n" + b"".join(extra)
+    return head + b"content-length: %d\r\n\r\n" % len(body) + body
+
+
+def pool_run(script: list, *requests: dict, **pool_options: object):
+    """Send ``requests`` (httpx.AsyncClient.post kwargs) one after another through a
+    ConnectionPool; return the server and the responses (or the exceptions raised)."""
+    from evalreg.providers.http import ConnectionPool
+
+    async def go():
+        async with ScriptedServer(script) as srv:
+            out = []
+            async with httpx.AsyncClient(
+                transport=ConnectionPool(**pool_options), timeout=2
+            ) as client:
+                for kwargs in requests:
+                    try:
+                        out.append(await client.post(f"{srv.url}/v1/x", **kwargs))
+                    except httpx.HTTPError as exc:
+                        out.append(exc)
+            return srv, out
+
+    return asyncio.run(go())
+
+
+def test_the_pool_reuses_one_connection_for_sequential_requests():
+    srv, out = pool_run([ok(), ok(), ok()], {"content": b"1"}, {"content": b"2"}, {"content": b"3"})
+    assert [r.json() for r in out] == [{"ok": True}] * 3
+    assert srv.connections == 1
+
+
+def test_a_chunked_body_with_extensions_and_trailers_is_read_whole():
+    chunked = (
+        b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n"
+        b'5;name=x\r\n{"a":\r\n6\r\n [1,2]\r\n1\r\n}\r\n0\r\nx-trailer: 1\r\n\r\n'
+    )
+    srv, out = pool_run([chunked, ok()], {"content": b"1"}, {"content": b"2"})
+    assert out[0].json() == {"a": [1, 2]}
+    assert out[1].json() == {"ok": True}
+    assert srv.connections == 1
+
+
+def test_a_body_without_length_is_read_to_the_close_and_the_connection_not_reused():
+    srv, out = pool_run(
+        [("close", b'HTTP/1.1 200 OK\r\n\r\n{"closed":1}'), ok()],
+        {"content": b"1"},
+        {"content": b"2"},
+    )
+    assert out[0].json() == {"closed": 1}
+    assert out[1].json() == {"ok": True}
+    assert srv.connections == 2
+
+
+def test_informational_responses_are_skipped():
+    _srv, out = pool_run([b"HTTP/1.1 100 Continue\r\n\r\n" + ok()], {"content": b"1"})
+    assert out[0].status_code == 200 and out[0].json() == {"ok": True}
+
+
+def test_connection_close_from_the_server_is_honoured():
+    srv, out = pool_run(
+        [ok(b"{}", b"connection: close\r\n"), ok()], {"content": b"1"}, {"content": b"2"}
+    )
+    assert [r.status_code for r in out] == [200, 200]
+    assert srv.connections == 2
+
+
+def test_a_connection_dropped_without_an_answer_is_an_error_and_not_reused():
+    srv, out = pool_run([ok(), None, ok()], {"content": b"1"}, {"content": b"2"}, {"content": b"3"})
+    assert isinstance(out[1], httpx.RemoteProtocolError)
+    assert out[0].status_code == out[2].status_code == 200
+    assert srv.connections == 2
+
+
+def test_a_kept_alive_connection_the_server_closed_while_idle_costs_no_error():
+    from evalreg.providers.http import ConnectionPool
+
+    async def go():
+        # The first answer says nothing about closing; the server closes right after it.
+        async with ScriptedServer([("close", ok()), ok()]) as srv:
+            async with httpx.AsyncClient(transport=ConnectionPool(), timeout=2) as client:
+                await client.post(f"{srv.url}/a", content=b"1")
+                await asyncio.sleep(0.05)  # the FIN reaches the idle connection
+                second = await client.post(f"{srv.url}/a", content=b"2")
+            return srv, second
+
+    srv, second = asyncio.run(go())
+    assert second.status_code == 200
+    assert srv.connections == 2
+
+
+def test_header_injection_is_refused_before_anything_is_sent():
+    srv, out = pool_run([ok()], {"content": b"1", "headers": {"x-note": "a\r\nx-evil: 1"}})
+    assert isinstance(out[0], httpx.LocalProtocolError)
+    assert srv.requests == []
+
+
+def test_malformed_responses_are_protocol_errors():
+    _srv, out = pool_run(
+        [
+            b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\ncontent-length: 3\r\n\r\n{}",
+            b"garbage\r\n\r\n",
+        ],
+        {"content": b"1"},
+        {"content": b"2"},
+    )
+    assert [type(e) for e in out] == [httpx.RemoteProtocolError, httpx.RemoteProtocolError]
+
+
+def test_a_silent_server_is_a_read_timeout():
+    from evalreg.providers.http import ConnectionPool
+
+    async def go():
+        async with (
+            ScriptedServer(["silence"]) as srv,
+            httpx.AsyncClient(transport=ConnectionPool(), timeout=0.2) as client,
+        ):
+            with pytest.raises(httpx.ReadTimeout):
+                await client.post(f"{srv.url}/a", content=b"1")
+
+    asyncio.run(go())
+
+
+def test_a_refused_connection_is_a_connect_error():
+    from evalreg.providers.http import ConnectionPool
+
+    async def go():
+        async with httpx.AsyncClient(transport=ConnectionPool(), timeout=2) as client:
+            with pytest.raises(httpx.ConnectError):
+                await client.post("http://127.0.0.1:9/a", content=b"1")
+
+    asyncio.run(go())
+
+
+def test_compressed_bodies_are_decoded():
+    import gzip
+
+    body = gzip.compress(b'{"zipped":true}')
+    _srv, out = pool_run([ok(body, b"content-encoding: gzip\r\n")], {"content": b"1"})
+    assert out[0].json() == {"zipped": True}
+
+
+def test_pre_encoded_fields_give_the_same_store_line():
+    from evalreg.canonical import canonical_bytes
+
+    body = {"model": "m", "messages": [{"role": "user", "content": 'é "q" \u2028'}], "n": 1.5}
+    record = {"provider": "openai", "sample": 0, "response": {"text": "ü", "usage": {}}}
+    assert encode_record("k" * 64, {**record, "request": body}) == encode_record(
+        "k" * 64, record, encoded={"request": canonical_bytes(body)}
+    )

@@ -200,13 +200,13 @@ async def _buy(
         "provider": job.provider.name,
         "endpoint": job.endpoint,
         "sample": job.sample,
-        "request": job.body,
         "response": reply.completion.as_record(),
         "latency_ms": reply.latency_ms,
         "attempts": reply.attempts,
         "created_utc": utc_now(),
     }
-    line = encode_record(job.key, record)
+    # The request field is the exact body sent, already canonical JSON.
+    line = encode_record(job.key, record, encoded={"request": job.content})
     if writer is not None:
         writer.put(line)
     store.remember(job.key, line)

@@ -29,6 +29,9 @@ LOWER_IS_BETTER = frozenset(
 RATE_METRICS = frozenset(
     {"pass_rate", "correct_rate", "acceptable_rate", "unacceptable_rate", "error_rate"}
 )
+_CORRECT = frozenset({"correct"})
+_ACCEPTABLE = frozenset({"correct", "acceptable"})
+_UNACCEPTABLE = frozenset({"unacceptable"})
 
 
 @dataclass(frozen=True)
@@ -64,31 +67,112 @@ def by_slice(records: Iterable[dict[str, Any]]) -> dict[str, list[dict[str, Any]
     return dict(out)
 
 
+@dataclass(frozen=True)
+class _Items:
+    """One slice's graded samples grouped by item, items in id order: built once per slice,
+    read by every metric of it."""
+
+    ids: list[str]
+    samples: list[list[dict[str, Any]]]
+    """Per item, its graded records in the order the slice lists them."""
+    levels: list[list[str]]
+    """Per item, the level of each of its samples."""
+    clusters: list[str]
+    """Per item, the cluster its last sample names (or the item id)."""
+    clustered: bool
+    """Whether any item is in a cluster other than its own."""
+
+
+def _group(records: Iterable[dict[str, Any]]) -> _Items:
+    groups: dict[str, list[dict[str, Any]]] = {}
+    for r in records:
+        if r["error"] is None:
+            group = groups.get(r["item"])
+            if group is None:
+                groups[r["item"]] = [r]
+            else:
+                group.append(r)
+    ids = sorted(groups)
+    samples = [groups[i] for i in ids]
+    clusters = [s[-1].get("cluster") or i for i, s in zip(ids, samples, strict=True)]
+    return _Items(
+        ids,
+        samples,
+        [[r["level"] for r in s] for s in samples],
+        clusters,
+        any(c != i for c, i in zip(clusters, ids, strict=True)),
+    )
+
+
+def _scores(items: _Items, passed: Any) -> tuple[list[str], list[float], list[str]]:
+    ids: list[str] = []
+    scores: list[float] = []
+    clusters: list[str] = []
+    for item, samples in zip(items.ids, items.samples, strict=True):
+        values: list[float] = []
+        cluster = item
+        for r in samples:
+            verdict = passed(r)
+            if verdict is not None:
+                values.append(1.0 if verdict else 0.0)
+                cluster = r.get("cluster") or item
+        if values:
+            ids.append(item)
+            scores.append(sum(values) / len(values))
+            clusters.append(cluster)
+    return ids, scores, clusters
+
+
 def item_scores(
     records: Sequence[dict[str, Any]], passed: Any
 ) -> tuple[list[str], list[float], list[str]]:
     """Per item (graded samples only): id, mean of ``passed(record)`` and cluster."""
-    samples: dict[str, list[float]] = defaultdict(list)
-    clusters: dict[str, str] = {}
-    for r in records:
-        if r["error"] is not None:
-            continue
-        verdict = passed(r)
-        if verdict is None:
-            continue
-        samples[r["item"]].append(1.0 if verdict else 0.0)
-        clusters[r["item"]] = r.get("cluster") or r["item"]
-    ids = sorted(samples)
-    return ids, [sum(samples[i]) / len(samples[i]) for i in ids], [clusters[i] for i in ids]
+    return _scores(_group(records), passed)
 
 
-def _rate(records: Sequence[dict[str, Any]], passed: Any, confidence: float) -> Metric:
-    ids, scores, clusters = item_scores(records, passed)
+def _level_scores(items: _Items, accepted: frozenset[str]) -> list[float]:
+    """Per item, the share of its samples whose level is one of ``accepted``."""
+    return [
+        (1.0 if levels[0] in accepted else 0.0)
+        if len(levels) == 1
+        else sum([1.0 if level in accepted else 0.0 for level in levels]) / len(levels)
+        for levels in items.levels
+    ]
+
+
+def _criterion_scores(items: _Items, cid: str) -> tuple[list[str], list[float], list[str]]:
+    """``_scores`` for criterion ``cid``'s verdicts (items it did not grade are left out)."""
+    if items.clustered or any(len(s) > 1 for s in items.samples):
+        return _scores(
+            items, lambda r: r["criteria"][cid]["passed"] if cid in r["criteria"] else None
+        )
+    ids: list[str] = []
+    scores: list[float] = []
+    for item, (r,) in zip(items.ids, items.samples, strict=True):
+        verdict = r["criteria"].get(cid)
+        if verdict is not None and (passed := verdict["passed"]) is not None:
+            ids.append(item)
+            scores.append(1.0 if passed else 0.0)
+    return ids, scores, ids
+
+
+def _metric(
+    ids: list[str], scores: list[float], clusters: list[str] | None, confidence: float
+) -> Metric:
+    """A rate with its interval; ``clusters`` None when every item is its own cluster."""
     if not ids:
         return Metric(0.0, 0.0, 1.0, 0)
-    clustered = clusters if any(c != i for c, i in zip(clusters, ids, strict=True)) else None
-    rate = stats.clustered_rate(scores, clustered, confidence)
+    rate = stats.clustered_rate(scores, clusters, confidence)
     return Metric(rate.mean, rate.lo, rate.hi, len(ids))
+
+
+def _clustered(ids: list[str], clusters: list[str]) -> list[str] | None:
+    return clusters if any(c != i for c, i in zip(clusters, ids, strict=True)) else None
+
+
+def _level_rate(items: _Items, accepted: frozenset[str], confidence: float) -> Metric:
+    clusters = items.clusters if items.clustered else None
+    return _metric(items.ids, _level_scores(items, accepted), clusters, confidence)
 
 
 def slice_metrics(
@@ -101,22 +185,21 @@ def slice_metrics(
     """Every metric for one slice's records."""
     ok = pass_levels(pass_level)
     graded = [r for r in records if r["error"] is None]
+    items = _group(graded)
     out: SliceMetrics = {
-        "pass_rate": _rate(records, lambda r: r["level"] in ok, confidence),
-        "correct_rate": _rate(records, lambda r: r["level"] == "correct", confidence),
-        "acceptable_rate": _rate(
-            records, lambda r: r["level"] in ("correct", "acceptable"), confidence
-        ),
-        "unacceptable_rate": _rate(records, lambda r: r["level"] == "unacceptable", confidence),
+        "pass_rate": _level_rate(items, ok, confidence),
+        "correct_rate": _level_rate(items, _CORRECT, confidence),
+        "acceptable_rate": _level_rate(items, _ACCEPTABLE, confidence),
+        "unacceptable_rate": _level_rate(items, _UNACCEPTABLE, confidence),
     }
     errors = len(records) - len(graded)
     lo, hi = stats.wilson(errors, len(records), confidence)
     out["error_rate"] = Metric(errors / len(records) if records else 0.0, lo, hi, len(records))
-    per_item: dict[str, list[bool]] = defaultdict(list)
-    for r in graded:
-        per_item[r["item"]].append(r["level"] in ok)
-    n_items = len(per_item)
-    out["consistency"] = Metric(stats.consistency(list(per_item.values())), n=n_items)
+    n_items = len(items.ids)
+    out["consistency"] = Metric(
+        stats.consistency([[level in ok for level in levels] for levels in items.levels]),
+        n=n_items,
+    )
     latencies = [int(r["latency_ms"]) for r in graded]
     out["latency_p50_ms"] = Metric(float(percentile(latencies, 50)), n=len(graded))
     out["latency_p95_ms"] = Metric(float(percentile(latencies, 95)), n=len(graded))
@@ -136,11 +219,8 @@ def slice_metrics(
         failure += (hits / len(graded) if graded else 0.0) * mode.cost_usd
     out["failure_cost_per_1k_usd"] = Metric(failure * 1000, n=len(graded))
     for cid in criteria:
-        out[f"criterion:{cid}"] = _rate(
-            records,
-            lambda r, c=cid: r["criteria"][c]["passed"] if c in r["criteria"] else None,
-            confidence,
-        )
+        ids, scores, clusters = _criterion_scores(items, cid)
+        out[f"criterion:{cid}"] = _metric(ids, scores, _clustered(ids, clusters), confidence)
     return out
 
 
@@ -184,8 +264,10 @@ def compare(
     base_slices, other_slices = by_slice(base), by_slice(other)
     diffs: dict[str, stats.PairedDiff] = {}
     for name in sorted(set(base_slices) & set(other_slices)):
-        a_ids, a_scores, a_clusters = item_scores(base_slices[name], lambda r: r["level"] in ok)
-        b_ids, b_scores, _ = item_scores(other_slices[name], lambda r: r["level"] in ok)
+        a_items, b_items = _group(base_slices[name]), _group(other_slices[name])
+        a_ids, b_ids = a_items.ids, b_items.ids
+        a_scores, a_clusters = _level_scores(a_items, ok), a_items.clusters
+        b_scores = _level_scores(b_items, ok)
         a_content = {r["item"]: r["content"] for r in base_slices[name]}
         b_content = {r["item"]: r["content"] for r in other_slices[name]}
         a_map = dict(zip(a_ids, zip(a_scores, a_clusters, strict=True), strict=True))

@@ -18,6 +18,7 @@ from typing import Any
 from evalreg import __version__
 from evalreg.plan import Cell
 from evalreg.registry.tree import Tree
+from evalreg.store import load_json
 
 SUMMARY_SCHEMA = 1
 ALL = "all"
@@ -41,30 +42,46 @@ def percentile(values: Sequence[int], p: float) -> int:
 
 def aggregate(records: Sequence[dict[str, Any]]) -> dict[str, Any]:
     """Totals for one slice: levels, criteria, errors, latency, tokens and cost."""
-    graded = [r for r in records if r["error"] is None]
-    levels = {lvl: sum(r["level"] == lvl for r in graded) for lvl in LEVELS}
-    criteria: dict[str, list[int]] = defaultdict(lambda: [0, 0])
-    for r in graded:
+    items = set()
+    levels = dict.fromkeys(LEVELS, 0)
+    criteria: dict[str, list[int]] = {}
+    latencies: list[int] = []
+    scores: list[float] = []
+    tokens = dict.fromkeys(("input", "output", "reasoning"), 0)
+    cost = 0
+    for r in records:
+        items.add(r["item"])
+        if r["error"] is not None:
+            continue
+        level = r["level"]
+        if level in levels:
+            levels[level] += 1
         for cid, verdict in r["criteria"].items():
-            criteria[cid][0] += 1
-            criteria[cid][1] += bool(verdict["passed"])
-    latencies = [r["latency_ms"] for r in graded]
+            counts = criteria.get(cid)
+            if counts is None:
+                counts = criteria[cid] = [0, 0]
+            counts[0] += 1
+            counts[1] += bool(verdict["passed"])
+        latencies.append(r["latency_ms"])
+        scores.append(r["score"])
+        used = r["tokens"]
+        for kind in tokens:
+            tokens[kind] += used[kind]
+        cost += r["cost_micro_usd"]
     return {
         "samples": len(records),
-        "items": len({r["item"] for r in records}),
-        "graded": len(graded),
-        "errors": len(records) - len(graded),
+        "items": len(items),
+        "graded": len(scores),
+        "errors": len(records) - len(scores),
         "levels": levels,
         "criteria": {
             cid: {"applicable": n, "passed": k} for cid, (n, k) in sorted(criteria.items())
         },
-        "score_sum": rounded(sum(r["score"] for r in graded)),
+        # The built-in sum, in record order: the same float on every Python version.
+        "score_sum": rounded(sum(scores)),
         "latency_ms": {"p50": percentile(latencies, 50), "p95": percentile(latencies, 95)},
-        "tokens": {
-            kind: sum(r["tokens"][kind] for r in graded)
-            for kind in ("input", "output", "reasoning")
-        },
-        "cost_micro_usd": sum(r["cost_micro_usd"] for r in graded),
+        "tokens": tokens,
+        "cost_micro_usd": cost,
     }
 
 
@@ -77,13 +94,24 @@ def slices_of(records: Iterable[dict[str, Any]]) -> dict[str, list[dict[str, Any
     return dict(out)
 
 
+_ITEM_LINE = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode
+
+
 def items_bytes(records: Sequence[dict[str, Any]]) -> bytes:
     """Per-item records, one canonical JSON object a line, in (item, sample) order."""
-    ordered = sorted(records, key=lambda r: (r["item"], r["sample"]))
-    return b"".join(
-        json.dumps(r, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode() + b"\n"
-        for r in ordered
-    )
+    if not records:
+        return b""
+    ordered = sorted(records, key=_item_order)
+    return ("\n".join(map(_ITEM_LINE, ordered)) + "\n").encode()
+
+
+def _item_order(record: dict[str, Any]) -> tuple[str, int]:
+    return record["item"], record["sample"]
+
+
+def read_items(data: bytes) -> list[dict[str, Any]]:
+    """The records of an items file (``items_bytes``'s output), in file order."""
+    return [load_json(line) for line in data.splitlines() if line.strip()]
 
 
 def summary_for(

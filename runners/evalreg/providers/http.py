@@ -1,14 +1,23 @@
-"""The one HTTP layer every HTTP provider shares: client, timeouts, retries, rate limits.
+"""The one HTTP layer every HTTP provider shares: client, connections, timeouts, retries, limits.
 
-Retries (tenacity) cover 429, 5xx, timeouts, connection errors and malformed bodies, with
-exponential backoff and jitter, honouring ``Retry-After``. Per-pin concurrency is a
-semaphore; requests- and tokens-per-minute are leaky buckets (aiolimiter).
+Requests go through one ``httpx.AsyncClient``. Its transport is ``ConnectionPool``: keep-alive
+HTTP/1.1 connections kept per origin and taken or returned in constant time. httpcore's pool
+(httpx's default) re-examines every connection of the pool for every queued request and
+probes each idle socket on the way; at 64 requests in flight against one endpoint that costs
+more than the requests themselves (tests/benchmarks/http_clients.py measures the choices).
+Proxies from the environment still apply: httpx routes proxied origins to its own transports.
+
+Retries cover 429, 5xx, timeouts, connection errors and malformed bodies, with exponential
+backoff and jitter, honouring ``Retry-After``. Per-pin concurrency is a semaphore; requests-
+and tokens-per-minute are leaky buckets (aiolimiter).
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import random
+import ssl
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -17,13 +26,6 @@ from typing import Any
 
 import httpx
 from aiolimiter import AsyncLimiter
-from tenacity import (
-    AsyncRetrying,
-    RetryCallState,
-    retry_if_exception,
-    stop_after_attempt,
-    wait_exponential_jitter,
-)
 
 from evalreg.providers.base import Completion, ProviderError
 from evalreg.registry.schema import Limits
@@ -33,11 +35,16 @@ MAX_RETRY_AFTER_S = 120.0
 
 @dataclass(frozen=True)
 class Backoff:
-    """Exponential backoff with jitter between retries (seconds)."""
+    """Exponential backoff with jitter between retries (seconds): after the n-th failed
+    attempt, wait ``min(initial * 2**(n-1) + uniform(0, jitter), maximum)``."""
 
     initial: float = 0.5
     maximum: float = 30.0
     jitter: float = 0.5
+
+    def delay(self, attempt: int) -> float:
+        wait = self.initial * 2.0 ** (attempt - 1) + random.uniform(0.0, self.jitter)
+        return max(0.0, min(wait, self.maximum))
 
 
 @dataclass(frozen=True)
@@ -47,8 +54,14 @@ class Reply:
     attempts: int
 
 
+Gate = tuple[asyncio.Semaphore, AsyncLimiter | None, AsyncLimiter | None]
+
+
 class HttpLayer:
-    """Sends request bodies for all pins of a run over one pooled ``httpx.AsyncClient``."""
+    """Sends request bodies for all pins of a run over one ``httpx.AsyncClient``.
+
+    ``transport`` replaces the connection pool (tests pass ``httpx.MockTransport``).
+    """
 
     def __init__(
         self,
@@ -58,7 +71,7 @@ class HttpLayer:
         max_connections: int = 512,
     ) -> None:
         self._client = httpx.AsyncClient(
-            transport=transport,
+            transport=transport or ConnectionPool(max_connections=max_connections),
             limits=httpx.Limits(
                 max_connections=max_connections, max_keepalive_connections=max_connections
             ),
@@ -66,13 +79,10 @@ class HttpLayer:
             follow_redirects=False,
             trust_env=True,
         )
-        b = backoff or Backoff()
-        self._exponential = wait_exponential_jitter(
-            multiplier=b.initial, max=b.maximum, jitter=b.jitter
-        )
-        self._gates: dict[
-            str, tuple[asyncio.Semaphore, AsyncLimiter | None, AsyncLimiter | None]
-        ] = {}
+        self._backoff = backoff or Backoff()
+        self._gates: dict[str, Gate] = {}
+        self._urls: dict[str, httpx.URL] = {}
+        self._timeouts: dict[float, httpx.Timeout] = {}
 
     async def aclose(self) -> None:
         await self._client.aclose()
@@ -83,16 +93,29 @@ class HttpLayer:
     async def __aexit__(self, *exc: object) -> None:
         await self.aclose()
 
-    def _gate(
-        self, pin_id: str, limits: Limits
-    ) -> tuple[asyncio.Semaphore, AsyncLimiter | None, AsyncLimiter | None]:
-        if pin_id not in self._gates:
+    def _gate(self, pin_id: str, limits: Limits) -> Gate:
+        gate = self._gates.get(pin_id)
+        if gate is None:
             rpm = (
                 AsyncLimiter(limits.requests_per_minute, 60) if limits.requests_per_minute else None
             )
             tpm = AsyncLimiter(limits.tokens_per_minute, 60) if limits.tokens_per_minute else None
-            self._gates[pin_id] = (asyncio.Semaphore(limits.concurrency), rpm, tpm)
-        return self._gates[pin_id]
+            gate = self._gates[pin_id] = (asyncio.Semaphore(limits.concurrency), rpm, tpm)
+        return gate
+
+    def _url(self, url: str) -> httpx.URL:
+        # Parsing a URL is a noticeable share of httpx's per-request cost; a run posts to
+        # a handful of URLs.
+        parsed = self._urls.get(url)
+        if parsed is None:
+            parsed = self._urls[url] = httpx.URL(url)
+        return parsed
+
+    def _timeout(self, seconds: float) -> httpx.Timeout:
+        timeout = self._timeouts.get(seconds)
+        if timeout is None:
+            timeout = self._timeouts[seconds] = httpx.Timeout(seconds, connect=min(15.0, seconds))
+        return timeout
 
     async def post(
         self,
@@ -109,33 +132,46 @@ class HttpLayer:
 
         Raises ``ProviderError`` once retries are exhausted or the error is not retryable.
         """
-        semaphore, rpm, tpm = self._gate(pin_id, limits)
-        retrying = AsyncRetrying(
-            stop=stop_after_attempt(limits.max_retries + 1),
-            wait=self._wait,
-            retry=retry_if_exception(lambda e: isinstance(e, ProviderError) and e.retryable),
-            reraise=True,
-        )
-        timeout = httpx.Timeout(limits.timeout_s, connect=min(15.0, limits.timeout_s))
+        gate = self._gate(pin_id, limits)
+        target = self._url(url)
+        timeout = self._timeout(limits.timeout_s)
         send_headers = {"content-type": "application/json", **headers}
-        attempts = 0
-        async for attempt in retrying:
-            with attempt:
-                attempts += 1
-                if rpm is not None:
-                    await rpm.acquire()
-                if tpm is not None and estimated_tokens:
-                    await tpm.acquire(min(estimated_tokens, tpm.max_rate))
-                async with semaphore:
-                    started = time.perf_counter()
-                    response = await self._send(url, send_headers, content, timeout)
-                    latency_ms = round((time.perf_counter() - started) * 1000)
-                completion = parse(_json_of(response))
-                return Reply(completion, latency_ms, attempts)
-        raise AssertionError("unreachable: tenacity reraises the last error")
+        attempt = 1
+        while True:
+            try:
+                return await self._attempt(
+                    gate, target, send_headers, content, timeout, parse, estimated_tokens, attempt
+                )
+            except ProviderError as exc:
+                if not exc.retryable or attempt > limits.max_retries:
+                    raise
+                await asyncio.sleep(self._delay(exc, attempt))
+            attempt += 1
+
+    async def _attempt(
+        self,
+        gate: Gate,
+        url: httpx.URL,
+        headers: dict[str, str],
+        content: bytes,
+        timeout: httpx.Timeout,
+        parse: Callable[[Any], Completion],
+        estimated_tokens: int,
+        number: int,
+    ) -> Reply:
+        semaphore, rpm, tpm = gate
+        if rpm is not None:
+            await rpm.acquire()
+        if tpm is not None and estimated_tokens:
+            await tpm.acquire(min(estimated_tokens, tpm.max_rate))
+        async with semaphore:
+            started = time.perf_counter()
+            response = await self._send(url, headers, content, timeout)
+            latency_ms = round((time.perf_counter() - started) * 1000)
+        return Reply(parse(_json_of(response)), latency_ms, number)
 
     async def _send(
-        self, url: str, headers: dict[str, str], content: bytes, timeout: httpx.Timeout
+        self, url: httpx.URL, headers: dict[str, str], content: bytes, timeout: httpx.Timeout
     ) -> httpx.Response:
         try:
             response = await self._client.post(
@@ -175,11 +211,11 @@ class HttpLayer:
             raise ProviderError("timeout", detail, status=status, retryable=True)
         raise ProviderError("client", detail, status=status)
 
-    def _wait(self, state: RetryCallState) -> float:
-        exc = state.outcome.exception() if state.outcome is not None else None
-        if isinstance(exc, ProviderError) and exc.retry_after is not None:
+    def _delay(self, exc: ProviderError, attempt: int) -> float:
+        """Seconds to wait after failed attempt number ``attempt``."""
+        if exc.retry_after is not None:
             return min(exc.retry_after, MAX_RETRY_AFTER_S)
-        return float(self._exponential(state))
+        return self._backoff.delay(attempt)
 
 
 def _json_of(response: httpx.Response) -> Any:
@@ -224,3 +260,449 @@ def retry_after(headers: httpx.Headers) -> float | None:
     except (TypeError, ValueError):
         return None
     return max(0.0, when.timestamp() - time.time())
+
+
+# ---------------------------------------------------------------- the connection pool
+MAX_HEAD_BYTES = 1 << 20
+"""Longest response head (status line and headers) accepted."""
+MAX_LINE_BYTES = 64 << 10
+"""Longest chunk-size or trailer line accepted."""
+_DEFAULT_PORTS = {b"http": 80, b"https": 443}
+_NO_BODY_STATUS = frozenset({204, 304})
+Origin = tuple[bytes, bytes, int]
+
+
+class ConnectionPool(httpx.AsyncBaseTransport):
+    """An ``httpx`` transport: HTTP/1.1 over keep-alive connections, kept per origin.
+
+    Taking and returning a connection costs the same however many are open: idle
+    connections wait in a last-in-first-out stack per origin, and a connection the server
+    closed is known from the event loop's callbacks, without probing its socket.
+
+    Response bodies are read whole before the response is returned (the APIs evalreg
+    speaks answer in one body; it never asks for a stream). ``max_connections`` bounds the
+    requests in flight (a request waits for a slot up to the pool timeout);
+    ``max_idle`` bounds the connections kept open between requests; an idle connection
+    older than ``keepalive_expiry`` seconds is closed rather than reused.
+    """
+
+    def __init__(
+        self,
+        *,
+        max_connections: int = 512,
+        max_idle: int | None = None,
+        keepalive_expiry: float = 5.0,
+        verify: ssl.SSLContext | bool = True,
+    ) -> None:
+        self._slots = max_connections
+        self._max_idle = max_connections if max_idle is None else max_idle
+        self._keepalive_expiry = keepalive_expiry
+        self._verify = verify
+        self._ssl: ssl.SSLContext | None = None
+        self._idle: dict[Origin, list[_Connection]] = {}
+        self._idle_count = 0
+        self._semaphore: asyncio.Semaphore | None = None
+        self._closed = False
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        url = request.url
+        scheme = url.raw_scheme
+        if scheme not in _DEFAULT_PORTS:
+            raise httpx.UnsupportedProtocol(
+                f"Request URL has an unsupported protocol '{scheme.decode()}://'.", request=request
+            )
+        if self._closed:
+            raise RuntimeError("the connection pool is closed")
+        timeouts = request.extensions.get("timeout") or {}
+        origin = (scheme, url.raw_host, url.port or _DEFAULT_PORTS[scheme])
+        semaphore = self._semaphore
+        if semaphore is None:
+            semaphore = self._semaphore = asyncio.Semaphore(self._slots)
+        if semaphore.locked():
+            try:
+                async with asyncio.timeout(timeouts.get("pool")):
+                    await semaphore.acquire()
+            except TimeoutError:
+                raise httpx.PoolTimeout("no connection slot became free", request=request) from None
+        else:
+            await semaphore.acquire()
+        try:
+            connection = self._checkout(origin)
+            if connection is None:
+                connection = await self._connect(origin, request, timeouts.get("connect"))
+            try:
+                response, reusable = await connection.exchange(request, timeouts)
+            except BaseException:
+                connection.close()
+                raise
+            if reusable:
+                self._checkin(origin, connection)
+            else:
+                connection.close()
+            return response
+        finally:
+            semaphore.release()
+
+    def _checkout(self, origin: Origin) -> _Connection | None:
+        stack = self._idle.get(origin)
+        if not stack:
+            return None
+        now = time.monotonic()
+        while stack:
+            connection = stack.pop()
+            self._idle_count -= 1
+            if connection.usable and now - connection.idle_since < self._keepalive_expiry:
+                return connection
+            connection.close()
+        return None
+
+    def _checkin(self, origin: Origin, connection: _Connection) -> None:
+        if self._closed or self._idle_count >= self._max_idle:
+            connection.close()
+            return
+        connection.idle_since = time.monotonic()
+        self._idle.setdefault(origin, []).append(connection)
+        self._idle_count += 1
+
+    def _ssl_context(self) -> ssl.SSLContext:
+        if self._ssl is None:
+            # Loading the CA bundle takes tens of milliseconds: only for an https origin.
+            self._ssl = httpx.create_ssl_context(verify=self._verify)
+            self._ssl.set_alpn_protocols(["http/1.1"])
+        return self._ssl
+
+    async def _connect(
+        self, origin: Origin, request: httpx.Request, timeout: float | None
+    ) -> _Connection:
+        scheme, host, port = origin
+        loop = asyncio.get_running_loop()
+        hostname = host.decode("ascii")
+        tls = self._ssl_context() if scheme == b"https" else None
+        try:
+            async with asyncio.timeout(timeout):
+                _transport, connection = await loop.create_connection(
+                    lambda: _Connection(loop),
+                    hostname,
+                    port,
+                    ssl=tls,
+                    server_hostname=hostname if tls is not None else None,
+                )
+        except TimeoutError:
+            raise httpx.ConnectTimeout(
+                f"connecting to {hostname}:{port}", request=request
+            ) from None
+        except OSError as exc:
+            raise httpx.ConnectError(str(exc) or type(exc).__name__, request=request) from None
+        return connection
+
+    async def aclose(self) -> None:
+        self._closed = True
+        for stack in self._idle.values():
+            for connection in stack:
+                connection.close()
+        self._idle.clear()
+        self._idle_count = 0
+
+
+class _Connection(asyncio.Protocol):
+    """One HTTP/1.1 client connection: writes a request, reads its response."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._loop = loop
+        self._transport: asyncio.Transport | None = None
+        self._buffer = bytearray()
+        self._waiter: asyncio.Future[None] | None = None
+        self._drain: asyncio.Future[None] | None = None
+        self._eof = False
+        self._lost: BaseException | None = None
+        self._paused = False
+        self._busy = False
+        self.usable = True
+        """False once the server closed the connection or it can carry no further request."""
+        self.idle_since = 0.0
+
+    # -- asyncio callbacks ---------------------------------------------------------------
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self._transport = transport
+
+    def data_received(self, data: bytes) -> None:
+        if not self._busy:
+            self.usable = False  # bytes nobody asked for: the connection is out of step
+        self._buffer += data
+        self._wake()
+
+    def eof_received(self) -> bool:
+        self._eof = True
+        self.usable = False
+        self._wake()
+        return False
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._eof = True
+        self.usable = False
+        self._lost = exc
+        self._wake()
+        drain = self._drain
+        if drain is not None and not drain.done():
+            drain.set_result(None)
+
+    def pause_writing(self) -> None:
+        self._paused = True
+
+    def resume_writing(self) -> None:
+        self._paused = False
+        drain = self._drain
+        if drain is not None and not drain.done():
+            drain.set_result(None)
+
+    def _wake(self) -> None:
+        waiter = self._waiter
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
+
+    def close(self) -> None:
+        self.usable = False
+        if self._transport is not None:
+            self._transport.close()
+
+    # -- one request ---------------------------------------------------------------------
+    async def exchange(
+        self, request: httpx.Request, timeouts: dict[str, float | None]
+    ) -> tuple[httpx.Response, bool]:
+        """Send ``request`` and read its whole response; also whether the connection can
+        carry another request."""
+        self._busy = True
+        try:
+            close = await self._write_request(request, timeouts.get("write"))
+            response, reusable = await self._read_response(request, timeouts.get("read"))
+            return response, reusable and not close
+        finally:
+            self._busy = False
+
+    async def _write_request(self, request: httpx.Request, timeout: float | None) -> bool:
+        """Write ``request``; return whether it asked to close the connection after it."""
+        transport = self._transport
+        if transport is None or self._eof:
+            raise httpx.WriteError("the connection is closed", request=request)
+        raw = request.headers.raw
+        lines = [b"%b %b HTTP/1.1" % (request.method.encode("ascii"), request.url.raw_path)]
+        chunked = close = False
+        for name, value in raw:
+            lines.append(name + b": " + value)
+            lower = name.lower()
+            if lower == b"transfer-encoding":
+                chunked = value.rsplit(b",", 1)[-1].strip().lower() == b"chunked"
+            elif lower == b"connection":
+                close = b"close" in value.lower()
+        lines += (b"", b"")
+        head = b"\r\n".join(lines)
+        # Every CR and LF must be a line end we wrote: one in a name or value would let it
+        # smuggle a header (or a request) onto the wire.
+        ends = len(raw) + 2
+        if head.count(b"\n") != ends or head.count(b"\r") != ends or b"\0" in head:
+            raise httpx.LocalProtocolError(
+                "a header name or value contains CR, LF or NUL", request=request
+            )
+        stream = request.stream
+        if isinstance(stream, httpx.ByteStream):
+            transport.write(head + request.content)
+        else:
+            transport.write(head)
+            async for chunk in stream:  # type: ignore[union-attr]
+                if chunk:
+                    transport.write(b"%x\r\n%b\r\n" % (len(chunk), chunk) if chunked else chunk)
+                    await self._drained(request, timeout)
+            if chunked:
+                transport.write(b"0\r\n\r\n")
+        await self._drained(request, timeout)
+        return close
+
+    async def _drained(self, request: httpx.Request, timeout: float | None) -> None:
+        if not self._paused:
+            return
+        if self._lost is not None or self._eof:
+            raise httpx.WriteError("the server closed the connection", request=request)
+        self._drain = self._loop.create_future()
+        try:
+            async with asyncio.timeout(timeout):
+                await self._drain
+        except TimeoutError:
+            raise httpx.WriteTimeout("writing the request timed out", request=request) from None
+        finally:
+            self._drain = None
+
+    async def _more(self, request: httpx.Request, timeout: float | None, what: str) -> None:
+        """Wait for more bytes; raise if the server closed the connection instead."""
+        if self._eof:
+            if isinstance(self._lost, OSError):
+                raise httpx.ReadError(f"{what}: {self._lost}", request=request)
+            raise httpx.RemoteProtocolError(
+                f"the server closed the connection {what}", request=request
+            )
+        waiter = self._waiter = self._loop.create_future()
+        expire = self._loop.call_later(timeout, _expire, waiter) if timeout is not None else None
+        try:
+            await waiter
+        except TimeoutError:
+            raise httpx.ReadTimeout(f"no data {what} for {timeout}s", request=request) from None
+        finally:
+            self._waiter = None
+            if expire is not None:
+                expire.cancel()
+
+    async def _read_head(self, request: httpx.Request, timeout: float | None) -> bytes:
+        buffer = self._buffer
+        start = 0
+        while True:
+            end = buffer.find(b"\r\n\r\n", start)
+            if end >= 0:
+                head = bytes(buffer[:end])
+                del buffer[: end + 4]
+                return head
+            if len(buffer) > MAX_HEAD_BYTES:
+                raise httpx.RemoteProtocolError("response head too long", request=request)
+            start = max(0, len(buffer) - 3)
+            await self._more(
+                request,
+                timeout,
+                "before the response" if not buffer else "inside the response head",
+            )
+
+    async def _read_line(self, request: httpx.Request, timeout: float | None) -> bytes:
+        buffer = self._buffer
+        start = 0
+        while True:
+            end = buffer.find(b"\r\n", start)
+            if end >= 0:
+                line = bytes(buffer[:end])
+                del buffer[: end + 2]
+                return line
+            if len(buffer) > MAX_LINE_BYTES:
+                raise httpx.RemoteProtocolError("chunk line too long", request=request)
+            start = max(0, len(buffer) - 1)
+            await self._more(request, timeout, "inside a chunked body")
+
+    async def _read_exactly(self, n: int, request: httpx.Request, timeout: float | None) -> bytes:
+        buffer = self._buffer
+        while len(buffer) < n:
+            await self._more(request, timeout, "before the body was complete")
+        data = bytes(buffer[:n])
+        del buffer[:n]
+        return data
+
+    async def _read_to_close(self, request: httpx.Request, timeout: float | None) -> bytes:
+        while not self._eof:
+            waiter = self._waiter = self._loop.create_future()
+            expire = (
+                self._loop.call_later(timeout, _expire, waiter) if timeout is not None else None
+            )
+            try:
+                await waiter
+            except TimeoutError:
+                raise httpx.ReadTimeout(f"no data for {timeout}s", request=request) from None
+            finally:
+                self._waiter = None
+                if expire is not None:
+                    expire.cancel()
+        if isinstance(self._lost, OSError):
+            raise httpx.ReadError(str(self._lost), request=request)
+        data = bytes(self._buffer)
+        self._buffer.clear()
+        return data
+
+    async def _read_chunked(self, request: httpx.Request, timeout: float | None) -> bytes:
+        chunks: list[bytes] = []
+        while True:
+            line = await self._read_line(request, timeout)
+            size_text = line.split(b";", 1)[0].strip()
+            try:
+                size = int(size_text, 16)
+            except ValueError:
+                raise httpx.RemoteProtocolError("invalid chunk size", request=request) from None
+            if size < 0 or size_text[:1] in (b"+", b"-"):
+                raise httpx.RemoteProtocolError("invalid chunk size", request=request)
+            if size == 0:
+                while await self._read_line(request, timeout):  # trailers, ignored
+                    pass
+                return b"".join(chunks)
+            chunks.append(await self._read_exactly(size, request, timeout))
+            if await self._read_exactly(2, request, timeout) != b"\r\n":
+                raise httpx.RemoteProtocolError("invalid chunk terminator", request=request)
+
+    async def _read_response(
+        self, request: httpx.Request, timeout: float | None
+    ) -> tuple[httpx.Response, bool]:
+        while True:
+            head = await self._read_head(request, timeout)
+            version, status, reason, headers = _parse_head(head, request)
+            if not 100 <= status < 200 or status == 101:
+                break  # an informational response (100 Continue, 103 Early Hints) is skipped
+        if status == 101:
+            raise httpx.RemoteProtocolError("unexpected protocol switch", request=request)
+        keep_alive = version == b"HTTP/1.1"
+        lengths: set[bytes] = set()
+        coding = b""
+        for name, value in headers:
+            lower = name.lower()
+            if lower == b"content-length":
+                lengths.add(value)
+            elif lower == b"transfer-encoding":
+                coding = value.rsplit(b",", 1)[-1].strip().lower()
+            elif lower == b"connection":
+                tokens = {t.strip().lower() for t in value.split(b",")}
+                if b"close" in tokens:
+                    keep_alive = False
+                elif b"keep-alive" in tokens and version == b"HTTP/1.0":
+                    keep_alive = True
+        if request.method == "HEAD" or status in _NO_BODY_STATUS:
+            body = b""
+        elif coding:
+            if coding == b"chunked":
+                body = await self._read_chunked(request, timeout)
+            else:
+                body = await self._read_to_close(request, timeout)
+                keep_alive = False
+        elif lengths:
+            if len(lengths) > 1:
+                raise httpx.RemoteProtocolError("conflicting Content-Length", request=request)
+            text = lengths.pop()
+            if not text.isdigit():
+                raise httpx.RemoteProtocolError("invalid Content-Length", request=request)
+            body = await self._read_exactly(int(text), request, timeout)
+        else:
+            body = await self._read_to_close(request, timeout)
+            keep_alive = False
+        if self._buffer or self._eof:
+            keep_alive = False  # trailing bytes, or the server is already gone
+        response = httpx.Response(
+            status,
+            headers=headers,
+            stream=httpx.ByteStream(body),
+            extensions={"http_version": version, "reason_phrase": reason},
+            request=request,
+        )
+        return response, keep_alive
+
+
+def _expire(waiter: asyncio.Future[None]) -> None:
+    if not waiter.done():
+        waiter.set_exception(TimeoutError())
+
+
+def _parse_head(
+    head: bytes, request: httpx.Request
+) -> tuple[bytes, int, bytes, list[tuple[bytes, bytes]]]:
+    """(version, status, reason, headers) of a response head; malformed heads raise."""
+    lines = head.lstrip(b"\r\n").split(b"\r\n")
+    version, _, rest = lines[0].partition(b" ")
+    code, _, reason = rest.partition(b" ")
+    if version not in (b"HTTP/1.1", b"HTTP/1.0") or len(code) != 3 or not code.isdigit():
+        raise httpx.RemoteProtocolError(f"malformed status line {lines[0][:80]!r}", request=request)
+    headers = []
+    for line in lines[1:]:
+        name, colon, value = line.partition(b":")
+        if not colon or not name or name[-1:] in b" \t" or line[:1] in b" \t":
+            raise httpx.RemoteProtocolError(f"malformed header line {line[:80]!r}", request=request)
+        headers.append((name, value.strip(b" \t")))
+    return version, int(code), reason, headers
