@@ -202,7 +202,7 @@ def _result_findings(registry: Registry) -> list[Finding]:
                 )
             )
     for sid in sorted(registry.selections):
-        decision = gather(registry, sid, statuses).decision
+        decision = gather(registry, sid, statuses, comparisons=False).decision
         has_evidence = any(not a.pending for a in decision.assessments.values())
         if decision.needs_waiver and has_evidence:
             doc = registry.documents[("selections", sid)]

@@ -55,8 +55,14 @@ def read_records(registry: Registry, cell: Cell) -> list[dict[str, Any]]:
 
 
 def gather(
-    registry: Registry, selection_id: str, statuses: list[CellStatus] | None = None
+    registry: Registry,
+    selection_id: str,
+    statuses: list[CellStatus] | None = None,
+    *,
+    comparisons: bool = True,
 ) -> UseCaseEvidence:
+    """Everything the report needs for one use case (``comparisons=False``: only what a
+    decision needs, which is all ``evalreg check`` asks for)."""
     selection = registry.selections[selection_id]
     task = registry.tasks[selection.task]
     rubric = registry.rubrics[task.rubric]
@@ -79,10 +85,10 @@ def gather(
     pending = {c for c, e in candidates.items() if not e.records}
     decision = decide(selection, metrics, pending)
     declared = candidates[selection.selected]
-    comparisons = {
+    compared = {
         cid: compare(declared.records, ev.records, policy.pass_level, policy.confidence)
         for cid, ev in candidates.items()
-        if cid != selection.selected and ev.records and declared.records
+        if comparisons and cid != selection.selected and ev.records and declared.records
     }
     raters = {
         c.grader.file: rater_agreement(
@@ -108,7 +114,7 @@ def gather(
         candidates,
         metrics,
         decision,
-        comparisons,
+        compared,
         raters,
         holdout,
     )

@@ -91,7 +91,7 @@ def _dump(model: schema.Model | None) -> Any:
 def fingerprint_parts(registry: Registry, cell: Cell) -> dict[str, Any]:
     """Everything that can change a cell's results, each hashed separately so staleness
     can say which part changed."""
-    from evalreg.graders import GRADER_VERSION
+    from evalreg.graders.base import GRADER_VERSION
 
     evalset = registry.evalset_of(cell.task_id, cell.split)
     judges = sorted(

@@ -2,11 +2,6 @@
 
 from __future__ import annotations
 
-from jsonschema import Draft202012Validator, SchemaError
-from jsonschema.exceptions import best_match
-from jsonschema.validators import validator_for
-from referencing.exceptions import Unresolvable
-
 from evalreg.graders.base import GradeFn, GradingContext, Verdict, answer, clip, register
 from evalreg.parsing import Parsed
 from evalreg.registry import schema
@@ -27,6 +22,12 @@ def json_schema(config: schema.JsonSchemaGrader, ctx: GradingContext) -> GradeFn
     Raises:
         ValueError: there is no schema, or it is not a valid JSON schema.
     """
+    # jsonschema costs ~0.1 s to import: only commands that grade pay for it.
+    from jsonschema import Draft202012Validator, SchemaError
+    from jsonschema.exceptions import best_match
+    from jsonschema.validators import validator_for
+    from referencing.exceptions import Unresolvable
+
     document = config.schema_ if config.schema_ is not None else ctx.output_schema
     if document is None:
         raise ValueError(
