@@ -15,15 +15,14 @@ from pathlib import Path
 from typing import Any
 
 from evalreg import __version__
-from evalreg.fetch import make_job
 from evalreg.grading import cell_grader
 from evalreg.plan import Cell, cells, fingerprint, fingerprint_parts
-from evalreg.prompting import render_messages
 from evalreg.providers import get_provider
 from evalreg.registry import schema
 from evalreg.registry.loader import load_registry
 from evalreg.registry.tree import GitTree, Tree
 from evalreg.results import items_bytes, read_summary, summary_bytes, summary_for
+from evalreg.runner import cell_jobs
 from evalreg.store import ResponseStore
 
 MAX_DIFFERENCES_PER_CELL = 50
@@ -87,24 +86,14 @@ def _reproduce_cell(
     provider = providers[cell.pin.provider]
     grader = cell_grader(cell, registry, store, code_root)
     records = []
-    for item in sorted(registry.evalset_of(cell.task_id, cell.split).items, key=lambda i: i.id):
-        messages = render_messages(cell.task, cell.candidate.prompt, item)
-        for sample in range(cell.task.repeats):
-            job = make_job(
-                cell.candidate.pin,
-                cell.pin,
-                provider,
-                messages,
-                item.input,
-                sample,
-                f"{cell.id}/{item.id}#{sample}",
-            )
-            stored = store.get(job.key)
-            error = failed.get(job.key)
-            if stored is None and error is None:
-                error = "missing"
-                out.differences.append(f"{item.id}#{sample}: no stored response (offline miss)")
-            records.append(grader.record(item, sample, job.key, stored, error))
+    ordered = sorted(registry.evalset_of(cell.task_id, cell.split).items, key=lambda i: i.id)
+    for item, sample, job in cell_jobs(cell, provider, ordered):
+        stored = store.get(job.key)
+        error = failed.get(job.key)
+        if stored is None and error is None:
+            error = "missing"
+            out.differences.append(f"{item.id}#{sample}: no stored response (offline miss)")
+        records.append(grader.record(item, sample, job.key, stored, error))
     items = items_bytes(records)
     evalset = registry.evalset_of(cell.task_id, cell.split)
     parts = fingerprint_parts(registry, cell)

@@ -9,15 +9,16 @@ from __future__ import annotations
 
 import asyncio
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from evalreg.fetch import FetchReport, Job, fetch, make_job
 from evalreg.grading import CellGrader, cell_grader
-from evalreg.plan import CellStatus, status
+from evalreg.plan import Cell, CellStatus, status
 from evalreg.prompting import render_messages
 from evalreg.providers import get_provider
+from evalreg.providers.base import Provider
 from evalreg.registry import schema
 from evalreg.registry.loader import Registry, load_registry
 from evalreg.results import items_bytes, summary_bytes, summary_for, write_cell
@@ -113,6 +114,28 @@ def _in_shard(key: str, shard: tuple[int, int] | None) -> bool:
     return int(key[:12], 16) % count == index - 1
 
 
+def cell_jobs(
+    cell: Cell, provider: Provider, items: Iterable[schema.Item]
+) -> Iterator[tuple[schema.Item, int, Job]]:
+    """Every request of a cell: each item's rendered prompt, once per sample."""
+    for item in items:
+        messages = render_messages(cell.task, cell.candidate.prompt, item)
+        for sample in range(cell.task.repeats):
+            yield (
+                item,
+                sample,
+                make_job(
+                    cell.candidate.pin,
+                    cell.pin,
+                    provider,
+                    messages,
+                    item.input,
+                    sample,
+                    f"{cell.id}/{item.id}#{sample}",
+                ),
+            )
+
+
 def prepare(root: Path, options: RunOptions) -> tuple[Registry, ResponseStore, list[CellPlan]]:
     """Load the registry and store, and plan every cell this run will touch."""
     registry = load_registry(root)
@@ -132,25 +155,14 @@ def prepare(root: Path, options: RunOptions) -> tuple[Registry, ResponseStore, l
         items = sorted(registry.evalset_of(cell.task_id, cell.split).items, key=lambda i: i.id)
         if options.limit is not None:
             items = items[: options.limit]
-        for item in items:
-            messages = render_messages(cell.task, cell.candidate.prompt, item)
-            for sample in range(cell.task.repeats):
-                job = make_job(
-                    cell.candidate.pin,
-                    cell.pin,
-                    provider,
-                    messages,
-                    item.input,
-                    sample,
-                    f"{cell.id}/{item.id}#{sample}",
-                )
-                plan.jobs.append((item, sample, job))
-                if not _in_shard(job.key, options.shard):
-                    continue
-                plan.in_shard += 1
-                if job.key not in store:
-                    plan.missing += 1
-                    plan.estimated_micro_usd += estimate_micro_usd(cell.pin, job)
+        for item, sample, job in cell_jobs(cell, provider, items):
+            plan.jobs.append((item, sample, job))
+            if not _in_shard(job.key, options.shard):
+                continue
+            plan.in_shard += 1
+            if job.key not in store:
+                plan.missing += 1
+                plan.estimated_micro_usd += estimate_micro_usd(cell.pin, job)
         if plan.missing and not options.offline:
             plan.blocked = _missing_key(cell.pin)
         elif options.offline and st.state == "pending" and plan.missing == plan.in_shard:
