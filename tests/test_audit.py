@@ -454,7 +454,7 @@ def test_approvals_are_read_across_pages(history: History, api: ReviewsAPI, tmp_
         ("erin", "APPROVED", "2026-01-05T08:00:00Z"),
     ]
     assert nine.standing == (("alice", "APPROVED"),)
-    assert sleeps == [0.0]
+    assert sleeps == [1.0]  # a rate limit is waited out (never for less than a second)
     assert set(api.authorizations) == {f"Bearer {TOKEN}"}
     assert "| #9 | alice (approved) |" in markdown
     assert "| #7 | erin | approved | 2026-01-05T08:00:00Z | `cccccccccccc` |" in markdown
@@ -474,12 +474,12 @@ def test_unreadable_reviews_are_recorded_without_the_token(
         (
             7,
             "GitHub answered 404 to GET /repos/o/other/pulls/7/reviews: check the repository "
-            "(o/other), the pull request number, and that the token can read the repository",
+            "(o/other) and the pull request number, and that the token can read the repository",
         ),
         (
             9,
             "GitHub answered 404 to GET /repos/o/other/pulls/9/reviews: check the repository "
-            "(o/other), the pull request number, and that the token can read the repository",
+            "(o/other) and the pull request number, and that the token can read the repository",
         ),
     ]
     assert "| #9 | unavailable |" in audit_markdown(record)
@@ -494,7 +494,8 @@ def test_a_next_page_on_another_host_gets_no_token(history: History, api: Review
     assert record.approvals is not None
     assert record.approvals[0].error == (
         "GitHub's next-page link points to http://localhost, not to http://127.0.0.1; "
-        "refusing to send the token there"
+        "refusing to send the token there: check GITHUB_API_URL and any proxy between this "
+        "job and GitHub"
     )
     assert len(api.authorizations) == 2  # the first pages of #7 and #9, nothing more
 

@@ -22,9 +22,8 @@ import httpx
 from evalreg import __version__
 from evalreg.canonical import digest
 from evalreg.errors import EvalregError, RegistryError
-from evalreg.gitops.github import DEFAULT_API_URL, GitHubError
+from evalreg.gitops.github import DEFAULT_API_URL, GitHubClient
 from evalreg.plan import RESULTS_DIR
-from evalreg.providers.http import retry_after
 from evalreg.registry import schema
 from evalreg.registry.loader import REGISTRY_DIR, YAML_SUFFIXES
 from evalreg.registry.migrations import upgrade
@@ -519,20 +518,14 @@ def _num(value: float) -> str:
 
 
 # ---------------------------------------------------------------- GitHub reviews
-_PER_PAGE = 100
-_MAX_RETRIES = 3
-_REPOSITORY = re.compile(r"[A-Za-z0-9_-]+/(?!\.\.?$)[A-Za-z0-9_.-]+")
-# Printable ASCII without spaces: anything else could end up quoted in an HTTP library error.
-_TOKEN = re.compile(r"[\x21-\x7e]+")
 _REVIEW_STATES = {"APPROVED", "CHANGES_REQUESTED", "COMMENTED", "DISMISSED"}
 
 
 class GitHubReviews:
-    """A ``ReviewSource`` reading ``GET /repos/{owner}/{repo}/pulls/{n}/reviews``.
+    """A ``ReviewSource`` reading a pull request's reviews through ``GitHubClient``.
 
-    Follows ``Link: rel="next"`` on the same host only (the token goes nowhere else) and
-    waits out a rate limit (403/429 with ``retry-after`` or ``x-ratelimit-reset``) while
-    the total wait stays within ``max_wait_s``. Pending reviews are left out.
+    The client follows ``Link: rel="next"`` on the same host only (the token goes nowhere
+    else) and waits out rate limits within ``max_wait_s``. Pending reviews are left out.
     """
 
     def __init__(
@@ -545,27 +538,15 @@ class GitHubReviews:
         max_wait_s: float = 60.0,
         sleep: Callable[[float], None] = time.sleep,
     ) -> None:
-        if not _TOKEN.fullmatch(token):
-            raise GitHubError(
-                "the GitHub token is empty or contains spaces, line breaks or non-ASCII "
-                "characters: pass the token itself"
-            )
-        if not _REPOSITORY.fullmatch(repository):
-            raise GitHubError(f"{repository!r} is not a repository: expected OWNER/NAME")
         self.repository = repository
         self.api_url = api_url.rstrip("/")
-        self._max_wait_s = max_wait_s
-        self._sleep = sleep
-        self._client = httpx.Client(
-            base_url=self.api_url,
+        self._client = GitHubClient(
+            token,
+            repository,
+            api_url=api_url,
             transport=transport,
-            headers={
-                "accept": "application/vnd.github+json",
-                "x-github-api-version": "2022-11-28",
-                "authorization": f"Bearer {token}",
-                "user-agent": f"evalreg/{__version__}",
-            },
-            timeout=httpx.Timeout(30.0, connect=10.0),
+            max_wait_s=max_wait_s,
+            sleep=sleep,
         )
 
     def __repr__(self) -> str:
@@ -587,73 +568,7 @@ class GitHubReviews:
 
     def reviews(self, pr: int) -> list[Review]:
         """Every submitted review of pull request ``pr``, in GitHub's (chronological) order."""
-        path = f"/repos/{self.repository}/pulls/{pr}/reviews"
-        url, params = path, {"per_page": str(_PER_PAGE)}
-        waited = [0.0]
-        out: list[Review] = []
-        while True:
-            response = self._get(url, params, path, waited)
-            try:
-                page = response.json()
-            except ValueError:
-                page = None
-            if not isinstance(page, list):
-                raise GitHubError(f"GitHub's answer to GET {path} is not a list of reviews")
-            out.extend(r for r in map(_review, page) if r is not None)
-            next_url = response.links.get("next", {}).get("url")
-            if not next_url:
-                return out
-            self._check_same_host(next_url)
-            url, params = next_url, {}
-
-    def _get(
-        self, url: str, params: dict[str, str], path: str, waited: list[float]
-    ) -> httpx.Response:
-        for _attempt in range(_MAX_RETRIES + 1):
-            try:
-                response = self._client.get(url, params=params or None)
-            except httpx.TransportError as exc:
-                raise GitHubError(
-                    f"cannot reach {self.api_url} for GET {path} ({type(exc).__name__})"
-                ) from None
-            if response.is_success:
-                return response
-            delay = _rate_limit_wait(response) if response.status_code in (403, 429) else None
-            if delay is None or waited[0] + delay > self._max_wait_s:
-                raise _refusal(response.status_code, path, self.repository)
-            waited[0] += delay
-            self._sleep(delay)
-        raise GitHubError(f"GitHub kept rate-limiting GET {path}: re-run the audit later")
-
-    def _check_same_host(self, url: str) -> None:
-        target, base = httpx.URL(url), self._client.base_url
-        if (target.scheme, target.host, target.port) != (base.scheme, base.host, base.port):
-            raise GitHubError(
-                f"GitHub's next-page link points to {target.scheme}://{target.host}, not to "
-                f"{base.scheme}://{base.host}; refusing to send the token there"
-            )
-
-
-def _rate_limit_wait(response: httpx.Response) -> float | None:
-    """Seconds to wait before retrying a rate-limited request, or None if it is not one."""
-    delay = retry_after(response.headers)
-    if delay is not None:
-        return delay
-    if response.headers.get("x-ratelimit-remaining") == "0":
-        reset = response.headers.get("x-ratelimit-reset", "")
-        if reset.isdigit():
-            return max(1.0, int(reset) - time.time() + 1.0)
-    return None
-
-
-def _refusal(status: int, path: str, repository: str) -> GitHubError:
-    hint = {
-        401: "the token was rejected: pass a valid token",
-        403: "the token may not read pull requests: give it `pull-requests: read`",
-        404: f"check the repository ({repository}), the pull request number, and that the "
-        "token can read the repository",
-    }.get(status, "re-run the audit later")
-    return GitHubError(f"GitHub answered {status} to GET {path}: {hint}")
+        return [r for r in map(_review, self._client.pull_reviews(pr)) if r is not None]
 
 
 def _review(item: Any) -> Review | None:

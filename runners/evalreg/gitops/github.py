@@ -216,6 +216,12 @@ class GitHubClient:
             raise GitHubError(f"GitHub's answer to GET {path} has no head.sha: re-run the job")
         return sha
 
+    def pull_reviews(self, pr_number: int) -> list[Any]:
+        """Every review of pull request ``pr_number`` as GitHub returns them, all pages."""
+        _check_number(pr_number)
+        path = f"/repos/{self.repository}/pulls/{pr_number}/reviews"
+        return self._get_all(path, {}, self._waits())
+
     def _waits(self) -> _Waits:
         return _Waits(self._max_wait_s, self._sleep)
 
