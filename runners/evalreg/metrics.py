@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from operator import itemgetter
 from typing import Any
 
 from evalreg import stats
@@ -32,6 +33,7 @@ RATE_METRICS = frozenset(
 _CORRECT = frozenset({"correct"})
 _ACCEPTABLE = frozenset({"correct", "acceptable"})
 _UNACCEPTABLE = frozenset({"unacceptable"})
+_ITEM = itemgetter("item")
 
 
 @dataclass(frozen=True)
@@ -69,45 +71,55 @@ def by_slice(records: Iterable[dict[str, Any]]) -> dict[str, list[dict[str, Any]
 
 @dataclass(frozen=True)
 class _Items:
-    """One slice's graded samples grouped by item, items in id order: built once per slice,
-    read by every metric of it."""
+    """One slice's graded samples by item, items in id order: built once per slice, read by
+    every metric of it. Most eval sets have one sample an item, so that case keeps the
+    records themselves (``single``) rather than a list per item."""
 
     ids: list[str]
-    samples: list[list[dict[str, Any]]]
-    """Per item, its graded records in the order the slice lists them."""
-    levels: list[list[str]]
-    """Per item, the level of each of its samples."""
+    single: list[dict[str, Any]] | None
+    """Each item's one graded record, when no item has more than one."""
+    grouped: list[list[dict[str, Any]]] | None
+    """Otherwise, per item, its graded records in the order the slice lists them."""
     clusters: list[str]
     """Per item, the cluster its last sample names (or the item id)."""
     clustered: bool
     """Whether any item is in a cluster other than its own."""
 
+    @property
+    def samples(self) -> list[list[dict[str, Any]]]:
+        return self.grouped if self.grouped is not None else [[r] for r in self.single or ()]
+
 
 def _group(records: Iterable[dict[str, Any]]) -> _Items:
-    groups: dict[str, list[dict[str, Any]]] = {}
-    for r in records:
-        if r["error"] is None:
-            group = groups.get(r["item"])
-            if group is None:
-                groups[r["item"]] = [r]
-            else:
-                group.append(r)
-    ids = sorted(groups)
-    samples = [groups[i] for i in ids]
-    clusters = [s[-1].get("cluster") or i for i, s in zip(ids, samples, strict=True)]
-    return _Items(
-        ids,
-        samples,
-        [[r["level"] for r in s] for s in samples],
-        clusters,
-        any(c != i for c, i in zip(clusters, ids, strict=True)),
-    )
+    graded = [r for r in records if r["error"] is None]
+    if len({r["item"] for r in graded}) == len(graded):
+        single = sorted(graded, key=_ITEM)
+        ids = [r["item"] for r in single]
+        clusters = [r.get("cluster") or i for r, i in zip(single, ids, strict=True)]
+        grouped = None
+    else:
+        groups: dict[str, list[dict[str, Any]]] = {}
+        for r in graded:
+            groups.setdefault(r["item"], []).append(r)
+        ids = sorted(groups)
+        single, grouped = None, [groups[i] for i in ids]
+        clusters = [s[-1].get("cluster") or i for i, s in zip(ids, grouped, strict=True)]
+    clustered = any(c != i for c, i in zip(clusters, ids, strict=True))
+    return _Items(ids, single, grouped, clusters, clustered)
 
 
 def _scores(items: _Items, passed: Any) -> tuple[list[str], list[float], list[str]]:
     ids: list[str] = []
     scores: list[float] = []
     clusters: list[str] = []
+    if items.single is not None:
+        for r, cluster in zip(items.single, items.clusters, strict=True):
+            verdict = passed(r)
+            if verdict is not None:
+                ids.append(r["item"])
+                scores.append(1.0 if verdict else 0.0)
+                clusters.append(cluster)
+        return ids, scores, clusters
     for item, samples in zip(items.ids, items.samples, strict=True):
         values: list[float] = []
         cluster = item
@@ -132,26 +144,26 @@ def item_scores(
 
 def _level_scores(items: _Items, accepted: frozenset[str]) -> list[float]:
     """Per item, the share of its samples whose level is one of ``accepted``."""
+    if items.single is not None:
+        return [1.0 if r["level"] in accepted else 0.0 for r in items.single]
     return [
-        (1.0 if levels[0] in accepted else 0.0)
-        if len(levels) == 1
-        else sum([1.0 if level in accepted else 0.0 for level in levels]) / len(levels)
-        for levels in items.levels
+        sum([1.0 if r["level"] in accepted else 0.0 for r in samples]) / len(samples)
+        for samples in items.samples
     ]
 
 
 def _criterion_scores(items: _Items, cid: str) -> tuple[list[str], list[float], list[str]]:
     """``_scores`` for criterion ``cid``'s verdicts (items it did not grade are left out)."""
-    if items.clustered or any(len(s) > 1 for s in items.samples):
+    if items.single is None or items.clustered:
         return _scores(
             items, lambda r: r["criteria"][cid]["passed"] if cid in r["criteria"] else None
         )
     ids: list[str] = []
     scores: list[float] = []
-    for item, (r,) in zip(items.ids, items.samples, strict=True):
+    for r in items.single:
         verdict = r["criteria"].get(cid)
         if verdict is not None and (passed := verdict["passed"]) is not None:
-            ids.append(item)
+            ids.append(r["item"])
             scores.append(1.0 if passed else 0.0)
     return ids, scores, ids
 
@@ -197,7 +209,12 @@ def slice_metrics(
     out["error_rate"] = Metric(errors / len(records) if records else 0.0, lo, hi, len(records))
     n_items = len(items.ids)
     out["consistency"] = Metric(
-        stats.consistency([[level in ok for level in levels] for levels in items.levels]),
+        stats.consistency(
+            # One sample always agrees with itself.
+            [(True,)] * n_items
+            if items.single is not None
+            else [[r["level"] in ok for r in samples] for samples in items.samples]
+        ),
         n=n_items,
     )
     latencies = [int(r["latency_ms"]) for r in graded]
@@ -251,6 +268,30 @@ class Comparison:
     """better | worse | no detectable difference (from the second candidate's side)."""
 
 
+def _pass_shares(
+    records: Iterable[dict[str, Any]], ok: frozenset[str]
+) -> tuple[dict[str, float], dict[str, str], dict[str, str]]:
+    """In one pass, per item: the share of its graded samples that pass and its cluster (as
+    ``item_scores`` gives them), and the content hash of its last record.
+
+    Only strings and numbers are stored per item: no container is allocated per record,
+    so a large comparison never sets off the garbage collector.
+    """
+    passes: dict[str, int] = {}
+    samples: dict[str, int] = {}
+    clusters: dict[str, str] = {}
+    content: dict[str, str] = {}
+    for r in records:
+        item = r["item"]
+        content[item] = r["content"]
+        if r["error"] is None:
+            passes[item] = passes.get(item, 0) + (r["level"] in ok)
+            samples[item] = samples.get(item, 0) + 1
+            clusters[item] = r.get("cluster") or item
+    # A mean of 0/1 values: passes / samples is exactly the float item_scores computes.
+    return {i: passes[i] / n for i, n in samples.items()}, clusters, content
+
+
 def compare(
     base: Sequence[dict[str, Any]],
     other: Sequence[dict[str, Any]],
@@ -264,21 +305,15 @@ def compare(
     base_slices, other_slices = by_slice(base), by_slice(other)
     diffs: dict[str, stats.PairedDiff] = {}
     for name in sorted(set(base_slices) & set(other_slices)):
-        a_items, b_items = _group(base_slices[name]), _group(other_slices[name])
-        a_ids, b_ids = a_items.ids, b_items.ids
-        a_scores, a_clusters = _level_scores(a_items, ok), a_items.clusters
-        b_scores = _level_scores(b_items, ok)
-        a_content = {r["item"]: r["content"] for r in base_slices[name]}
-        b_content = {r["item"]: r["content"] for r in other_slices[name]}
-        a_map = dict(zip(a_ids, zip(a_scores, a_clusters, strict=True), strict=True))
-        b_map = dict(zip(b_ids, b_scores, strict=True))
-        shared = [i for i in a_ids if i in b_map and a_content[i] == b_content[i]]
+        a_shares, a_clusters, a_content = _pass_shares(base_slices[name], ok)
+        b_shares, _, b_content = _pass_shares(other_slices[name], ok)
+        shared = [i for i in sorted(a_shares) if i in b_shares and a_content[i] == b_content[i]]
         if not shared:
             continue
-        clusters = [a_map[i][1] for i in shared]
+        clusters = [a_clusters[i] for i in shared]
         diffs[name] = stats.paired_comparison(
-            [a_map[i][0] for i in shared],
-            [b_map[i] for i in shared],
+            [a_shares[i] for i in shared],
+            [b_shares[i] for i in shared],
             clusters if any(c != i for c, i in zip(clusters, shared, strict=True)) else None,
             confidence,
         )

@@ -18,7 +18,7 @@ from typing import Any
 from evalreg import __version__
 from evalreg.plan import Cell
 from evalreg.registry.tree import Tree
-from evalreg.store import load_json
+from evalreg.store import collection_paused, load_json
 
 SUMMARY_SCHEMA = 1
 ALL = "all"
@@ -111,7 +111,8 @@ def _item_order(record: dict[str, Any]) -> tuple[str, int]:
 
 def read_items(data: bytes) -> list[dict[str, Any]]:
     """The records of an items file (``items_bytes``'s output), in file order."""
-    return [load_json(line) for line in data.splitlines() if line.strip()]
+    with collection_paused():
+        return [load_json(line) for line in data.splitlines() if line.strip()]
 
 
 def summary_for(
