@@ -144,9 +144,10 @@ def cmd_run(args: argparse.Namespace) -> int:
         result = run(root, options)
         print_run(result, dry_run=True)
         return 0
-    _registry, _store, plans = prepare(root, options)
+    prepared = prepare(root, options)
+    plans = prepared[2]
     with RunProgress(plans) as progress:
-        result = run(root, options, progress=progress.advance)
+        result = run(root, options, progress=progress.advance, prepared=prepared)
     print_run(result)
     # Cells nobody here can run (no key) stay pending: a note, not a failure.
     failed = any(o.errors or o.note.startswith("incomplete") for o in result.outcomes)

@@ -171,10 +171,22 @@ def prepare(root: Path, options: RunOptions) -> tuple[Registry, ResponseStore, l
     return registry, store, plans
 
 
-def run(root: Path, options: RunOptions, progress: Progress | None = None) -> RunResult:
-    """Reconcile: buy what is missing, grade, and write results for the planned cells."""
+Prepared = tuple[Registry, ResponseStore, list[CellPlan]]
+
+
+def run(
+    root: Path,
+    options: RunOptions,
+    progress: Progress | None = None,
+    prepared: Prepared | None = None,
+) -> RunResult:
+    """Reconcile: buy what is missing, grade, and write results for the planned cells.
+
+    ``prepared`` is ``prepare(root, options)`` when the caller already has it (the CLI
+    needs the plans for its progress display), so the registry is loaded once.
+    """
     root = root.resolve()
-    registry, store, plans = prepare(root, options)
+    registry, store, plans = prepared if prepared is not None else prepare(root, options)
     result = RunResult(plans)
     if options.dry_run:
         return result
