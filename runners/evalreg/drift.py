@@ -23,7 +23,7 @@ from evalreg.registry.loader import Registry
 from evalreg.report.escape import cell, inline
 from evalreg.report.governance import code, pct, table
 from evalreg.results import rounded
-from evalreg.runner import CellPlan, RunOptions, prepare
+from evalreg.runner import CellPlan, RunOptions, cell_jobs, prepare
 from evalreg.stats import wilson
 from evalreg.store import ResponseStore
 
@@ -172,7 +172,8 @@ def drift(
         if result.skipped is not None or result.blocked is not None:
             continue
         population: dict[str, Sampled] = {}
-        for item, index, job in plan.jobs:
+        provider = get_provider(c.pin.provider, root)
+        for item, index, job in cell_jobs(c, provider, plan.items):
             if job.key in store:
                 population.setdefault(job.key, (item, index, job))
         result.population = len(population)

@@ -35,6 +35,47 @@ class Job:
     label: str
 
 
+@dataclass(frozen=True)
+class Request:
+    """One exact request body; every sample of an item sends it (each under its own key)."""
+
+    pin_id: str
+    pin: Pin
+    provider: Provider
+    endpoint: str
+    body: dict[str, Any]
+    content: bytes
+
+    def key(self, sample: int) -> str:
+        return request_key(self.provider.name, self.endpoint, self.content, sample)
+
+    def job(self, sample: int, label: str, key: str | None = None) -> Job:
+        """Sample ``sample`` of this request (``key``: its key, when already computed)."""
+        return Job(
+            key or self.key(sample),
+            self.pin_id,
+            self.pin,
+            self.provider,
+            self.endpoint,
+            self.body,
+            self.content,
+            sample,
+            label,
+        )
+
+
+def make_request(
+    pin_id: str,
+    pin: Pin,
+    provider: Provider,
+    messages: Messages,
+    item_input: dict[str, Any] | None,
+) -> Request:
+    """Build the exact request body (its canonical bytes are what the key hashes)."""
+    body = provider.body(pin, messages, item_input)
+    return Request(pin_id, pin, provider, provider.endpoint(pin), body, canonical_bytes(body))
+
+
 def make_job(
     pin_id: str,
     pin: Pin,
@@ -45,11 +86,7 @@ def make_job(
     label: str,
 ) -> Job:
     """Build the exact request body and its store key."""
-    body = provider.body(pin, messages, item_input)
-    content = canonical_bytes(body)
-    endpoint = provider.endpoint(pin)
-    key = request_key(provider.name, endpoint, content, sample)
-    return Job(key, pin_id, pin, provider, endpoint, body, content, sample, label)
+    return make_request(pin_id, pin, provider, messages, item_input).job(sample, label)
 
 
 @dataclass(frozen=True)

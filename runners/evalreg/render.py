@@ -117,16 +117,16 @@ class RunProgress:
         }
         self.counts: dict[str, list[int]] = {cid: [0, 0] for cid in self.tasks}
 
-    def advance(self, cell_id: str, outcome: str) -> None:
+    def advance(self, cell_id: str, outcome: str, jobs: int = 1) -> None:
         task = self.tasks.get(cell_id)
         if task is None:
             return
         counts = self.counts[cell_id]
         if outcome == "fetched":
-            counts[0] += 1
+            counts[0] += jobs
         elif outcome == "error":
-            counts[1] += 1
-        self.progress.update(task, advance=1, bought=counts[0], errors=counts[1])
+            counts[1] += jobs
+        self.progress.update(task, advance=jobs, bought=counts[0], errors=counts[1])
 
     def __enter__(self) -> RunProgress:
         self.progress.start()

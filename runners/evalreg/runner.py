@@ -13,7 +13,8 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from evalreg.fetch import FetchReport, Job, fetch, make_job
+from evalreg.cellwriter import CellWriter
+from evalreg.fetch import FetchReport, Job, Request, fetch, make_request
 from evalreg.grading import CellGrader, cell_grader
 from evalreg.plan import Cell, CellStatus, status
 from evalreg.prompting import render_messages
@@ -21,7 +22,6 @@ from evalreg.providers import get_provider
 from evalreg.providers.base import Provider
 from evalreg.registry import schema
 from evalreg.registry.loader import Registry, load_registry
-from evalreg.results import items_bytes, summary_bytes, summary_for, write_cell
 from evalreg.store import ResponseStore, SegmentWriter
 
 DEFAULT_OUTPUT_TOKENS = 256
@@ -49,13 +49,26 @@ class RunOptions:
 @dataclass
 class CellPlan:
     status: CellStatus
-    jobs: list[tuple[schema.Item, int, Job]] = field(default_factory=list)
+    items: list[schema.Item] = field(default_factory=list)
+    """The cell's items in id order (the first ``--limit`` of them)."""
+    keys: list[str] = field(default_factory=list)
+    """The store key of every request, in (item, sample) order."""
+    to_buy: list[Job] = field(default_factory=list)
+    """In-shard requests without a stored response: what this run sends."""
     missing: int = 0
     in_shard: int = 0
     """Jobs this run is responsible for (all of them unless --shard is given)."""
     estimated_micro_usd: int = 0
     blocked: str | None = None
     """Why this cell's missing responses cannot be bought here (a key that is not set)."""
+
+    def samples(self) -> Iterator[tuple[schema.Item, int, str]]:
+        """(item, sample, key) of every request, in (item, sample) order."""
+        keys = iter(self.keys)
+        repeats = range(self.status.cell.task.repeats)
+        for item in self.items:
+            for sample in repeats:
+                yield item, sample, next(keys)
 
 
 @dataclass
@@ -82,8 +95,8 @@ class RunResult:
         return sum(p.estimated_micro_usd for p in self.plans)
 
 
-Progress = Callable[[str, str], None]
-"""Called with (cell id, outcome) once per job: cached, fetched, shared or error."""
+Progress = Callable[[str, str, int], None]
+"""Called with (cell id, outcome, jobs) as jobs finish: cached, fetched, shared or error."""
 
 
 def estimate_micro_usd(pin: schema.Pin, job: Job) -> int:
@@ -114,26 +127,20 @@ def _in_shard(key: str, shard: tuple[int, int] | None) -> bool:
     return int(key[:12], 16) % count == index - 1
 
 
+def cell_request(cell: Cell, provider: Provider, item: schema.Item) -> Request:
+    """The request a cell sends for ``item`` (the same body for every sample)."""
+    messages = render_messages(cell.task, cell.candidate.prompt, item)
+    return make_request(cell.candidate.pin, cell.pin, provider, messages, item.input)
+
+
 def cell_jobs(
     cell: Cell, provider: Provider, items: Iterable[schema.Item]
 ) -> Iterator[tuple[schema.Item, int, Job]]:
     """Every request of a cell: each item's rendered prompt, once per sample."""
     for item in items:
-        messages = render_messages(cell.task, cell.candidate.prompt, item)
+        request = cell_request(cell, provider, item)
         for sample in range(cell.task.repeats):
-            yield (
-                item,
-                sample,
-                make_job(
-                    cell.candidate.pin,
-                    cell.pin,
-                    provider,
-                    messages,
-                    item.input,
-                    sample,
-                    f"{cell.id}/{item.id}#{sample}",
-                ),
-            )
+            yield item, sample, request.job(sample, f"{cell.id}/{item.id}#{sample}")
 
 
 def prepare(root: Path, options: RunOptions) -> tuple[Registry, ResponseStore, list[CellPlan]]:
@@ -155,14 +162,20 @@ def prepare(root: Path, options: RunOptions) -> tuple[Registry, ResponseStore, l
         items = sorted(registry.evalset_of(cell.task_id, cell.split).items, key=lambda i: i.id)
         if options.limit is not None:
             items = items[: options.limit]
-        for item, sample, job in cell_jobs(cell, provider, items):
-            plan.jobs.append((item, sample, job))
-            if not _in_shard(job.key, options.shard):
-                continue
-            plan.in_shard += 1
-            if job.key not in store:
-                plan.missing += 1
-                plan.estimated_micro_usd += estimate_micro_usd(cell.pin, job)
+        plan.items = items
+        for item in items:
+            request = cell_request(cell, provider, item)
+            for sample in range(cell.task.repeats):
+                key = request.key(sample)
+                plan.keys.append(key)
+                if not _in_shard(key, options.shard):
+                    continue
+                plan.in_shard += 1
+                if key not in store:
+                    job = request.job(sample, f"{cell.id}/{item.id}#{sample}", key)
+                    plan.to_buy.append(job)
+                    plan.missing += 1
+                    plan.estimated_micro_usd += estimate_micro_usd(cell.pin, job)
         if plan.missing and not options.offline:
             plan.blocked = _missing_key(cell.pin)
         elif options.offline and st.state == "pending" and plan.missing == plan.in_shard:
@@ -191,15 +204,15 @@ def run(
     if options.dry_run:
         return result
     runnable = [p for p in plans if p.blocked is None]
-    jobs = [job for p in runnable for (_i, _s, job) in p.jobs if _in_shard(job.key, options.shard)]
+    jobs = [job for p in runnable for job in p.to_buy]
     budget = _Budget(
         options.max_cost_usd, {p.status.cell.candidate.pin: p.status.cell.pin for p in plans}
     )
-    cell_of = {job.key: p.status.cell.id for p in runnable for (_i, _s, job) in p.jobs}
+    cell_of = {job.key: p.status.cell.id for p in runnable for job in p.to_buy}
 
     def on_job(job: Job, outcome: str) -> None:
         if progress is not None:
-            progress(cell_of.get(job.key, "?"), outcome)
+            progress(cell_of.get(job.key, "?"), outcome, 1)
 
     graders = {
         p.status.cell.id: cell_grader(p.status.cell, registry, store, root) for p in runnable
@@ -214,8 +227,8 @@ def run(
                 isinstance(c.grader, schema.JudgeGrader) for c in plan.status.cell.rubric.criteria
             ):
                 continue
-            for item, sample, job in plan.jobs:
-                stored = store.get(job.key) if _in_shard(job.key, options.shard) else None
+            for item, sample, key in plan.samples():
+                stored = store.get(key) if _in_shard(key, options.shard) else None
                 if stored is not None:
                     out.extend(grader.judge_jobs(item, sample, stored))
         return out
@@ -227,6 +240,13 @@ def run(
         async with HttpLayer() as http:
             writer = None if options.offline else SegmentWriter(root, label=label)
             try:
+                # Stored responses were found while planning: count them, don't fetch them.
+                stored = 0
+                for plan in runnable:
+                    cached = plan.in_shard - len(plan.to_buy)
+                    stored += cached
+                    if progress is not None and cached:
+                        progress(plan.status.cell.id, "cached", cached)
                 report = await fetch(
                     jobs,
                     store,
@@ -237,6 +257,8 @@ def run(
                     progress=on_job,
                     admit=budget.admit if budget.active else None,
                 )
+                report.total += stored
+                report.cached += stored
                 judged = judge_jobs()
                 second = (
                     await fetch(
@@ -294,8 +316,8 @@ def _finish(
         return outcome
     unresolved = [
         k
-        for (_i, _s, job) in plan.jobs
-        if _in_shard(k := job.key, options.shard)
+        for k in plan.keys
+        if _in_shard(k, options.shard)
         and k not in store
         and failed.get(k) in (None, "offline_miss", "budget")
     ]
@@ -310,16 +332,10 @@ def _finish(
         outcome.errors = len(unresolved)
         return outcome
     assert grader is not None
-    records = [
-        grader.record(item, sample, job.key, store.get(job.key), failed.get(job.key))
-        for (item, sample, job) in plan.jobs
-    ]
-    items = items_bytes(records)
-    evalset = registry.evalset_of(cell.task_id, cell.split)
-    summary = summary_for(
-        cell, plan.status.fingerprint, plan.status.parts, evalset.path, evalset.md5, records, items
-    )
-    write_cell(root, cell, summary_bytes(summary), items)
+    with CellWriter(root, cell) as writer:
+        for item, sample, key in plan.samples():
+            writer.add(grader.record(item, sample, key, store.get(key), failed.get(key)))
+        summary = writer.finish(plan.status, registry.evalset_of(cell.task_id, cell.split))
     outcome.written = True
     outcome.errors = summary["totals"]["errors"]
     outcome.cost_micro_usd = summary["totals"]["cost_micro_usd"]

@@ -1,0 +1,92 @@
+"""Write one cell's result files while it is graded, holding no per-item records.
+
+Each record's line goes to a temporary items file as soon as it is graded (its md5
+updated on the way) and into a ``CellTally``; at the end the items file is renamed into
+place and the summary written beside it. The bytes are those of ``results.items_bytes``
+and ``results.summary_for`` for the same records, which must arrive in (item, sample)
+order.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+from evalreg.aggregate import CellTally
+from evalreg.evalsets import EvalSet
+from evalreg.plan import Cell, CellStatus
+
+# The encoder of items_bytes, so that a line here is a line there.
+from evalreg.results import _ITEM_LINE, summary_bytes
+
+_FLUSH_BYTES = 1 << 20
+
+
+class CellWriter:
+    """Streams a cell's items file and tallies its summary; ``finish`` puts both in place.
+
+    Used as a context manager: leaving the block without ``finish`` (an error while
+    grading) removes the temporary file and leaves the cell's previous results untouched.
+    """
+
+    def __init__(self, root: Path, cell: Cell) -> None:
+        self.cell = cell
+        self.root = root
+        self.path = root / cell.items_path
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.tmp = self.path.with_name(self.path.name + ".tmp")
+        self.file = self.tmp.open("wb")
+        self.md5 = hashlib.md5(usedforsecurity=False)
+        self.tally = CellTally()
+        self.pending: list[str] = []
+        self.pending_chars = 0
+
+    def add(self, record: dict[str, Any]) -> None:
+        self.tally.add(record)
+        line = _ITEM_LINE(record)
+        self.pending.append(line)
+        self.pending_chars += len(line)
+        if self.pending_chars >= _FLUSH_BYTES:
+            self._flush()
+
+    def _flush(self) -> None:
+        if self.pending:
+            data = ("\n".join(self.pending) + "\n").encode()
+            self.md5.update(data)
+            self.file.write(data)
+            self.pending.clear()
+            self.pending_chars = 0
+
+    def finish(self, status: CellStatus, evalset: EvalSet) -> dict[str, Any]:
+        """Put the items file in place, then write the summary; return the summary."""
+        self._flush()
+        self.file.close()
+        summary = self.tally.summary(
+            self.cell,
+            status.fingerprint,
+            status.parts,
+            evalset.path,
+            evalset.md5,
+            self.md5.hexdigest(),
+        )
+        self.tmp.replace(self.path)
+        path = self.root / self.cell.summary_path
+        tmp = path.with_name(path.name + ".tmp")
+        tmp.write_bytes(summary_bytes(summary))
+        tmp.replace(path)
+        return summary
+
+    def __enter__(self) -> CellWriter:
+        return self
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        if not self.file.closed:
+            self.file.close()
+        self.tmp.unlink(missing_ok=True)

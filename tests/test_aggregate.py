@@ -1,0 +1,107 @@
+"""A cell's results written while grading are the bytes ``results`` gives for all records."""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+import pytest
+
+from evalreg.aggregate import CellTally
+from evalreg.cellwriter import CellWriter
+from evalreg.plan import status
+from evalreg.registry.loader import load_registry
+from evalreg.results import items_bytes, rounded, summary_bytes, summary_for
+
+from conftest import Repo
+
+TAGS = ["edge", "common", "long", "all"]
+
+
+def records(n_items: int, seed: int = 7) -> list[dict[str, Any]]:
+    """Varied records in (item, sample) order: errors, repeats, odd tags, equal latencies."""
+    rng = random.Random(seed)
+    out = []
+    for i in range(n_items):
+        tags = sorted(rng.sample(TAGS, rng.randint(0, 2)) + (["edge"] if i % 11 == 0 else []))
+        for sample in range(rng.randint(1, 3)):
+            base = {
+                "item": f"i-{i:04d}",
+                "content": f"{i:016x}",
+                "sample": sample,
+                "tags": tags,
+                "cluster": None if i % 4 else f"c{i % 3}",
+                "key": f"{i * 31 + sample:064x}",
+            }
+            if rng.random() < 0.1:
+                out.append(
+                    {
+                        **base,
+                        "error": "offline_miss",
+                        "criteria": {},
+                        "level": None,
+                        "score": 0.0,
+                        "latency_ms": 0,
+                        "tokens": {"input": 0, "output": 0, "reasoning": 0},
+                        "cost_micro_usd": 0,
+                    }
+                )
+                continue
+            criteria = {
+                cid: {"passed": rng.random() < 0.7, "score": rounded(rng.random()), "detail": "d"}
+                for cid in ("echo", "valid_json", "short")
+                if rng.random() < 0.8
+            }
+            out.append(
+                {
+                    **base,
+                    "error": None,
+                    "criteria": criteria,
+                    "level": rng.choice(["correct", "acceptable", "unacceptable"]),
+                    "score": rounded(rng.random() / 3),
+                    "latency_ms": rng.choice([120, 300, 301, 999, rng.randint(0, 5000)]),
+                    "tokens": {"input": rng.randint(0, 99), "output": 5, "reasoning": 0},
+                    "cost_micro_usd": rng.randint(0, 50),
+                }
+            )
+    return out
+
+
+@pytest.mark.parametrize("n_items", [0, 1, 250])
+def test_a_cell_written_while_grading_has_the_bytes_of_all_records_at_once(
+    repo: Repo, n_items: int
+) -> None:
+    registry = load_registry(repo.root)
+    st = status(registry)[0]
+    evalset = registry.evalset_of(st.cell.task_id)
+    rs = records(n_items)
+    with CellWriter(repo.root, st.cell) as writer:
+        for r in rs:
+            writer.add(r)
+        summary = writer.finish(st, evalset)
+    items = items_bytes(rs)
+    expected = summary_for(st.cell, st.fingerprint, st.parts, evalset.path, evalset.md5, rs, items)
+    assert summary == expected
+    assert (repo.root / st.cell.items_path).read_bytes() == items
+    assert (repo.root / st.cell.summary_path).read_bytes() == summary_bytes(expected)
+
+
+def test_a_tally_refuses_records_out_of_item_order() -> None:
+    first, second = records(2)[0], records(2)[-1]
+    tally = CellTally()
+    tally.add(second)
+    with pytest.raises(ValueError, match="out of"):
+        tally.add(first)
+
+
+def test_grading_that_fails_midway_leaves_the_previous_results(repo: Repo) -> None:
+    registry = load_registry(repo.root)
+    st = status(registry)[0]
+    items_path = repo.root / st.cell.items_path
+    items_path.parent.mkdir(parents=True)
+    items_path.write_bytes(b"previous\n")
+    with pytest.raises(RuntimeError), CellWriter(repo.root, st.cell) as writer:
+        writer.add(records(1)[0])
+        raise RuntimeError("a grader crashed")
+    assert items_path.read_bytes() == b"previous\n"
+    assert list(items_path.parent.iterdir()) == [items_path]
