@@ -7,11 +7,14 @@ import json
 from typing import Any
 
 
+_ENCODE = json.JSONEncoder(
+    sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
+).encode
+
+
 def canonical_bytes(obj: Any) -> bytes:
     """Sorted keys, no whitespace, UTF-8, no NaN: equal values give equal bytes."""
-    return json.dumps(
-        obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
-    ).encode("utf-8")
+    return _ENCODE(obj).encode("utf-8")
 
 
 def digest(obj: Any) -> str:

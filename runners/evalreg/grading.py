@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import hashlib
 from pathlib import Path
 from typing import Any
 
-from evalreg.canonical import digest
+from evalreg.canonical import canonical_bytes, digest
 from evalreg.fetch import Job
 from evalreg.graders import GradingContext, Verdict, build_grader
 from evalreg.human import HumanGrades, parse_grades
@@ -22,7 +23,21 @@ from evalreg.store import ResponseStore
 
 def item_content(item: schema.Item) -> str:
     """The hash that, with the id, identifies an item for pairing across revisions."""
-    return digest(item.model_dump(mode="json", include={"input", "messages", "expected"}))[:16]
+    messages = item.messages
+    try:
+        # Items read from JSON hold JSON values, which are their own JSON form.
+        data = canonical_bytes(
+            {
+                "input": item.input,
+                "messages": None
+                if messages is None
+                else [{"role": m.role, "content": m.content} for m in messages],
+                "expected": item.expected,
+            }
+        )
+    except (TypeError, ValueError):  # NaN, bytes, dates...: pydantic's JSON form decides
+        return digest(item.model_dump(mode="json", include={"input", "messages", "expected"}))[:16]
+    return hashlib.sha256(data).hexdigest()[:16]
 
 
 def cost_micro_usd(price: schema.Price | None, completion: Completion) -> int:
@@ -60,6 +75,10 @@ class CellGrader:
             (c, None if isinstance(c.grader, _ELSEWHERE) else build_grader(c.grader, context))
             for c in cell.rubric.criteria
         ]
+        # What every sample of the item being graded shares (samples come one item at a time).
+        self._item: schema.Item | None = None
+        self._content = ""
+        self._tags: list[str] = []
 
     @staticmethod
     def _error(base: dict[str, Any], error: str) -> dict[str, Any]:
@@ -114,11 +133,13 @@ class CellGrader:
         error: str | None,
     ) -> dict[str, Any]:
         """The per-item record for one sample: an error, or verdicts, level and usage."""
+        if item is not self._item:
+            self._item, self._content, self._tags = item, item_content(item), sorted(item.tags)
         base: dict[str, Any] = {
             "item": item.id,
-            "content": item_content(item),
+            "content": self._content,
             "sample": sample,
-            "tags": sorted(item.tags),
+            "tags": self._tags,
             "cluster": item.cluster,
             "key": key,
         }

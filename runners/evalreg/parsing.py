@@ -101,8 +101,14 @@ def _top_level_objects(text: str) -> Iterator[str]:
 
 def _strict_loads(text: str) -> Any:
     """``json.loads`` that rejects ``NaN`` and ``Infinity``, which are not JSON."""
-    return json.loads(text, parse_constant=_reject_constant)
+    if text.startswith("\ufeff"):
+        return json.loads(text, parse_constant=_reject_constant)  # its own BOM error
+    return _STRICT_DECODE(text)
 
 
 def _reject_constant(name: str) -> Any:
     raise ValueError(f"{name} is not a JSON value")
+
+
+# What json.loads(text, parse_constant=...) builds on every call, built once.
+_STRICT_DECODE = json.JSONDecoder(parse_constant=_reject_constant).decode

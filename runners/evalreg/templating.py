@@ -41,9 +41,23 @@ def variables(source: str) -> frozenset[str]:
 
 def render(source: str, context: dict[str, Any]) -> str:
     """Render ``source`` with ``context``; an undefined variable raises ``UndefinedError``."""
+    if "{" not in source:
+        # Every Jinja delimiter starts with "{" (line statements are off): plain text.
+        return _constant(source)
     return _compiled(source).render(context)
 
 
 @cache
 def _compiled(source: str) -> jinja2.Template:
-    return environment().from_string(source)
+    template = environment().from_string(source)
+    # A template's globals chain its own (none) to the environment's, and every render
+    # copies them into its context; ChainMap makes that copy slow. The environment's
+    # globals never change, so one flat dict is the same mapping.
+    template.globals = dict(template.globals)
+    return template
+
+
+@cache
+def _constant(source: str) -> str:
+    """What a template without any Jinja syntax renders to (its newlines normalised)."""
+    return _compiled(source).render({})
