@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import random
 from pathlib import Path
 from typing import Any
 
@@ -9,6 +10,7 @@ import pytest
 from pydantic import TypeAdapter
 
 from evalreg.graders import GRADER_VERSION, GradingContext, Verdict, build_grader
+from evalreg.graders._json import quick_check
 from evalreg.parsing import parse_output
 from evalreg.registry import schema
 
@@ -293,6 +295,75 @@ def test_json_schema_unresolvable_reference_fails_without_raising() -> None:
     config = {"type": "json_schema", "schema": {"$ref": "#/$defs/absent"}}
     verdict = grade(config, "{}")
     assert not verdict.passed and "does not resolve" in verdict.detail
+
+
+QUICK_SCHEMAS: list[dict[str, Any]] = [
+    {"type": "object", "required": ["a"], "properties": {"a": {"type": "string"}}},
+    {
+        "$schema": "http://json-schema.org/draft-07/schema#",
+        "type": ["object", "null"],
+        "properties": {
+            "a": {"type": "integer"},
+            "b": {"type": "array", "items": {"type": ["number", "boolean"]}},
+            "c": {"type": "object", "additionalProperties": False, "properties": {}},
+        },
+        "additionalProperties": {"type": "string"},
+    },
+    {"required": ["b"], "items": {"required": ["a"]}, "format": "email"},
+]
+
+
+def random_json(rng: random.Random, depth: int = 0) -> Any:
+    kind = rng.randrange(9 if depth < 3 else 6)
+    if kind == 0:
+        return None
+    if kind == 1:
+        return rng.random() < 0.5
+    if kind == 2:
+        return rng.choice([0, 1, -7, 2**70])
+    if kind == 3:
+        return rng.choice([0.0, 1.0, 2.5, -0.5])
+    if kind in (4, 5):
+        return rng.choice(["", "a", "x@y.z"])
+    if kind == 6:
+        return [random_json(rng, depth + 1) for _ in range(rng.randrange(3))]
+    return {rng.choice("abcd"): random_json(rng, depth + 1) for _ in range(rng.randrange(4))}
+
+
+@pytest.mark.parametrize("document", QUICK_SCHEMAS)
+def test_json_schema_quick_check_never_passes_what_jsonschema_fails(
+    document: dict[str, Any],
+) -> None:
+    from jsonschema.validators import validator_for
+
+    check = quick_check(document)
+    assert check is not None
+    validator = validator_for(document)(document)
+    rng = random.Random(3)
+    accepted = 0
+    for _ in range(20_000):
+        value = random_json(rng)
+        if check(value):
+            accepted += 1
+            assert validator.is_valid(value), value
+    assert accepted > 100
+
+
+@pytest.mark.parametrize(
+    "document",
+    [
+        {"$ref": "#/$defs/a", "$defs": {"a": {"type": "string"}}},
+        {"type": "object", "properties": {"a": {"enum": [1, 2]}}},
+        {"type": "integer", "minimum": 3},
+        {"type": "array", "items": [{"type": "string"}]},
+        {"type": "object", "properties": {"a": True}},
+        {"type": "object", "properties": {"a": {"$schema": "x"}}},
+    ],
+)
+def test_json_schema_quick_check_leaves_other_keywords_to_jsonschema(
+    document: dict[str, Any],
+) -> None:
+    assert quick_check(document) is None
 
 
 # ---------------------------------------------------------------- field_exact

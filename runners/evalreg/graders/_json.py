@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 from evalreg.graders.base import GradeFn, GradingContext, Verdict, answer, clip, register
 from evalreg.parsing import Parsed
 from evalreg.registry import schema
@@ -23,7 +26,13 @@ def json_schema(config: schema.JsonSchemaGrader, ctx: GradingContext) -> GradeFn
         ValueError: there is no schema, or it is not a valid JSON schema.
     """
     # jsonschema costs ~0.1 s to import: only commands that grade pay for it.
-    from jsonschema import Draft202012Validator, SchemaError
+    from jsonschema import (
+        Draft6Validator,
+        Draft7Validator,
+        Draft201909Validator,
+        Draft202012Validator,
+        SchemaError,
+    )
     from jsonschema.exceptions import best_match
     from jsonschema.validators import validator_for
     from referencing.exceptions import Unresolvable
@@ -40,9 +49,14 @@ def json_schema(config: schema.JsonSchemaGrader, ctx: GradingContext) -> GradeFn
     except SchemaError as exc:
         raise ValueError(f"the json_schema grader's schema is invalid: {exc.message}") from None
     validator = cls(document)
+    # In these drafts the keywords quick_check reads mean the same.
+    drafts = (Draft6Validator, Draft7Validator, Draft201909Validator, Draft202012Validator)
+    surely_valid = quick_check(document) if cls in drafts else None
 
     def grade(parsed: Parsed, item: schema.Item) -> Verdict:
         value = answer(parsed, None)
+        if surely_valid is not None and surely_valid(value):
+            return Verdict(True, 1.0, "valid")
         try:
             error = best_match(validator.iter_errors(value))
         except Unresolvable as exc:
@@ -54,3 +68,99 @@ def json_schema(config: schema.JsonSchemaGrader, ctx: GradingContext) -> GradeFn
         return Verdict(False, 0.0, clip(f"{error.json_path}: {error.message}"))
 
     return grade
+
+
+Check = Callable[[Any], bool]
+
+
+_QUICK_TYPES: dict[str, Check] = {
+    # Exact types, so a bool is never a number; a float is never taken for an integer here.
+    "object": lambda v: type(v) is dict,
+    "array": lambda v: type(v) is list,
+    "string": lambda v: type(v) is str,
+    "boolean": lambda v: type(v) is bool,
+    "null": lambda v: v is None,
+    "number": lambda v: type(v) is int or type(v) is float,
+    "integer": lambda v: type(v) is int,
+}
+_QUICK_KEYWORDS = {
+    "type",
+    "required",
+    "properties",
+    "additionalProperties",
+    "items",
+    "title",
+    "description",
+    "$comment",
+    "examples",
+    "default",
+    "format",
+}
+
+
+def quick_check(document: Any, *, root: bool = True) -> Check | None:
+    """A fast test that says True only for values the schema surely accepts, or None.
+
+    Grading many outputs against a plain schema (types, required and nested properties,
+    items) spends most of its time in jsonschema; this check answers the common case, a
+    valid value, in a fraction of it. It is only built from keywords whose meaning is
+    simple and the same in drafts 6 to 2020-12, and says False whenever unsure, so a
+    False (an invalid value, or a float that may be an integer) goes to jsonschema,
+    which finds the error. Any other keyword (``$ref``, ``enum``, bounds, ...) gives None.
+    """
+    if not isinstance(document, dict):
+        return None
+    allowed = _QUICK_KEYWORDS | ({"$schema"} if root else set())
+    if not allowed.issuperset(document):
+        return None
+    checks: list[Check] = []
+    if "type" in document:
+        names = document["type"]
+        names = [names] if isinstance(names, str) else names
+        if not isinstance(names, list) or not names or any(n not in _QUICK_TYPES for n in names):
+            return None
+        types = [_QUICK_TYPES[n] for n in names]
+        checks.append(types[0] if len(types) == 1 else lambda v: any(t(v) for t in types))
+    if "required" in document:
+        required = document["required"]
+        if not isinstance(required, list) or not all(isinstance(k, str) for k in required):
+            return None
+        checks.append(lambda v: not isinstance(v, dict) or all(k in v for k in required))
+    properties = document.get("properties", {})
+    if not isinstance(properties, dict):
+        return None
+    sub_checks = {}
+    for name, sub in properties.items():
+        check = quick_check(sub, root=False)
+        if check is None:
+            return None
+        sub_checks[name] = check
+    if sub_checks:
+        checks.append(
+            lambda v: (
+                not isinstance(v, dict)
+                or all(check(v[name]) for name, check in sub_checks.items() if name in v)
+            )
+        )
+    if "additionalProperties" in document:
+        extra = document["additionalProperties"]
+        if extra is False:
+            checks.append(lambda v: not isinstance(v, dict) or all(k in properties for k in v))
+        elif extra is not True:
+            extra_check = quick_check(extra, root=False)
+            if extra_check is None:
+                return None
+            checks.append(
+                lambda v: (
+                    not isinstance(v, dict)
+                    or all(extra_check(x) for k, x in v.items() if k not in properties)
+                )
+            )
+    if "items" in document:
+        item_check = quick_check(document["items"], root=False)
+        if item_check is None:
+            return None
+        checks.append(lambda v: not isinstance(v, list) or all(map(item_check, v)))
+    if len(checks) == 1:
+        return checks[0]
+    return lambda v: all(check(v) for check in checks)
