@@ -6,15 +6,54 @@ import hashlib
 import json
 from typing import Any
 
+import orjson
 
 _ENCODE = json.JSONEncoder(
     sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
 ).encode
+_SCALARS = frozenset({str, int, bool, type(None)})
 
 
 def canonical_bytes(obj: Any) -> bytes:
-    """Sorted keys, no whitespace, UTF-8, no NaN: equal values give equal bytes."""
+    """Sorted keys, no whitespace, UTF-8, no NaN: equal values give equal bytes.
+
+    The bytes are ``json.dumps``'s. orjson writes them several times faster whenever it
+    writes the same: for plain JSON values whose floats ``json`` writes without an
+    exponent (see ``_plain``); everything else, and whatever orjson declines (integers
+    beyond 64 bits, non-string keys, very deep nesting), is left to ``json``.
+    """
+    try:
+        if _plain(obj):
+            return orjson.dumps(obj, option=orjson.OPT_SORT_KEYS)
+    except (TypeError, RecursionError):  # orjson.JSONEncodeError is a TypeError
+        pass
     return _ENCODE(obj).encode("utf-8")
+
+
+def _plain(value: Any) -> bool:
+    """Whether ``value`` holds only dicts, lists, strings, integers, booleans, None and
+    floats that are 0 or in [1e-4, 1e16) in magnitude (the exact types, no subclasses).
+
+    Strings and integers come out of orjson and ``json`` alike; so do floats in that
+    range (both write the shortest round-trip digits, with no exponent). Outside it
+    ``json`` writes ``1e-05`` where orjson writes ``0.00001``.
+    """
+    kind = type(value)
+    if kind in _SCALARS:
+        return True
+    if kind is float:
+        return bool(value == 0.0 or 1e-4 <= abs(value) < 1e16)
+    if kind is dict:
+        values = value.values()
+    elif kind is list:
+        values = value
+    else:
+        return False
+    # A loop, not all(...): the generator costs a third of the time, once per value.
+    for v in values:  # noqa: SIM110
+        if type(v) not in _SCALARS and not _plain(v):
+            return False
+    return True
 
 
 def digest(obj: Any) -> str:

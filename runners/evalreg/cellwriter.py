@@ -15,6 +15,7 @@ from types import TracebackType
 from typing import Any
 
 from evalreg.aggregate import CellTally
+from evalreg.canonical import canonical_bytes
 from evalreg.evalsets import EvalSet
 from evalreg.plan import Cell, CellStatus
 
@@ -22,6 +23,15 @@ from evalreg.plan import Cell, CellStatus
 from evalreg.results import _ITEM_LINE, summary_bytes
 
 _FLUSH_BYTES = 1 << 20
+
+
+def item_line(record: dict[str, Any]) -> bytes:
+    """``record``'s line in ``items_bytes``, without its newline."""
+    try:
+        # The same bytes as _ITEM_LINE for every value canonical JSON can hold.
+        return canonical_bytes(record)
+    except ValueError:  # NaN or infinity, which _ITEM_LINE writes (or a lone surrogate)
+        return _ITEM_LINE(record).encode()
 
 
 class CellWriter:
@@ -40,24 +50,25 @@ class CellWriter:
         self.file = self.tmp.open("wb")
         self.md5 = hashlib.md5(usedforsecurity=False)
         self.tally = CellTally()
-        self.pending: list[str] = []
-        self.pending_chars = 0
+        self.pending: list[bytes] = []
+        self.pending_bytes = 0
 
     def add(self, record: dict[str, Any]) -> None:
         self.tally.add(record)
-        line = _ITEM_LINE(record)
+        line = item_line(record)
         self.pending.append(line)
-        self.pending_chars += len(line)
-        if self.pending_chars >= _FLUSH_BYTES:
+        self.pending_bytes += len(line)
+        if self.pending_bytes >= _FLUSH_BYTES:
             self._flush()
 
     def _flush(self) -> None:
         if self.pending:
-            data = ("\n".join(self.pending) + "\n").encode()
+            self.pending.append(b"")
+            data = b"\n".join(self.pending)
             self.md5.update(data)
             self.file.write(data)
             self.pending.clear()
-            self.pending_chars = 0
+            self.pending_bytes = 0
 
     def finish(self, status: CellStatus, evalset: EvalSet) -> dict[str, Any]:
         """Put the items file in place, then write the summary; return the summary."""
