@@ -12,6 +12,7 @@ from pydantic import ValidationError
 from evalreg.registry.diagnostics import Finding, decode_utf8
 from evalreg.registry.schema import Item
 from evalreg.registry.validation import describe_errors
+from evalreg.store import collection_paused
 
 MAX_LINE_FINDINGS = 50
 
@@ -33,6 +34,12 @@ class EvalSet:
 
 def parse_evalset(data: bytes, path: str) -> tuple[EvalSet | None, list[Finding]]:
     """Parse JSONL ``data``; report every bad line (up to a cap) in one pass."""
+    # Items are acyclic: a collection while 100,000 of them are built frees nothing.
+    with collection_paused():
+        return _parse(data, path)
+
+
+def _parse(data: bytes, path: str) -> tuple[EvalSet | None, list[Finding]]:
     text = decode_utf8(data, path)
     findings: list[Finding] = []
     items: list[Item] = []

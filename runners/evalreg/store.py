@@ -115,8 +115,9 @@ class ResponseStore:
                 names.add(name)
             elif name.endswith(SEGMENT_SUFFIX + ".dvc"):
                 names.add(name[: -len(".dvc")])
-        for name in sorted(names):
-            store.add_segment(name, tree.read_data(f"{STORE_DIR}/{name}"))
+        with collection_paused():  # the index is 100,000s of acyclic tuples
+            for name in sorted(names):
+                store.add_segment(name, tree.read_data(f"{STORE_DIR}/{name}"))
         return store
 
     @classmethod
