@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import random
 import subprocess
 import sys
 from fractions import Fraction
@@ -11,14 +12,17 @@ import pytest
 
 from evalreg.stats import (
     DISCORDANCE_FLOOR,
+    EXACT_MCNEMAR_LIMIT,
     PairedDiff,
     Rate,
+    binary_rate,
     clustered_rate,
     consistency,
     holm,
     mcnemar_exact,
     mde_paired,
     mde_rate,
+    paired_binary,
     paired_comparison,
     too_small,
     wilson,
@@ -341,3 +345,55 @@ def test_too_small() -> None:
 def test_import_does_not_load_scipy() -> None:
     code = "import sys, evalreg.stats; sys.exit('scipy' in sys.modules or 'numpy' in sys.modules)"
     assert subprocess.run([sys.executable, "-c", code], check=False).returncode == 0
+
+
+# ---------------------------------------------------------------- counts instead of lists
+
+
+def test_mcnemar_is_the_rounded_exact_value_and_agrees_with_scipy() -> None:
+    from scipy.stats import binomtest
+
+    rng = random.Random(7)
+    cases = [(1, 9), (150, 86), (0, 40), (3, 1000), (250, 270)]
+    cases += [(rng.randint(0, 400), rng.randint(0, 400)) for _ in range(300)]
+    for b, c in cases:
+        p = mcnemar_exact(b, c)
+        assert p == _binomial_two_sided(b, c)  # correctly rounded, bit for bit
+        reference = min(1.0, float(binomtest(b, b + c, 0.5).pvalue)) if b + c else 1.0
+        assert p == pytest.approx(reference, rel=1e-9, abs=1e-300)
+
+
+def test_mcnemar_beyond_the_exact_limit_uses_scipy() -> None:
+    from scipy.stats import binomtest
+
+    b, c = EXACT_MCNEMAR_LIMIT // 2, EXACT_MCNEMAR_LIMIT // 2 + 400
+    assert mcnemar_exact(b, c) == float(binomtest(b, b + c, 0.5).pvalue)
+    assert 0.0 < mcnemar_exact(b, c) < 0.01
+
+
+def test_binary_rate_is_clustered_rate_of_zeros_and_ones() -> None:
+    rng = random.Random(11)
+    for trial in range(2000):
+        n = rng.randint(0, 120) if trial % 10 else rng.randint(1000, 5000)
+        k = rng.randint(0, n)
+        scores = [1.0] * k + [0.0] * (n - k)
+        rng.shuffle(scores)
+        confidence = (0.9, 0.95, 0.99)[trial % 3]
+        assert binary_rate(k, n, confidence) == clustered_rate(scores, None, confidence)
+    with pytest.raises(ValueError):
+        binary_rate(5, 4)
+
+
+def test_paired_binary_is_paired_comparison_of_pass_fail_pairs() -> None:
+    rng = random.Random(13)
+    for trial in range(2000):
+        n = rng.randint(0, 150)
+        a = [float(rng.random() < 0.7) for _ in range(n)]
+        b = [float(rng.random() < rng.random()) for _ in range(n)]
+        only_a = sum(1 for x, y in zip(a, b, strict=True) if x > y)
+        only_b = sum(1 for x, y in zip(a, b, strict=True) if y > x)
+        confidence = (0.9, 0.95)[trial % 2]
+        expected = paired_comparison(a, b, None, confidence)
+        assert paired_binary(n, only_a, only_b, confidence) == expected
+    with pytest.raises(ValueError):
+        paired_binary(3, 2, 2)

@@ -2,37 +2,40 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any
+import numpy as np
 
 from evalreg.human import alpha
-from evalreg.metrics import Metric, SliceMetrics, by_slice
+from evalreg.metrics import Metric, SliceMetrics
+from evalreg.outcomes import ABSENT, PASSED, Mask, Outcomes
 from evalreg.registry import schema
 
 METRIC = "judge_human_agreement"
 
 
-def pairs(records: Sequence[dict[str, Any]], rubric: schema.Rubric) -> list[tuple[bool, bool]]:
-    """(judge passed, human majority passed) for every graded sample holding both."""
+def pairs(outcomes: Outcomes, rubric: schema.Rubric, samples: Mask) -> list[tuple[bool, bool]]:
+    """(judge passed, human majority passed) for every graded sample in ``samples`` holding
+    both, in sample order."""
     links = [
         (c.grader.calibrates, c.id)
         for c in rubric.criteria
         if isinstance(c.grader, schema.HumanGrader) and c.grader.calibrates
     ]
+    codes = [
+        (outcomes.criteria[judge_id], outcomes.criteria[human_id])
+        for judge_id, human_id in links
+        if judge_id in outcomes.criteria and human_id in outcomes.criteria
+    ]
     out = []
-    for r in records:
-        if r["error"] is not None:
-            continue
-        for judge_id, human_id in links:
-            judge, human = r["criteria"].get(judge_id), r["criteria"].get(human_id)
-            if judge is not None and human is not None:
-                out.append((bool(judge["passed"]), bool(human["passed"])))
+    for row in np.flatnonzero(samples & outcomes.graded):
+        for judge, human in codes:
+            if judge[row] != ABSENT and human[row] != ABSENT:
+                out.append((bool(judge[row] == PASSED), bool(human[row] == PASSED)))
     return out
 
 
-def agreement(records: Sequence[dict[str, Any]], rubric: schema.Rubric) -> Metric | None:
+def agreement(outcomes: Outcomes, rubric: schema.Rubric, samples: Mask) -> Metric | None:
     """Krippendorff's alpha between judge and humans (nominal), None without human grades."""
-    both = pairs(records, rubric)
+    both = pairs(outcomes, rubric, samples)
     if not both:
         return None
     value = alpha([list(p) for p in both])
@@ -40,10 +43,12 @@ def agreement(records: Sequence[dict[str, Any]], rubric: schema.Rubric) -> Metri
 
 
 def add_agreement(
-    metrics: dict[str, SliceMetrics], records: Sequence[dict[str, Any]], rubric: schema.Rubric
+    metrics: dict[str, SliceMetrics], outcomes: Outcomes, rubric: schema.Rubric
 ) -> None:
     """Add ``judge_human_agreement`` to every slice that has calibrated samples."""
-    for name, rs in by_slice(records).items():
-        m = agreement(rs, rubric)
+    if not any(isinstance(c.grader, schema.HumanGrader) for c in rubric.criteria):
+        return
+    for name, items in outcomes.slices().items():
+        m = agreement(outcomes, rubric, items[outcomes.item])
         if m is not None and name in metrics:
             metrics[name][METRIC] = m

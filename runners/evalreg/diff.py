@@ -12,12 +12,14 @@ from pathlib import Path
 from typing import Any
 
 from evalreg.errors import UsageError
-from evalreg.evidence import UseCaseEvidence, gather, read_records
+from evalreg.evidence import OutcomeCache, UseCaseEvidence, gather, read_outcomes, read_records
 from evalreg.grading import cell_grader
-from evalreg.metrics import cell_metrics, compare, item_scores, pass_levels
+from evalreg.metrics import cell_metrics, compare, passing_items
+from evalreg.outcomes import Outcomes, from_records
 from evalreg.plan import Cell, cells, status
 from evalreg.registry.loader import Registry, load_registry
 from evalreg.registry.tree import GitTree, Tree, WorkspaceTree
+from evalreg.results import read_summary
 from evalreg.selection import fmt
 from evalreg.store import ResponseStore
 
@@ -110,8 +112,7 @@ def _redact_output(text: str | None, cell: Cell) -> str | None:
     return json.dumps(redact(value, paths), ensure_ascii=False, sort_keys=True)
 
 
-def _output(side: Side, record: dict[str, Any]) -> str | None:
-    key = record.get("key")
+def _output(side: Side, key: str | None) -> str | None:
     if not key:
         return None
     try:
@@ -125,50 +126,47 @@ def _flips(
     base: Side,
     head: Side,
     cell: Cell,
-    base_records: list[dict[str, Any]],
-    head_records: list[dict[str, Any]],
+    b: Outcomes,
+    h: Outcomes,
     pass_level: str,
 ) -> dict[str, Any]:
-    ok = pass_levels(pass_level)
-    b_ids, b_scores, _ = item_scores(base_records, lambda r: r["level"] in ok)
-    h_ids, h_scores, _ = item_scores(head_records, lambda r: r["level"] in ok)
-    b_score = dict(zip(b_ids, b_scores, strict=True))
-    h_score = dict(zip(h_ids, h_scores, strict=True))
-    b_first = {r["item"]: r for r in base_records if r["sample"] == 0}
-    h_first = {r["item"]: r for r in head_records if r["sample"] == 0}
-    changed = sorted(
-        i for i in set(b_first) & set(h_first) if b_first[i]["content"] != h_first[i]["content"]
-    )
+    b_pass, h_pass = passing_items(b, pass_level), passing_items(h, pass_level)
+    b_first, h_first = b.first_rows(), h.first_rows()
+    if b.source is not None and b.source == h.source:
+        changed: list[str] = []
+    else:
+        b_content = dict(zip(b.ids, b.content(), strict=True))
+        h_content = dict(zip(h.ids, h.content(), strict=True))
+        both = b_first.keys() & h_first.keys()
+        changed = sorted(i for i in both if b_content[i] != h_content[i])
+    unchanged = b_pass.keys() & h_pass.keys() - set(changed)
     regressions: list[dict[str, Any]] = []
     improvements: list[dict[str, Any]] = []
-    for item in sorted(set(b_score) & set(h_score)):
-        if item in changed:
-            continue
-        before, after = b_score[item] >= 0.5, h_score[item] >= 0.5
-        if before == after:
-            continue
-        entry = {
+    h_index = {item: i for i, item in enumerate(h.ids)}
+    for item in sorted(i for i in unchanged if b_pass[i] != h_pass[i]):
+        row = h_first[item]
+        entry: dict[str, Any] = {
             "item": item,
-            "tags": h_first[item]["tags"],
-            "base_level": b_first[item]["level"],
-            "head_level": h_first[item]["level"],
-            "failed_criteria": sorted(
-                c for c, v in h_first[item]["criteria"].items() if not v["passed"]
-            ),
+            "tags": list(h.tags[h_index[item]]),
+            "base_level": b.level_name(b_first[item]),
+            "head_level": h.level_name(row),
+            "failed_criteria": h.failed(row),
         }
-        (improvements if after else regressions).append(entry)
+        (improvements if h_pass[item] else regressions).append(entry)
     for entry in regressions[:MAX_FLIPS] + improvements[:MAX_FLIPS]:
-        entry["input"] = snippet(_item_text(head.registry, cell, entry["item"]))
-        entry["base_output"] = snippet(_redact_output(_output(base, b_first[entry["item"]]), cell))
-        entry["head_output"] = snippet(_redact_output(_output(head, h_first[entry["item"]]), cell))
+        flipped: str = entry["item"]
+        entry["input"] = snippet(_item_text(head.registry, cell, flipped))
+        base_key, head_key = b.keys()[b_first[flipped]], h.keys()[h_first[flipped]]
+        entry["base_output"] = snippet(_redact_output(_output(base, base_key), cell))
+        entry["head_output"] = snippet(_redact_output(_output(head, head_key), cell))
     return {
         "regressions_total": len(regressions),
         "improvements_total": len(improvements),
         "regressions": regressions[:MAX_FLIPS],
         "improvements": improvements[:MAX_FLIPS],
         "changed_items": {"count": len(changed), "ids": changed[:MAX_FLIPS]},
-        "added_items": len(set(h_first) - set(b_first)),
-        "removed_items": len(set(b_first) - set(h_first)),
+        "added_items": len(h_first.keys() - b_first.keys()),
+        "removed_items": len(b_first.keys() - h_first.keys()),
     }
 
 
@@ -184,8 +182,7 @@ def _counterfactual(
     head: Side,
     base_cell: Cell,
     head_cell: Cell,
-    base_records: list[dict[str, Any]],
-    head_records: list[dict[str, Any]],
+    head_outcomes: Outcomes,
     pass_level: str,
     root: Path,
 ) -> dict[str, Any] | None:
@@ -194,6 +191,7 @@ def _counterfactual(
         store = base.responses()
     except Exception:
         return None
+    base_records = read_records(base.registry, base_cell)
     grader = cell_grader(head_cell, head.registry, store, root)
     items = {i.id: i for i in base.registry.evalset_of(base_cell.task_id, base_cell.split).items}
     regraded = []
@@ -205,10 +203,15 @@ def _counterfactual(
         regraded.append(grader.record(item, r["sample"], r.get("key"), stored, r.get("error")))
 
     def rate(records: list[dict[str, Any]]) -> float:
-        metrics = cell_metrics(records, head_cell.task, head_cell.rubric, pass_level)
-        return metrics["all"]["pass_rate"].value
+        outcomes = from_records(records, [c.id for c in head_cell.rubric.criteria])
+        return _pass_rate(outcomes, head_cell, pass_level)
 
-    before, regrade, after = rate(base_records), rate(regraded), rate(head_records)
+    before = _pass_rate(
+        from_records(base_records, [c.id for c in base_cell.rubric.criteria]),
+        head_cell,
+        pass_level,
+    )
+    regrade, after = rate(regraded), _pass_rate(head_outcomes, head_cell, pass_level)
     return {
         "base": before,
         "base_regraded": regrade,
@@ -218,6 +221,10 @@ def _counterfactual(
     }
 
 
+def _pass_rate(outcomes: Outcomes, cell: Cell, pass_level: str) -> float:
+    return cell_metrics(outcomes, cell.task, cell.rubric, pass_level)["all"]["pass_rate"].value
+
+
 def diff(root: Path, base_ref: str, head_ref: str | None = None) -> dict[str, Any]:
     """The diff of recorded results between the merge-base of BASE and HEAD, and HEAD."""
     base, head = resolve(root, base_ref, head_ref)
@@ -225,30 +232,29 @@ def diff(root: Path, base_ref: str, head_ref: str | None = None) -> dict[str, An
     head_status = {s.cell.id: s for s in status(head.registry)}
     base_cells = {c.id: c for c in cells(base.registry)}
     head_cells = {c.id: c for c in cells(head.registry)}
+    cache: OutcomeCache = {}
     base_ev = {
-        s: gather(base.registry, s, list(base_status.values())) for s in base.registry.selections
+        s: gather(base.registry, s, list(base_status.values()), cache=cache)
+        for s in base.registry.selections
     }
     head_ev = {
-        s: gather(head.registry, s, list(head_status.values())) for s in head.registry.selections
+        s: gather(head.registry, s, list(head_status.values()), cache=cache)
+        for s in head.registry.selections
     }
     warnings: list[str] = []
     out_cells = []
     for cid in sorted(set(base_cells) | set(head_cells)):
         b, h = base_cells.get(cid), head_cells.get(cid)
         entry: dict[str, Any] = {"id": cid}
-        b_records = (
-            read_records(base.registry, b) if b and base_status[cid].state != "pending" else []
-        )
-        h_records = (
-            read_records(head.registry, h) if h and head_status[cid].state != "pending" else []
-        )
+        b_out = _outcomes(base, b, base_status, cache)
+        h_out = _outcomes(head, h, head_status, cache)
         if h is None:
             entry["status"] = "removed"
         elif b is None:
-            entry["status"] = "added" if h_records else "added, pending"
-        elif not h_records:
+            entry["status"] = "added" if h_out is not None else "added, pending"
+        elif h_out is None:
             entry["status"] = "pending"
-        elif not b_records:
+        elif b_out is None:
             entry["status"] = "new results"
         else:
             entry["status"] = "compared"
@@ -269,7 +275,7 @@ def diff(root: Path, base_ref: str, head_ref: str | None = None) -> dict[str, An
             "base": _overall(base_ev.get(b.selection) if b else None, cid.split("/", 1)[1]),
             "head": _overall(head_ev.get(sel_id), cid.split("/", 1)[1]) if h else None,
         }
-        if b_records and h_records and b is not None and h is not None:
+        if b_out is not None and h_out is not None and b is not None and h is not None:
             entry["slices"] = [
                 {
                     "slice": c.slice,
@@ -283,13 +289,11 @@ def diff(root: Path, base_ref: str, head_ref: str | None = None) -> dict[str, An
                     "verdict": c.verdict,
                     "mde": c.mde,
                 }
-                for c in compare(b_records, h_records, pass_level)
+                for c in compare(b_out, h_out, pass_level)
             ]
-            entry["flips"] = _flips(base, head, h, b_records, h_records, pass_level)
+            entry["flips"] = _flips(base, head, h, b_out, h_out, pass_level)
             if "rubric" in entry.get("fingerprint_changes", []):
-                entry["counterfactual"] = _counterfactual(
-                    base, head, b, h, b_records, h_records, pass_level, root
-                )
+                entry["counterfactual"] = _counterfactual(base, head, b, h, h_out, pass_level, root)
         out_cells.append(entry)
     return {
         "schema_version": DIFF_SCHEMA,
@@ -299,6 +303,15 @@ def diff(root: Path, base_ref: str, head_ref: str | None = None) -> dict[str, An
         "selections": _selections(base_ev, head_ev),
         "cells": out_cells,
     }
+
+
+def _outcomes(
+    side: Side, cell: Cell | None, statuses: dict[str, Any], cache: OutcomeCache
+) -> Outcomes | None:
+    if cell is None or statuses[cell.id].state == "pending":
+        return None
+    summary = read_summary(side.registry.tree, cell)
+    return read_outcomes(side.registry, cell, summary, cache) if summary is not None else None
 
 
 def _gate_state(ev: UseCaseEvidence | None, cand: str) -> list[tuple[str, str]]:

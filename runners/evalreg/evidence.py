@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -10,10 +9,11 @@ from evalreg.calibration import add_agreement
 from evalreg.evalsets import EvalSet
 from evalreg.human import parse_grades, rater_agreement
 from evalreg.metrics import Comparison, SliceMetrics, cell_metrics, compare
+from evalreg.outcomes import Outcomes, from_records, from_summary
 from evalreg.plan import Cell, CellStatus, cells, status
 from evalreg.registry import schema
 from evalreg.registry.loader import Registry
-from evalreg.results import read_summary
+from evalreg.results import read_items, read_summary
 from evalreg.selection import Decision, decide
 
 
@@ -25,7 +25,8 @@ class CandidateEvidence:
     """fresh | stale | pending"""
     reasons: list[str]
     summary: dict[str, Any] | None
-    records: list[dict[str, Any]] = field(default_factory=list)
+    outcomes: Outcomes | None = None
+    """The graded samples, when results exist."""
 
 
 @dataclass
@@ -50,8 +51,48 @@ def read_records(registry: Registry, cell: Cell) -> list[dict[str, Any]]:
     tree = registry.tree
     if not (tree.is_file(cell.items_path) or tree.is_file(cell.items_path + ".dvc")):
         return []
-    data = tree.read_data(cell.items_path)
-    return [json.loads(line) for line in data.splitlines() if line.strip()]
+    return read_items(tree.read_data(cell.items_path))
+
+
+OutcomeCache = dict[tuple[str, ...], Outcomes]
+"""Outcomes already read, by items-file md5 and criteria: a diff reads each file once."""
+
+
+def read_outcomes(
+    registry: Registry,
+    cell: Cell,
+    summary: dict[str, Any] | None = None,
+    cache: OutcomeCache | None = None,
+) -> Outcomes | None:
+    """The cell's recorded samples as columns, or None when it has none.
+
+    With ``summary`` (the cell's) and a ``cache``, an items file with the same md5 is read
+    only once.
+    """
+    criteria = [c.id for c in cell.rubric.criteria]
+    md5 = ((summary or {}).get("items_file") or {}).get("md5")
+    key = (str(md5), *criteria) if md5 else None
+    if cache is not None and key is not None and key in cache:
+        return cache[key]
+    outcomes = None
+    if summary is not None:
+        evalset = registry.evalset_of(cell.task_id, cell.split)
+        read: dict[str, list[dict[str, Any]]] = {}
+
+        def records() -> list[dict[str, Any]]:
+            if "records" not in read:
+                read["records"] = read_records(registry, cell)
+            return read["records"]
+
+        outcomes = from_summary(summary, evalset.items, evalset.md5, criteria, records)
+    if outcomes is None:
+        records_ = read_records(registry, cell)
+        if not records_:
+            return None
+        outcomes = from_records(records_, criteria)
+    if cache is not None and key is not None:
+        cache[key] = outcomes
+    return outcomes
 
 
 def gather(
@@ -60,6 +101,7 @@ def gather(
     statuses: list[CellStatus] | None = None,
     *,
     comparisons: bool = True,
+    cache: OutcomeCache | None = None,
 ) -> UseCaseEvidence:
     """Everything the report needs for one use case (``comparisons=False``: only what a
     decision needs, which is all ``evalreg check`` asks for)."""
@@ -73,22 +115,25 @@ def gather(
     for cand in selection.candidates:
         st = by_cell[f"{selection.task}/{cand.id}"]
         summary = read_summary(registry.tree, st.cell)
-        records = read_records(registry, st.cell) if summary is not None else []
+        outcomes = read_outcomes(registry, st.cell, summary, cache) if summary is not None else None
         candidates[cand.id] = CandidateEvidence(
-            cand, st.cell, st.state, st.reasons, summary, records
+            cand, st.cell, st.state, st.reasons, summary, outcomes
         )
-        if records:
+        if outcomes is not None:
             metrics[cand.id] = cell_metrics(
-                records, task, rubric, policy.pass_level, policy.confidence
+                outcomes, task, rubric, policy.pass_level, policy.confidence
             )
-            add_agreement(metrics[cand.id], records, rubric)
-    pending = {c for c, e in candidates.items() if not e.records}
+            add_agreement(metrics[cand.id], outcomes, rubric)
+    pending = {c for c, e in candidates.items() if e.outcomes is None}
     decision = decide(selection, metrics, pending)
-    declared = candidates[selection.selected]
+    declared = candidates[selection.selected].outcomes
     compared = {
-        cid: compare(declared.records, ev.records, policy.pass_level, policy.confidence)
+        cid: compare(declared, ev.outcomes, policy.pass_level, policy.confidence)
         for cid, ev in candidates.items()
-        if comparisons and cid != selection.selected and ev.records and declared.records
+        if comparisons
+        and cid != selection.selected
+        and ev.outcomes is not None
+        and declared is not None
     }
     raters = {
         c.grader.file: rater_agreement(
@@ -99,9 +144,10 @@ def gather(
     }
     holdout = {}
     for cell in cells(registry, "holdout"):
-        if cell.selection == selection_id and read_summary(registry.tree, cell) is not None:
-            held = read_records(registry, cell)
-            if held:
+        held_summary = read_summary(registry.tree, cell) if cell.selection == selection_id else None
+        if held_summary is not None:
+            held = read_outcomes(registry, cell, held_summary)
+            if held is not None:
                 holdout[cell.candidate.id] = cell_metrics(
                     held, task, rubric, policy.pass_level, policy.confidence
                 )["all"]

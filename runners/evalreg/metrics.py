@@ -1,20 +1,20 @@
-"""Metrics a policy, report or diff can name, computed per slice from a cell's item records.
+"""Metrics a policy, report or diff can name, computed per slice from a cell's outcomes.
 
-Pure functions of the records: rates carry intervals (clustered by item, and by ``cluster``
-when items declare one), errors are kept out of the quality denominators, money is USD.
+Pure functions of the samples (``outcomes.Outcomes``, columns of the per-item records):
+rates carry intervals (clustered by item, and by ``cluster`` when items declare one),
+errors are kept out of the quality denominators, money is USD.
 """
 
 from __future__ import annotations
 
-from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from operator import itemgetter
-from typing import Any
+
+import numpy as np
 
 from evalreg import stats
+from evalreg.outcomes import FAILED, PASSED, Ints, Mask, Outcomes
 from evalreg.registry import schema
-from evalreg.results import ALL, percentile
 
 LOWER_IS_BETTER = frozenset(
     {
@@ -33,7 +33,6 @@ RATE_METRICS = frozenset(
 _CORRECT = frozenset({"correct"})
 _ACCEPTABLE = frozenset({"correct", "acceptable"})
 _UNACCEPTABLE = frozenset({"unacceptable"})
-_ITEM = itemgetter("item")
 
 
 @dataclass(frozen=True)
@@ -60,189 +59,122 @@ def pass_levels(pass_level: str) -> frozenset[str]:
     return frozenset({"correct"} if pass_level == "correct" else {"correct", "acceptable"})
 
 
-def by_slice(records: Iterable[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
-    out: dict[str, list[dict[str, Any]]] = defaultdict(list)
-    for r in records:
-        out[ALL].append(r)
-        for tag in r["tags"]:
-            out[tag].append(r)
-    return dict(out)
-
-
 @dataclass(frozen=True)
-class _Items:
-    """One slice's graded samples by item, items in id order: built once per slice, read by
-    every metric of it. Most eval sets have one sample an item, so that case keeps the
-    records themselves (``single``) rather than a list per item."""
+class ItemCounts:
+    """Per item: how many of its samples count (``n``) and how many of those pass (``k``)."""
 
-    ids: list[str]
-    single: list[dict[str, Any]] | None
-    """Each item's one graded record, when no item has more than one."""
-    grouped: list[list[dict[str, Any]]] | None
-    """Otherwise, per item, its graded records in the order the slice lists them."""
-    clusters: list[str]
-    """Per item, the cluster its last sample names (or the item id)."""
-    clustered: bool
-    """Whether any item is in a cluster other than its own."""
+    k: Ints
+    n: Ints
 
-    @property
-    def samples(self) -> list[list[dict[str, Any]]]:
-        return self.grouped if self.grouped is not None else [[r] for r in self.single or ()]
+    def scores(self, where: Mask) -> list[float]:
+        """The items' mean scores (``k / n``, the float a mean of 0/1 values gives)."""
+        scores: list[float] = (self.k[where] / self.n[where]).tolist()
+        return scores
 
 
-def _group(records: Iterable[dict[str, Any]]) -> _Items:
-    graded = [r for r in records if r["error"] is None]
-    if len({r["item"] for r in graded}) == len(graded):
-        single = sorted(graded, key=_ITEM)
-        ids = [r["item"] for r in single]
-        clusters = [r.get("cluster") or i for r, i in zip(single, ids, strict=True)]
-        grouped = None
-    else:
-        groups: dict[str, list[dict[str, Any]]] = {}
-        for r in graded:
-            groups.setdefault(r["item"], []).append(r)
-        ids = sorted(groups)
-        single, grouped = None, [groups[i] for i in ids]
-        clusters = [s[-1].get("cluster") or i for i, s in zip(ids, grouped, strict=True)]
-    clustered = any(c != i for c, i in zip(clusters, ids, strict=True))
-    return _Items(ids, single, grouped, clusters, clustered)
+def _counts(o: Outcomes, counted: Mask, passing: Mask) -> ItemCounts:
+    size = len(o.ids)
+    return ItemCounts(
+        np.bincount(o.item[passing & counted], minlength=size),
+        np.bincount(o.item[counted], minlength=size),
+    )
 
 
-def _scores(items: _Items, passed: Any) -> tuple[list[str], list[float], list[str]]:
-    ids: list[str] = []
-    scores: list[float] = []
-    clusters: list[str] = []
-    if items.single is not None:
-        for r, cluster in zip(items.single, items.clusters, strict=True):
-            verdict = passed(r)
-            if verdict is not None:
-                ids.append(r["item"])
-                scores.append(1.0 if verdict else 0.0)
-                clusters.append(cluster)
-        return ids, scores, clusters
-    for item, samples in zip(items.ids, items.samples, strict=True):
-        values: list[float] = []
-        cluster = item
-        for r in samples:
-            verdict = passed(r)
-            if verdict is not None:
-                values.append(1.0 if verdict else 0.0)
-                cluster = r.get("cluster") or item
-        if values:
-            ids.append(item)
-            scores.append(sum(values) / len(values))
-            clusters.append(cluster)
-    return ids, scores, clusters
+class _Cell:
+    """What every slice of one cell shares: per-item counts, computed once."""
 
-
-def item_scores(
-    records: Sequence[dict[str, Any]], passed: Any
-) -> tuple[list[str], list[float], list[str]]:
-    """Per item (graded samples only): id, mean of ``passed(record)`` and cluster."""
-    return _scores(_group(records), passed)
-
-
-def _level_scores(items: _Items, accepted: frozenset[str]) -> list[float]:
-    """Per item, the share of its samples whose level is one of ``accepted``."""
-    if items.single is not None:
-        return [1.0 if r["level"] in accepted else 0.0 for r in items.single]
-    return [
-        sum([1.0 if r["level"] in accepted else 0.0 for r in samples]) / len(samples)
-        for samples in items.samples
-    ]
-
-
-def _criterion_scores(items: _Items, cid: str) -> tuple[list[str], list[float], list[str]]:
-    """``_scores`` for criterion ``cid``'s verdicts (items it did not grade are left out)."""
-    if items.single is None or items.clustered:
-        return _scores(
-            items, lambda r: r["criteria"][cid]["passed"] if cid in r["criteria"] else None
+    def __init__(self, o: Outcomes) -> None:
+        self.o = o
+        self.graded = o.graded
+        self.samples = _counts(o, np.ones(len(o), dtype=bool), np.zeros(len(o), dtype=bool)).n
+        self.graded_items = _counts(o, self.graded, self.graded)
+        self.own_cluster = np.array(
+            [c == i for c, i in zip(o.clusters, o.ids, strict=True)], dtype=bool
         )
-    ids: list[str] = []
-    scores: list[float] = []
-    for r in items.single:
-        verdict = r["criteria"].get(cid)
-        if verdict is not None and (passed := verdict["passed"]) is not None:
-            ids.append(r["item"])
-            scores.append(1.0 if passed else 0.0)
-    return ids, scores, ids
+
+    def level_counts(self, levels: frozenset[str]) -> ItemCounts:
+        return _counts(self.o, self.graded, self.o.accepted(levels))
+
+    def criterion_counts(self, cid: str) -> ItemCounts:
+        codes = self.o.criteria.get(cid)
+        if codes is None:
+            empty = np.zeros(len(self.o.ids), dtype=np.int64)
+            return ItemCounts(empty, empty)
+        graded = self.graded & (codes >= FAILED)
+        return _counts(self.o, graded, codes == PASSED)
+
+    def rate(self, counts: ItemCounts, where: Mask, confidence: float) -> Metric:
+        """The rate over the items in ``where`` that have a counted sample, with its
+        interval (as ``stats.clustered_rate`` gives it for their scores and clusters)."""
+        has = where & (counts.n > 0)
+        n = int(np.count_nonzero(has))
+        if not n:
+            return Metric(0.0, 0.0, 1.0, 0)
+        clustered = not bool(self.own_cluster[has].all())
+        k, m = counts.k[has], counts.n[has]
+        if not clustered and bool(((k == 0) | (k == m)).all()):
+            rate = stats.binary_rate(int(np.count_nonzero(k)), n, confidence)
+        else:
+            clusters = [self.o.clusters[i] for i in np.flatnonzero(has)] if clustered else None
+            rate = stats.clustered_rate(counts.scores(has), clusters, confidence)
+        return Metric(rate.mean, rate.lo, rate.hi, n)
 
 
-def _metric(
-    ids: list[str], scores: list[float], clusters: list[str] | None, confidence: float
-) -> Metric:
-    """A rate with its interval; ``clusters`` None when every item is its own cluster."""
-    if not ids:
-        return Metric(0.0, 0.0, 1.0, 0)
-    rate = stats.clustered_rate(scores, clusters, confidence)
-    return Metric(rate.mean, rate.lo, rate.hi, len(ids))
-
-
-def _clustered(ids: list[str], clusters: list[str]) -> list[str] | None:
-    return clusters if any(c != i for c, i in zip(clusters, ids, strict=True)) else None
-
-
-def _level_rate(items: _Items, accepted: frozenset[str], confidence: float) -> Metric:
-    clusters = items.clusters if items.clustered else None
-    return _metric(items.ids, _level_scores(items, accepted), clusters, confidence)
-
-
-def slice_metrics(
-    records: Sequence[dict[str, Any]],
+def _slice_metrics(
+    cell: _Cell,
+    name: str,
+    items: Mask,
     task: schema.Task,
     pass_level: str,
     confidence: float,
     criteria: Sequence[str],
 ) -> SliceMetrics:
-    """Every metric for one slice's records."""
+    o = cell.o
     ok = pass_levels(pass_level)
-    graded = [r for r in records if r["error"] is None]
-    items = _group(graded)
+    samples = items[o.item]
+    graded = samples & cell.graded
+    present = items & (cell.graded_items.n > 0)
+    passing = cell.level_counts(ok)
     out: SliceMetrics = {
-        "pass_rate": _level_rate(items, ok, confidence),
-        "correct_rate": _level_rate(items, _CORRECT, confidence),
-        "acceptable_rate": _level_rate(items, _ACCEPTABLE, confidence),
-        "unacceptable_rate": _level_rate(items, _UNACCEPTABLE, confidence),
+        "pass_rate": cell.rate(passing, items, confidence),
+        "correct_rate": cell.rate(cell.level_counts(_CORRECT), items, confidence),
+        "acceptable_rate": cell.rate(cell.level_counts(_ACCEPTABLE), items, confidence),
+        "unacceptable_rate": cell.rate(cell.level_counts(_UNACCEPTABLE), items, confidence),
     }
-    errors = len(records) - len(graded)
-    lo, hi = stats.wilson(errors, len(records), confidence)
-    out["error_rate"] = Metric(errors / len(records) if records else 0.0, lo, hi, len(records))
-    n_items = len(items.ids)
-    out["consistency"] = Metric(
-        stats.consistency(
-            # One sample always agrees with itself.
-            [(True,)] * n_items
-            if items.single is not None
-            else [[r["level"] in ok for r in samples] for samples in items.samples]
-        ),
-        n=n_items,
-    )
-    latencies = [int(r["latency_ms"]) for r in graded]
-    out["latency_p50_ms"] = Metric(float(percentile(latencies, 50)), n=len(graded))
-    out["latency_p95_ms"] = Metric(float(percentile(latencies, 95)), n=len(graded))
-    cost = sum(int(r["cost_micro_usd"]) for r in graded) / 1_000_000
-    per_request = cost / len(graded) if graded else 0.0
-    out["cost_per_item_usd"] = Metric(per_request, n=len(graded))
-    out["monthly_cost_usd"] = Metric(per_request * (task.monthly_volume or 0), n=len(graded))
+    n_samples = int(np.count_nonzero(samples))
+    n_graded = int(np.count_nonzero(graded))
+    errors = n_samples - n_graded
+    lo, hi = stats.wilson(errors, n_samples, confidence)
+    out["error_rate"] = Metric(errors / n_samples if n_samples else 0.0, lo, hi, n_samples)
+    n_items = int(np.count_nonzero(present))
+    k, m = passing.k[present], passing.n[present]
+    # An item is consistent when its samples all pass or all fail (one sample always is).
+    agreeing = int(np.count_nonzero((k == 0) | (k == m)))
+    out["consistency"] = Metric(agreeing / n_items if n_items else 1.0, n=n_items)
+    usage = o.usage(name, graded)
+    out["latency_p50_ms"] = Metric(float(usage.latency_p50_ms), n=n_graded)
+    out["latency_p95_ms"] = Metric(float(usage.latency_p95_ms), n=n_graded)
+    cost = usage.cost_micro_usd / 1_000_000
+    per_request = cost / n_graded if n_graded else 0.0
+    out["cost_per_item_usd"] = Metric(per_request, n=n_graded)
+    out["monthly_cost_usd"] = Metric(per_request * (task.monthly_volume or 0), n=n_graded)
     failure = 0.0
     for mode in task.failure_modes:
-        hits = sum(
-            any(
-                cid in r["criteria"] and not r["criteria"][cid]["passed"]
-                for cid in mode.detected_by
-            )
-            for r in graded
-        )
-        failure += (hits / len(graded) if graded else 0.0) * mode.cost_usd
-    out["failure_cost_per_1k_usd"] = Metric(failure * 1000, n=len(graded))
+        hit = np.zeros(len(o), dtype=bool)
+        for cid in mode.detected_by:
+            codes = o.criteria.get(cid)
+            if codes is not None:
+                hit |= codes == FAILED
+        hits = int(np.count_nonzero(hit & graded))
+        failure += (hits / n_graded if n_graded else 0.0) * mode.cost_usd
+    out["failure_cost_per_1k_usd"] = Metric(failure * 1000, n=n_graded)
     for cid in criteria:
-        ids, scores, clusters = _criterion_scores(items, cid)
-        out[f"criterion:{cid}"] = _metric(ids, scores, _clustered(ids, clusters), confidence)
+        out[f"criterion:{cid}"] = cell.rate(cell.criterion_counts(cid), items, confidence)
     return out
 
 
 def cell_metrics(
-    records: Sequence[dict[str, Any]],
+    outcomes: Outcomes,
     task: schema.Task,
     rubric: schema.Rubric,
     pass_level: str = "correct",
@@ -250,9 +182,10 @@ def cell_metrics(
 ) -> dict[str, SliceMetrics]:
     """Metrics for the whole cell (slice ``all``) and for every tag."""
     criteria = [c.id for c in rubric.criteria]
+    cell = _Cell(outcomes)
     return {
-        name: slice_metrics(rs, task, pass_level, confidence, criteria)
-        for name, rs in sorted(by_slice(records).items())
+        name: _slice_metrics(cell, name, items, task, pass_level, confidence, criteria)
+        for name, items in outcomes.slices().items()
     }
 
 
@@ -268,33 +201,26 @@ class Comparison:
     """better | worse | no detectable difference (from the second candidate's side)."""
 
 
-def _pass_shares(
-    records: Iterable[dict[str, Any]], ok: frozenset[str]
-) -> tuple[dict[str, float], dict[str, str], dict[str, str]]:
-    """In one pass, per item: the share of its graded samples that pass and its cluster (as
-    ``item_scores`` gives them), and the content hash of its last record.
-
-    Only strings and numbers are stored per item: no container is allocated per record,
-    so a large comparison never sets off the garbage collector.
-    """
-    passes: dict[str, int] = {}
-    samples: dict[str, int] = {}
-    clusters: dict[str, str] = {}
-    content: dict[str, str] = {}
-    for r in records:
-        item = r["item"]
-        content[item] = r["content"]
-        if r["error"] is None:
-            passes[item] = passes.get(item, 0) + (r["level"] in ok)
-            samples[item] = samples.get(item, 0) + 1
-            clusters[item] = r.get("cluster") or item
-    # A mean of 0/1 values: passes / samples is exactly the float item_scores computes.
-    return {i: passes[i] / n for i, n in samples.items()}, clusters, content
+def aligned(base: Outcomes, other: Outcomes) -> tuple[Ints, Mask]:
+    """For each of ``base``'s items, the index of the same item in ``other`` (0 where it is
+    missing) and whether it is there with the same content (the items that pair)."""
+    if base.ids == other.ids:
+        index = np.arange(len(base.ids), dtype=np.int64)
+        if base.source is not None and base.source == other.source:
+            return index, np.ones(len(base.ids), dtype=bool)
+        pairs = zip(base.content(), other.content(), strict=True)
+        return index, np.array([a == b for a, b in pairs], dtype=bool)
+    where = {item: i for i, item in enumerate(other.ids)}
+    found = [where.get(item, -1) for item in base.ids]
+    index = np.array([max(i, 0) for i in found], dtype=np.int64)
+    theirs = other.content()
+    same = [i >= 0 and theirs[i] == c for i, c in zip(found, base.content(), strict=True)]
+    return index, np.array(same, dtype=bool)
 
 
 def compare(
-    base: Sequence[dict[str, Any]],
-    other: Sequence[dict[str, Any]],
+    base: Outcomes,
+    other: Outcomes,
     pass_level: str,
     confidence: float = 0.95,
 ) -> list[Comparison]:
@@ -302,21 +228,36 @@ def compare(
     slices, and the minimum detectable effect. Items pair by id *and* content hash."""
     ok = pass_levels(pass_level)
     alpha = 1 - confidence
-    base_slices, other_slices = by_slice(base), by_slice(other)
+    if not base.ids or not other.ids:
+        return []
+    a_cell, b_cell = _Cell(base), _Cell(other)
+    a_pass, b_pass = a_cell.level_counts(ok), b_cell.level_counts(ok)
+    index, same = aligned(base, other)
+    # ``other``'s per-item counts and slices, in ``base``'s item order.
+    b_k, b_n = b_pass.k[index], b_pass.n[index]
+    b_slices = other.slices()
     diffs: dict[str, stats.PairedDiff] = {}
-    for name in sorted(set(base_slices) & set(other_slices)):
-        a_shares, a_clusters, a_content = _pass_shares(base_slices[name], ok)
-        b_shares, _, b_content = _pass_shares(other_slices[name], ok)
-        shared = [i for i in sorted(a_shares) if i in b_shares and a_content[i] == b_content[i]]
-        if not shared:
+    for name, a_items in base.slices().items():
+        if name not in b_slices:
             continue
-        clusters = [a_clusters[i] for i in shared]
-        diffs[name] = stats.paired_comparison(
-            [a_shares[i] for i in shared],
-            [b_shares[i] for i in shared],
-            clusters if any(c != i for c, i in zip(clusters, shared, strict=True)) else None,
-            confidence,
-        )
+        shared = a_items & (a_pass.n > 0) & same & b_slices[name][index] & (b_n > 0)
+        n = int(np.count_nonzero(shared))
+        if not n:
+            continue
+        clustered = not bool(a_cell.own_cluster[shared].all())
+        ak, an, bk, bn = a_pass.k[shared], a_pass.n[shared], b_k[shared], b_n[shared]
+        a_binary = bool(((ak == 0) | (ak == an)).all())
+        b_binary = bool(((bk == 0) | (bk == bn)).all())
+        if not clustered and a_binary and b_binary:
+            a_ok, b_ok = ak > 0, bk > 0
+            only_a = int(np.count_nonzero(a_ok & ~b_ok))
+            only_b = int(np.count_nonzero(b_ok & ~a_ok))
+            diffs[name] = stats.paired_binary(n, only_a, only_b, confidence)
+        else:
+            clusters = [base.clusters[i] for i in np.flatnonzero(shared)] if clustered else None
+            diffs[name] = stats.paired_comparison(
+                (ak / an).tolist(), (bk / bn).tolist(), clusters, confidence
+            )
     adjusted = stats.holm({k: d.p_value for k, d in diffs.items()}) if diffs else {}
     out = []
     for name, d in diffs.items():
@@ -327,3 +268,11 @@ def compare(
             verdict = "no detectable difference"
         out.append(Comparison(name, d, adjusted[name], mde, verdict))
     return out
+
+
+def passing_items(outcomes: Outcomes, pass_level: str) -> dict[str, bool]:
+    """Per item with a graded sample: whether it passes (its mean score is at least 0.5)."""
+    counts = _Cell(outcomes).level_counts(pass_levels(pass_level))
+    return {
+        outcomes.ids[i]: bool(2 * counts.k[i] >= counts.n[i]) for i in np.flatnonzero(counts.n > 0)
+    }

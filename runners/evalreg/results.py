@@ -20,9 +20,18 @@ from evalreg.plan import Cell
 from evalreg.registry.tree import Tree
 from evalreg.store import collection_paused, load_json
 
-SUMMARY_SCHEMA = 1
+SUMMARY_SCHEMA = 2
+"""2 added ``samples``: every sample's level and verdicts, one character each."""
 ALL = "all"
 LEVELS = ("correct", "acceptable", "unacceptable")
+LEVEL_CHARS = {"correct": "c", "acceptable": "a", "unacceptable": "u"}
+ERROR_CHAR = "e"
+"""The level character of a sample without verdicts (a provider or judge error)."""
+OTHER_CHAR = "?"
+"""The level character of a graded sample with no known level."""
+VERDICT_CHARS = {True: "1", False: "0"}
+ABSENT_CHAR = "."
+"""The verdict character of a criterion that did not grade a sample."""
 
 
 def rounded(x: float) -> float:
@@ -115,6 +124,30 @@ def read_items(data: bytes) -> list[dict[str, Any]]:
         return [load_json(line) for line in data.splitlines() if line.strip()]
 
 
+def sample_columns(records: Sequence[dict[str, Any]], criteria: Sequence[str]) -> dict[str, Any]:
+    """Every sample's level and criterion verdicts, one character each, in items-file order
+    (item id, then sample): what metrics and paired comparisons need, without the records.
+
+    Levels are ``c``/``a``/``u`` (``e`` for an error, ``?`` for no known level); verdicts
+    ``1`` passed, ``0`` failed, ``.`` not graded.
+    """
+    ordered = sorted(records, key=_item_order)
+    levels = "".join(
+        ERROR_CHAR if r["error"] is not None else LEVEL_CHARS.get(r["level"], OTHER_CHAR)
+        for r in ordered
+    )
+    columns = {
+        cid: "".join(
+            ABSENT_CHAR
+            if (v := r["criteria"].get(cid)) is None
+            else VERDICT_CHARS[bool(v["passed"])]
+            for r in ordered
+        )
+        for cid in sorted(criteria)
+    }
+    return {"levels": levels, "criteria": columns}
+
+
 def summary_for(
     cell: Cell,
     fingerprint: str,
@@ -139,6 +172,7 @@ def summary_for(
         },
         "totals": totals,
         "slices": {name: aggregate(rs) for name, rs in sorted(by_slice.items())},
+        "samples": sample_columns(records, [c.id for c in cell.rubric.criteria]),
     }
 
 

@@ -5,18 +5,21 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from fractions import Fraction
 from statistics import NormalDist
 
 __all__ = [
     "DISCORDANCE_FLOOR",
     "PairedDiff",
     "Rate",
+    "binary_rate",
     "clustered_rate",
     "consistency",
     "holm",
     "mcnemar_exact",
     "mde_paired",
     "mde_rate",
+    "paired_binary",
     "paired_comparison",
     "too_small",
     "wilson",
@@ -27,6 +30,9 @@ DISCORDANCE_FLOOR = 0.10
 
 #: Rates closer to 0 or 1 than this are moved to it by :func:`mde_rate`.
 _RATE_CLAMP = 0.05
+
+#: Discordant pairs up to which :func:`mcnemar_exact` sums exact integers (scipy beyond).
+EXACT_MCNEMAR_LIMIT = 20_000
 
 #: A score at or above this counts as a pass in :func:`paired_comparison`.
 _PASS_SCORE = 0.5
@@ -111,6 +117,20 @@ def _cluster_se(
     if groups < 2:
         return None
     variance = groups / (groups - 1) * math.fsum(s * s for s in sums) / (n * n)
+    return math.sqrt(variance)
+
+
+def _repeated_se(counts: Sequence[tuple[float, int]], n: int) -> float | None:
+    """``_cluster_se`` of ``n`` singleton-cluster values given as (residual, how many).
+
+    ``math.fsum`` of those squares is the correctly rounded sum of the rounded squares, so
+    summing them exactly as fractions and rounding once gives the same float, bit for bit,
+    without a list of ``n`` values.
+    """
+    if n < 2:
+        return None
+    exact = sum((Fraction(r * r) * k for r, k in counts if k), Fraction(0))
+    variance = n / (n - 1) * float(exact) / (n * n)
     return math.sqrt(variance)
 
 
@@ -248,6 +268,27 @@ def clustered_rate(
     return Rate(k=total, n=n, mean=mean, lo=lo, hi=hi, se=se)
 
 
+def binary_rate(k: int, n: int, confidence: float = 0.95) -> Rate:
+    """:func:`clustered_rate` of ``k`` scores of 1 and ``n - k`` of 0 without clusters,
+    from the two counts: the same ``Rate``, bit for bit, in constant time.
+
+    Raises ValueError for negative counts, ``k > n`` or an invalid ``confidence``.
+    """
+    _check_count("k", k)
+    _check_count("n", n)
+    if k > n:
+        raise ValueError(f"k ({k}) must not exceed n ({n})")
+    _z_two_sided(confidence)  # validates it
+    if n == 0:
+        return Rate(k=0.0, n=0, mean=0.0, lo=0.0, hi=1.0, se=0.0)
+    mean = _clamp(k / n, 0.0, 1.0)
+    estimated = _repeated_se(((1.0 - mean, k), (0.0 - mean, n - k)), n)
+    lo, hi = wilson(k, n, confidence)
+    return Rate(
+        k=float(k), n=n, mean=mean, lo=lo, hi=hi, se=0.5 if estimated is None else estimated
+    )
+
+
 def consistency(samples: Sequence[Sequence[bool]]) -> float:
     """Share of items whose repeated samples all agree (all pass or all fail).
 
@@ -272,15 +313,31 @@ def mcnemar_exact(b: int, c: int) -> float:
     ``min(1, 2 · P(X ≤ min(b, c)))``. Concordant pairs carry no information and are not
     arguments.
 
+    Computed in exact integer arithmetic, ``Σ_{i ≤ min(b, c)} C(n, i) / 2^(n - 1)`` rounded
+    once to the nearest float, so the value is the same on every platform and library
+    version (and needs no scipy import, which costs a second of start-up). The tests check
+    it against ``scipy.stats.binomtest``. Above :data:`EXACT_MCNEMAR_LIMIT` discordant pairs
+    the sum of big integers gets slow, and scipy computes it.
+
     Edge cases: ``b + c == 0`` gives 1.0. Raises ValueError for negative counts.
     """
     _check_count("b", b)
     _check_count("c", c)
-    if b + c == 0:
+    n = b + c
+    if n == 0:
         return 1.0
-    from scipy.stats import binomtest  # type: ignore[import-untyped,unused-ignore]
+    if n > EXACT_MCNEMAR_LIMIT:
+        from scipy.stats import binomtest  # type: ignore[import-untyped,unused-ignore]
 
-    return _clamp(float(binomtest(b, b + c, 0.5).pvalue), 0.0, 1.0)
+        return _clamp(float(binomtest(b, n, 0.5).pvalue), 0.0, 1.0)
+    k = min(b, c)
+    if 2 * k >= n:
+        return 1.0
+    term = total = 1
+    for i in range(k):
+        term = term * (n - i) // (i + 1)
+        total += term
+    return min(1.0, total / (1 << (n - 1)))
 
 
 def holm(pvalues: Mapping[str, float]) -> dict[str, float]:
@@ -383,6 +440,34 @@ def paired_comparison(
         b=only_a,
         c=only_b,
         p_value=mcnemar_exact(only_a, only_b),
+    )
+
+
+def paired_binary(n: int, b: int, c: int, confidence: float = 0.95) -> PairedDiff:
+    """:func:`paired_comparison` of ``n`` pass/fail pairs without clusters, from the counts:
+    ``b`` items only A passes, ``c`` only B passes. The same ``PairedDiff``, bit for bit.
+
+    Raises ValueError for negative counts, ``b + c > n`` or an invalid ``confidence``.
+    """
+    for name, value in (("n", n), ("b", b), ("c", c)):
+        _check_count(name, value)
+    if b + c > n:
+        raise ValueError(f"b + c ({b + c}) must not exceed n ({n})")
+    z = _z_two_sided(confidence)
+    if n == 0:
+        return PairedDiff(n=0, mean=0.0, lo=0.0, hi=0.0, se=0.0, b=0, c=0, p_value=1.0)
+    mean = float(c - b) / n
+    estimated = _repeated_se(((1.0 - mean, c), (-1.0 - mean, b), (0.0 - mean, n - b - c)), n)
+    se = 1.0 if estimated is None else estimated
+    return PairedDiff(
+        n=n,
+        mean=mean,
+        lo=_clamp(mean - z * se, -1.0, 1.0),
+        hi=_clamp(mean + z * se, -1.0, 1.0),
+        se=se,
+        b=b,
+        c=c,
+        p_value=mcnemar_exact(b, c),
     )
 
 

@@ -1,0 +1,297 @@
+"""A cell's graded samples as columns: what metrics, comparisons and calibration read.
+
+Per-item records are JSON objects; reading every metric of every slice from them walks
+each record dozens of times. ``Outcomes`` holds, once, one array entry per sample (its
+item, level and criterion verdicts) and one list entry per item (id, cluster, tags), so a
+slice is a mask and a rate is a count.
+
+Two sources give the same columns: the per-item records (``from_records``), and a cell
+summary's ``samples`` field read together with the eval set it was graded on
+(``from_summary``), which needs no per-item file at all.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from evalreg.registry import schema
+from evalreg.results import (
+    ABSENT_CHAR,
+    ALL,
+    ERROR_CHAR,
+    LEVEL_CHARS,
+    LEVELS,
+    VERDICT_CHARS,
+    percentile,
+)
+
+ERROR = len(LEVELS)
+"""The level code of a sample that got no verdicts (a provider or judge error)."""
+_LEVEL_CODE = {name: code for code, name in enumerate(LEVELS)}
+_UNLEVELLED = ERROR + 1
+"""A graded sample whose level is missing or unknown: counted as graded, never as passing."""
+
+PASSED, FAILED, ABSENT = 1, 0, -1
+"""Criterion codes: the criterion passed, failed, or did not grade this sample."""
+
+Mask = npt.NDArray[np.bool_]
+Codes = npt.NDArray[np.int8]
+Ints = npt.NDArray[np.int64]
+
+# Byte value → code, for reading a summary's character columns in one vectorised step.
+_LEVEL_TABLE = np.full(256, _UNLEVELLED, dtype=np.int8)
+for _name, _char in LEVEL_CHARS.items():
+    _LEVEL_TABLE[ord(_char)] = _LEVEL_CODE[_name]
+_LEVEL_TABLE[ord(ERROR_CHAR)] = ERROR
+_VERDICT_TABLE = np.full(256, ABSENT, dtype=np.int8)
+_VERDICT_TABLE[ord(VERDICT_CHARS[True])] = PASSED
+_VERDICT_TABLE[ord(VERDICT_CHARS[False])] = FAILED
+_VERDICT_TABLE[ord(ABSENT_CHAR)] = ABSENT
+
+
+@dataclass(frozen=True)
+class Usage:
+    """Latency and cost over one slice's graded samples."""
+
+    graded: int
+    latency_p50_ms: int
+    latency_p95_ms: int
+    cost_micro_usd: int
+
+
+class Outcomes:
+    """Every sample of one cell, as columns (samples in items-file order)."""
+
+    def __init__(
+        self,
+        ids: list[str],
+        clusters: list[str],
+        tags: list[tuple[str, ...]],
+        item: Ints,
+        level: Codes,
+        criteria: dict[str, Codes],
+        *,
+        content: Callable[[], list[str]],
+        source: str | None = None,
+        usage: Callable[[str, Mask], Usage],
+        keys: Callable[[], list[str | None]],
+    ) -> None:
+        self.ids = ids
+        """Items, in order of first appearance."""
+        self.clusters = clusters
+        """Per item, the cluster its last graded sample names, or the item id."""
+        self.tags = tags
+        """Per item, the tags its last record names."""
+        self.item = item
+        """Per sample, its item's index into ``ids``."""
+        self.level = level
+        """Per sample, the index of its level in ``LEVELS``, ``ERROR`` or unknown."""
+        self.criteria = criteria
+        """Per criterion id, per sample: ``PASSED``, ``FAILED`` or ``ABSENT``."""
+        self.source = source
+        """The eval set's md5 when the items are exactly that eval set's (then two outcomes
+        with the same source have the same items with the same content)."""
+        self._content = content
+        self._usage = usage
+        self._keys = keys
+        self._slices: dict[str, Mask] = {}
+
+    def __len__(self) -> int:
+        return len(self.level)
+
+    @property
+    def graded(self) -> Mask:
+        """Per sample, whether it has verdicts (not an error)."""
+        graded: Mask = self.level != ERROR
+        return graded
+
+    def content(self) -> list[str]:
+        """Per item, its content hash (pairs items across revisions)."""
+        return self._content()
+
+    def keys(self) -> list[str | None]:
+        """Per sample, its response's store key (may read the per-item records)."""
+        return self._keys()
+
+    def usage(self, name: str, graded: Mask) -> Usage:
+        """Latency and cost of slice ``name``, whose graded samples are ``graded``."""
+        return self._usage(name, graded)
+
+    def slices(self) -> dict[str, Mask]:
+        """Per slice (``all`` and every tag, sorted), which items are in it."""
+        if not self._slices:
+            members: dict[str, list[int]] = {}
+            for index, tags in enumerate(self.tags):
+                for tag in tags:
+                    members.setdefault(tag, []).append(index)
+            n = len(self.ids)
+            out: dict[str, Mask] = {}
+            if n:
+                out[ALL] = np.ones(n, dtype=bool)
+            for tag, indices in members.items():
+                mask = np.zeros(n, dtype=bool)
+                mask[indices] = True
+                out[tag] = mask
+            self._slices.update(sorted(out.items()))
+        return self._slices
+
+    def accepted(self, levels: Iterable[str]) -> Mask:
+        """Per sample, whether its level is one of ``levels``."""
+        codes = [_LEVEL_CODE[name] for name in levels if name in _LEVEL_CODE]
+        accepted: Mask = np.isin(self.level, codes)
+        return accepted
+
+    def first_rows(self) -> dict[str, int]:
+        """Per item id, the row of its first sample."""
+        _, rows = np.unique(self.item, return_index=True)
+        return {self.ids[int(self.item[row])]: int(row) for row in rows}
+
+    def level_name(self, row: int) -> str | None:
+        """Sample ``row``'s level (None for an error or no known level)."""
+        code = int(self.level[row])
+        return LEVELS[code] if code < ERROR else None
+
+    def failed(self, row: int) -> list[str]:
+        """The criteria sample ``row`` failed, sorted."""
+        return sorted(cid for cid, codes in self.criteria.items() if codes[row] == FAILED)
+
+
+def from_records(records: Sequence[dict[str, Any]], criteria: Sequence[str]) -> Outcomes:
+    """Columns for per-item records (as ``results.items_bytes`` writes them)."""
+    index: dict[str, int] = {}
+    content: list[str] = []
+    clusters: list[str] = []
+    tags: list[tuple[str, ...]] = []
+    n = len(records)
+    item = np.empty(n, dtype=np.int64)
+    level = np.empty(n, dtype=np.int8)
+    latency = np.zeros(n, dtype=np.int64)
+    cost = np.zeros(n, dtype=np.int64)
+    verdicts = {cid: np.full(n, ABSENT, dtype=np.int8) for cid in criteria}
+    keys: list[str | None] = [r.get("key") for r in records]
+    for row, r in enumerate(records):
+        item_id = r["item"]
+        at = index.get(item_id)
+        if at is None:
+            at = index[item_id] = len(content)
+            content.append(r["content"])
+            clusters.append(r.get("cluster") or item_id)
+            tags.append(tuple(r["tags"]))
+        else:
+            content[at] = r["content"]
+            tags[at] = tuple(r["tags"])
+        item[row] = at
+        if r["error"] is not None:
+            level[row] = ERROR
+            continue
+        clusters[at] = r.get("cluster") or item_id
+        level[row] = _LEVEL_CODE.get(r["level"], _UNLEVELLED)
+        latency[row] = int(r["latency_ms"])
+        cost[row] = int(r["cost_micro_usd"])
+        for cid, verdict in r["criteria"].items():
+            codes = verdicts.get(cid)
+            if codes is None:
+                codes = verdicts[cid] = np.full(n, ABSENT, dtype=np.int8)
+            codes[row] = PASSED if verdict["passed"] else FAILED
+
+    def usage(_name: str, graded: Mask) -> Usage:
+        latencies = latency[graded].tolist()
+        return Usage(
+            len(latencies),
+            percentile(latencies, 50),
+            percentile(latencies, 95),
+            int(cost[graded].sum()),
+        )
+
+    return Outcomes(
+        list(index),
+        clusters,
+        tags,
+        item,
+        level,
+        verdicts,
+        content=lambda: content,
+        usage=usage,
+        keys=lambda: keys,
+    )
+
+
+def _codes(column: str, table: npt.NDArray[np.int8]) -> Codes:
+    codes: Codes = table[np.frombuffer(column.encode("ascii"), dtype=np.uint8)]
+    return codes
+
+
+def from_summary(
+    summary: dict[str, Any],
+    items: Sequence[schema.Item],
+    md5: str,
+    criteria: Sequence[str],
+    records: Callable[[], Sequence[dict[str, Any]]],
+) -> Outcomes | None:
+    """Columns from a cell summary's ``samples``, given the eval set it was graded on (its
+    ``items`` and ``md5``); None when the summary has no usable ``samples`` (an older
+    schema, another eval set, or columns that do not fit it), so the caller reads the
+    records instead. ``records`` reads them, should the store keys be asked for."""
+    samples = summary.get("samples")
+    if (
+        not isinstance(samples, dict)
+        or (summary.get("evalset") or {}).get("md5") != md5
+        or not isinstance(samples.get("levels"), str)
+        or not isinstance(samples.get("criteria"), dict)
+        or not items
+    ):
+        return None
+    levels: str = samples["levels"]
+    columns: dict[str, Any] = samples["criteria"]
+    totals = summary.get("totals") or {}
+    repeats, remainder = divmod(len(levels), len(items))
+    if (
+        remainder
+        or totals.get("items") != len(items)
+        or totals.get("samples") != len(levels)
+        or not repeats
+        or not levels.isascii()
+        or any(
+            not isinstance(c, str) or len(c) != len(levels) or not c.isascii()
+            for c in columns.values()
+        )
+        or any(cid not in columns for cid in criteria)
+    ):
+        return None
+    ordered = sorted(items, key=lambda i: i.id)
+    slices: dict[str, Any] = {"all": summary.get("totals"), **(summary.get("slices") or {})}
+
+    def usage(name: str, _graded: Mask) -> Usage:
+        totals = slices[name]
+        return Usage(
+            int(totals["graded"]),
+            int(totals["latency_ms"]["p50"]),
+            int(totals["latency_ms"]["p95"]),
+            int(totals["cost_micro_usd"]),
+        )
+
+    def content() -> list[str]:
+        from evalreg.grading import item_content
+
+        return [item_content(i) for i in ordered]
+
+    def keys() -> list[str | None]:
+        return [r.get("key") for r in records()]
+
+    return Outcomes(
+        [i.id for i in ordered],
+        [i.cluster or i.id for i in ordered],
+        [tuple(sorted(i.tags)) for i in ordered],
+        np.repeat(np.arange(len(ordered), dtype=np.int64), repeats),
+        _codes(levels, _LEVEL_TABLE),
+        {cid: _codes(columns[cid], _VERDICT_TABLE) for cid in criteria},
+        content=content,
+        source=md5,
+        usage=usage,
+        keys=keys,
+    )
