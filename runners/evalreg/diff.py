@@ -7,21 +7,23 @@ rendered by ``evalreg.report.diff_markdown``. BASE is resolved to the merge-base
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+import numpy as np
 
 from evalreg.errors import UsageError
 from evalreg.evidence import OutcomeCache, UseCaseEvidence, gather, read_outcomes, read_records
 from evalreg.grading import cell_grader
-from evalreg.metrics import cell_metrics, compare, passing_items
+from evalreg.metrics import aligned, cell_metrics, compare, passing
 from evalreg.outcomes import Outcomes, from_records
 from evalreg.plan import Cell, cells, status
 from evalreg.registry.loader import Registry, load_registry
 from evalreg.registry.tree import GitTree, Tree, WorkspaceTree
 from evalreg.results import read_summary
 from evalreg.selection import fmt
-from evalreg.store import ResponseStore
+from evalreg.store import STORE_DIR, ResponseStore, segment_names
 
 DIFF_SCHEMA = 1
 SNIPPET = 300
@@ -37,17 +39,43 @@ OVERALL = (
 )
 
 
+Indexed = dict[int, tuple[bytes, ResponseStore]]
+"""Store segments indexed so far, by the identity of their bytes (a file read at both
+revisions is the same bytes object, see ``dvcrepo.read_tracked``)."""
+
+
 @dataclass
 class Side:
     label: str
     rev: str | None
     registry: Registry
     store: ResponseStore | None = None
+    indexed: Indexed = field(default_factory=dict)
+    segments: list[ResponseStore] | None = None
 
     def responses(self) -> ResponseStore:
         if self.store is None:
             self.store = ResponseStore.load(self.registry.tree)
         return self.store
+
+    def stored(self, key: str) -> dict[str, Any] | None:
+        """The stored record of ``key`` (the first segment holding it wins, as in
+        ``ResponseStore``), indexing each segment once for both sides of the diff."""
+        if self.segments is None:
+            tree = self.registry.tree
+            self.segments = []
+            for name in segment_names(tree):
+                data = tree.read_data(f"{STORE_DIR}/{name}")
+                seen = self.indexed.get(id(data))
+                if seen is None or seen[0] is not data:
+                    one = ResponseStore()
+                    one.add_segment(name, data)
+                    seen = self.indexed[id(data)] = (data, one)
+                self.segments.append(seen[1])
+        for segment in self.segments:
+            if key in segment:
+                return segment.get(key)
+        return None
 
 
 def resolve(root: Path, base: str, head: str | None) -> tuple[Side, Side]:
@@ -67,9 +95,15 @@ def resolve(root: Path, base: str, head: str | None) -> tuple[Side, Side]:
         raise UsageError(f"{base} and {head or 'HEAD'} share no history")
     base_tree = GitTree(root, bases[0].hexsha)
     head_rev = head_tree.rev if isinstance(head_tree, GitTree) else None
+    indexed: Indexed = {}
     return (
-        Side(f"{base} (merge-base {base_tree.rev[:12]})", base_tree.rev, load_registry(base_tree)),
-        Side(head or "working tree", head_rev, load_registry(head_tree)),
+        Side(
+            f"{base} (merge-base {base_tree.rev[:12]})",
+            base_tree.rev,
+            load_registry(base_tree),
+            indexed=indexed,
+        ),
+        Side(head or "working tree", head_rev, load_registry(head_tree), indexed=indexed),
     )
 
 
@@ -79,21 +113,26 @@ def snippet(text: str | None) -> str | None:
     return text if len(text) <= SNIPPET else text[: SNIPPET - 1] + "…"
 
 
-def _item_text(registry: Registry, cell: Cell, item_id: str) -> str | None:
+def _item_texts(registry: Registry, cell: Cell, ids: list[str]) -> dict[str, str | None]:
+    """The (redacted) input of each of the items ``ids``, for snippets."""
     from evalreg.curation import redact
 
     try:
         evalset = registry.evalset_of(cell.task_id, cell.split)
     except (KeyError, ValueError):
-        return None
+        return {}
+    wanted = set(ids)
+    out: dict[str, str | None] = {}
     for item in evalset.items:
-        if item.id == item_id:
-            data = redact(item, cell.task.redact)
-            if data.get("input") is not None:
-                return json.dumps(data["input"], ensure_ascii=False, sort_keys=True)
+        if item.id not in wanted:
+            continue
+        data = redact(item, cell.task.redact)
+        if data.get("input") is not None:
+            out[item.id] = json.dumps(data["input"], ensure_ascii=False, sort_keys=True)
+        else:
             turns = data.get("messages") or []
-            return str(turns[-1]["content"]) if turns else None
-    return None
+            out[item.id] = str(turns[-1]["content"]) if turns else None
+    return out
 
 
 def _redact_output(text: str | None, cell: Cell) -> str | None:
@@ -116,7 +155,7 @@ def _output(side: Side, key: str | None) -> str | None:
     if not key:
         return None
     try:
-        stored = side.responses().get(key)
+        stored = side.stored(key)
     except Exception:  # the remote may be unreachable (a fork PR): snippets are optional
         return None
     return stored["response"]["text"] if stored else None
@@ -130,43 +169,48 @@ def _flips(
     h: Outcomes,
     pass_level: str,
 ) -> dict[str, Any]:
-    b_pass, h_pass = passing_items(b, pass_level), passing_items(h, pass_level)
-    b_first, h_first = b.first_rows(), h.first_rows()
-    if b.source is not None and b.source == h.source:
-        changed: list[str] = []
+    index, same = aligned(h, b)  # base's index of each head item, and whether it pairs
+    b_ids = set(b.ids)
+    in_base = np.array([i in b_ids for i in h.ids], dtype=bool)
+    changed = sorted(h.ids[i] for i in np.flatnonzero(in_base & ~same))
+    if b is h:  # the same items file on both sides: nothing flipped
+        regressed: list[str] = []
+        improved: list[str] = []
     else:
-        b_content = dict(zip(b.ids, b.content(), strict=True))
-        h_content = dict(zip(h.ids, h.content(), strict=True))
-        both = b_first.keys() & h_first.keys()
-        changed = sorted(i for i in both if b_content[i] != h_content[i])
-    unchanged = b_pass.keys() & h_pass.keys() - set(changed)
-    regressions: list[dict[str, Any]] = []
-    improvements: list[dict[str, Any]] = []
-    h_index = {item: i for i, item in enumerate(h.ids)}
-    for item in sorted(i for i in unchanged if b_pass[i] != h_pass[i]):
-        row = h_first[item]
-        entry: dict[str, Any] = {
+        h_has, h_passes = passing(h, pass_level)
+        b_has, b_passes = passing(b, pass_level)
+        paired = same & h_has & b_has[index]
+        flip = paired & (h_passes != b_passes[index])
+        regressed = sorted(h.ids[i] for i in np.flatnonzero(flip & ~h_passes))
+        improved = sorted(h.ids[i] for i in np.flatnonzero(flip & h_passes))
+    b_first, h_first = b.first_rows(), h.first_rows()
+    shown = regressed[:MAX_FLIPS] + improved[:MAX_FLIPS]
+    entries = {}
+    h_index = {item: i for i, item in enumerate(h.ids)} if shown else {}
+    texts = _item_texts(head.registry, cell, shown) if shown else {}
+    for item in shown:
+        at = h_index[item]
+        b_row, h_row = int(b_first[index[at]]), int(h_first[at])
+        entries[item] = {
             "item": item,
-            "tags": list(h.tags[h_index[item]]),
-            "base_level": b.level_name(b_first[item]),
-            "head_level": h.level_name(row),
-            "failed_criteria": h.failed(row),
+            "tags": list(h.tags[at]),
+            "base_level": b.level_name(b_row),
+            "head_level": h.level_name(h_row),
+            "failed_criteria": h.failed(h_row),
+            "input": snippet(texts.get(item)),
+            "base_output": snippet(_redact_output(_output(base, b.key(b_row)), cell)),
+            "head_output": snippet(_redact_output(_output(head, h.key(h_row)), cell)),
         }
-        (improvements if h_pass[item] else regressions).append(entry)
-    for entry in regressions[:MAX_FLIPS] + improvements[:MAX_FLIPS]:
-        flipped: str = entry["item"]
-        entry["input"] = snippet(_item_text(head.registry, cell, flipped))
-        base_key, head_key = b.keys()[b_first[flipped]], h.keys()[h_first[flipped]]
-        entry["base_output"] = snippet(_redact_output(_output(base, base_key), cell))
-        entry["head_output"] = snippet(_redact_output(_output(head, head_key), cell))
+    regressions = [entries[i] for i in regressed[:MAX_FLIPS]]
+    improvements = [entries[i] for i in improved[:MAX_FLIPS]]
     return {
-        "regressions_total": len(regressions),
-        "improvements_total": len(improvements),
-        "regressions": regressions[:MAX_FLIPS],
-        "improvements": improvements[:MAX_FLIPS],
+        "regressions_total": len(regressed),
+        "improvements_total": len(improved),
+        "regressions": regressions,
+        "improvements": improvements,
         "changed_items": {"count": len(changed), "ids": changed[:MAX_FLIPS]},
-        "added_items": len(h_first.keys() - b_first.keys()),
-        "removed_items": len(b_first.keys() - h_first.keys()),
+        "added_items": len(h.ids) - int(np.count_nonzero(in_base)),
+        "removed_items": len(b_ids - set(h.ids)),
     }
 
 

@@ -137,12 +137,29 @@ def cached(root: Path, md5: str) -> bytes | None:
     return None
 
 
+_RECENT: dict[str, bytes] = {}
+"""Content read by ``read_tracked`` in this process, by md5 (so a diff reading the same
+file at two revisions reads and verifies it once)."""
+_RECENT_BYTES = 512 << 20
+
+
 def read_tracked(root: Path, rel: str, md5: str, rev: str | None) -> bytes:
     """Bytes of the DVC-tracked ``rel`` (content ``md5``) as of ``rev``.
 
     The local cache answers first; otherwise ``dvc.api`` reads it (from the remote if
-    need be). When no copy can be found the error says how to fetch one.
+    need be). When no copy can be found the error says how to fetch one. Content is
+    addressed by its md5, so what was read once is answered again from memory.
     """
+    data = _RECENT.get(md5)
+    if data is None:
+        data = _read_tracked(root, rel, md5, rev)
+        while _RECENT and sum(map(len, _RECENT.values())) + len(data) > _RECENT_BYTES:
+            del _RECENT[next(iter(_RECENT))]
+        _RECENT[md5] = data
+    return data
+
+
+def _read_tracked(root: Path, rel: str, md5: str, rev: str | None) -> bytes:
     data = cached(root, md5)
     if data is not None:
         return data

@@ -77,14 +77,11 @@ def read_outcomes(
     outcomes = None
     if summary is not None:
         evalset = registry.evalset_of(cell.task_id, cell.split)
-        read: dict[str, list[dict[str, Any]]] = {}
 
-        def records() -> list[dict[str, Any]]:
-            if "records" not in read:
-                read["records"] = read_records(registry, cell)
-            return read["records"]
+        def items_file() -> bytes:
+            return registry.tree.read_data(cell.items_path)
 
-        outcomes = from_summary(summary, evalset.items, evalset.md5, criteria, records)
+        outcomes = from_summary(summary, evalset.items, evalset.md5, criteria, items_file)
     if outcomes is None:
         records_ = read_records(registry, cell)
         if not records_:

@@ -13,8 +13,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from evalreg import stats
-from evalreg.outcomes import FAILED, PASSED, Ints, Mask, Outcomes
+from evalreg.outcomes import ERROR, FAILED, Ints, Mask, Outcomes
 from evalreg.registry import schema
+from evalreg.results import LEVELS
 
 LOWER_IS_BETTER = frozenset(
     {
@@ -72,12 +73,9 @@ class ItemCounts:
         return scores
 
 
-def _counts(o: Outcomes, counted: Mask, passing: Mask) -> ItemCounts:
-    size = len(o.ids)
-    return ItemCounts(
-        np.bincount(o.item[passing & counted], minlength=size),
-        np.bincount(o.item[counted], minlength=size),
-    )
+_LEVEL_INDEX = {name: code for code, name in enumerate(LEVELS)}
+_KINDS = 6
+"""Sample kinds counted per item: the three levels, error, unknown level, and a spare."""
 
 
 class _Cell:
@@ -86,22 +84,40 @@ class _Cell:
     def __init__(self, o: Outcomes) -> None:
         self.o = o
         self.graded = o.graded
-        self.samples = _counts(o, np.ones(len(o), dtype=bool), np.zeros(len(o), dtype=bool)).n
-        self.graded_items = _counts(o, self.graded, self.graded)
-        self.own_cluster = np.array(
-            [c == i for c, i in zip(o.clusters, o.ids, strict=True)], dtype=bool
-        )
+        size = len(o.ids)
+        # Per item, its samples of each level code (one pass over the samples).
+        kinds = np.bincount(o.item * _KINDS + o.level, minlength=size * _KINDS)
+        self.by_level = kinds.reshape(size, _KINDS)
+        self.graded_n: Ints = self.by_level.sum(axis=1) - self.by_level[:, ERROR]
+        self.own_cluster = o.items.own_cluster
+        self._levels: dict[frozenset[str], ItemCounts] = {}
+        self._criteria: dict[str, ItemCounts] = {}
 
     def level_counts(self, levels: frozenset[str]) -> ItemCounts:
-        return _counts(self.o, self.graded, self.o.accepted(levels))
+        """Per item: its graded samples, and those whose level is one of ``levels``."""
+        counts = self._levels.get(levels)
+        if counts is None:
+            columns = sorted(_LEVEL_INDEX[name] for name in levels if name in _LEVEL_INDEX)
+            k = self.by_level[:, columns].sum(axis=1)
+            counts = self._levels[levels] = ItemCounts(k, self.graded_n)
+        return counts
 
     def criterion_counts(self, cid: str) -> ItemCounts:
-        codes = self.o.criteria.get(cid)
-        if codes is None:
-            empty = np.zeros(len(self.o.ids), dtype=np.int64)
-            return ItemCounts(empty, empty)
-        graded = self.graded & (codes >= FAILED)
-        return _counts(self.o, graded, codes == PASSED)
+        """Per item: its samples criterion ``cid`` graded, and those it passed."""
+        counts = self._criteria.get(cid)
+        if counts is None:
+            codes = self.o.criteria.get(cid)
+            size = len(self.o.ids)
+            if codes is None:
+                empty = np.zeros(size, dtype=np.int64)
+                counts = ItemCounts(empty, empty)
+            else:
+                # Columns: absent, failed, passed (codes -1, 0, 1).
+                table = np.bincount(self.o.item * 3 + (codes + 1), minlength=size * 3)
+                table = table.reshape(size, 3)
+                counts = ItemCounts(table[:, 2], table[:, 1] + table[:, 2])
+            self._criteria[cid] = counts
+        return counts
 
     def rate(self, counts: ItemCounts, where: Mask, confidence: float) -> Metric:
         """The rate over the items in ``where`` that have a counted sample, with its
@@ -133,7 +149,7 @@ def _slice_metrics(
     ok = pass_levels(pass_level)
     samples = items[o.item]
     graded = samples & cell.graded
-    present = items & (cell.graded_items.n > 0)
+    present = items & (cell.graded_n > 0)
     passing = cell.level_counts(ok)
     out: SliceMetrics = {
         "pass_rate": cell.rate(passing, items, confidence),
@@ -270,9 +286,10 @@ def compare(
     return out
 
 
-def passing_items(outcomes: Outcomes, pass_level: str) -> dict[str, bool]:
-    """Per item with a graded sample: whether it passes (its mean score is at least 0.5)."""
+def passing(outcomes: Outcomes, pass_level: str) -> tuple[Mask, Mask]:
+    """Per item: whether it has a graded sample, and whether it passes (its mean score over
+    its graded samples is at least 0.5)."""
     counts = _Cell(outcomes).level_counts(pass_levels(pass_level))
-    return {
-        outcomes.ids[i]: bool(2 * counts.k[i] >= counts.n[i]) for i in np.flatnonzero(counts.n > 0)
-    }
+    has: Mask = counts.n > 0
+    passes: Mask = has & (2 * counts.k >= counts.n)
+    return has, passes

@@ -29,6 +29,7 @@ from evalreg.results import (
     VERDICT_CHARS,
     percentile,
 )
+from evalreg.store import load_json
 
 ERROR = len(LEVELS)
 """The level code of a sample that got no verdicts (a provider or judge error)."""
@@ -64,63 +65,21 @@ class Usage:
     cost_micro_usd: int
 
 
-class Outcomes:
-    """Every sample of one cell, as columns (samples in items-file order)."""
+class Items:
+    """A cell's items: ids, clusters and tags, and what is derived from them once (which
+    slices each item is in, whether it has a cluster of its own). Cells graded on the same
+    eval set share one ``Items``."""
 
-    def __init__(
-        self,
-        ids: list[str],
-        clusters: list[str],
-        tags: list[tuple[str, ...]],
-        item: Ints,
-        level: Codes,
-        criteria: dict[str, Codes],
-        *,
-        content: Callable[[], list[str]],
-        source: str | None = None,
-        usage: Callable[[str, Mask], Usage],
-        keys: Callable[[], list[str | None]],
-    ) -> None:
+    def __init__(self, ids: list[str], clusters: list[str], tags: list[tuple[str, ...]]) -> None:
         self.ids = ids
-        """Items, in order of first appearance."""
         self.clusters = clusters
-        """Per item, the cluster its last graded sample names, or the item id."""
+        """Per item, its cluster, or its id when it declares none."""
         self.tags = tags
-        """Per item, the tags its last record names."""
-        self.item = item
-        """Per sample, its item's index into ``ids``."""
-        self.level = level
-        """Per sample, the index of its level in ``LEVELS``, ``ERROR`` or unknown."""
-        self.criteria = criteria
-        """Per criterion id, per sample: ``PASSED``, ``FAILED`` or ``ABSENT``."""
-        self.source = source
-        """The eval set's md5 when the items are exactly that eval set's (then two outcomes
-        with the same source have the same items with the same content)."""
-        self._content = content
-        self._usage = usage
-        self._keys = keys
+        self.own_cluster: Mask = np.array(
+            [c == i for c, i in zip(clusters, ids, strict=True)], dtype=bool
+        )
+        """Per item, whether it is alone in its cluster (declares none)."""
         self._slices: dict[str, Mask] = {}
-
-    def __len__(self) -> int:
-        return len(self.level)
-
-    @property
-    def graded(self) -> Mask:
-        """Per sample, whether it has verdicts (not an error)."""
-        graded: Mask = self.level != ERROR
-        return graded
-
-    def content(self) -> list[str]:
-        """Per item, its content hash (pairs items across revisions)."""
-        return self._content()
-
-    def keys(self) -> list[str | None]:
-        """Per sample, its response's store key (may read the per-item records)."""
-        return self._keys()
-
-    def usage(self, name: str, graded: Mask) -> Usage:
-        """Latency and cost of slice ``name``, whose graded samples are ``graded``."""
-        return self._usage(name, graded)
 
     def slices(self) -> dict[str, Mask]:
         """Per slice (``all`` and every tag, sorted), which items are in it."""
@@ -140,16 +99,96 @@ class Outcomes:
             self._slices.update(sorted(out.items()))
         return self._slices
 
+
+_EVALSET_ITEMS: list[tuple[Sequence[schema.Item], Items]] = []
+"""The ``Items`` of the last few eval sets read (by identity of their item sequence)."""
+
+
+def _evalset_items(items: Sequence[schema.Item]) -> Items:
+    for seen, built in _EVALSET_ITEMS:
+        if seen is items:
+            return built
+    ordered = sorted(items, key=lambda i: i.id)
+    built = Items(
+        [i.id for i in ordered],
+        [i.cluster or i.id for i in ordered],
+        [tuple(sorted(i.tags)) for i in ordered],
+    )
+    _EVALSET_ITEMS.insert(0, (items, built))
+    del _EVALSET_ITEMS[4:]
+    return built
+
+
+class Outcomes:
+    """Every sample of one cell, as columns (samples in items-file order)."""
+
+    def __init__(
+        self,
+        items: Items,
+        item: Ints,
+        level: Codes,
+        criteria: dict[str, Codes],
+        *,
+        content: Callable[[], list[str]],
+        source: str | None = None,
+        usage: Callable[[str, Mask], Usage],
+        key: Callable[[int], str | None],
+    ) -> None:
+        self.items = items
+        self.ids = items.ids
+        self.clusters = items.clusters
+        self.tags = items.tags
+        self.item = item
+        """Per sample, its item's index into ``ids``."""
+        self.level = level
+        """Per sample, the index of its level in ``LEVELS``, ``ERROR`` or unknown."""
+        self.criteria = criteria
+        """Per criterion id, per sample: ``PASSED``, ``FAILED`` or ``ABSENT``."""
+        self.source = source
+        """The eval set's md5 when the items are exactly that eval set's (then two outcomes
+        with the same source have the same items with the same content)."""
+        self._content = content
+        self._usage = usage
+        self._key = key
+
+    def __len__(self) -> int:
+        return len(self.level)
+
+    @property
+    def graded(self) -> Mask:
+        """Per sample, whether it has verdicts (not an error)."""
+        graded: Mask = self.level != ERROR
+        return graded
+
+    def content(self) -> list[str]:
+        """Per item, its content hash (pairs items across revisions)."""
+        return self._content()
+
+    def key(self, row: int) -> str | None:
+        """Sample ``row``'s response store key (may read the per-item records)."""
+        return self._key(row)
+
+    def usage(self, name: str, graded: Mask) -> Usage:
+        """Latency and cost of slice ``name``, whose graded samples are ``graded``."""
+        return self._usage(name, graded)
+
+    def slices(self) -> dict[str, Mask]:
+        """Per slice (``all`` and every tag, sorted), which items are in it."""
+        return self.items.slices()
+
     def accepted(self, levels: Iterable[str]) -> Mask:
         """Per sample, whether its level is one of ``levels``."""
         codes = [_LEVEL_CODE[name] for name in levels if name in _LEVEL_CODE]
         accepted: Mask = np.isin(self.level, codes)
         return accepted
 
-    def first_rows(self) -> dict[str, int]:
-        """Per item id, the row of its first sample."""
-        _, rows = np.unique(self.item, return_index=True)
-        return {self.ids[int(self.item[row])]: int(row) for row in rows}
+    def first_rows(self) -> Ints:
+        """Per item, the row of its first sample (-1 for an item without samples)."""
+        first = np.full(len(self.ids), -1, dtype=np.int64)
+        # Assigned in reverse, so the earliest row of each item is written last.
+        rows = np.arange(len(self.item) - 1, -1, -1, dtype=np.int64)
+        first[self.item[rows]] = rows
+        return first
 
     def level_name(self, row: int) -> str | None:
         """Sample ``row``'s level (None for an error or no known level)."""
@@ -209,15 +248,13 @@ def from_records(records: Sequence[dict[str, Any]], criteria: Sequence[str]) -> 
         )
 
     return Outcomes(
-        list(index),
-        clusters,
-        tags,
+        Items(list(index), clusters, tags),
         item,
         level,
         verdicts,
         content=lambda: content,
         usage=usage,
-        keys=lambda: keys,
+        key=keys.__getitem__,
     )
 
 
@@ -231,12 +268,13 @@ def from_summary(
     items: Sequence[schema.Item],
     md5: str,
     criteria: Sequence[str],
-    records: Callable[[], Sequence[dict[str, Any]]],
+    items_file: Callable[[], bytes],
 ) -> Outcomes | None:
     """Columns from a cell summary's ``samples``, given the eval set it was graded on (its
     ``items`` and ``md5``); None when the summary has no usable ``samples`` (an older
     schema, another eval set, or columns that do not fit it), so the caller reads the
-    records instead. ``records`` reads them, should the store keys be asked for."""
+    records instead. ``items_file`` reads the per-item records, should a sample's store
+    key be asked for (only that sample's line is parsed)."""
     samples = summary.get("samples")
     if (
         not isinstance(samples, dict)
@@ -263,7 +301,7 @@ def from_summary(
         or any(cid not in columns for cid in criteria)
     ):
         return None
-    ordered = sorted(items, key=lambda i: i.id)
+    known = _evalset_items(items)
     slices: dict[str, Any] = {"all": summary.get("totals"), **(summary.get("slices") or {})}
 
     def usage(name: str, _graded: Mask) -> Usage:
@@ -278,20 +316,30 @@ def from_summary(
     def content() -> list[str]:
         from evalreg.grading import item_content
 
-        return [item_content(i) for i in ordered]
+        by_id = {i.id: i for i in items}
+        return [item_content(by_id[i]) for i in known.ids]
 
-    def keys() -> list[str | None]:
-        return [r.get("key") for r in records()]
+    lines: list[bytes] = []
+
+    def key(row: int) -> str | None:
+        if not lines:
+            lines.extend(items_file().splitlines())
+        if row >= len(lines):
+            return None
+        record = load_json(lines[row])
+        # The line is the sample's when the file is the one the summary describes.
+        if not isinstance(record, dict) or record.get("item") != known.ids[row // repeats]:
+            return None
+        found = record.get("key")
+        return found if isinstance(found, str) else None
 
     return Outcomes(
-        [i.id for i in ordered],
-        [i.cluster or i.id for i in ordered],
-        [tuple(sorted(i.tags)) for i in ordered],
-        np.repeat(np.arange(len(ordered), dtype=np.int64), repeats),
+        known,
+        np.repeat(np.arange(len(known.ids), dtype=np.int64), repeats),
         _codes(levels, _LEVEL_TABLE),
         {cid: _codes(columns[cid], _VERDICT_TABLE) for cid in criteria},
         content=content,
         source=md5,
         usage=usage,
-        keys=keys,
+        key=key,
     )

@@ -95,6 +95,17 @@ class StoreStats:
     """Lines dropped because a run was killed while writing them (or they were damaged)."""
 
 
+def segment_names(tree: Tree) -> list[str]:
+    """The store's segments in ``tree``, sorted: files on disk and DVC-tracked ones."""
+    names = set()
+    for name in tree.list_dir(STORE_DIR):
+        if name.endswith(SEGMENT_SUFFIX):
+            names.add(name)
+        elif name.endswith(SEGMENT_SUFFIX + ".dvc"):
+            names.add(name[: -len(".dvc")])
+    return sorted(names)
+
+
 @dataclass
 class ResponseStore:
     """Read access to every stored response of one version of the repository."""
@@ -109,14 +120,8 @@ class ResponseStore:
     def load(cls, tree: Tree) -> ResponseStore:
         """Read every segment of ``tree``'s store: files on disk and DVC-tracked ones."""
         store = cls()
-        names = set()
-        for name in tree.list_dir(STORE_DIR):
-            if name.endswith(SEGMENT_SUFFIX):
-                names.add(name)
-            elif name.endswith(SEGMENT_SUFFIX + ".dvc"):
-                names.add(name[: -len(".dvc")])
         with collection_paused():  # the index is 100,000s of acyclic tuples
-            for name in sorted(names):
+            for name in segment_names(tree):
                 store.add_segment(name, tree.read_data(f"{STORE_DIR}/{name}"))
         return store
 
