@@ -11,11 +11,12 @@ from __future__ import annotations
 import math
 from array import array
 from collections import Counter
+from collections.abc import Sequence
 from typing import Any
 
 from evalreg import __version__
 from evalreg.plan import Cell
-from evalreg.results import ALL, LEVELS, SUMMARY_SCHEMA, rounded
+from evalreg.results import ALL, LEVELS, SUMMARY_SCHEMA, level_char, rounded, verdict_char
 
 
 class SliceTally:
@@ -91,16 +92,21 @@ class SliceTally:
 class CellTally:
     """Totals and per-tag slices of one cell, fed one record at a time."""
 
-    def __init__(self) -> None:
+    def __init__(self, criteria: Sequence[str] = ()) -> None:
         self.totals = SliceTally()
         self.slices: dict[str, SliceTally] = {}
         self.last: tuple[str, int] | None = None
+        self.levels: list[str] = []
+        self.verdicts: dict[str, list[str]] = {cid: [] for cid in sorted(criteria)}
 
     def add(self, record: dict[str, Any]) -> None:
         order = (record["item"], record["sample"])
         if self.last is not None and order < self.last:
             raise ValueError(f"records out of (item, sample) order: {order} after {self.last}")
         self.last = order
+        self.levels.append(level_char(record))
+        for cid, chars in self.verdicts.items():
+            chars.append(verdict_char(record, cid))
         self.totals.add(record)
         for tag in record["tags"]:
             if tag == ALL:
@@ -137,4 +143,8 @@ class CellTally:
             "items_file": {"path": cell.items_path, "md5": items_md5},
             "totals": self.totals.result(),
             "slices": {name: t.result() for name, t in sorted(self.slices.items())},
+            "samples": {
+                "levels": "".join(self.levels),
+                "criteria": {cid: "".join(chars) for cid, chars in self.verdicts.items()},
+            },
         }

@@ -49,7 +49,7 @@ class CellWriter:
         self.tmp = self.path.with_name(self.path.name + ".tmp")
         self.file = self.tmp.open("wb")
         self.md5 = hashlib.md5(usedforsecurity=False)
-        self.tally = CellTally()
+        self.tally = CellTally([c.id for c in cell.rubric.criteria])
         self.pending: list[bytes] = []
         self.pending_bytes = 0
 

@@ -124,28 +124,31 @@ def read_items(data: bytes) -> list[dict[str, Any]]:
         return [load_json(line) for line in data.splitlines() if line.strip()]
 
 
+def level_char(record: dict[str, Any]) -> str:
+    """A sample's level as one character: ``c``/``a``/``u``, ``e`` for an error, ``?`` for
+    no known level."""
+    if record["error"] is not None:
+        return ERROR_CHAR
+    return LEVEL_CHARS.get(record["level"], OTHER_CHAR)
+
+
+def verdict_char(record: dict[str, Any], criterion: str) -> str:
+    """A criterion's verdict on a sample as one character: ``1`` passed, ``0`` failed,
+    ``.`` not graded."""
+    verdict = record["criteria"].get(criterion)
+    return ABSENT_CHAR if verdict is None else VERDICT_CHARS[bool(verdict["passed"])]
+
+
 def sample_columns(records: Sequence[dict[str, Any]], criteria: Sequence[str]) -> dict[str, Any]:
     """Every sample's level and criterion verdicts, one character each, in items-file order
-    (item id, then sample): what metrics and paired comparisons need, without the records.
-
-    Levels are ``c``/``a``/``u`` (``e`` for an error, ``?`` for no known level); verdicts
-    ``1`` passed, ``0`` failed, ``.`` not graded.
-    """
+    (item id, then sample): what metrics and paired comparisons need, without the records."""
     ordered = sorted(records, key=_item_order)
-    levels = "".join(
-        ERROR_CHAR if r["error"] is not None else LEVEL_CHARS.get(r["level"], OTHER_CHAR)
-        for r in ordered
-    )
-    columns = {
-        cid: "".join(
-            ABSENT_CHAR
-            if (v := r["criteria"].get(cid)) is None
-            else VERDICT_CHARS[bool(v["passed"])]
-            for r in ordered
-        )
-        for cid in sorted(criteria)
+    return {
+        "levels": "".join(map(level_char, ordered)),
+        "criteria": {
+            cid: "".join(verdict_char(r, cid) for r in ordered) for cid in sorted(criteria)
+        },
     }
-    return {"levels": levels, "criteria": columns}
 
 
 def summary_for(
