@@ -57,6 +57,9 @@ def test_diff_reports_flips_regressions_first_and_honest_verdicts(branch: Repo, 
     assert mini["fingerprint_changes"] == ["pin"]
     assert [f["item"] for f in mini["flips"]["regressions"]] == ["m-001", "m-003"]
     assert mini["flips"]["regressions"][0]["head_output"].startswith('{"label": "b"')
+    # BASE's output is read from BASE's store, by the key in BASE's items file.
+    base_output = mini["flips"]["regressions"][0]["base_output"]
+    assert base_output is not None and not base_output.startswith('{"label": "b"')
     overall = next(s for s in mini["slices"] if s["slice"] == "all")
     assert overall["verdict"] == "no detectable difference"  # 4 items cannot show it
     assert overall["mde"] > 0.3

@@ -15,7 +15,6 @@ import numpy as np
 
 from evalreg.errors import UsageError
 from evalreg.evidence import OutcomeCache, UseCaseEvidence, gather, read_outcomes, read_records
-from evalreg.grading import cell_grader
 from evalreg.metrics import aligned, cell_metrics, compare, passing
 from evalreg.outcomes import Outcomes, from_records
 from evalreg.plan import Cell, cells, status
@@ -231,6 +230,8 @@ def _counterfactual(
     root: Path,
 ) -> dict[str, Any] | None:
     """Re-grade BASE's stored responses under HEAD's rubric: the ruler's share of a change."""
+    from evalreg.grading import cell_grader
+
     try:
         store = base.responses()
     except Exception:
@@ -271,6 +272,13 @@ def _pass_rate(outcomes: Outcomes, cell: Cell, pass_level: str) -> float:
 
 def diff(root: Path, base_ref: str, head_ref: str | None = None) -> dict[str, Any]:
     """The diff of recorded results between the merge-base of BASE and HEAD, and HEAD."""
+    from evalreg.dvcrepo import remembering_reads
+
+    with remembering_reads():
+        return _diff(root, base_ref, head_ref)
+
+
+def _diff(root: Path, base_ref: str, head_ref: str | None) -> dict[str, Any]:
     base, head = resolve(root, base_ref, head_ref)
     base_status = {s.cell.id: s for s in status(base.registry)}
     head_status = {s.cell.id: s for s in status(head.registry)}

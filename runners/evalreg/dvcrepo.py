@@ -137,25 +137,34 @@ def cached(root: Path, md5: str) -> bytes | None:
     return None
 
 
-_RECENT: dict[str, bytes] = {}
-"""Content read by ``read_tracked`` in this process, by md5 (so a diff reading the same
-file at two revisions reads and verifies it once)."""
-_RECENT_BYTES = 512 << 20
+_RECENT: dict[str, bytes] | None = None
+"""Content read by ``read_tracked`` inside ``remembering_reads``, by md5."""
+
+
+@contextlib.contextmanager
+def remembering_reads() -> Iterator[None]:
+    """Within the block, each tracked file's content is read (and verified) once: content
+    is addressed by its md5, so a diff reading one file at two revisions reads it once."""
+    global _RECENT
+    outer = _RECENT
+    _RECENT = {} if outer is None else outer
+    try:
+        yield
+    finally:
+        _RECENT = outer
 
 
 def read_tracked(root: Path, rel: str, md5: str, rev: str | None) -> bytes:
     """Bytes of the DVC-tracked ``rel`` (content ``md5``) as of ``rev``.
 
     The local cache answers first; otherwise ``dvc.api`` reads it (from the remote if
-    need be). When no copy can be found the error says how to fetch one. Content is
-    addressed by its md5, so what was read once is answered again from memory.
+    need be). When no copy can be found the error says how to fetch one.
     """
+    if _RECENT is None:
+        return _read_tracked(root, rel, md5, rev)
     data = _RECENT.get(md5)
     if data is None:
-        data = _read_tracked(root, rel, md5, rev)
-        while _RECENT and sum(map(len, _RECENT.values())) + len(data) > _RECENT_BYTES:
-            del _RECENT[next(iter(_RECENT))]
-        _RECENT[md5] = data
+        data = _RECENT[md5] = _read_tracked(root, rel, md5, rev)
     return data
 
 

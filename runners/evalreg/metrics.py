@@ -60,12 +60,18 @@ def pass_levels(pass_level: str) -> frozenset[str]:
     return frozenset({"correct"} if pass_level == "correct" else {"correct", "acceptable"})
 
 
-@dataclass(frozen=True)
 class ItemCounts:
     """Per item: how many of its samples count (``n``) and how many of those pass (``k``)."""
 
-    k: Ints
-    n: Ints
+    def __init__(self, k: Ints, n: Ints) -> None:
+        self.k = k
+        self.n = n
+        self.has: Mask = n > 0
+        """Items with a counted sample."""
+        self.positive: Mask = k > 0
+        """Items with a passing sample."""
+        self.binary = bool(((k == 0) | (k == n)).all())
+        """Whether every item's samples all pass or all fail (its score is 0 or 1)."""
 
     def scores(self, where: Mask) -> list[float]:
         """The items' mean scores (``k / n``, the float a mean of 0/1 values gives)."""
@@ -90,6 +96,7 @@ class _Cell:
         self.by_level = kinds.reshape(size, _KINDS)
         self.graded_n: Ints = self.by_level.sum(axis=1) - self.by_level[:, ERROR]
         self.own_cluster = o.items.own_cluster
+        self.alone = o.items.alone
         self._levels: dict[frozenset[str], ItemCounts] = {}
         self._criteria: dict[str, ItemCounts] = {}
 
@@ -122,18 +129,22 @@ class _Cell:
     def rate(self, counts: ItemCounts, where: Mask, confidence: float) -> Metric:
         """The rate over the items in ``where`` that have a counted sample, with its
         interval (as ``stats.clustered_rate`` gives it for their scores and clusters)."""
-        has = where & (counts.n > 0)
+        has = where & counts.has
         n = int(np.count_nonzero(has))
         if not n:
             return Metric(0.0, 0.0, 1.0, 0)
-        clustered = not bool(self.own_cluster[has].all())
-        k, m = counts.k[has], counts.n[has]
-        if not clustered and bool(((k == 0) | (k == m)).all()):
-            rate = stats.binary_rate(int(np.count_nonzero(k)), n, confidence)
+        clustered = not self.alone and not bool(self.own_cluster[has].all())
+        if not clustered and (counts.binary or self._binary(counts, has)):
+            rate = stats.binary_rate(int(np.count_nonzero(has & counts.positive)), n, confidence)
         else:
             clusters = [self.o.clusters[i] for i in np.flatnonzero(has)] if clustered else None
             rate = stats.clustered_rate(counts.scores(has), clusters, confidence)
         return Metric(rate.mean, rate.lo, rate.hi, n)
+
+    @staticmethod
+    def _binary(counts: ItemCounts, where: Mask) -> bool:
+        k, n = counts.k[where], counts.n[where]
+        return bool(((k == 0) | (k == n)).all())
 
 
 def _slice_metrics(

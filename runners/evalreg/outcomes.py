@@ -79,6 +79,8 @@ class Items:
             [c == i for c, i in zip(clusters, ids, strict=True)], dtype=bool
         )
         """Per item, whether it is alone in its cluster (declares none)."""
+        self.alone = bool(self.own_cluster.all())
+        """Whether no item declares a cluster."""
         self._slices: dict[str, Mask] = {}
 
     def slices(self) -> dict[str, Mask]:

@@ -78,8 +78,9 @@ def main(argv: list[str] | None = None) -> int:
                 continue
             line = harness.ratio_line(label, result.seconds, TARGET_S, "s")
             print(f"{line}  (peak RSS {result.peak_rss_mb:.0f} MB)")
-        size = (tmp / "d.md").stat().st_size if (tmp / "d.md").exists() else 0
-        print(f"diff Markdown: {size} characters (GitHub's limit is 65,536)")
+        md = tmp / "d.md"
+        size = len(md.read_text(encoding="utf-8")) if md.exists() else 0
+        print(f"diff Markdown: {size:,} characters (GitHub's limit is 65,536)")
     return 0
 
 

@@ -4,7 +4,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from xml.sax.saxutils import escape
+from html import escape as _html_escape
+
+
+def escape(text: str) -> str:
+    """``&``, ``<`` and ``>`` escaped for SVG text (as ``xml.sax.saxutils.escape`` does,
+    without importing ``urllib``)."""
+    return _html_escape(text, quote=False)
 
 
 @dataclass(frozen=True)

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import functools
 import re
+from typing import TYPE_CHECKING
 
-from markdown_it import MarkdownIt
+if TYPE_CHECKING:
+    from markdown_it import MarkdownIt
 
 __all__ = [
     "COMMENT_LIMIT",
@@ -59,7 +62,15 @@ _MARKDOWN = str.maketrans(
     | {char: "\\" + char for char in "`*_{}[]()#+-.!|~$="}
 )
 
-_BLOCK_PARSER = MarkdownIt("commonmark").enable("table")
+
+@functools.cache
+def _block_parser() -> MarkdownIt:
+    """CommonMark with tables (built on first use: importing markdown-it costs start-up)."""
+    from markdown_it import MarkdownIt
+
+    return MarkdownIt("commonmark").enable("table")
+
+
 _DETAILS_TAG = re.compile(r"<(/?)details(?=[\s>/])", re.IGNORECASE)
 _DETAILS_CLOSE = "</details>"
 
@@ -184,7 +195,7 @@ def _open_blocks(lines: list[str]) -> tuple[list[str], list[int]]:
     closers = [""] * (len(lines) + 1)
     events: list[tuple[int, int]] = []
     # A final newline makes every line of a fence's content end with one, to count them by.
-    for token in _BLOCK_PARSER.parse("\n".join(lines) + "\n"):
+    for token in _block_parser().parse("\n".join(lines) + "\n"):
         if token.type == "fence" and token.map:
             start, end = token.map
             # A terminated fence's content is two lines shorter than its span; an unterminated

@@ -14,7 +14,6 @@ from evalreg.canonical import digest
 from evalreg.evidence import UseCaseEvidence, gather
 from evalreg.plan import cells, status
 from evalreg.registry.loader import Registry
-from evalreg.report.governance import chart, chart_name, index, page
 from evalreg.results import read_summary
 
 REPORT_DIR = "reports"
@@ -47,6 +46,8 @@ def input_digest(registry: Registry) -> str:
 
 def render(registry: Registry) -> dict[str, bytes]:
     """Every report file, path → bytes."""
+    from evalreg.report.governance import chart, chart_name, index, page
+
     statuses = status(registry)
     evidences: list[UseCaseEvidence] = [
         gather(registry, sid, statuses) for sid in sorted(registry.selections)
