@@ -286,11 +286,11 @@ def _diff(root: Path, base_ref: str, head_ref: str | None) -> dict[str, Any]:
     head_cells = {c.id: c for c in cells(head.registry)}
     cache: OutcomeCache = {}
     base_ev = {
-        s: gather(base.registry, s, list(base_status.values()), cache=cache)
+        s: gather(base.registry, s, list(base_status.values()), comparisons=False, cache=cache)
         for s in base.registry.selections
     }
     head_ev = {
-        s: gather(head.registry, s, list(head_status.values()), cache=cache)
+        s: gather(head.registry, s, list(head_status.values()), comparisons=False, cache=cache)
         for s in head.registry.selections
     }
     warnings: list[str] = []

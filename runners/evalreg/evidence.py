@@ -92,6 +92,20 @@ def read_outcomes(
     return outcomes
 
 
+def _metrics(
+    outcomes: Outcomes, task: schema.Task, rubric: schema.Rubric, policy: schema.Policy
+) -> dict[str, SliceMetrics]:
+    """``cell_metrics`` with judge-human agreement, computed once per outcomes, task,
+    rubric and policy (both sides of a diff share the outcomes of an unchanged cell)."""
+    key = (policy.pass_level, policy.confidence)
+    seen = outcomes.memo.get(key)
+    if seen is None or seen[0] != task or seen[1] != rubric:
+        computed = cell_metrics(outcomes, task, rubric, policy.pass_level, policy.confidence)
+        add_agreement(computed, outcomes, rubric)
+        seen = outcomes.memo[key] = (task, rubric, computed)
+    return {name: dict(values) for name, values in seen[2].items()}
+
+
 def gather(
     registry: Registry,
     selection_id: str,
@@ -117,10 +131,7 @@ def gather(
             cand, st.cell, st.state, st.reasons, summary, outcomes
         )
         if outcomes is not None:
-            metrics[cand.id] = cell_metrics(
-                outcomes, task, rubric, policy.pass_level, policy.confidence
-            )
-            add_agreement(metrics[cand.id], outcomes, rubric)
+            metrics[cand.id] = _metrics(outcomes, task, rubric, policy)
     pending = {c for c, e in candidates.items() if e.outcomes is None}
     decision = decide(selection, metrics, pending)
     declared = candidates[selection.selected].outcomes

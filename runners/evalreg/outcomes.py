@@ -152,6 +152,8 @@ class Outcomes:
         self._content = content
         self._usage = usage
         self._key = key
+        self.memo: dict[Any, Any] = {}
+        """What has been computed from these outcomes, for callers that ask twice."""
 
     def __len__(self) -> int:
         return len(self.level)
