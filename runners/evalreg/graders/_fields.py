@@ -5,8 +5,6 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from rapidfuzz.distance import Indel
-
 from evalreg.graders._match import match_verdict, same
 from evalreg.graders.base import (
     GradeFn,
@@ -86,6 +84,7 @@ def field_fuzzy(config: schema.FieldFuzzyGrader, ctx: GradingContext) -> GradeFn
             lowest passing similarity (default 0.8).
         ctx: not used.
     """
+    from rapidfuzz.distance import Indel  # imported when a rubric uses it (start-up)
 
     def grade(parsed: Parsed, item: schema.Item) -> Verdict:
         got = as_text(answer(parsed, config.field))
