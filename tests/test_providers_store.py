@@ -597,3 +597,31 @@ def test_pre_encoded_fields_give_the_same_store_line():
     assert encode_record("k" * 64, {**record, "request": body}) == encode_record(
         "k" * 64, record, encoded={"request": canonical_bytes(body)}
     )
+
+
+def test_a_cookie_one_response_sets_never_rides_on_later_requests() -> None:
+    import httpx
+
+    from evalreg.providers.base import Completion
+    from evalreg.registry.schema import Limits
+
+    seen: list[str | None] = []
+
+    def reply(request: httpx.Request) -> httpx.Response:
+        seen.append(request.headers.get("cookie"))
+        return httpx.Response(200, json={"ok": True}, headers={"set-cookie": "lb=node-7; Path=/"})
+
+    async def go() -> None:
+        async with HttpLayer(transport=httpx.MockTransport(reply)) as http:
+            for pin_id in ("a", "b", "a"):
+                await http.post(
+                    pin_id,
+                    Limits(),
+                    "https://api.example.test/v1/chat/completions",
+                    {"authorization": f"Bearer {pin_id}"},
+                    b"{}",
+                    lambda data: Completion(text="", model="m"),
+                )
+
+    asyncio.run(go())
+    assert seen == [None, None, None]
