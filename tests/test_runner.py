@@ -214,6 +214,22 @@ def test_reproduce_lists_every_difference(live: Repo, cli):
     assert "labels/rules: identical" in result.out
 
 
+def test_results_recorded_under_summary_schema_1_still_reproduce(live: Repo, cli):
+    """Schema 2 added ``samples``; a commit written before it reproduces as it was written."""
+    assert cli(live, "run").code == 0
+    summary = json.loads(live.read(MINI + ".json"))
+    assert summary["schema_version"] == 2 and summary["samples"]["levels"]
+    del summary["samples"]
+    summary["schema_version"] = 1
+    live.write(MINI + ".json", json.dumps(summary, sort_keys=True, indent=2) + "\n")
+    rev = live.commit("results as schema 1 wrote them")
+    result = cli(live, "reproduce", rev)
+    assert result.code == 0, result.out
+    assert "labels/mini: identical" in result.out
+    # The report and check read such a summary through its per-item records.
+    assert cli(live, "report").code == 0
+
+
 def test_shards_merge_into_the_single_run_result(live: Repo, cli, server, tmp_path: Path):
     single = tmp_path / "single"
     shutil.copytree(live.root, single)

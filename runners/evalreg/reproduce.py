@@ -21,7 +21,7 @@ from evalreg.providers import get_provider
 from evalreg.registry import schema
 from evalreg.registry.loader import load_registry
 from evalreg.registry.tree import GitTree, Tree
-from evalreg.results import items_bytes, read_summary, summary_bytes, summary_for
+from evalreg.results import as_schema, items_bytes, read_summary, summary_bytes, summary_for
 from evalreg.runner import cell_jobs
 from evalreg.store import ResponseStore
 
@@ -100,6 +100,8 @@ def _reproduce_cell(
     summary = summary_for(
         cell, fingerprint(parts), parts, evalset.path, evalset.md5, records, items
     )
+    # Results recorded under an older summary schema reproduce as that schema recorded them.
+    summary = as_schema(summary, recorded.get("schema_version"))
     if summary_bytes(summary) != tree.read(cell.summary_path):
         out.differences += [f"summary {d}" for d in diff_values(recorded, summary)]
     mine = {(r["item"], r["sample"]): r for r in records}

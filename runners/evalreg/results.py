@@ -179,6 +179,16 @@ def summary_for(
     }
 
 
+def as_schema(summary: dict[str, Any], version: object) -> dict[str, Any]:
+    """``summary`` as schema ``version`` recorded it, to compare with a summary written by
+    an older evalreg: version 1 had no ``samples``. Other versions: ``summary`` itself."""
+    if version == 1:
+        older = {k: v for k, v in summary.items() if k != "samples"}
+        older["schema_version"] = 1
+        return older
+    return summary
+
+
 def summary_bytes(summary: dict[str, Any]) -> bytes:
     return (
         json.dumps(summary, sort_keys=True, indent=2, ensure_ascii=False, allow_nan=False) + "\n"
