@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 from collections import Counter
@@ -26,9 +27,9 @@ class EvalSet:
     items: tuple[Item, ...]
     lines: dict[str, int] = field(default_factory=dict)
 
-    @property
+    @functools.cached_property
     def slices(self) -> Counter[str]:
-        """Item counts per tag."""
+        """Item counts per tag (counted once: do not modify)."""
         return Counter(tag for item in self.items for tag in item.tags)
 
 
