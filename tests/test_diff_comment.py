@@ -4,6 +4,7 @@ GitHub-API stand-in over HTTP."""
 from __future__ import annotations
 
 import json
+import shutil
 
 import pytest
 from markdown_it import MarkdownIt
@@ -272,3 +273,142 @@ def test_redacted_fields_never_reach_the_diff(branch: Repo, cli):
     flip = mini["flips"]["regressions"][0]
     assert flip["input"] == '{"text": "[redacted]"}'
     assert "onerror" not in flip["head_output"] and "[redacted]" in flip["head_output"]
+
+
+def _diff_data() -> dict:
+    flip = {
+        "item": "m-001",
+        "tags": ["common"],
+        "base_level": "correct",
+        "head_level": "unacceptable",
+        "failed_criteria": ["label"],
+        "input": "x",
+        "base_output": "y",
+        "head_output": "z",
+    }
+    return {
+        "schema_version": 1,
+        "base": {"label": "main", "rev": "a" * 40},
+        "head": {"label": "pr", "rev": None},
+        "warnings": ["w"],
+        "selections": [
+            {
+                "id": "s",
+                "use_case": "u",
+                "declared": ["a", "b"],
+                "recommended": ["a", None],
+                "waiver": [False, True],
+                "policy_changed": True,
+                "gates": [{"candidate": "a", "gate": "g", "before": "pass", "after": "fail"}],
+            }
+        ],
+        "cells": [
+            {
+                "id": "t/c",
+                "status": "compared",
+                "fingerprint_changes": ["pin"],
+                "overall": {"base": {"pass_rate": 0.5}, "head": {"pass_rate": 0.4}},
+                "slices": [
+                    {
+                        "slice": "all",
+                        "n": 10,
+                        "diff": -0.1,
+                        "lo": -0.2,
+                        "hi": 0.0,
+                        "only_base": 1,
+                        "only_head": 0,
+                        "p_adjusted": 0.5,
+                        "verdict": "worse",
+                        "mde": 0.3,
+                    }
+                ],
+                "flips": {
+                    "regressions_total": 1,
+                    "improvements_total": 0,
+                    "regressions": [flip],
+                    "improvements": [],
+                    "changed_items": {"count": 1, "ids": ["m-009"]},
+                    "added_items": 2,
+                    "removed_items": 1,
+                },
+                "counterfactual": {"ruler": 0.1, "model": -0.2},
+            }
+        ],
+    }
+
+
+def _paths(value, path=()):
+    yield path
+    if isinstance(value, dict):
+        for k, v in value.items():
+            yield from _paths(v, (*path, k))
+    elif isinstance(value, list):
+        for i, v in enumerate(value):
+            yield from _paths(v, (*path, i))
+
+
+def _replaced(data, path, new):
+    if not path:
+        return new
+    out = json.loads(json.dumps(data))
+    node = out
+    for step in path[:-1]:
+        node = node[step]
+    node[path[-1]] = new
+    return out
+
+
+def test_the_markdown_renderer_takes_any_json_in_any_place():
+    """The comment job re-renders a diff made by the pull request's own job: whatever
+    value sits wherever in it, rendering gives Markdown (within the limit), never a crash."""
+    data = _diff_data()
+    strange = [None, "x", -1.5, 10**400, float("nan"), True, [], {}, [1], {"a": 1}]
+    for path in list(_paths(data))[1:]:  # the top level is checked to be an object first
+        for value in strange:
+            text = diff_markdown(_replaced(data, path, value))
+            assert isinstance(text, str) and len(text) <= 65_536
+
+
+def test_a_fork_without_the_dvc_data_gets_a_diff_of_the_summaries(branch: Repo, cli):
+    full = json.loads(cli(branch, "diff", "main", "--format", "json").out)
+    # A fork's pull request cannot read the team's remote: no eval set, record or response.
+    shutil.rmtree(branch.root / ".dvc" / "cache")
+    shutil.rmtree(branch.root / "dvc-storage")
+    for path in list(branch.root.rglob("*.jsonl")):
+        if path.with_name(path.name + ".dvc").exists() and path.name != "messages.jsonl":
+            path.unlink()
+    # With the eval set but no records or responses: the full, paired diff without snippets.
+    result = cli(branch, "diff", "main", "--format", "json")
+    assert result.code == 0, result.err
+    paired_only = json.loads(result.out)
+    assert "mode" not in paired_only
+    mini = next(c for c in paired_only["cells"] if c["id"] == "labels/mini")
+    assert [f["item"] for f in mini["flips"]["regressions"]] == ["m-001", "m-003"]
+    assert mini["flips"]["regressions"][0]["head_output"] is None
+    # Without the eval set either: the diff of the committed summaries.
+    (branch.root / "evalsets/messages.jsonl").unlink()
+    result = cli(branch, "diff", "main", "--format", "json")
+    assert result.code == 0, result.err
+    data = json.loads(result.out)
+    assert data["mode"] == "summaries"
+    assert "Per-item data could not be read here" in " ".join(data["warnings"])
+    mini = next(c for c in data["cells"] if c["id"] == "labels/mini")
+    assert mini["status"] == "compared" and mini["fingerprint_changes"] == ["pin"]
+    assert "flips" not in mini
+    every = next(s for s in mini["slices"] if s["slice"] == "all")
+    assert every["verdict"] == "untested" and every["p_adjusted"] is None
+    # One sample an item: the per-sample rates are the item rates of the full diff.
+    paired = next(c for c in full["cells"] if c["id"] == "labels/mini")
+    assert mini["overall"] == {
+        side: {k: v for k, v in paired["overall"][side].items() if k in mini["overall"][side]}
+        for side in ("base", "head")
+    }
+    assert every["diff"] == pytest.approx(
+        paired["overall"]["head"]["pass_rate"] - paired["overall"]["base"]["pass_rate"]
+    )
+    assert every["lo"] <= every["diff"] <= every["hi"]
+    assert data["selections"][0]["declared"] == full["selections"][0]["declared"]
+    text = cli(branch, "diff", "main").out
+    assert "Compared from the committed summaries only" in text
+    assert "not tested (summaries only)" in text
+    assert any(t.type == "table_open" for t in md_tokens(text))

@@ -18,6 +18,7 @@ from evalreg.stats import (
     binary_rate,
     clustered_rate,
     consistency,
+    difference_interval,
     holm,
     mcnemar_exact,
     mde_paired,
@@ -397,3 +398,20 @@ def test_paired_binary_is_paired_comparison_of_pass_fail_pairs() -> None:
         assert paired_binary(n, only_a, only_b, confidence) == expected
     with pytest.raises(ValueError):
         paired_binary(3, 2, 2)
+
+
+def test_difference_interval_matches_newcombe_method_10() -> None:
+    # Newcombe 1998, Stat. Med. 17:873-890, Table II, method 10 (hybrid score):
+    # (a) 56/70 vs 48/80: 0.0524 to 0.3339; (b) 9/10 vs 3/10: 0.1705 to 0.8090.
+    d, lo, hi = difference_interval(48, 80, 56, 70)
+    assert d == pytest.approx(0.2) and lo == pytest.approx(0.0524, abs=1e-4)
+    assert hi == pytest.approx(0.3339, abs=1e-4)
+    d, lo, hi = difference_interval(3, 10, 9, 10)
+    assert d == pytest.approx(0.6)
+    assert (lo, hi) == (pytest.approx(0.1705, abs=1e-4), pytest.approx(0.8090, abs=1e-4))
+    # Swapping the sides mirrors the interval; an empty side knows nothing.
+    assert difference_interval(56, 70, 48, 80)[1] == pytest.approx(-0.3339, abs=1e-4)
+    lo, hi = difference_interval(0, 0, 5, 10)[1:]
+    assert lo < -0.4 and hi > 0.4
+    with pytest.raises(ValueError):
+        difference_interval(5, 4, 1, 2)

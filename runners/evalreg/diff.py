@@ -13,12 +13,13 @@ from typing import Any
 
 import numpy as np
 
-from evalreg.errors import UsageError
+from evalreg.errors import RegistryError, UsageError
 from evalreg.evidence import OutcomeCache, UseCaseEvidence, gather, read_outcomes, read_records
 from evalreg.metrics import aligned, cell_metrics, compare, passing
 from evalreg.outcomes import Outcomes, from_records
 from evalreg.plan import Cell, cells, status
-from evalreg.registry.loader import Registry, load_registry
+from evalreg.registry.diagnostics import Severity
+from evalreg.registry.loader import Registry, inspect_registry
 from evalreg.registry.tree import GitTree, Tree, WorkspaceTree
 from evalreg.results import read_summary
 from evalreg.selection import fmt
@@ -99,11 +100,21 @@ def resolve(root: Path, base: str, head: str | None) -> tuple[Side, Side]:
         Side(
             f"{base} (merge-base {base_tree.rev[:12]})",
             base_tree.rev,
-            load_registry(base_tree),
+            _load(base_tree),
             indexed=indexed,
         ),
-        Side(head or "working tree", head_rev, load_registry(head_tree), indexed=indexed),
+        Side(head or "working tree", head_rev, _load(head_tree), indexed=indexed),
     )
+
+
+def _load(tree: Tree) -> Registry:
+    """The registry at ``tree``; eval sets that cannot be read here are left out (and listed
+    in ``missing_data``), any other problem is an error."""
+    registry, findings = inspect_registry(tree, allow_missing_data=True)
+    problems = [f for f in findings if f.severity is not Severity.WARNING]
+    if problems:
+        raise RegistryError(problems)
+    return registry
 
 
 def snippet(text: str | None) -> str | None:
@@ -148,6 +159,13 @@ def _redact_output(text: str | None, cell: Cell) -> str | None:
     except ValueError:
         return REDACTED  # cannot find the fields in unparsed text: show none of it
     return json.dumps(redact(value, paths), ensure_ascii=False, sort_keys=True)
+
+
+def _key(outcomes: Outcomes, row: int) -> str | None:
+    try:
+        return outcomes.key(row)
+    except Exception:  # the per-item records may be unreadable here: snippets are optional
+        return None
 
 
 def _output(side: Side, key: str | None) -> str | None:
@@ -197,8 +215,8 @@ def _flips(
             "head_level": h.level_name(h_row),
             "failed_criteria": h.failed(h_row),
             "input": snippet(texts.get(item)),
-            "base_output": snippet(_redact_output(_output(base, b.key(b_row)), cell)),
-            "head_output": snippet(_redact_output(_output(head, h.key(h_row)), cell)),
+            "base_output": snippet(_redact_output(_output(base, _key(b, b_row)), cell)),
+            "head_output": snippet(_redact_output(_output(head, _key(h, h_row)), cell)),
         }
     regressions = [entries[i] for i in regressed[:MAX_FLIPS]]
     improvements = [entries[i] for i in improved[:MAX_FLIPS]]
@@ -280,6 +298,17 @@ def diff(root: Path, base_ref: str, head_ref: str | None = None) -> dict[str, An
 
 def _diff(root: Path, base_ref: str, head_ref: str | None) -> dict[str, Any]:
     base, head = resolve(root, base_ref, head_ref)
+    missing = base.registry.missing_data + head.registry.missing_data
+    if missing:
+        from evalreg.diff_summaries import summary_diff
+
+        data = summary_diff(base.registry, head.registry, base.label, head.label, missing)
+        return {
+            "schema_version": DIFF_SCHEMA,
+            **data,
+            "base": {"label": base.label, "rev": base.rev},
+            "head": {"label": head.label, "rev": head.rev},
+        }
     base_status = {s.cell.id: s for s in status(base.registry)}
     head_status = {s.cell.id: s for s in status(head.registry)}
     base_cells = {c.id: c for c in cells(base.registry)}

@@ -15,6 +15,7 @@ __all__ = [
     "binary_rate",
     "clustered_rate",
     "consistency",
+    "difference_interval",
     "holm",
     "mcnemar_exact",
     "mde_paired",
@@ -287,6 +288,34 @@ def binary_rate(k: int, n: int, confidence: float = 0.95) -> Rate:
     return Rate(
         k=float(k), n=n, mean=mean, lo=lo, hi=hi, se=0.5 if estimated is None else estimated
     )
+
+
+def difference_interval(
+    k1: int, n1: int, k2: int, n2: int, confidence: float = 0.95
+) -> tuple[float, float, float]:
+    """Difference ``p2 - p1`` of two independent proportions with its interval.
+
+    Method: Newcombe (1998), "Interval estimation for the difference between independent
+    proportions: comparison of eleven methods", Stat. Med. 17:873-890, method 10 (the
+    hybrid score interval): with Wilson bounds ``[l1, u1]`` and ``[l2, u2]``,
+    ``lo = d - sqrt((p2 - l2)² + (u1 - p1)²)`` and ``hi = d + sqrt((u2 - p2)² + (p1 - l1)²)``.
+    His worked example, 56/70 against 48/80, gives -0.2 with ``[-0.3339, -0.0524]``.
+
+    For unpaired data only: two candidates graded on the same items are paired, and
+    :func:`paired_comparison` is the test for them. This interval ignores the pairing, so
+    it is wider than the paired one would be.
+
+    Edge cases: an empty side (``n == 0``) has the uninformative Wilson interval ``[0, 1]``
+    and rate 0. Raises ValueError for invalid counts or ``confidence``.
+    """
+    l1, u1 = wilson(k1, n1, confidence)
+    l2, u2 = wilson(k2, n2, confidence)
+    p1 = k1 / n1 if n1 else 0.0
+    p2 = k2 / n2 if n2 else 0.0
+    d = p2 - p1
+    lo = d - math.sqrt((p2 - l2) ** 2 + (u1 - p1) ** 2)
+    hi = d + math.sqrt((u2 - p2) ** 2 + (p1 - l1) ** 2)
+    return d, _clamp(lo, -1.0, 1.0), _clamp(hi, -1.0, 1.0)
 
 
 def consistency(samples: Sequence[Sequence[bool]]) -> float:

@@ -7,6 +7,7 @@ The result always fits GitHub's comment limit.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -16,22 +17,55 @@ RESERVED = 200
 """Room left for the sticky marker and a cut note."""
 
 
-def _num(x: Any, digits: int = 1, scale: float = 100.0, unit: str = "%") -> str:
+def _float(x: Any) -> float | None:
+    """``x`` as a finite float, or None for anything else (bools, text, huge or NaN)."""
     if isinstance(x, bool) or not isinstance(x, (int, float)):
-        return "–"
-    return f"{scale * float(x):.{digits}f}{unit}"
+        return None
+    try:
+        value = float(x)
+    except OverflowError:
+        return None
+    return value if math.isfinite(value) else None
+
+
+def _num(x: Any, digits: int = 1, scale: float = 100.0, unit: str = "%") -> str:
+    value = _float(x)
+    return "–" if value is None else f"{scale * value:.{digits}f}{unit}"
 
 
 def _pts(x: Any) -> str:
-    if isinstance(x, bool) or not isinstance(x, (int, float)):
-        return "–"
-    return f"{100 * float(x):+.1f} pts"
+    value = _float(x)
+    return "–" if value is None else f"{100 * value:+.1f} pts"
 
 
 def _money(x: Any) -> str:
-    if isinstance(x, bool) or not isinstance(x, (int, float)):
+    value = _float(x)
+    if value is None:
         return "–"
-    return f"${float(x):.6f}".rstrip("0").rstrip(".") if abs(x) < 1 else f"${float(x):,.2f}"
+    return f"${value:.6f}".rstrip("0").rstrip(".") if abs(value) < 1 else f"${value:,.2f}"
+
+
+def _dict(x: Any) -> dict[str, Any]:
+    return x if isinstance(x, dict) else {}
+
+
+def _list(x: Any) -> list[Any]:
+    return x if isinstance(x, list) else []
+
+
+def _pair(x: Any) -> list[Any]:
+    """A [before, after] pair, or two unknowns."""
+    return x if isinstance(x, list) and len(x) == 2 else [None, None]
+
+
+def _int(x: Any) -> str:
+    value = _float(x)
+    return "–" if value is None or abs(value) > 1e15 else str(int(value))
+
+
+def _p(x: Any) -> str:
+    value = _float(x)
+    return "–" if value is None else f"{value:.3g}"
 
 
 def _s(x: Any, limit: int = 80) -> str:
@@ -50,23 +84,33 @@ def _verdict(entry: dict[str, Any]) -> str:
         return "✅ better"
     if verdict == "worse":
         return "🔻 worse"
+    if verdict == "untested":
+        return "not tested (summaries only)"
     return f"no detectable difference (MDE {_pts(entry.get('mde')).replace('+', '')})"
 
 
 def diff_markdown(data: dict[str, Any], *, limit: int = COMMENT_LIMIT - RESERVED) -> str:
     """The diff as GitHub-flavoured Markdown, at most ``limit`` characters."""
     out = ["## evalreg: eval diff\n"]
-    base, head = data.get("base") or {}, data.get("head") or {}
-    out.append(
-        f"Base: {_s(base.get('label'), 120)} → head: {_s(head.get('label'), 120)}. "
-        "Differences are called better or worse only when significant (McNemar exact, "
-        "Holm across slices); otherwise the minimum detectable effect (MDE) says how big a "
-        "change these items could have shown.\n"
-    )
-    for warning in data.get("warnings") or []:
+    base, head = _dict(data.get("base")), _dict(data.get("head"))
+    if data.get("mode") == "summaries":
+        how = (
+            "Compared from the committed summaries only: each slice's pass rate before and "
+            "after, with a 95 % interval for the difference of two independent rates "
+            "(Newcombe). Without the per-item data no difference is tested and no item is "
+            "listed.\n"
+        )
+    else:
+        how = (
+            "Differences are called better or worse only when significant (McNemar exact, "
+            "Holm across slices); otherwise the minimum detectable effect (MDE) says how big "
+            "a change these items could have shown.\n"
+        )
+    out.append(f"Base: {_s(base.get('label'), 120)} → head: {_s(head.get('label'), 120)}. {how}")
+    for warning in _list(data.get("warnings")):
         out.append(f"> **⚠ Evidence changed:** {inline(str(warning), limit=300)}\n")
-    out.append(_selections(data.get("selections") or []))
-    compared = [c for c in data.get("cells") or [] if isinstance(c, dict)]
+    out.append(_selections(_list(data.get("selections"))))
+    compared = [c for c in _list(data.get("cells")) if isinstance(c, dict)]
     out.append(_cells_table(compared))
     for entry in compared:
         if entry.get("status") == "compared":
@@ -80,20 +124,26 @@ def _selections(selections: list[Any]) -> str:
     for s in selections:
         if not isinstance(s, dict):
             continue
-        declared = s.get("declared") or [None, None]
-        recommended = s.get("recommended") or [None, None]
+        declared = _pair(s.get("declared"))
+        recommended = _pair(s.get("recommended"))
         change = "changed" if declared[0] != declared[1] else "unchanged"
         rows.append(
             [
                 _s(s.get("use_case")),
                 f"{_s(declared[0])} → {_s(declared[1])} ({change})",
                 f"{_s(recommended[0] or 'none')} → {_s(recommended[1] or 'none')}",
-                "yes" if (s.get("waiver") or [False, False])[1] else "no",
+                "yes" if _pair(s.get("waiver"))[1] is True else "no",
                 "⚠ changed" if s.get("policy_changed") else "unchanged",
             ]
         )
     out.append(_table(["use case", "declared", "policy recommends", "waiver", "criteria"], rows))
-    gates = [(s, g) for s in selections if isinstance(s, dict) for g in s.get("gates") or []]
+    gates = [
+        (s, g)
+        for s in selections
+        if isinstance(s, dict)
+        for g in _list(s.get("gates"))
+        if isinstance(g, dict)
+    ]
     if gates:
         out.append("Gates that changed state:\n")
         out.append(
@@ -117,24 +167,28 @@ def _selections(selections: list[Any]) -> str:
 def _cells_table(entries: list[dict[str, Any]]) -> str:
     rows = []
     for e in entries:
-        overall = e.get("overall") or {}
-        b, h = overall.get("base") or {}, overall.get("head") or {}
-        all_slice = next((s for s in e.get("slices") or [] if s.get("slice") == "all"), None)
+        overall = _dict(e.get("overall"))
+        b, h = _dict(overall.get("base")), _dict(overall.get("head"))
+        all_slice = next(
+            (s for s in _list(e.get("slices")) if isinstance(s, dict) and s.get("slice") == "all"),
+            None,
+        )
         verdict = _verdict(all_slice) if all_slice else "–"
-        flips = e.get("flips") or {}
+        flips = _dict(e.get("flips"))
         rows.append(
             [
                 _s(e.get("id")),
                 _s(e.get("status")),
                 f"{_num(b.get('pass_rate'))} → {_num(h.get('pass_rate'))}",
                 verdict,
-                f"{flips.get('regressions_total', 0)} / {flips.get('improvements_total', 0)}"
+                f"{_int(flips.get('regressions_total', 0))} / "
+                f"{_int(flips.get('improvements_total', 0))}"
                 if flips
                 else "–",
                 f"{_money(b.get('cost_per_item_usd'))} → {_money(h.get('cost_per_item_usd'))}",
                 f"{_num(b.get('latency_p95_ms'), 0, 1, ' ms')} → "
                 f"{_num(h.get('latency_p95_ms'), 0, 1, ' ms')}",
-                ", ".join(_s(p) for p in e.get("fingerprint_changes") or []) or "–",
+                ", ".join(_s(p) for p in _list(e.get("fingerprint_changes"))) or "–",
             ]
         )
     return "### Cells\n\n" + _table(
@@ -160,9 +214,9 @@ def _flip_rows(flips: list[Any]) -> list[list[str]]:
         rows.append(
             [
                 _s(f.get("item")),
-                ", ".join(_s(t, 30) for t in (f.get("tags") or [])[:4]),
+                ", ".join(_s(t, 30) for t in _list(f.get("tags"))[:4]),
                 f"{_s(f.get('base_level'))} → {_s(f.get('head_level'))}",
-                ", ".join(_s(c, 40) for c in f.get("failed_criteria") or []) or "–",
+                ", ".join(_s(c, 40) for c in _list(f.get("failed_criteria"))) or "–",
                 _s(f.get("input"), 120),
                 _s(f.get("base_output"), 120),
                 _s(f.get("head_output"), 120),
@@ -172,22 +226,24 @@ def _flip_rows(flips: list[Any]) -> list[list[str]]:
 
 
 def _cell_details(e: dict[str, Any]) -> str:
-    flips = e.get("flips") or {}
+    flips = _dict(e.get("flips"))
     summary = (
-        f"{_s(e.get('id'))}: {int(flips.get('regressions_total', 0))} regressions, "
-        f"{int(flips.get('improvements_total', 0))} improvements"
+        f"{_s(e.get('id'))}: {_int(flips.get('regressions_total', 0))} regressions, "
+        f"{_int(flips.get('improvements_total', 0))} improvements"
+        if flips
+        else f"{_s(e.get('id'))}: pass rate per slice"
     )
     out = [f"<details><summary>{summary}</summary>\n"]
     rows = [
         [
             _s(s.get("slice")),
-            str(int(s.get("n", 0))),
+            _int(s.get("n")),
             f"{_pts(s.get('diff'))} ({_pts(s.get('lo'))} to {_pts(s.get('hi'))})",
-            f"{int(s.get('only_base', 0))} / {int(s.get('only_head', 0))}",
-            f"{float(s.get('p_adjusted', 1.0)):.3g}",
+            f"{_int(s.get('only_base'))} / {_int(s.get('only_head'))}",
+            _p(s.get("p_adjusted")),
             _verdict(s),
         ]
-        for s in e.get("slices") or []
+        for s in _list(e.get("slices"))
         if isinstance(s, dict)
     ]
     out.append(
@@ -212,21 +268,25 @@ def _cell_details(e: dict[str, Any]) -> str:
         )
     headers = ["item", "slices", "level", "failed criteria", "input", "base output", "head output"]
     for key, title in (("regressions", "Regressions"), ("improvements", "Improvements")):
-        listed = flips.get(key) or []
+        listed = _list(flips.get(key))
         if listed:
-            total = int(flips.get(f"{key}_total", len(listed)))
-            more = f" (first {len(listed)} of {total})" if total > len(listed) else ""
+            total = flips.get(f"{key}_total", len(listed))
+            more = (
+                f" (first {len(listed)} of {_int(total)})"
+                if isinstance(total, int) and total > len(listed)
+                else ""
+            )
             out.append(f"{title}{more}:\n")
             out.append(_table(headers, _flip_rows(listed)))
-    changed = flips.get("changed_items") or {}
+    changed = _dict(flips.get("changed_items"))
     if changed.get("count"):
-        ids = ", ".join(_s(i) for i in changed.get("ids") or [])
+        ids = ", ".join(_s(i) for i in _list(changed.get("ids")))
         out.append(
             f"Changed items (content differs, so not counted as flips): "
-            f"{int(changed['count'])}: {ids}\n"
+            f"{_int(changed['count'])}: {ids}\n"
         )
     for key, what in (("added_items", "added"), ("removed_items", "removed")):
         if flips.get(key):
-            out.append(f"Items {what}: {int(flips[key])}.\n")
+            out.append(f"Items {what}: {_int(flips[key])}.\n")
     out.append("</details>\n")
     return "\n".join(out)
