@@ -29,7 +29,7 @@ class SliceTally:
         self.levels = dict.fromkeys(LEVELS, 0)
         self.criteria: dict[str, list[int]] = {}
         self.latencies: Counter[int] = Counter()
-        # Summed at the end with the built-in sum, in record order, as ``aggregate`` does.
+        # Summed at the end with math.fsum, as ``aggregate`` does.
         self.scores = array("d")
         self.tokens = dict.fromkeys(("input", "output", "reasoning"), 0)
         self.cost = 0
@@ -69,7 +69,7 @@ class SliceTally:
             "criteria": {
                 cid: {"applicable": n, "passed": k} for cid, (n, k) in sorted(self.criteria.items())
             },
-            "score_sum": rounded(sum(self.scores)),
+            "score_sum": rounded(math.fsum(self.scores)),
             "latency_ms": {"p50": self._percentile(50), "p95": self._percentile(95)},
             "tokens": self.tokens,
             "cost_micro_usd": self.cost,

@@ -86,8 +86,9 @@ def aggregate(records: Sequence[dict[str, Any]]) -> dict[str, Any]:
         "criteria": {
             cid: {"applicable": n, "passed": k} for cid, (n, k) in sorted(criteria.items())
         },
-        # The built-in sum, in record order: the same float on every Python version.
-        "score_sum": rounded(sum(scores)),
+        # math.fsum is correctly rounded: the same float on every Python version (the
+        # built-in sum of floats changed in 3.12) and in any order.
+        "score_sum": rounded(math.fsum(scores)),
         "latency_ms": {"p50": percentile(latencies, 50), "p95": percentile(latencies, 95)},
         "tokens": tokens,
         "cost_micro_usd": cost,
