@@ -15,23 +15,11 @@ from types import TracebackType
 from typing import Any
 
 from evalreg.aggregate import CellTally
-from evalreg.canonical import canonical_bytes
 from evalreg.evalsets import EvalSet
 from evalreg.plan import Cell, CellStatus
-
-# The encoder of items_bytes, so that a line here is a line there.
-from evalreg.results import _ITEM_LINE, summary_bytes
+from evalreg.results import item_line, summary_bytes
 
 _FLUSH_BYTES = 1 << 20
-
-
-def item_line(record: dict[str, Any]) -> bytes:
-    """``record``'s line in ``items_bytes``, without its newline."""
-    try:
-        # The same bytes as _ITEM_LINE for every value canonical JSON can hold.
-        return canonical_bytes(record)
-    except ValueError:  # NaN or infinity, which _ITEM_LINE writes (or a lone surrogate)
-        return _ITEM_LINE(record).encode()
 
 
 class CellWriter:

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from evalreg import __version__
+from evalreg.canonical import canonical_bytes
 from evalreg.plan import Cell
 from evalreg.registry.tree import Tree
 from evalreg.store import collection_paused, load_json
@@ -107,12 +108,19 @@ def slices_of(records: Iterable[dict[str, Any]]) -> dict[str, list[dict[str, Any
 _ITEM_LINE = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode
 
 
+def item_line(record: dict[str, Any]) -> bytes:
+    """``record``'s line in an items file (sorted keys, no spaces, UTF-8), no newline."""
+    try:
+        # The same bytes as the json encoder's for every value canonical JSON can hold.
+        return canonical_bytes(record)
+    except ValueError:  # NaN or infinity, which the json encoder writes (or a lone surrogate)
+        return _ITEM_LINE(record).encode()
+
+
 def items_bytes(records: Sequence[dict[str, Any]]) -> bytes:
     """Per-item records, one canonical JSON object a line, in (item, sample) order."""
-    if not records:
-        return b""
     ordered = sorted(records, key=_item_order)
-    return ("\n".join(map(_ITEM_LINE, ordered)) + "\n").encode()
+    return b"".join(item_line(r) + b"\n" for r in ordered)
 
 
 def _item_order(record: dict[str, Any]) -> tuple[str, int]:
