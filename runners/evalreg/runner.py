@@ -286,14 +286,15 @@ def run(
             _finish(registry, store, plan, failed, options, graders.get(plan.status.cell.id), root)
         )
     from evalreg import dvcrepo
-    from evalreg.store import track_segments
+    from evalreg.store import segments_to_track
 
-    if not options.offline:
-        result.tracked += track_segments(root)
+    # One `dvc add` for the new segments and the items files: DVC's start-up is paid once.
+    segments = [] if options.offline else segments_to_track(root)
     written = [o.plan.status.cell.items_path for o in result.outcomes if o.written]
+    if segments or written:
+        dvcrepo.track(root, segments + written, push=False)
+        result.tracked += segments + written
     if written:
-        dvcrepo.track(root, written, push=False)
-        result.tracked += written
         write_metrics_index(root, registry)
     if result.tracked and options.push:
         result.push_error = dvcrepo.push(root, result.tracked)

@@ -277,21 +277,24 @@ def repair_torn_tail(path: Path) -> int:
     return len(data) - keep
 
 
-def track_segments(root: Path, *, push: bool = False) -> list[str]:
-    """Give every untracked segment its own DVC pointer (repairing torn tails first)."""
-    from evalreg import dvcrepo
-
-    names = untracked_segments(root)
-    if not names:
-        return []
+def segments_to_track(root: Path) -> list[str]:
+    """The untracked segments, ready for ``dvc add``: torn tails repaired, empty ones gone."""
     paths = []
-    for name in names:
+    for name in untracked_segments(root):
         path = root / STORE_DIR / name
         repair_torn_tail(path)
         if path.stat().st_size == 0:
             path.unlink()
             continue
         paths.append(f"{STORE_DIR}/{name}")
+    return paths
+
+
+def track_segments(root: Path, *, push: bool = False) -> list[str]:
+    """Give every untracked segment its own DVC pointer (repairing torn tails first)."""
+    from evalreg import dvcrepo
+
+    paths = segments_to_track(root)
     if paths:
         dvcrepo.track(root, paths, push=push)
     return paths
