@@ -99,6 +99,8 @@ class _Cell:
         self.alone = o.items.alone
         self._levels: dict[frozenset[str], ItemCounts] = {}
         self._criteria: dict[str, ItemCounts] = {}
+        self._failures: list[tuple[float, Mask]] = []
+        self._failures_key: object = None
 
     def level_counts(self, levels: frozenset[str]) -> ItemCounts:
         """Per item: its graded samples, and those whose level is one of ``levels``."""
@@ -126,10 +128,14 @@ class _Cell:
             self._criteria[cid] = counts
         return counts
 
-    def rate(self, counts: ItemCounts, where: Mask, confidence: float) -> Metric:
+    def rate(
+        self, counts: ItemCounts, where: Mask, confidence: float, has: Mask | None = None
+    ) -> Metric:
         """The rate over the items in ``where`` that have a counted sample, with its
-        interval (as ``stats.clustered_rate`` gives it for their scores and clusters)."""
-        has = where & counts.has
+        interval (as ``stats.clustered_rate`` gives it for their scores and clusters).
+        ``has`` is ``where & counts.has`` when the caller has it already."""
+        if has is None:
+            has = where & counts.has
         n = int(np.count_nonzero(has))
         if not n:
             return Metric(0.0, 0.0, 1.0, 0)
@@ -140,6 +146,21 @@ class _Cell:
             clusters = [self.o.clusters[i] for i in np.flatnonzero(has)] if clustered else None
             rate = stats.clustered_rate(counts.scores(has), clusters, confidence)
         return Metric(rate.mean, rate.lo, rate.hi, n)
+
+    def failures(self, task: schema.Task) -> list[tuple[float, Mask]]:
+        """Per failure mode: its cost, and which graded samples it hit."""
+        key = tuple((m.cost_usd, tuple(m.detected_by)) for m in task.failure_modes)
+        if self._failures_key != key:
+            modes = []
+            for mode in task.failure_modes:
+                hit = np.zeros(len(self.o), dtype=bool)
+                for cid in mode.detected_by:
+                    codes = self.o.criteria.get(cid)
+                    if codes is not None:
+                        hit |= codes == FAILED
+                modes.append((mode.cost_usd, hit & self.graded))
+            self._failures, self._failures_key = modes, key
+        return self._failures
 
     @staticmethod
     def _binary(counts: ItemCounts, where: Mask) -> bool:
@@ -160,23 +181,30 @@ def _slice_metrics(
     ok = pass_levels(pass_level)
     samples = items[o.item]
     graded = samples & cell.graded
+    # Items with a graded sample: what every level rate counts over.
     present = items & (cell.graded_n > 0)
     passing = cell.level_counts(ok)
     out: SliceMetrics = {
-        "pass_rate": cell.rate(passing, items, confidence),
-        "correct_rate": cell.rate(cell.level_counts(_CORRECT), items, confidence),
-        "acceptable_rate": cell.rate(cell.level_counts(_ACCEPTABLE), items, confidence),
-        "unacceptable_rate": cell.rate(cell.level_counts(_UNACCEPTABLE), items, confidence),
+        metric: cell.rate(cell.level_counts(levels), items, confidence, present)
+        for metric, levels in (
+            ("pass_rate", ok),
+            ("correct_rate", _CORRECT),
+            ("acceptable_rate", _ACCEPTABLE),
+            ("unacceptable_rate", _UNACCEPTABLE),
+        )
     }
     n_samples = int(np.count_nonzero(samples))
     n_graded = int(np.count_nonzero(graded))
     errors = n_samples - n_graded
     lo, hi = stats.wilson(errors, n_samples, confidence)
     out["error_rate"] = Metric(errors / n_samples if n_samples else 0.0, lo, hi, n_samples)
-    n_items = int(np.count_nonzero(present))
-    k, m = passing.k[present], passing.n[present]
-    # An item is consistent when its samples all pass or all fail (one sample always is).
-    agreeing = int(np.count_nonzero((k == 0) | (k == m)))
+    n_items = out["pass_rate"].n
+    if passing.binary:
+        agreeing = n_items
+    else:
+        # An item is consistent when its samples all pass or all fail.
+        k, m = passing.k[present], passing.n[present]
+        agreeing = int(np.count_nonzero((k == 0) | (k == m)))
     out["consistency"] = Metric(agreeing / n_items if n_items else 1.0, n=n_items)
     usage = o.usage(name, graded)
     out["latency_p50_ms"] = Metric(float(usage.latency_p50_ms), n=n_graded)
@@ -186,14 +214,9 @@ def _slice_metrics(
     out["cost_per_item_usd"] = Metric(per_request, n=n_graded)
     out["monthly_cost_usd"] = Metric(per_request * (task.monthly_volume or 0), n=n_graded)
     failure = 0.0
-    for mode in task.failure_modes:
-        hit = np.zeros(len(o), dtype=bool)
-        for cid in mode.detected_by:
-            codes = o.criteria.get(cid)
-            if codes is not None:
-                hit |= codes == FAILED
-        hits = int(np.count_nonzero(hit & graded))
-        failure += (hits / n_graded if n_graded else 0.0) * mode.cost_usd
+    for cost_usd, hit in cell.failures(task):
+        hits = int(np.count_nonzero(hit & samples))
+        failure += (hits / n_graded if n_graded else 0.0) * cost_usd
     out["failure_cost_per_1k_usd"] = Metric(failure * 1000, n=n_graded)
     for cid in criteria:
         out[f"criterion:{cid}"] = cell.rate(cell.criterion_counts(cid), items, confidence)

@@ -36,6 +36,18 @@ GIT_ENV = {
 TAGS = ("common", "messy", "edge", "adversarial", "regression")
 
 
+def compile_bytecode() -> None:
+    """Compile evalreg's modules to bytecode, as ``pip install`` does for an installed
+    package: start-up figures then describe an installation, not a first import with
+    ``PYTHONDONTWRITEBYTECODE`` set (which recompiles every module in every process)."""
+    import compileall
+    import importlib.util
+
+    spec = importlib.util.find_spec("evalreg")
+    if spec is not None and spec.origin is not None:
+        compileall.compile_dir(Path(spec.origin).parent, quiet=1)
+
+
 def env(**extra: str) -> dict[str, str]:
     """The environment every child gets: git identity, the bench key, no DVC analytics."""
     return {**os.environ, **GIT_ENV, KEY_ENV: API_KEY, **extra}

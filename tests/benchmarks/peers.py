@@ -220,6 +220,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--concurrency", type=int, default=64)
     parser.add_argument("--latency", type=float, default=0.05)
     args = parser.parse_args(argv)
+    harness.compile_bytecode()
     n, c = args.items, args.concurrency
     print(
         f"N = {n} single-turn items, concurrency {c}, server latency "

@@ -38,6 +38,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--items", type=int, nargs="+", default=[25_000, 50_000, 100_000])
     args = parser.parse_args(argv)
+    harness.compile_bytecode()
     print("evalreg run --offline --force, then evalreg report (start-up included)")
     print(
         f"{'N':>8} {'run s':>7} {'items/s':>9} {'run RSS MB':>11} "

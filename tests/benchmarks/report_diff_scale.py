@@ -37,6 +37,7 @@ def main(argv: list[str] | None = None) -> int:
         "--keep", metavar="DIR", help="build the repository in DIR and keep it (for profiling)"
     )
     args = parser.parse_args(argv)
+    harness.compile_bytecode()
     candidates = [f"cand{i:02d}" for i in range(1, args.candidates + 1)]
     with harness.workdir("evalreg-report-scale-") as scratch:
         tmp = Path(args.keep) if args.keep else scratch

@@ -156,6 +156,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--skip-latency", action="store_true", help="only the L = 0 rates")
     parser.add_argument("--skip-rate", action="store_true", help="skip the L = 0 rates")
     args = parser.parse_args(argv)
+    harness.compile_bytecode()
     n, latency = args.items, args.latency
 
     if not args.skip_latency:

@@ -63,6 +63,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--concurrency", type=int, default=64)
     parser.add_argument("--latency", type=float, default=0.05)
     args = parser.parse_args(argv)
+    harness.compile_bytecode()
     n, count, c = args.items, args.shards, args.concurrency
     with harness.workdir("evalreg-shards-") as tmp, harness.llm_server(args.latency) as server:
         remote = tmp / "remote"

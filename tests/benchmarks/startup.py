@@ -40,6 +40,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--repeat", type=int, default=7)
     args = parser.parse_args(argv)
+    harness.compile_bytecode()
     for label, cli_args, target in CASES:
         times = []
         for _ in range(args.repeat):
