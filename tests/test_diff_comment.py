@@ -65,8 +65,10 @@ def test_diff_reports_flips_regressions_first_and_honest_verdicts(branch: Repo, 
     assert overall["verdict"] == "no detectable difference"  # 4 items cannot show it
     assert overall["mde"] > 0.3
     rules = next(c for c in data["cells"] if c["id"] == "labels/rules")
+    assert rules["status"] == "unchanged"  # the same items file on both sides
     assert rules["flips"]["regressions_total"] == 0
     assert data["warnings"] == []
+    assert "| labels/rules | unchanged |" in diff_markdown(data).replace("\\/", "/")
 
 
 def test_diff_markdown_escapes_model_output_and_parses(branch: Repo, cli):
@@ -395,6 +397,8 @@ def test_a_fork_without_the_dvc_data_gets_a_diff_of_the_summaries(branch: Repo, 
     mini = next(c for c in data["cells"] if c["id"] == "labels/mini")
     assert mini["status"] == "compared" and mini["fingerprint_changes"] == ["pin"]
     assert "flips" not in mini
+    rules = next(c for c in data["cells"] if c["id"] == "labels/rules")
+    assert rules["status"] == "unchanged"
     every = next(s for s in mini["slices"] if s["slice"] == "all")
     assert every["verdict"] == "untested" and every["p_adjusted"] is None
     # One sample an item: the per-sample rates are the item rates of the full diff.

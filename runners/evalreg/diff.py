@@ -337,6 +337,8 @@ def _diff(root: Path, base_ref: str, head_ref: str | None) -> dict[str, Any]:
             entry["status"] = "pending"
         elif b_out is None:
             entry["status"] = "new results"
+        elif b_out is h_out:  # the same items file on both sides
+            entry["status"] = "unchanged"
         else:
             entry["status"] = "compared"
         if b is not None and h is not None:

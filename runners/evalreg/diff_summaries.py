@@ -78,6 +78,11 @@ def _slices(
     return out
 
 
+def _items_md5(summary: dict[str, Any]) -> str | None:
+    md5 = (summary.get("items_file") or {}).get("md5")
+    return md5 if isinstance(md5, str) else None
+
+
 def _waived(selection: Any) -> bool:
     return selection is not None and any(
         w.candidate == selection.selected for w in selection.waivers
@@ -110,6 +115,8 @@ def summary_diff(
             entry["status"] = "pending"
         elif bs is None:
             entry["status"] = "new results"
+        elif _items_md5(bs) is not None and _items_md5(bs) == _items_md5(hs):
+            entry["status"] = "unchanged"
         else:
             entry["status"] = "compared"
         if bs is not None and hs is not None:
@@ -129,7 +136,7 @@ def summary_diff(
             "base": _overall(bs.get("totals"), pass_level) if bs else None,
             "head": _overall(hs.get("totals"), pass_level) if hs else None,
         }
-        if entry["status"] == "compared" and bs is not None and hs is not None:
+        if entry["status"] in ("compared", "unchanged") and bs is not None and hs is not None:
             confidence = policy.confidence if policy else 0.95
             entry["slices"] = _slices(bs, hs, pass_level, confidence)
         out_cells.append(entry)

@@ -173,7 +173,10 @@ def _cells_table(entries: list[dict[str, Any]]) -> str:
             (s for s in _list(e.get("slices")) if isinstance(s, dict) and s.get("slice") == "all"),
             None,
         )
-        verdict = _verdict(all_slice) if all_slice else "–"
+        if e.get("status") == "unchanged":
+            verdict = "identical results"
+        else:
+            verdict = _verdict(all_slice) if all_slice else "–"
         flips = _dict(e.get("flips"))
         rows.append(
             [
