@@ -460,16 +460,7 @@ def paired_comparison(
     se = 1.0 if estimated is None else estimated
     only_a = sum(1 for x, y in zip(a, b, strict=True) if x >= _PASS_SCORE > y)
     only_b = sum(1 for x, y in zip(a, b, strict=True) if y >= _PASS_SCORE > x)
-    return PairedDiff(
-        n=n,
-        mean=mean,
-        lo=_clamp(mean - z * se, -1.0, 1.0),
-        hi=_clamp(mean + z * se, -1.0, 1.0),
-        se=se,
-        b=only_a,
-        c=only_b,
-        p_value=mcnemar_exact(only_a, only_b),
-    )
+    return _paired(n, mean, se, only_a, only_b, z)
 
 
 def paired_binary(n: int, b: int, c: int, confidence: float = 0.95) -> PairedDiff:
@@ -488,6 +479,12 @@ def paired_binary(n: int, b: int, c: int, confidence: float = 0.95) -> PairedDif
     mean = float(c - b) / n
     estimated = _repeated_se(((1.0 - mean, c), (-1.0 - mean, b), (0.0 - mean, n - b - c)), n)
     se = 1.0 if estimated is None else estimated
+    return _paired(n, mean, se, b, c, z)
+
+
+def _paired(n: int, mean: float, se: float, b: int, c: int, z: float) -> PairedDiff:
+    """The ``PairedDiff`` of a mean difference with its standard error and discordant
+    counts: ``mean ± z·se`` clamped to ``[-1, 1]``, and McNemar's exact p-value."""
     return PairedDiff(
         n=n,
         mean=mean,

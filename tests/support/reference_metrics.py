@@ -13,24 +13,10 @@ from operator import itemgetter
 from typing import Any
 
 from evalreg import stats
-from evalreg.metrics import Comparison, Metric
+from evalreg.metrics import Comparison, Metric, pass_levels
 from evalreg.registry import schema
 from evalreg.results import ALL, percentile
 
-LOWER_IS_BETTER = frozenset(
-    {
-        "unacceptable_rate",
-        "error_rate",
-        "latency_p50_ms",
-        "latency_p95_ms",
-        "cost_per_item_usd",
-        "monthly_cost_usd",
-        "failure_cost_per_1k_usd",
-    }
-)
-RATE_METRICS = frozenset(
-    {"pass_rate", "correct_rate", "acceptable_rate", "unacceptable_rate", "error_rate"}
-)
 _CORRECT = frozenset({"correct"})
 _ACCEPTABLE = frozenset({"correct", "acceptable"})
 _UNACCEPTABLE = frozenset({"unacceptable"})
@@ -38,10 +24,6 @@ _ITEM = itemgetter("item")
 
 
 SliceMetrics = dict[str, Metric]
-
-
-def pass_levels(pass_level: str) -> frozenset[str]:
-    return frozenset({"correct"} if pass_level == "correct" else {"correct", "acceptable"})
 
 
 def by_slice(records: Iterable[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
