@@ -7,6 +7,7 @@ use them so ``evalreg --help`` stays fast.
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import sys
 from collections.abc import Callable, Sequence
@@ -818,6 +819,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     if handler is None:
         parser.print_help()
         return 2
+    # A command builds many long-lived objects (modules, pydantic schemas, the registry)
+    # and few cycles: collecting every 700 allocations re-walks them for nothing (a tenth
+    # of `evalreg check`). Collect 70 times less often; restored when the command ends.
+    thresholds = gc.get_threshold()
+    gc.set_threshold(50_000, 20, 20)
     try:
         return handler(args)
     except EvalregError as exc:
@@ -826,6 +832,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         sys.stderr.write("interrupted\n")
         return 130
+    finally:
+        gc.set_threshold(*thresholds)
 
 
 def _print_error(exc: EvalregError) -> None:
