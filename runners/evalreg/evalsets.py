@@ -33,14 +33,32 @@ class EvalSet:
         return Counter(tag for item in self.items for tag in item.tags)
 
 
+_RECENT: list[tuple[str, str, EvalSet]] = []
+"""The last eval sets parsed, by path and md5 (``diff``, ``audit`` and ``reproduce`` load
+several revisions, which mostly share their eval sets)."""
+_RECENT_SIZE = 2
+
+
 def parse_evalset(data: bytes, path: str) -> tuple[EvalSet | None, list[Finding]]:
-    """Parse JSONL ``data``; report every bad line (up to a cap) in one pass."""
+    """Parse JSONL ``data``; report every bad line (up to a cap) in one pass.
+
+    The same bytes at the same path parse to the same (immutable) ``EvalSet``: one seen
+    among the last few is returned again rather than validated twice.
+    """
+    md5 = hashlib.md5(data, usedforsecurity=False).hexdigest()
+    for seen_path, seen_md5, evalset in _RECENT:
+        if seen_path == path and seen_md5 == md5:
+            return evalset, []
     # Items are acyclic: a collection while 100,000 of them are built frees nothing.
     with collection_paused():
-        return _parse(data, path)
+        parsed, findings = _parse(data, path, md5)
+    if parsed is not None:
+        _RECENT.insert(0, (path, md5, parsed))
+        del _RECENT[_RECENT_SIZE:]
+    return parsed, findings
 
 
-def _parse(data: bytes, path: str) -> tuple[EvalSet | None, list[Finding]]:
+def _parse(data: bytes, path: str, md5: str) -> tuple[EvalSet | None, list[Finding]]:
     text = decode_utf8(data, path)
     findings: list[Finding] = []
     items: list[Item] = []
@@ -86,7 +104,6 @@ def _parse(data: bytes, path: str) -> tuple[EvalSet | None, list[Finding]]:
         findings.append(Finding(path, 1, 0, "eval set is empty: expected one JSON item a line"))
     if findings:
         return None, findings
-    md5 = hashlib.md5(data, usedforsecurity=False).hexdigest()
     return EvalSet(path, md5, tuple(items), lines), []
 
 
