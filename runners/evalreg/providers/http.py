@@ -111,6 +111,9 @@ class HttpLayer:
         self._gates: dict[str, Gate] = {}
         self._urls: dict[str, httpx.URL] = {}
         self._timeouts: dict[float, httpx.Timeout] = {}
+        self._timeout_dicts: dict[int, dict[str, float | None]] = {}
+        """``as_dict()`` of each timeout in ``_timeouts``, by identity (they live as long)."""
+        self._merged_headers: dict[tuple[tuple[str, str], ...], httpx.Headers] = {}
 
     async def aclose(self) -> None:
         await self._client.aclose()
@@ -143,7 +146,18 @@ class HttpLayer:
         timeout = self._timeouts.get(seconds)
         if timeout is None:
             timeout = self._timeouts[seconds] = httpx.Timeout(seconds, connect=min(15.0, seconds))
+            self._timeout_dicts[id(timeout)] = timeout.as_dict()
         return timeout
+
+    def _headers(self, headers: dict[str, str]) -> httpx.Headers:
+        """The client's default headers with ``headers`` over them (kept in memory only)."""
+        key = tuple(headers.items())
+        merged = self._merged_headers.get(key)
+        if merged is None:
+            merged = self._client.headers.copy()
+            merged.update(headers)
+            self._merged_headers[key] = merged
+        return merged
 
     async def post(
         self,
@@ -202,9 +216,16 @@ class HttpLayer:
         self, url: httpx.URL, headers: dict[str, str], content: bytes, timeout: httpx.Timeout
     ) -> httpx.Response:
         try:
-            response = await self._client.post(
-                url, content=content, headers=headers, timeout=timeout
+            # The request is built here, with the client's default headers merged once per
+            # distinct header set, rather than by ``client.post`` on every call.
+            request = httpx.Request(
+                "POST",
+                url,
+                headers=self._headers(headers),
+                content=content,
+                extensions={"timeout": self._timeout_dicts[id(timeout)]},
             )
+            response = await self._client.send(request)
         except httpx.TimeoutException as exc:
             raise ProviderError(
                 "timeout", f"{type(exc).__name__} after {timeout.read}s", retryable=True
