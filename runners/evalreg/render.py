@@ -10,10 +10,10 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from evalreg.check import CheckResult
 from evalreg.registry.diagnostics import Severity
 
 if TYPE_CHECKING:
+    from evalreg.check import CheckResult
     from evalreg.curation import ItemsNeeded, SliceStats
     from evalreg.plan import CellStatus
     from evalreg.reproduce import Reproduction
