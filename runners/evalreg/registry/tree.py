@@ -106,12 +106,31 @@ class GitTree:
             raise UsageError(f"unknown revision {rev!r}") from None
         self.rev = self.commit.hexsha
         self.label = f"revision {self.rev[:12]}"
+        self._trees: dict[str, Any] = {"": self.commit.tree}
 
     def _object(self, rel: str) -> Any:
+        path = clean_relpath(rel)
+        parent, _, name = path.rpartition("/")
+        tree = self._tree(parent)
+        if tree is None:
+            return None
         try:
-            return self.commit.tree / clean_relpath(rel)
+            return tree / name
         except KeyError:
             return None
+
+    def _tree(self, path: str) -> Any:
+        """The tree object at directory ``path`` (looked up once: a directory's listing is
+        parsed once however many of its files are read)."""
+        if path not in self._trees:
+            parent, _, name = path.rpartition("/")
+            above = self._tree(parent)
+            try:
+                found = above / name if above is not None else None
+            except KeyError:
+                found = None
+            self._trees[path] = found if found is not None and found.type == "tree" else None
+        return self._trees[path]
 
     def is_file(self, rel: str) -> bool:
         try:
