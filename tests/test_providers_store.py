@@ -24,6 +24,7 @@ from evalreg.store import (
     ResponseStore,
     SegmentWriter,
     encode_record,
+    lookup,
     request_key,
     track_segments,
 )
@@ -625,3 +626,34 @@ def test_a_cookie_one_response_sets_never_rides_on_later_requests() -> None:
 
     asyncio.run(go())
     assert seen == [None, None, None]
+
+
+def test_lookup_answers_as_the_full_index_does(tmp_path: Path) -> None:
+    """First segment by name and first line win, damaged lines answer None, a torn tail is
+    not a record, and keys that are not stored are simply absent."""
+    import hashlib
+    import random
+
+    from evalreg.registry.tree import WorkspaceTree
+
+    def key(i: int) -> str:
+        return hashlib.sha256(str(i).encode()).hexdigest()
+
+    store_dir = tmp_path / STORE_DIR
+    store_dir.mkdir(parents=True)
+    rng = random.Random(4)
+    for segment in range(3):
+        lines = []
+        for i in rng.sample(range(60), 40):
+            lines.append(encode_record(key(i), {"response": {"text": f"{segment}:{i}"}}))
+        lines.insert(5, b'{"key":"' + key(7).encode() + b'",broken\n')
+        lines.insert(9, b"not a record at all\n")
+        data = b"".join(lines) + b'{"key":"' + key(99).encode() + b'","torn'
+        (store_dir / f"2026010{segment}T000000Z-run-{segment:08x}.jsonl").write_bytes(data)
+    tree = WorkspaceTree(tmp_path)
+    full = ResponseStore.load(tree)
+    wanted = [key(i) for i in range(0, 100, 3)] + [key(7), "0" * 64, "short"]
+    found = lookup(tree, wanted)
+    assert found == {k: full.get(k) for k in wanted if k in full}
+    assert found[key(7)] is None or "broken" not in str(found[key(7)])
+    assert key(99) not in found

@@ -7,7 +7,7 @@ rendered by ``evalreg.report.diff_markdown``. BASE is resolved to the merge-base
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +23,7 @@ from evalreg.registry.loader import Registry, inspect_registry
 from evalreg.registry.tree import GitTree, Tree, WorkspaceTree
 from evalreg.results import read_summary
 from evalreg.selection import fmt
-from evalreg.store import STORE_DIR, ResponseStore, segment_names
+from evalreg.store import ResponseStore, lookup
 
 DIFF_SCHEMA = 1
 SNIPPET = 300
@@ -39,43 +39,21 @@ OVERALL = (
 )
 
 
-Indexed = dict[int, tuple[bytes, ResponseStore]]
-"""Store segments indexed so far, by the identity of their bytes (a file read at both
-revisions is the same bytes object, see ``dvcrepo.read_tracked``)."""
-
-
 @dataclass
 class Side:
     label: str
     rev: str | None
     registry: Registry
     store: ResponseStore | None = None
-    indexed: Indexed = field(default_factory=dict)
-    segments: list[ResponseStore] | None = None
 
     def responses(self) -> ResponseStore:
         if self.store is None:
             self.store = ResponseStore.load(self.registry.tree)
         return self.store
 
-    def stored(self, key: str) -> dict[str, Any] | None:
-        """The stored record of ``key`` (the first segment holding it wins, as in
-        ``ResponseStore``), indexing each segment once for both sides of the diff."""
-        if self.segments is None:
-            tree = self.registry.tree
-            self.segments = []
-            for name in segment_names(tree):
-                data = tree.read_data(f"{STORE_DIR}/{name}")
-                seen = self.indexed.get(id(data))
-                if seen is None or seen[0] is not data:
-                    one = ResponseStore()
-                    one.add_segment(name, data)
-                    seen = self.indexed[id(data)] = (data, one)
-                self.segments.append(seen[1])
-        for segment in self.segments:
-            if key in segment:
-                return segment.get(key)
-        return None
+
+Snippet = tuple[dict[str, Any], str, Side, str | None, Cell]
+"""A flip's output to fill in: (entry, field, side, response key, cell)."""
 
 
 def resolve(root: Path, base: str, head: str | None) -> tuple[Side, Side]:
@@ -95,15 +73,9 @@ def resolve(root: Path, base: str, head: str | None) -> tuple[Side, Side]:
         raise UsageError(f"{base} and {head or 'HEAD'} share no history")
     base_tree = GitTree(root, bases[0].hexsha)
     head_rev = head_tree.rev if isinstance(head_tree, GitTree) else None
-    indexed: Indexed = {}
     return (
-        Side(
-            f"{base} (merge-base {base_tree.rev[:12]})",
-            base_tree.rev,
-            _load(base_tree),
-            indexed=indexed,
-        ),
-        Side(head or "working tree", head_rev, _load(head_tree), indexed=indexed),
+        Side(f"{base} (merge-base {base_tree.rev[:12]})", base_tree.rev, _load(base_tree)),
+        Side(head or "working tree", head_rev, _load(head_tree)),
     )
 
 
@@ -168,14 +140,18 @@ def _key(outcomes: Outcomes, row: int) -> str | None:
         return None
 
 
-def _output(side: Side, key: str | None) -> str | None:
-    if not key:
-        return None
-    try:
-        stored = side.stored(key)
-    except Exception:  # the remote may be unreachable (a fork PR): snippets are optional
-        return None
-    return stored["response"]["text"] if stored else None
+def _fill_outputs(snippets: list[Snippet]) -> None:
+    """Put each flip's stored output in place, looking up each side's keys in one pass."""
+    for side in {id(sn[2]): sn[2] for sn in snippets}.values():
+        mine = [sn for sn in snippets if sn[2] is side]
+        try:
+            stored = lookup(side.registry.tree, [k for *_, k, _ in mine if k])
+        except Exception:  # the store may be unreadable here (a fork PR): snippets are optional
+            stored = {}
+        for entry, name, _side, key, cell in mine:
+            record = stored.get(key) if key else None
+            text = record["response"]["text"] if record else None
+            entry[name] = snippet(_redact_output(text, cell))
 
 
 def _flips(
@@ -185,7 +161,10 @@ def _flips(
     b: Outcomes,
     h: Outcomes,
     pass_level: str,
+    snippets: list[Snippet],
 ) -> dict[str, Any]:
+    """The items that flipped between the sides; their outputs are added to ``snippets``
+    for ``_fill_outputs``."""
     index, same = aligned(h, b)  # base's index of each head item, and whether it pairs
     b_ids = set(b.ids)
     in_base = np.array([i in b_ids for i in h.ids], dtype=bool)
@@ -215,9 +194,11 @@ def _flips(
             "head_level": h.level_name(h_row),
             "failed_criteria": h.failed(h_row),
             "input": snippet(texts.get(item)),
-            "base_output": snippet(_redact_output(_output(base, _key(b, b_row)), cell)),
-            "head_output": snippet(_redact_output(_output(head, _key(h, h_row)), cell)),
+            "base_output": None,
+            "head_output": None,
         }
+        snippets.append((entries[item], "base_output", base, _key(b, b_row), cell))
+        snippets.append((entries[item], "head_output", head, _key(h, h_row), cell))
     regressions = [entries[i] for i in regressed[:MAX_FLIPS]]
     improvements = [entries[i] for i in improved[:MAX_FLIPS]]
     return {
@@ -324,6 +305,7 @@ def _diff(root: Path, base_ref: str, head_ref: str | None) -> dict[str, Any]:
     }
     warnings: list[str] = []
     out_cells = []
+    snippets: list[Snippet] = []
     for cid in sorted(set(base_cells) | set(head_cells)):
         b, h = base_cells.get(cid), head_cells.get(cid)
         entry: dict[str, Any] = {"id": cid}
@@ -374,10 +356,11 @@ def _diff(root: Path, base_ref: str, head_ref: str | None) -> dict[str, Any]:
                 }
                 for c in compare(b_out, h_out, pass_level)
             ]
-            entry["flips"] = _flips(base, head, h, b_out, h_out, pass_level)
+            entry["flips"] = _flips(base, head, h, b_out, h_out, pass_level, snippets)
             if "rubric" in entry.get("fingerprint_changes", []):
                 entry["counterfactual"] = _counterfactual(base, head, b, h, h_out, pass_level, root)
         out_cells.append(entry)
+    _fill_outputs(snippets)
     return {
         "schema_version": DIFF_SCHEMA,
         "base": {"label": base.label, "rev": base.rev},

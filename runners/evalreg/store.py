@@ -16,7 +16,7 @@ import json
 import os
 import secrets
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -182,6 +182,49 @@ class ResponseStore:
 
     def keys(self) -> Iterator[str]:
         return iter(self.index)
+
+
+def lookup(tree: Tree, keys: Iterable[str]) -> dict[str, dict[str, Any] | None]:
+    """The stored records of ``keys`` in ``tree``'s store, as ``ResponseStore.get`` would
+    answer them (the first segment in name order, and the first line in it, wins; a damaged
+    line answers None), without indexing every line.
+
+    For a handful of keys in a large store (a diff's snippets): each segment's key column
+    is compared with the wanted keys in one vectorised pass.
+    """
+    import numpy as np
+
+    wanted = {k for k in keys if len(k) == _KEY_LEN and k.isascii()}
+    out: dict[str, dict[str, Any] | None] = {}
+    if not wanted:
+        return out
+    targets = np.array(sorted(k.encode("ascii") for k in wanted), dtype=f"S{_KEY_LEN}")
+    prefix = np.frombuffer(_KEY_PREFIX, dtype=np.uint8)
+    quote = ord('"')
+    for name in segment_names(tree):
+        if len(out) == len(wanted):
+            break
+        data = tree.read_data(f"{STORE_DIR}/{name}")
+        raw = np.frombuffer(data, dtype=np.uint8)
+        ends = np.flatnonzero(raw == ord("\n"))  # complete lines only: a torn tail has none
+        starts = np.concatenate(([0], ends[:-1] + 1)).astype(np.int64)
+        keyed = (ends - starts) > len(_KEY_PREFIX) + _KEY_LEN
+        starts, ends = starts[keyed], ends[keyed]
+        head = raw[starts[:, None] + np.arange(len(_KEY_PREFIX))]
+        keyed = (head == prefix).all(axis=1) & (raw[starts + len(_KEY_PREFIX) + _KEY_LEN] == quote)
+        starts, ends = starts[keyed], ends[keyed]
+        columns = starts[:, None] + np.arange(len(_KEY_PREFIX), len(_KEY_PREFIX) + _KEY_LEN)
+        found = raw[columns].copy().view(f"S{_KEY_LEN}").ravel()
+        for row in np.flatnonzero(np.isin(found, targets)):
+            key = found[row].decode("ascii")
+            if key in out:
+                continue
+            try:
+                record = load_json(data[int(starts[row]) : int(ends[row])])
+            except ValueError:
+                record = None
+            out[key] = record if isinstance(record, dict) else None
+    return out
 
 
 _ENCODE = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode
