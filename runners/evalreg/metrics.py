@@ -308,6 +308,12 @@ def compare(
             diffs[name] = stats.paired_comparison(
                 (ak / an).tolist(), (bk / bn).tolist(), clusters, confidence
             )
+    return verdicts(diffs, alpha)
+
+
+def verdicts(diffs: dict[str, stats.PairedDiff], alpha: float) -> list[Comparison]:
+    """Per slice's paired difference: Holm across the slices, the minimum detectable
+    effect, and "better" or "worse" only when significant."""
     adjusted = stats.holm({k: d.p_value for k, d in diffs.items()}) if diffs else {}
     out = []
     for name, d in diffs.items():

@@ -12,7 +12,7 @@ summary's ``samples`` field read together with the eval set it was graded on
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -179,12 +179,6 @@ class Outcomes:
     def slices(self) -> dict[str, Mask]:
         """Per slice (``all`` and every tag, sorted), which items are in it."""
         return self.items.slices()
-
-    def accepted(self, levels: Iterable[str]) -> Mask:
-        """Per sample, whether its level is one of ``levels``."""
-        codes = [_LEVEL_CODE[name] for name in levels if name in _LEVEL_CODE]
-        accepted: Mask = np.isin(self.level, codes)
-        return accepted
 
     def first_rows(self) -> Ints:
         """Per item, the row of its first sample (-1 for an item without samples)."""

@@ -6,16 +6,15 @@ definitions (as evalreg computed them before metrics read columns).
 
 from __future__ import annotations
 
-from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from operator import itemgetter
 from typing import Any
 
 from evalreg import stats
-from evalreg.metrics import Comparison, Metric, pass_levels
+from evalreg.metrics import Comparison, Metric, pass_levels, verdicts
 from evalreg.registry import schema
-from evalreg.results import ALL, percentile
+from evalreg.results import percentile, slices_of
 
 _CORRECT = frozenset({"correct"})
 _ACCEPTABLE = frozenset({"correct", "acceptable"})
@@ -26,13 +25,7 @@ _ITEM = itemgetter("item")
 SliceMetrics = dict[str, Metric]
 
 
-def by_slice(records: Iterable[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
-    out: dict[str, list[dict[str, Any]]] = defaultdict(list)
-    for r in records:
-        out[ALL].append(r)
-        for tag in r["tags"]:
-            out[tag].append(r)
-    return dict(out)
+by_slice = slices_of
 
 
 @dataclass(frozen=True)
@@ -271,13 +264,4 @@ def compare(
             clusters if any(c != i for c, i in zip(clusters, shared, strict=True)) else None,
             confidence,
         )
-    adjusted = stats.holm({k: d.p_value for k, d in diffs.items()}) if diffs else {}
-    out = []
-    for name, d in diffs.items():
-        mde = stats.mde_paired(d.n, (d.b + d.c) / d.n if d.n else 0.0, alpha=alpha)
-        if adjusted[name] < alpha and d.mean != 0:
-            verdict = "better" if d.mean > 0 else "worse"
-        else:
-            verdict = "no detectable difference"
-        out.append(Comparison(name, d, adjusted[name], mde, verdict))
-    return out
+    return verdicts(diffs, alpha)
