@@ -143,6 +143,9 @@ def test_max_cost_stops_before_the_budget_is_exceeded(live: Repo, cli, server):
     assert result.code == 1
     assert server.count() == 2
     assert "budget" in result.out
+    # The two bought responses were graded as they arrived; the incomplete cell then
+    # left neither a file nor a directory behind.
+    assert not (live.root / "reports/results/labels").exists()
     spent = sum(
         r["response"]["usage"]["input_tokens"] * 1000 / 1e6
         for r in map(ResponseStore.open(live.root).get, ResponseStore.open(live.root).keys())

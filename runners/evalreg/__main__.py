@@ -1,7 +1,5 @@
 """``python -m evalreg`` runs the command line."""
 
-import sys
+from evalreg.cli import entry
 
-from evalreg.cli import main
-
-sys.exit(main())
+entry()

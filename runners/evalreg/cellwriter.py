@@ -9,6 +9,7 @@ order.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 from pathlib import Path
 from types import TracebackType
@@ -33,6 +34,8 @@ class CellWriter:
         self.cell = cell
         self.root = root
         self.path = root / cell.items_path
+        self.made = [d for d in (self.path.parent, *self.path.parent.parents) if not d.exists()]
+        """Directories this writer creates: removed again (if empty) when it is abandoned."""
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self.tmp = self.path.with_name(self.path.name + ".tmp")
         self.file = self.tmp.open("wb")
@@ -89,3 +92,7 @@ class CellWriter:
         if not self.file.closed:
             self.file.close()
         self.tmp.unlink(missing_ok=True)
+        if not self.path.exists():
+            for directory in self.made:
+                with contextlib.suppress(OSError):
+                    directory.rmdir()

@@ -12,7 +12,7 @@ import json
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NoReturn
 
 from evalreg import __version__
 from evalreg.errors import EvalregError
@@ -836,6 +836,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         gc.set_threshold(*thresholds)
 
 
+def entry() -> NoReturn:
+    """The program: ``main``, then exit without the interpreter's last full collection.
+
+    Everything a command built lives until the process ends, and the collection Python
+    runs while shutting down walks all of it to free nothing the exit would not (half a
+    second after a 5,000-item run). Frozen objects are outside the collector's sight.
+    """
+    code = main()
+    gc.freeze()
+    sys.exit(code)
+
+
 def _print_error(exc: EvalregError) -> None:
     from evalreg.errors import RegistryError
 
@@ -847,4 +859,4 @@ def _print_error(exc: EvalregError) -> None:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    entry()

@@ -8,6 +8,7 @@ results are written. A grader change therefore re-grades without a single reques
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
@@ -209,14 +210,24 @@ def run(
         options.max_cost_usd, {p.status.cell.candidate.pin: p.status.cell.pin for p in plans}
     )
     cell_of = {job.key: p.status.cell.id for p in runnable for job in p.to_buy}
-
-    def on_job(job: Job, outcome: str) -> None:
-        if progress is not None:
-            progress(cell_of.get(job.key, "?"), outcome, 1)
-
     graders = {
         p.status.cell.id: cell_grader(p.status.cell, registry, store, root) for p in runnable
     }
+    cleanup = contextlib.ExitStack()
+    streams = {
+        p.status.cell.id: cleanup.enter_context(
+            _CellStream(root, p, graders[p.status.cell.id], store)
+        )
+        for p in runnable
+        if _streams(p, options)
+    }
+
+    def on_job(job: Job, outcome: str) -> None:
+        cell_id = cell_of.get(job.key, "?")
+        if progress is not None:
+            progress(cell_id, outcome, 1)
+        if outcome != "error" and cell_id in streams:
+            streams[cell_id].advance()
 
     def judge_jobs() -> list[Job]:
         """Judge requests for every graded output of this run (after phase one)."""
@@ -278,13 +289,17 @@ def run(
                 if writer is not None:
                     writer.close()
 
-    report, result.judge_fetch = asyncio.run(go())
-    result.fetch = report
-    failed = {e.key: e.kind for e in report.errors}
-    for plan in plans:
-        result.outcomes.append(
-            _finish(registry, store, plan, failed, options, graders.get(plan.status.cell.id), root)
-        )
+    with cleanup:
+        report, result.judge_fetch = asyncio.run(go())
+        result.fetch = report
+        failed = {e.key: e.kind for e in report.errors}
+        for plan in plans:
+            cell_id = plan.status.cell.id
+            grader = graders.get(cell_id)
+            stream = streams.get(cell_id)
+            if stream is None and grader is not None:
+                stream = cleanup.enter_context(_CellStream(root, plan, grader, store))
+            result.outcomes.append(_finish(registry, plan, failed, options, stream))
     from evalreg import dvcrepo
     from evalreg.store import segments_to_track
 
@@ -301,25 +316,84 @@ def run(
     return result
 
 
+def _streams(plan: CellPlan, options: RunOptions) -> bool:
+    """Whether the cell is graded while its responses arrive: it writes results and no
+    criterion waits for a judge's response (those are bought after the fetch)."""
+    return (
+        options.shard is None
+        and options.limit is None
+        and not any(
+            isinstance(c.grader, schema.JudgeGrader) for c in plan.status.cell.rubric.criteria
+        )
+    )
+
+
+class _CellStream:
+    """Grades a cell's samples in (item, sample) order as their responses are stored, so
+    grading overlaps the requests still in flight; the records stream to a ``CellWriter``.
+
+    ``advance`` grades only stored responses: whether a missing one is an error is known
+    when the fetch is over, and ``drain`` grades the rest then. A cell that turns out
+    incomplete leaves its temporary file behind for the writer to remove, and its previous
+    results untouched.
+    """
+
+    def __init__(self, root: Path, plan: CellPlan, grader: CellGrader, store: ResponseStore):
+        self.root, self.plan, self.grader, self.store = root, plan, grader, store
+        self.samples = plan.samples()
+        self.next = next(self.samples, None)
+        self._writer: CellWriter | None = None
+
+    @property
+    def writer(self) -> CellWriter:
+        """Opened with the first record: a cell that never grades creates no file."""
+        if self._writer is None:
+            self._writer = CellWriter(self.root, self.plan.status.cell)
+        return self._writer
+
+    def advance(self) -> None:
+        while self.next is not None:
+            item, sample, key = self.next
+            stored = self.store.get(key)
+            if stored is None:
+                return
+            self.writer.add(self.grader.record(item, sample, key, stored, None))
+            self.next = next(self.samples, None)
+
+    def drain(self, failed: dict[str, str]) -> None:
+        while self.next is not None:
+            item, sample, key = self.next
+            self.writer.add(
+                self.grader.record(item, sample, key, self.store.get(key), failed.get(key))
+            )
+            self.next = next(self.samples, None)
+
+    def __enter__(self) -> _CellStream:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._writer is not None:
+            self._writer.__exit__(None, None, None)
+
+
 def _finish(
     registry: Registry,
-    store: ResponseStore,
     plan: CellPlan,
     failed: dict[str, str],
     options: RunOptions,
-    grader: CellGrader | None,
-    root: Path,
+    stream: _CellStream | None,
 ) -> CellOutcome:
     cell = plan.status.cell
     outcome = CellOutcome(plan)
     if plan.blocked is not None:
         outcome.note = f"pending: {plan.blocked}"
         return outcome
+    store = stream.store if stream is not None else None
     unresolved = [
         k
         for k in plan.keys
         if _in_shard(k, options.shard)
-        and k not in store
+        and (store is None or k not in store)
         and failed.get(k) in (None, "offline_miss", "budget")
     ]
     if unresolved or options.shard is not None or options.limit is not None:
@@ -332,11 +406,9 @@ def _finish(
         )
         outcome.errors = len(unresolved)
         return outcome
-    assert grader is not None
-    with CellWriter(root, cell) as writer:
-        for item, sample, key in plan.samples():
-            writer.add(grader.record(item, sample, key, store.get(key), failed.get(key)))
-        summary = writer.finish(plan.status, registry.evalset_of(cell.task_id, cell.split))
+    assert stream is not None
+    stream.drain(failed)
+    summary = stream.writer.finish(plan.status, registry.evalset_of(cell.task_id, cell.split))
     outcome.written = True
     outcome.errors = summary["totals"]["errors"]
     outcome.cost_micro_usd = summary["totals"]["cost_micro_usd"]
