@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from evalreg.cellwriter import CellWriter
+from evalreg.dvcworker import Tracker
 from evalreg.fetch import FetchReport, Job, Request, fetch, make_request
 from evalreg.grading import CellGrader, cell_grader
 from evalreg.plan import Cell, CellStatus, status
@@ -23,7 +24,7 @@ from evalreg.providers import get_provider
 from evalreg.providers.base import Provider
 from evalreg.registry import schema
 from evalreg.registry.loader import Registry, load_registry
-from evalreg.store import ResponseStore, SegmentWriter
+from evalreg.store import ResponseStore, SegmentWriter, segments_to_track
 
 DEFAULT_OUTPUT_TOKENS = 256
 
@@ -290,6 +291,8 @@ def run(
                     writer.close()
 
     with cleanup:
+        # DVC gets ready in a child process while this one fetches and grades.
+        tracker = cleanup.enter_context(Tracker(root)) if runnable else None
         report, result.judge_fetch = asyncio.run(go())
         result.fetch = report
         failed = {e.key: e.kind for e in report.errors}
@@ -300,19 +303,14 @@ def run(
             if stream is None and grader is not None:
                 stream = cleanup.enter_context(_CellStream(root, plan, grader, store))
             result.outcomes.append(_finish(registry, plan, failed, options, stream))
-    from evalreg import dvcrepo
-    from evalreg.store import segments_to_track
-
-    # One `dvc add` for the new segments and the items files: DVC's start-up is paid once.
-    segments = [] if options.offline else segments_to_track(root)
-    written = [o.plan.status.cell.items_path for o in result.outcomes if o.written]
-    if segments or written:
-        dvcrepo.track(root, segments + written, push=False)
-        result.tracked += segments + written
+        # One `dvc add` for the new segments and the items files.
+        segments = [] if options.offline else segments_to_track(root)
+        written = [o.plan.status.cell.items_path for o in result.outcomes if o.written]
+        if tracker is not None and (segments or written):
+            result.push_error = tracker.track(segments + written, push=options.push)
+            result.tracked += segments + written
     if written:
         write_metrics_index(root, registry)
-    if result.tracked and options.push:
-        result.push_error = dvcrepo.push(root, result.tracked)
     return result
 
 

@@ -1,0 +1,123 @@
+"""The run's ``dvc add`` in a child process: the same result as in-process, errors as text."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from evalreg import dvcrepo
+from evalreg.dvcworker import Tracker
+from evalreg.errors import UsageError
+
+from conftest import Repo
+
+SEGMENT = "reports/store/run-1.jsonl"
+
+
+def dvc_repo(repo: Repo, remote: Path) -> Repo:
+    dvcrepo.init(repo.root, str(remote))
+    repo.commit("dvc")
+    repo.write(SEGMENT, '{"k": 1}\n')
+    repo.write("reports/results/labels/mini.items.jsonl", '{"item": "m-000"}\n')
+    return repo
+
+
+def state(repo: Repo) -> dict[str, object]:
+    """What a `dvc add` leaves: pointers, ignores, the cache, and what git stages."""
+    files = sorted(
+        str(p.relative_to(repo.root))
+        for p in repo.root.rglob("*")
+        if p.is_file() and ".git" not in p.relative_to(repo.root).parts[:1]
+        if "tmp" not in p.relative_to(repo.root).parts
+    )
+    return {
+        "files": files,
+        "pointers": {f: (repo.root / f).read_bytes() for f in files if f.endswith(".dvc")},
+        "ignores": {f: (repo.root / f).read_bytes() for f in files if f.endswith(".gitignore")},
+        "staged": repo.git("diff", "--cached", "--name-only"),
+    }
+
+
+def test_the_child_tracks_exactly_as_dvc_add_in_process(repo: Repo, tmp_path: Path):
+    dvc_repo(repo, tmp_path / "remote")
+    twin = Repo(tmp_path / "twin")
+    shutil.copytree(repo.root, twin.root)
+    paths = [SEGMENT, "reports/results/labels/mini.items.jsonl"]
+
+    with Tracker(repo.root) as tracker:
+        assert tracker.track(paths, push=True) is None
+    dvcrepo.track(twin.root, paths, push=True)
+
+    assert state(repo) == state(twin)
+    assert (repo.root / (SEGMENT + ".dvc")).is_file()
+    assert "reports/store/run-1.jsonl.dvc" in state(repo)["staged"]  # type: ignore[operator]
+    md5 = dvcrepo.pointer_md5((repo.root / (SEGMENT + ".dvc")).read_bytes())
+    assert md5 is not None and dvcrepo.cached(repo.root, md5) == b'{"k": 1}\n'
+    pushed = tmp_path / "remote" / "files" / "md5" / md5[:2] / md5[2:]
+    assert pushed.read_bytes() == b'{"k": 1}\n'
+
+
+def test_a_tracker_never_asked_changes_nothing_and_frees_the_lock(repo: Repo, tmp_path: Path):
+    dvc_repo(repo, tmp_path / "remote")
+    before = repo.snapshot()
+    tracker = Tracker(repo.root)
+    tracker.close()
+    assert tracker.proc.returncode == 0
+    after = repo.snapshot()
+    after.pop(".dvc/tmp/lock", None)  # DVC's lock file (git-ignored) stays, unlocked
+    assert after == before
+    dvcrepo.track(repo.root, [SEGMENT], push=False)  # the lock was released
+    assert (repo.root / (SEGMENT + ".dvc")).is_file()
+
+
+def test_a_failed_add_is_an_error_naming_the_paths(repo: Repo, tmp_path: Path):
+    dvc_repo(repo, tmp_path / "remote")
+    with Tracker(repo.root) as tracker, pytest.raises(UsageError) as failure:
+        tracker.track(["reports/store/absent.jsonl"], push=False)
+    assert "DVC could not track reports/store/absent.jsonl" in str(failure.value)
+    assert "Traceback" not in str(failure.value)
+
+
+def test_the_push_failing_is_reported_and_the_data_kept(repo: Repo, tmp_path: Path):
+    dvc_repo(repo, tmp_path / "remote")
+    (tmp_path / "remote").write_text("a file where the remote directory should be\n")
+    with Tracker(repo.root) as tracker:
+        error = tracker.track([SEGMENT], push=True)
+    assert error is not None
+    assert (repo.root / (SEGMENT + ".dvc")).is_file()
+    md5 = dvcrepo.pointer_md5((repo.root / (SEGMENT + ".dvc")).read_bytes())
+    assert md5 is not None and dvcrepo.cached(repo.root, md5) is not None
+
+
+def test_a_lock_held_elsewhere_falls_back_and_reports(repo: Repo, tmp_path: Path):
+    """While another process holds the repository's lock the child cannot prepare; when
+    asked, it tries the plain way and says why that failed too."""
+    dvc_repo(repo, tmp_path / "remote")
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import sys; from dvc.repo import Repo, lock_repo\n"
+            f"r = Repo({str(repo.root)!r})\n"
+            "with lock_repo(r):\n"
+            "    print('held', flush=True); sys.stdin.read()\n",
+        ],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
+        with Tracker(repo.root) as tracker, pytest.raises(UsageError) as failure:
+            tracker.track([SEGMENT], push=False)
+        assert "lock" in str(failure.value).lower()
+    finally:
+        holder.communicate("")
+    assert not (repo.root / (SEGMENT + ".dvc")).exists()
+    with Tracker(repo.root) as tracker:
+        assert tracker.track([SEGMENT], push=False) is None
+    assert (repo.root / (SEGMENT + ".dvc")).is_file()
