@@ -121,3 +121,28 @@ def test_a_lock_held_elsewhere_falls_back_and_reports(repo: Repo, tmp_path: Path
     with Tracker(repo.root) as tracker:
         assert tracker.track([SEGMENT], push=False) is None
     assert (repo.root / (SEGMENT + ".dvc")).is_file()
+
+
+def test_read_ahead_fills_the_remembered_reads_with_verified_content(repo: Repo, tmp_path: Path):
+    dvc_repo(repo, tmp_path / "remote")
+    dvcrepo.track(repo.root, [SEGMENT, "reports/results/labels/mini.items.jsonl"], push=False)
+    md5s = [
+        dvcrepo.pointer_md5((repo.root / f"{rel}.dvc").read_bytes())
+        for rel in (SEGMENT, "reports/results/labels/mini.items.jsonl")
+    ]
+    assert all(md5s)
+    good, damaged = (m for m in md5s if m)
+    # A cache file that no longer matches its md5 is not taken.
+    (cache_file,) = (repo.root / ".dvc/cache/files/md5" / damaged[:2]).glob(damaged[2:])
+    cache_file.chmod(0o644)
+    cache_file.write_bytes(b"damaged\n")
+    assert dvcrepo.read_ahead(repo.root, [good]) is not None  # outside: nothing to fill
+    with dvcrepo.remembering_reads():
+        dvcrepo.read_ahead(repo.root, [good, damaged, "0" * 32])()
+        remembered = dvcrepo._RECENT
+        assert remembered == {good: b'{"k": 1}\n'}
+        # Now only the remembered copy has it: neither the cache nor the working tree.
+        for path in (repo.root / ".dvc/cache/files/md5" / good[:2]).glob(good[2:]):
+            path.unlink()
+        (repo.root / SEGMENT).unlink()
+        assert dvcrepo.read_tracked(repo.root, SEGMENT, good, None) == b'{"k": 1}\n'

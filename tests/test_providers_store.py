@@ -21,6 +21,7 @@ from evalreg.registry.schema import Pin
 from evalreg.registry.tree import GitTree
 from evalreg.store import (
     STORE_DIR,
+    Prefetch,
     ResponseStore,
     SegmentWriter,
     encode_record,
@@ -311,6 +312,21 @@ def test_segments_get_their_own_dvc_pointer_and_read_back_at_a_revision(
     store = ResponseStore.load(GitTree(repo.root, rev))
     assert len(store) == 6
     assert {j.key for j in jobs_for(p, 6)} == set(store.index)
+
+    # Scanned ahead from the DVC cache (one scan for a segment both revisions share),
+    # the segments answer as the store does at each revision.
+    run_fetch(repo.root, jobs_for(p, 2, offset=6))
+    track_segments(repo.root)
+    later = repo.commit("more responses")
+    trees = [GitTree(repo.root, rev), GitTree(repo.root, later)]
+    prefetch = Prefetch(trees, repo.root)
+    assert len(prefetch.sources) == 3
+    first, second = prefetch.result()
+    assert (len(first), len(second)) == (2, 3)
+    keys = [j.key for j in jobs_for(p, 8)]
+    for tree, scanned in zip(trees, (first, second), strict=True):
+        full = ResponseStore.load(tree)
+        assert lookup(tree, keys, scanned) == {k: full.get(k) for k in keys if k in full}
 
 
 def test_secrets_never_reach_disk(repo: Repo, key_env, server):
@@ -637,7 +653,9 @@ def test_lookup_answers_as_the_full_index_does(tmp_path: Path) -> None:
     from evalreg.registry.tree import WorkspaceTree
 
     def key(i: int) -> str:
-        return hashlib.sha256(str(i).encode()).hexdigest()
+        digest = hashlib.sha256(str(i).encode()).hexdigest()
+        # Keys 0-9 share their first 8 characters: the scan's coarse match must not do.
+        return "0" * 8 + digest[8:] if i < 10 else digest
 
     store_dir = tmp_path / STORE_DIR
     store_dir.mkdir(parents=True)
@@ -657,3 +675,9 @@ def test_lookup_answers_as_the_full_index_does(tmp_path: Path) -> None:
     assert found == {k: full.get(k) for k in wanted if k in full}
     assert found[key(7)] is None or "broken" not in str(found[key(7)])
     assert key(99) not in found
+    # Segments scanned ahead (on a thread) answer the same; a segment left out is read.
+    (scanned,) = Prefetch([tree], tmp_path).result()
+    assert len(scanned) == 3
+    assert lookup(tree, wanted, scanned) == found
+    del scanned[min(scanned)]
+    assert lookup(tree, wanted, scanned) == found

@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 
+from evalreg.dvcrepo import read_ahead
 from evalreg.errors import RegistryError, UsageError
 from evalreg.evidence import OutcomeCache, UseCaseEvidence, gather, read_outcomes, read_records
 from evalreg.metrics import aligned, cell_metrics, compare, passing
@@ -23,7 +24,7 @@ from evalreg.registry.loader import Registry, inspect_registry
 from evalreg.registry.tree import GitTree, Tree, WorkspaceTree
 from evalreg.results import read_summary
 from evalreg.selection import fmt
-from evalreg.store import ResponseStore, lookup
+from evalreg.store import Prefetch, ResponseStore, SegmentKeys, lookup
 
 DIFF_SCHEMA = 1
 SNIPPET = 300
@@ -45,6 +46,8 @@ class Side:
     rev: str | None
     registry: Registry
     store: ResponseStore | None = None
+    scanned: dict[str, SegmentKeys] | None = None
+    """Its store's segments, scanned in the background while the diff is computed."""
 
     def responses(self) -> ResponseStore:
         if self.store is None:
@@ -56,7 +59,7 @@ Snippet = tuple[dict[str, Any], str, Side, str | None, Cell]
 """A flip's output to fill in: (entry, field, side, response key, cell)."""
 
 
-def resolve(root: Path, base: str, head: str | None) -> tuple[Side, Side]:
+def resolve(root: Path, base: str, head: str | None) -> tuple[tuple[Side, Side], Prefetch]:
     import git
 
     try:
@@ -73,10 +76,18 @@ def resolve(root: Path, base: str, head: str | None) -> tuple[Side, Side]:
         raise UsageError(f"{base} and {head or 'HEAD'} share no history")
     base_tree = GitTree(root, bases[0].hexsha)
     head_rev = head_tree.rev if isinstance(head_tree, GitTree) else None
-    return (
-        Side(f"{base} (merge-base {base_tree.rev[:12]})", base_tree.rev, _load(base_tree)),
-        Side(head or "working tree", head_rev, _load(head_tree)),
-    )
+    # The snippets' responses are looked up at the end; their segments (the bulk of what
+    # a diff reads) are read and scanned on another core meanwhile.
+    scans = Prefetch([base_tree, head_tree], root)
+    try:
+        sides = (
+            Side(f"{base} (merge-base {base_tree.rev[:12]})", base_tree.rev, _load(base_tree)),
+            Side(head or "working tree", head_rev, _load(head_tree)),
+        )
+    except BaseException:
+        scans.cancel()
+        raise
+    return sides, scans
 
 
 def _load(tree: Tree) -> Registry:
@@ -145,7 +156,7 @@ def _fill_outputs(snippets: list[Snippet]) -> None:
     for side in {id(sn[2]): sn[2] for sn in snippets}.values():
         mine = [sn for sn in snippets if sn[2] is side]
         try:
-            stored = lookup(side.registry.tree, [k for *_, k, _ in mine if k])
+            stored = lookup(side.registry.tree, [k for *_, k, _ in mine if k], side.scanned)
         except Exception:  # the store may be unreadable here (a fork PR): snippets are optional
             stored = {}
         for entry, name, _side, key, cell in mine:
@@ -274,11 +285,14 @@ def diff(root: Path, base_ref: str, head_ref: str | None = None) -> dict[str, An
     from evalreg.dvcrepo import remembering_reads
 
     with remembering_reads():
-        return _diff(root, base_ref, head_ref)
+        (base, head), scans = resolve(root, base_ref, head_ref)
+        try:
+            return _diff(root, base, head, scans)
+        finally:
+            scans.cancel()
 
 
-def _diff(root: Path, base_ref: str, head_ref: str | None) -> dict[str, Any]:
-    base, head = resolve(root, base_ref, head_ref)
+def _diff(root: Path, base: Side, head: Side, scans: Prefetch) -> dict[str, Any]:
     missing = base.registry.missing_data + head.registry.missing_data
     if missing:
         from evalreg.diff_summaries import summary_diff
@@ -294,6 +308,9 @@ def _diff(root: Path, base_ref: str, head_ref: str | None) -> dict[str, Any]:
     head_status = {s.cell.id: s for s in status(head.registry)}
     base_cells = {c.id: c for c in cells(base.registry)}
     head_cells = {c.id: c for c in cells(head.registry)}
+    # The flips' response keys are in the per-item records of the cells whose results
+    # changed: those are read (and verified) on another core while metrics are computed.
+    wait = read_ahead(root, _changed_records(base, head, base_cells, head_cells))
     cache: OutcomeCache = {}
     base_ev = {
         s: gather(base.registry, s, list(base_status.values()), comparisons=False, cache=cache)
@@ -360,6 +377,9 @@ def _diff(root: Path, base_ref: str, head_ref: str | None) -> dict[str, Any]:
             if "rubric" in entry.get("fingerprint_changes", []):
                 entry["counterfactual"] = _counterfactual(base, head, b, h, h_out, pass_level, root)
         out_cells.append(entry)
+    wait()
+    if snippets:
+        base.scanned, head.scanned = scans.result()
     _fill_outputs(snippets)
     return {
         "schema_version": DIFF_SCHEMA,
@@ -369,6 +389,21 @@ def _diff(root: Path, base_ref: str, head_ref: str | None) -> dict[str, Any]:
         "selections": _selections(base_ev, head_ev),
         "cells": out_cells,
     }
+
+
+def _changed_records(
+    base: Side, head: Side, base_cells: dict[str, Cell], head_cells: dict[str, Cell]
+) -> list[str]:
+    """The md5s of both sides' items files, for each cell whose items file changed."""
+    out: list[str] = []
+    for cid in sorted(set(base_cells) & set(head_cells)):
+        b, h = (
+            ((read_summary(side.registry.tree, cell) or {}).get("items_file") or {}).get("md5")
+            for side, cell in ((base, base_cells[cid]), (head, head_cells[cid]))
+        )
+        if isinstance(b, str) and isinstance(h, str) and b != h:
+            out += [b, h]
+    return out
 
 
 def _outcomes(

@@ -10,7 +10,7 @@ import contextlib
 import hashlib
 import logging
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -152,6 +152,28 @@ def remembering_reads() -> Iterator[None]:
         yield
     finally:
         _RECENT = outer
+
+
+def read_ahead(root: Path, md5s: list[str]) -> Callable[[], None]:
+    """Inside ``remembering_reads``: read and verify these files from the local cache on a
+    thread, so that ``read_tracked`` finds them read when it gets to them. Returns a
+    function that waits for the thread. (Files not in the cache are left alone.)"""
+    import threading
+
+    recent = _RECENT
+    if recent is None or not md5s:
+        return lambda: None
+
+    def read() -> None:
+        for md5 in md5s:
+            if md5 not in recent:
+                data = cached(root, md5)
+                if data is not None:
+                    recent.setdefault(md5, data)
+
+    worker = threading.Thread(target=read, name="evalreg-read-ahead", daemon=True)
+    worker.start()
+    return worker.join
 
 
 def read_tracked(root: Path, rel: str, md5: str, rev: str | None) -> bytes:

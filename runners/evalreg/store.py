@@ -10,13 +10,14 @@ only requests in flight) and fsync'ed in groups; a torn last line is dropped on 
 from __future__ import annotations
 
 import contextlib
+import functools
 import gc
 import hashlib
 import json
 import os
 import secrets
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -184,47 +185,131 @@ class ResponseStore:
         return iter(self.index)
 
 
-def lookup(tree: Tree, keys: Iterable[str]) -> dict[str, dict[str, Any] | None]:
-    """The stored records of ``keys`` in ``tree``'s store, as ``ResponseStore.get`` would
-    answer them (the first segment in name order, and the first line in it, wins; a damaged
-    line answers None), without indexing every line.
+class SegmentKeys:
+    """One segment's complete, keyed lines and the first 8 bytes of each one's key as a
+    column of integers: a handful of keys are found among millions of lines in one
+    vectorised pass instead of by indexing every line."""
 
-    For a handful of keys in a large store (a diff's snippets): each segment's key column
-    is compared with the wanted keys in one vectorised pass.
-    """
-    import numpy as np
+    def __init__(self, data: bytes) -> None:
+        import numpy as np
 
-    wanted = {k for k in keys if len(k) == _KEY_LEN and k.isascii()}
-    out: dict[str, dict[str, Any] | None] = {}
-    if not wanted:
-        return out
-    targets = np.array(sorted(k.encode("ascii") for k in wanted), dtype=f"S{_KEY_LEN}")
-    prefix = np.frombuffer(_KEY_PREFIX, dtype=np.uint8)
-    quote = ord('"')
-    for name in segment_names(tree):
-        if len(out) == len(wanted):
-            break
-        data = tree.read_data(f"{STORE_DIR}/{name}")
         raw = np.frombuffer(data, dtype=np.uint8)
         ends = np.flatnonzero(raw == ord("\n"))  # complete lines only: a torn tail has none
         starts = np.concatenate(([0], ends[:-1] + 1)).astype(np.int64)
         keyed = (ends - starts) > len(_KEY_PREFIX) + _KEY_LEN
         starts, ends = starts[keyed], ends[keyed]
+        prefix = np.frombuffer(_KEY_PREFIX, dtype=np.uint8)
         head = raw[starts[:, None] + np.arange(len(_KEY_PREFIX))]
-        keyed = (head == prefix).all(axis=1) & (raw[starts + len(_KEY_PREFIX) + _KEY_LEN] == quote)
-        starts, ends = starts[keyed], ends[keyed]
-        columns = starts[:, None] + np.arange(len(_KEY_PREFIX), len(_KEY_PREFIX) + _KEY_LEN)
-        found = raw[columns].copy().view(f"S{_KEY_LEN}").ravel()
-        for row in np.flatnonzero(np.isin(found, targets)):
-            key = found[row].decode("ascii")
-            if key in out:
+        quoted = raw[starts + len(_KEY_PREFIX) + _KEY_LEN] == ord('"')
+        keyed = (head == prefix).all(axis=1) & quoted
+        self.data = data
+        self.starts, self.ends = starts[keyed], ends[keyed]
+        first = self.starts[:, None] + np.arange(len(_KEY_PREFIX), len(_KEY_PREFIX) + 8)
+        self.firsts = raw[first].copy().view("<u8").ravel()
+
+    def find(self, wanted: set[str], out: dict[str, dict[str, Any] | None]) -> None:
+        """Add to ``out`` the record of each key in ``wanted`` (not already in ``out``)
+        whose line is here: the first such line wins; a damaged one answers None."""
+        import numpy as np
+
+        todo = [k for k in wanted if k not in out]
+        if not todo:
+            return
+        targets = np.frombuffer(b"".join(k[:8].encode("ascii") for k in todo), dtype="<u8")
+        data = self.data
+        for row in np.flatnonzero(np.isin(self.firsts, targets)):
+            start = int(self.starts[row]) + len(_KEY_PREFIX)
+            key = data[start : start + _KEY_LEN].decode("ascii", errors="replace")
+            if key not in wanted or key in out:
                 continue
             try:
-                record = load_json(data[int(starts[row]) : int(ends[row])])
+                record = load_json(data[int(self.starts[row]) : int(self.ends[row])])
             except ValueError:
                 record = None
             out[key] = record if isinstance(record, dict) else None
+
+
+def lookup(
+    tree: Tree, keys: Iterable[str], scanned: Mapping[str, SegmentKeys] | None = None
+) -> dict[str, dict[str, Any] | None]:
+    """The stored records of ``keys`` in ``tree``'s store, as ``ResponseStore.get`` would
+    answer them (the first segment in name order, and the first line in it, wins; a damaged
+    line answers None), without indexing every line.
+
+    For a handful of keys in a large store (a diff's snippets). ``scanned`` holds segments
+    already scanned, by name (``prefetch`` makes them while the caller works on).
+    """
+    wanted = {k for k in keys if len(k) == _KEY_LEN and k.isascii()}
+    out: dict[str, dict[str, Any] | None] = {}
+    for name in segment_names(tree):
+        if len(out) == len(wanted):
+            break
+        keys_of = (scanned or {}).get(name)
+        if keys_of is None:
+            keys_of = SegmentKeys(tree.read_data(f"{STORE_DIR}/{name}"))
+        keys_of.find(wanted, out)
     return out
+
+
+class Prefetch:
+    """The segments of some trees, read and scanned on a thread while the caller works on:
+    ``result`` waits for the scans (per tree, by segment name) for ``lookup``; ``cancel``
+    stops the thread after the segment in hand.
+
+    Only pointers are read here, through the trees; the thread reads files alone (a
+    ``GitTree`` is not shared across threads): verified DVC cache files, and segments
+    on disk in a working tree. A segment two trees share is scanned once. Segments it
+    could not read are left for ``lookup`` to read the usual way.
+    """
+
+    def __init__(self, trees: Sequence[Tree], root: Path) -> None:
+        import threading
+
+        from evalreg import dvcrepo
+
+        self.sources: dict[str, Callable[[], bytes | None]] = {}
+        self.names: list[dict[str, str]] = []
+        for tree in trees:
+            mine = {}
+            for name in segment_names(tree):
+                rel = f"{STORE_DIR}/{name}"
+                if isinstance(tree, WorkspaceTree) and tree.is_file(rel):
+                    source = f"file:{rel}"
+                    self.sources[source] = functools.partial(tree.read, rel)
+                elif not tree.is_file(rel) and tree.is_file(rel + ".dvc"):
+                    md5 = dvcrepo.pointer_md5(tree.read(rel + ".dvc"))
+                    if md5 is None:
+                        continue
+                    source = f"md5:{md5}"
+                    self.sources[source] = functools.partial(dvcrepo.cached, root, md5)
+                else:
+                    continue
+                mine[name] = source
+            self.names.append(mine)
+        self.scanned: dict[str, SegmentKeys] = {}
+        self.stop = threading.Event()
+        self.worker = threading.Thread(target=self._scan, name="evalreg-store-scan", daemon=True)
+        self.worker.start()
+
+    def _scan(self) -> None:
+        for source, read in self.sources.items():
+            if self.stop.is_set():
+                return
+            with contextlib.suppress(OSError):
+                data = read()
+                if data is not None:
+                    self.scanned[source] = SegmentKeys(data)
+
+    def result(self) -> list[dict[str, SegmentKeys]]:
+        self.worker.join()
+        return [
+            {name: self.scanned[src] for name, src in mine.items() if src in self.scanned}
+            for mine in self.names
+        ]
+
+    def cancel(self) -> None:
+        self.stop.set()
+        self.worker.join()
 
 
 _ENCODE = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode

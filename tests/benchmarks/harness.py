@@ -257,8 +257,10 @@ def make_registry(
 def fill_store(root: Path, *, segments: int = 4, only: Sequence[str] = (), flavour: int = 0) -> int:
     """Store a response for every item of every cell (or of the candidates in ``only``),
     written directly (``store.encode_record`` through ``SegmentWriter``), spread over
-    ``segments`` segments as that many earlier runs would leave them. Answers are mostly
-    right; which ones are wrong depends on the candidate and on ``flavour``."""
+    ``segments`` segments as that many earlier runs would leave them (tracked by DVC).
+    Answers are mostly right; which ones are wrong depends on the candidate and on
+    ``flavour``."""
+    from evalreg import dvcrepo
     from evalreg.fetch import make_job
     from evalreg.plan import cells
     from evalreg.prompting import render_messages
@@ -296,10 +298,14 @@ def fill_store(root: Path, *, segments: int = 4, only: Sequence[str] = (), flavo
             }
             lines.append(encode_record(job.key, record))
     per_segment = -(-len(lines) // segments)
+    written = []
     for start in range(0, len(lines), per_segment):
         with SegmentWriter(root, label=f"bench{start // per_segment}") as writer:
             for line in lines[start : start + per_segment]:
                 writer.put(line)
+        written.append(writer.path.relative_to(root).as_posix())
+    # Tracked by DVC, as the runs that bought them would have left them.
+    dvcrepo.track(root, written, push=False)
     return len(lines)
 
 
