@@ -13,7 +13,6 @@ import resource
 import subprocess
 import sys
 import tempfile
-import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -325,21 +324,44 @@ class Timed:
     stderr: str
 
 
+# Starts the measured command from a small, fresh process. Linux carries the peak resident
+# set of the process that calls exec into the new program's rusage, so a command started
+# straight from this (large) benchmark process would report the benchmark's own peak.
+_LAUNCHER = """
+import os, sys, time
+report, argv = sys.argv[1], sys.argv[2:]
+started = time.perf_counter()
+pid = os.fork()
+if pid == 0:
+    try:
+        os.execvp(argv[0], argv)
+    finally:
+        os._exit(127)
+_, status, usage = os.wait4(pid, 0)
+seconds = time.perf_counter() - started
+with open(report, "w") as f:
+    f.write(f"{seconds} {usage.ru_maxrss} {os.waitstatus_to_exitcode(status)}")
+"""
+
+
 def timed(args: Sequence[str], cwd: Path, **extra_env: str) -> Timed:
-    """Run a child to completion: wall time and its peak resident set (from wait4)."""
-    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
-        started = time.perf_counter()
-        proc = subprocess.Popen(list(args), cwd=cwd, env=env(**extra_env), stdout=out, stderr=err)
-        # wait4 gives this child's own rusage (not the sum over every child so far).
-        _pid, status, usage = os.wait4(proc.pid, 0)
-        seconds = time.perf_counter() - started
-        proc.returncode = os.waitstatus_to_exitcode(status)
+    """Run a child to completion: its wall time and its own peak resident set (from wait4
+    in a small launcher process)."""
+    with (
+        tempfile.TemporaryFile() as out,
+        tempfile.TemporaryFile() as err,
+        tempfile.TemporaryDirectory() as scratch,
+    ):
+        report = Path(scratch) / "rusage"
+        launcher = [PYTHON, "-S", "-c", _LAUNCHER, str(report), *args]
+        subprocess.run(launcher, cwd=cwd, env=env(**extra_env), stdout=out, stderr=err)
+        seconds, maxrss_kb, returncode = report.read_text().split()
         out.seek(0)
         err.seek(0)
         return Timed(
-            seconds,
-            usage.ru_maxrss / 1024,
-            proc.returncode,
+            float(seconds),
+            int(maxrss_kb) / 1024,
+            int(returncode),
             out.read().decode(errors="replace"),
             err.read().decode(errors="replace"),
         )
