@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import random
 from typing import Any
 
@@ -105,3 +106,58 @@ def test_grading_that_fails_midway_leaves_the_previous_results(repo: Repo) -> No
         raise RuntimeError("a grader crashed")
     assert items_path.read_bytes() == b"previous\n"
     assert list(items_path.parent.iterdir()) == [items_path]
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_tallies_merged_in_order_equal_one_tally_of_all(repo: Repo, seed: int) -> None:
+    """Records split anywhere (between items or between one item's samples), tallied apart
+    and added to a writer in order, give the bytes of adding them one by one."""
+    registry = load_registry(repo.root)
+    st = status(registry)[0]
+    evalset = registry.evalset_of(st.cell.task_id)
+    rs = records(120, seed)
+    cuts = sorted(random.Random(seed).sample(range(1, len(rs)), 4))
+    criteria = [c.id for c in st.cell.rubric.criteria]
+    with CellWriter(repo.root, st.cell) as writer:
+        for start, end in zip([0, *cuts], [*cuts, len(rs)], strict=True):
+            part = rs[start:end]
+            if start % 2:  # some parts come graded elsewhere, some one by one
+                tally = CellTally(criteria)
+                for r in part:
+                    tally.add(r)
+                writer.add_graded(items_bytes(part), tally)
+            else:
+                for r in part:
+                    writer.add(r)
+        writer.add_graded(b"", CellTally(criteria))  # an empty part changes nothing
+        summary = writer.finish(st, evalset)
+    items = items_bytes(rs)
+    expected = summary_for(st.cell, st.fingerprint, st.parts, evalset.path, evalset.md5, rs, items)
+    assert summary == expected
+    assert (repo.root / st.cell.items_path).read_bytes() == items
+
+
+def test_a_merge_refuses_a_tally_that_comes_before() -> None:
+    rs = records(3)
+    early, late = CellTally(), CellTally()
+    early.add(rs[0])
+    late.add(rs[-1])
+    with pytest.raises(ValueError, match="out of"):
+        late.merge(early)
+
+
+def test_chunks_end_at_item_boundaries_and_keep_the_order() -> None:
+    from evalreg.gradepool import chunks
+
+    items = [object() for _ in range(50)]
+    rng = random.Random(5)
+    samples = [
+        (item, s, f"{i}:{s}") for i, item in enumerate(items) for s in range(rng.randint(1, 4))
+    ]
+    for parts in (1, 2, 3, 7, 200):
+        pieces = chunks(samples, parts)  # type: ignore[arg-type]
+        assert [s for piece in pieces for s in piece] == samples
+        assert len(pieces) <= parts
+        for before, after in itertools.pairwise(pieces):
+            assert before[-1][0] is not after[0][0]
+    assert chunks([], 4) == []

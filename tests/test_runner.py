@@ -329,3 +329,31 @@ def test_spelling_out_a_default_does_not_stale_results(live: Repo, cli):
     )
     states = {c["cell"]: c["state"] for c in json.loads(cli(live, "status", "--json").out)}
     assert states == {"labels/mini": "fresh", "labels/rules": "fresh"}
+
+
+def test_regrading_in_several_processes_writes_the_bytes_of_one(
+    live: Repo, cli, server, monkeypatch
+):
+    from evalreg import gradepool
+
+    live.write(
+        "registry/tasks/labels.yaml",
+        live.read("registry/tasks/labels.yaml").replace("repeats: 1", "repeats: 3"),
+    )
+    assert cli(live, "run").code == 0
+    serial = files(live, MINI, RULES)
+    live.commit("results")
+    forked = []
+    real_chunks = gradepool.chunks
+
+    def chunks(samples, parts):
+        pieces = real_chunks(samples, parts)
+        forked.append(len(pieces) - 1)
+        return pieces
+
+    monkeypatch.setattr(gradepool, "workers", lambda samples: 4)
+    monkeypatch.setattr(gradepool, "chunks", chunks)
+    assert cli(live, "run", "--offline", "--force").code == 0
+    assert forked == [3, 3]  # three of the four chunks of each cell went to workers
+    assert files(live, MINI, RULES) == serial
+    assert live.git("status", "--porcelain") == ""

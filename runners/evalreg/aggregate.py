@@ -25,6 +25,7 @@ class SliceTally:
     def __init__(self) -> None:
         self.samples = 0
         self.items = 0
+        self.first_item: str | None = None
         self.last_item: str | None = None
         self.levels = dict.fromkeys(LEVELS, 0)
         self.criteria: dict[str, list[int]] = {}
@@ -40,6 +41,8 @@ class SliceTally:
         if r["item"] != self.last_item:
             self.items += 1
             self.last_item = r["item"]
+            if self.first_item is None:
+                self.first_item = r["item"]
         if r["error"] is not None:
             return
         level = r["level"]
@@ -57,6 +60,28 @@ class SliceTally:
         for kind in self.tokens:
             self.tokens[kind] += used[kind]
         self.cost += r["cost_micro_usd"]
+
+    def merge(self, other: SliceTally) -> None:
+        """Add ``other``, the tally of the records that follow this one's."""
+        if not other.samples:
+            return
+        self.samples += other.samples
+        # An item whose samples straddle the two is one item, not two.
+        self.items += other.items - (other.first_item == self.last_item)
+        if self.first_item is None:
+            self.first_item = other.first_item
+        self.last_item = other.last_item
+        for level, n in other.levels.items():
+            self.levels[level] += n
+        for cid, (n, k) in other.criteria.items():
+            counts = self.criteria.setdefault(cid, [0, 0])
+            counts[0] += n
+            counts[1] += k
+        self.latencies.update(other.latencies)
+        self.scores.extend(other.scores)  # fsum is exact: the split does not matter
+        for kind, n in other.tokens.items():
+            self.tokens[kind] += n
+        self.cost += other.cost
 
     def result(self) -> dict[str, Any]:
         graded = len(self.scores)
@@ -95,6 +120,7 @@ class CellTally:
     def __init__(self, criteria: Sequence[str] = ()) -> None:
         self.totals = SliceTally()
         self.slices: dict[str, SliceTally] = {}
+        self.first: tuple[str, int] | None = None
         self.last: tuple[str, int] | None = None
         self.levels: list[str] = []
         self.verdicts: dict[str, list[str]] = {cid: [] for cid in sorted(criteria)}
@@ -104,6 +130,8 @@ class CellTally:
         if self.last is not None and order < self.last:
             raise ValueError(f"records out of (item, sample) order: {order} after {self.last}")
         self.last = order
+        if self.first is None:
+            self.first = order
         self.levels.append(level_char(record))
         for cid, chars in self.verdicts.items():
             chars.append(verdict_char(record, cid))
@@ -117,6 +145,25 @@ class CellTally:
             if tally is None:
                 tally = self.slices[tag] = SliceTally()
             tally.add(record)
+
+    def merge(self, other: CellTally) -> None:
+        """Add ``other``, the tally of the records that follow this one's in order: the
+        result is the tally of all of them, as if they had been added one by one."""
+        if other.first is None:
+            return
+        if self.last is not None and other.first < self.last:
+            raise ValueError(
+                f"records out of (item, sample) order: {other.first} after {self.last}"
+            )
+        if self.first is None:
+            self.first = other.first
+        self.last = other.last
+        self.levels += other.levels
+        for cid, chars in self.verdicts.items():
+            chars += other.verdicts[cid]
+        self.totals.merge(other.totals)
+        for tag, tally in other.slices.items():
+            self.slices.setdefault(tag, SliceTally()).merge(tally)
 
     def summary(
         self,

@@ -52,6 +52,14 @@ class CellWriter:
         if self.pending_bytes >= _FLUSH_BYTES:
             self._flush()
 
+    def add_graded(self, lines: bytes, tally: CellTally) -> None:
+        """Add records graded elsewhere: their lines (each ending in a newline) and their
+        tally. They follow every record added so far."""
+        self._flush()
+        self.tally.merge(tally)
+        self.md5.update(lines)
+        self.file.write(lines)
+
     def _flush(self) -> None:
         if self.pending:
             self.pending.append(b"")

@@ -13,10 +13,12 @@ import os
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from evalreg.cellwriter import CellWriter
 from evalreg.dvcworker import Tracker
 from evalreg.fetch import FetchReport, Job, Request, fetch, make_request
+from evalreg.gradepool import grade_all
 from evalreg.grading import CellGrader, cell_grader
 from evalreg.plan import Cell, CellStatus, status
 from evalreg.prompting import render_messages
@@ -359,12 +361,19 @@ class _CellStream:
             self.next = next(self.samples, None)
 
     def drain(self, failed: dict[str, str]) -> None:
-        while self.next is not None:
-            item, sample, key = self.next
-            self.writer.add(
-                self.grader.record(item, sample, key, self.store.get(key), failed.get(key))
-            )
-            self.next = next(self.samples, None)
+        """Grade every sample not graded yet (``failed``: the error of each key the fetch
+        could not buy); a long remainder is graded by several processes."""
+        if self.next is None:
+            return
+        rest = [self.next, *self.samples]
+        self.next = None
+
+        def grade(item: schema.Item, sample: int, key: str) -> dict[str, Any]:
+            return self.grader.record(item, sample, key, self.store.get(key), failed.get(key))
+
+        criteria = [c.id for c in self.plan.status.cell.rubric.criteria]
+        writer = self.writer
+        grade_all(rest, grade, criteria, writer.add, writer.add_graded)
 
     def __enter__(self) -> _CellStream:
         return self
