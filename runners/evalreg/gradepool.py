@@ -97,6 +97,9 @@ def grade_all(
     global _WORK
     pieces = chunks(samples, parts)
     _WORK = (pieces, grade, criteria)
+    # Output still buffered here would be written again by every forked worker.
+    sys.stdout.flush()
+    sys.stderr.flush()
     try:
         context = multiprocessing.get_context("fork")
         with ProcessPoolExecutor(max_workers=len(pieces) - 1, mp_context=context) as pool:
