@@ -21,7 +21,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from evalreg.errors import UsageError
 
@@ -108,7 +108,7 @@ def _add(root: Path, paths: list[str], repo: Any) -> str | None:
     return None
 
 
-def main(argv: list[str]) -> int:
+def main(argv: list[str]) -> NoReturn:
     from evalreg import dvcrepo
 
     root = Path(argv[0])
@@ -132,13 +132,13 @@ def main(argv: list[str]) -> int:
             held.close()
             repo = None
         request = sys.stdin.buffer.read()
-        if not request.strip():
-            return 0
-        ask = json.loads(request)
-        error = _add(root, ask["add"], repo)
-    # The lock is released: a push takes it again, with the new stages in its index.
-    push_error = dvcrepo.push(root, ask["add"]) if ask["push"] and error is None else None
-    reply_to.write(json.dumps({"error": error, "push_error": push_error}))
+        ask = json.loads(request) if request.strip() else None
+        error = _add(root, ask["add"], repo) if ask is not None else None
+    if ask is not None:
+        # The lock is released: a push takes it again, with the new stages in its index.
+        push = ask["push"] and error is None
+        push_error = dvcrepo.push(root, ask["add"]) if push else None
+        reply_to.write(json.dumps({"error": error, "push_error": push_error}))
     reply_to.close()
     # Done, and nothing is left open: skip the interpreter's teardown of all of DVC,
     # which would keep the run waiting for a few tenths of a second.
@@ -147,4 +147,4 @@ def main(argv: list[str]) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    main(sys.argv[1:])
