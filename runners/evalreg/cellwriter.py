@@ -41,15 +41,16 @@ class CellWriter:
         self.file = self.tmp.open("wb")
         self.md5 = hashlib.md5(usedforsecurity=False)
         self.tally = CellTally([c.id for c in cell.rubric.criteria])
-        self.pending: list[bytes] = []
-        self.pending_bytes = 0
+        # One buffer rather than a list of lines: each encoded line, kept as its own bytes
+        # object, holds several times its length in allocator slack.
+        self.pending = bytearray()
 
     def add(self, record: dict[str, Any]) -> None:
         self.tally.add(record)
         line = item_line(record)
-        self.pending.append(line)
-        self.pending_bytes += len(line)
-        if self.pending_bytes >= _FLUSH_BYTES:
+        self.pending += line
+        self.pending += b"\n"
+        if len(self.pending) >= _FLUSH_BYTES:
             self._flush()
 
     def add_graded(self, lines: bytes, tally: CellTally) -> None:
@@ -62,12 +63,9 @@ class CellWriter:
 
     def _flush(self) -> None:
         if self.pending:
-            self.pending.append(b"")
-            data = b"\n".join(self.pending)
-            self.md5.update(data)
-            self.file.write(data)
+            self.md5.update(self.pending)
+            self.file.write(self.pending)
             self.pending.clear()
-            self.pending_bytes = 0
 
     def finish(self, status: CellStatus, evalset: EvalSet) -> dict[str, Any]:
         """Put the items file in place, then write the summary; return the summary."""
