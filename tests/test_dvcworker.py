@@ -66,12 +66,32 @@ def test_a_tracker_never_asked_changes_nothing_and_frees_the_lock(repo: Repo, tm
     before = repo.snapshot()
     tracker = Tracker(repo.root)
     tracker.close()
-    assert tracker.proc.returncode == 0
+    assert tracker.proc is not None and tracker.proc.returncode == 0
     after = repo.snapshot()
     after.pop(".dvc/tmp/lock", None)  # DVC's lock file (git-ignored) stays, unlocked
     assert after == before
     dvcrepo.track(repo.root, [SEGMENT], push=False)  # the lock was released
     assert (repo.root / (SEGMENT + ".dvc")).is_file()
+
+
+def test_without_a_child_process_the_tracker_works_in_this_one(
+    repo: Repo, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    from evalreg import dvcworker
+
+    def no_process(*args: object, **kwargs: object) -> None:
+        raise OSError("Resource temporarily unavailable")
+
+    dvc_repo(repo, tmp_path / "remote")
+    monkeypatch.setattr(dvcworker.subprocess, "Popen", no_process)
+    with Tracker(repo.root) as tracker:
+        assert tracker.proc is None
+        assert tracker.track([SEGMENT], push=True) is None
+        with pytest.raises(UsageError, match="DVC could not track reports/store/absent"):
+            tracker.track(["reports/store/absent.jsonl"], push=False)
+    md5 = dvcrepo.pointer_md5((repo.root / (SEGMENT + ".dvc")).read_bytes())
+    assert md5 is not None
+    assert (tmp_path / "remote" / "files" / "md5" / md5[:2] / md5[2:]).is_file()
 
 
 def test_a_failed_add_is_an_error_naming_the_paths(repo: Repo, tmp_path: Path):

@@ -30,12 +30,16 @@ class Tracker:
     """A DVC child process for one repository; ``track`` once, or ``close``."""
 
     def __init__(self, root: Path) -> None:
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "evalreg.dvcworker", str(root)],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-        )
+        self.root = root
+        self.proc: subprocess.Popen[bytes] | None = None
+        # With no process to spare, ``track`` works in this process instead.
+        with contextlib.suppress(OSError):
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "evalreg.dvcworker", str(root)],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+            )
 
     def track(self, paths: list[str], *, push: bool) -> str | None:
         """``dvc add`` the paths, then push them if asked; return why the push failed.
@@ -43,6 +47,14 @@ class Tracker:
         A failed push loses nothing (the data is in the local cache); a failed add is an
         error naming what could not be tracked.
         """
+        if self.proc is None:
+            from evalreg import dvcrepo
+
+            try:
+                dvcrepo.track(self.root, paths, push=False)
+            except Exception as exc:
+                raise UsageError(f"DVC could not track {', '.join(paths)}: {exc}") from None
+            return dvcrepo.push(self.root, paths) if push else None
         request = json.dumps({"add": paths, "push": push}).encode()
         out, err = self.proc.communicate(request)
         try:
@@ -58,7 +70,7 @@ class Tracker:
     def close(self) -> None:
         """Let the child go if it was never asked: an empty request, and it releases the
         repository's lock and exits, having changed nothing."""
-        if self.proc.returncode is None:
+        if self.proc is not None and self.proc.returncode is None:
             try:
                 self.proc.communicate(b"", timeout=60)
             except (OSError, ValueError, subprocess.TimeoutExpired):
