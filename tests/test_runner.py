@@ -38,6 +38,7 @@ def test_run_writes_results_then_has_nothing_to_do(live: Repo, cli, server):
     assert rules["totals"]["levels"]["correct"] == 2  # the baseline always answers "a"
     assert (live.root / (MINI + ".items.jsonl.dvc")).is_file()
     assert list((live.root / STORE_DIR).glob("*.jsonl.dvc"))
+    assert "bought 4  errors 0  graded 4" in result.err  # the progress display, at the end
     live.commit("results")
 
     status = cli(live, "status", "--json")
@@ -353,7 +354,9 @@ def test_regrading_in_several_processes_writes_the_bytes_of_one(
 
     monkeypatch.setattr(gradepool, "workers", lambda samples: 4)
     monkeypatch.setattr(gradepool, "chunks", chunks)
-    assert cli(live, "run", "--offline", "--force").code == 0
+    regraded = cli(live, "run", "--offline", "--force")
+    assert regraded.code == 0
     assert forked == [3, 3]  # three of the four chunks of each cell went to workers
+    assert regraded.err.count("graded 12") == 2  # the workers' samples are counted too
     assert files(live, MINI, RULES) == serial
     assert live.git("status", "--porcelain") == ""

@@ -104,24 +104,33 @@ class RunProgress:
             TextColumn("{task.description}"),
             BarColumn(),
             MofNCompleteColumn(),
-            TextColumn("bought {task.fields[bought]}  errors {task.fields[errors]}"),
+            TextColumn(
+                "bought {task.fields[bought]}  errors {task.fields[errors]}"
+                "  graded {task.fields[graded]}"
+            ),
             console=error_console(),
             transient=False,
         )
         self.tasks = {
             p.status.cell.id: self.progress.add_task(
-                p.status.cell.id, total=p.in_shard, bought=0, errors=0
+                p.status.cell.id, total=p.in_shard, bought=0, errors=0, graded=0
             )
             for p in plans
             if p.blocked is None
         }
-        self.counts: dict[str, list[int]] = {cid: [0, 0] for cid in self.tasks}
+        self.counts: dict[str, list[int]] = {cid: [0, 0, 0] for cid in self.tasks}
 
     def advance(self, cell_id: str, outcome: str, jobs: int = 1) -> None:
+        """Count ``jobs`` requests (cached, fetched, shared or error), or ``jobs`` samples
+        graded (``outcome`` "graded": the bar does not move, the count does)."""
         task = self.tasks.get(cell_id)
         if task is None:
             return
         counts = self.counts[cell_id]
+        if outcome == "graded":
+            counts[2] += jobs
+            self.progress.update(task, graded=counts[2])
+            return
         if outcome == "fetched":
             counts[0] += jobs
         elif outcome == "error":

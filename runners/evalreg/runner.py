@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from evalreg.aggregate import CellTally
 from evalreg.cellwriter import CellWriter
 from evalreg.dvcworker import Tracker
 from evalreg.fetch import FetchReport, Job, Request, fetch, make_request
@@ -29,6 +30,8 @@ from evalreg.registry.loader import Registry, load_registry
 from evalreg.store import ResponseStore, SegmentWriter, segments_to_track
 
 DEFAULT_OUTPUT_TOKENS = 256
+_REPORT_EVERY = 1000
+"""Graded samples between two progress reports (each costs the display some work)."""
 
 
 @dataclass(frozen=True)
@@ -219,7 +222,7 @@ def run(
     cleanup = contextlib.ExitStack()
     streams = {
         p.status.cell.id: cleanup.enter_context(
-            _CellStream(root, p, graders[p.status.cell.id], store)
+            _CellStream(root, p, graders[p.status.cell.id], store, progress)
         )
         for p in runnable
         if _streams(p, options)
@@ -303,7 +306,7 @@ def run(
             grader = graders.get(cell_id)
             stream = streams.get(cell_id)
             if stream is None and grader is not None:
-                stream = cleanup.enter_context(_CellStream(root, plan, grader, store))
+                stream = cleanup.enter_context(_CellStream(root, plan, grader, store, progress))
             result.outcomes.append(_finish(registry, plan, failed, options, stream))
         # One `dvc add` for the new segments and the items files.
         segments = [] if options.offline else segments_to_track(root)
@@ -338,11 +341,28 @@ class _CellStream:
     results untouched.
     """
 
-    def __init__(self, root: Path, plan: CellPlan, grader: CellGrader, store: ResponseStore):
+    def __init__(
+        self,
+        root: Path,
+        plan: CellPlan,
+        grader: CellGrader,
+        store: ResponseStore,
+        progress: Progress | None = None,
+    ) -> None:
         self.root, self.plan, self.grader, self.store = root, plan, grader, store
         self.samples = plan.samples()
         self.next = next(self.samples, None)
         self._writer: CellWriter | None = None
+        self.progress = progress
+        self.unreported = 0
+
+    def _graded(self, n: int, *, flush: bool = False) -> None:
+        """Tell ``progress`` about graded samples, a thousand at a time (or now)."""
+        self.unreported += n
+        if self.progress is not None and (flush or self.unreported >= _REPORT_EVERY):
+            if self.unreported:
+                self.progress(self.plan.status.cell.id, "graded", self.unreported)
+            self.unreported = 0
 
     @property
     def writer(self) -> CellWriter:
@@ -358,12 +378,14 @@ class _CellStream:
             if stored is None:
                 return
             self.writer.add(self.grader.record(item, sample, key, stored, None))
+            self._graded(1)
             self.next = next(self.samples, None)
 
     def drain(self, failed: dict[str, str]) -> None:
         """Grade every sample not graded yet (``failed``: the error of each key the fetch
         could not buy); a long remainder is graded by several processes."""
         if self.next is None:
+            self._graded(0, flush=True)
             return
         rest = [self.next, *self.samples]
         self.next = None
@@ -373,7 +395,17 @@ class _CellStream:
 
         criteria = [c.id for c in self.plan.status.cell.rubric.criteria]
         writer = self.writer
-        grade_all(rest, grade, criteria, writer.add, writer.add_graded)
+
+        def add(record: dict[str, Any]) -> None:
+            writer.add(record)
+            self._graded(1)
+
+        def add_graded(lines: bytes, tally: CellTally) -> None:
+            writer.add_graded(lines, tally)
+            self._graded(len(tally.levels))
+
+        grade_all(rest, grade, criteria, add, add_graded)
+        self._graded(0, flush=True)
 
     def __enter__(self) -> _CellStream:
         return self
