@@ -161,3 +161,23 @@ def test_chunks_end_at_item_boundaries_and_keep_the_order() -> None:
         for before, after in itertools.pairwise(pieces):
             assert before[-1][0] is not after[0][0]
     assert chunks([], 4) == []
+
+
+def test_grade_all_keeps_one_items_samples_together(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Samples of a single item cannot be split: they are graded here, not by workers."""
+    from evalreg import gradepool
+
+    monkeypatch.setattr(gradepool, "workers", lambda samples: 4)
+    item = object()
+    samples = [(item, s, f"k{s}") for s in range(8)]
+    got: list[dict[str, Any]] = []
+    graded_elsewhere: list[bytes] = []
+    gradepool.grade_all(
+        samples,  # type: ignore[arg-type]
+        lambda item, sample, key: {"sample": sample, "key": key},
+        [],
+        got.append,
+        lambda lines, tally: graded_elsewhere.append(lines),
+    )
+    assert [r["sample"] for r in got] == list(range(8))
+    assert graded_elsewhere == []

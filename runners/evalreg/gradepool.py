@@ -86,8 +86,8 @@ def grade_all(
 ) -> None:
     """Grade ``samples`` in order: records graded here go to ``add`` one by one, chunks
     graded by workers to ``add_graded`` (lines and tally), each after all before it."""
-    parts = workers(len(samples))
-    if parts < 2:
+    pieces = chunks(samples, workers(len(samples)))
+    if len(pieces) < 2:  # short, or all one item's samples
         for item, sample, key in samples:
             add(grade(item, sample, key))
         return
@@ -95,7 +95,6 @@ def grade_all(
     from concurrent.futures import ProcessPoolExecutor
 
     global _WORK
-    pieces = chunks(samples, parts)
     _WORK = (pieces, grade, criteria)
     # Output still buffered here would be written again by every forked worker.
     sys.stdout.flush()
