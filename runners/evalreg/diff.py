@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 
+from evalreg.diff_summaries import fingerprint_changes
 from evalreg.dvcrepo import read_ahead
 from evalreg.errors import RegistryError, UsageError
 from evalreg.evidence import OutcomeCache, UseCaseEvidence, gather, read_outcomes, read_records
@@ -341,15 +342,9 @@ def _diff(root: Path, base: Side, head: Side, scans: Prefetch) -> dict[str, Any]
         else:
             entry["status"] = "compared"
         if b is not None and h is not None:
-            bp, hp = base_status[cid].parts, head_status[cid].parts
-            changed = sorted(k for k in hp if bp.get(k) != hp.get(k))
-            entry["fingerprint_changes"] = changed
-            for part, what in (("evalset", "eval set"), ("rubric", "rubric")):
-                if part in changed:
-                    warnings.append(
-                        f"The {what} of {cid} changed: results before and after are "
-                        "measured differently."
-                    )
+            entry["fingerprint_changes"] = fingerprint_changes(
+                cid, base_status[cid].parts, head_status[cid].parts, warnings
+            )
         sel = head.registry.selections.get(h.selection) if h else None
         pass_level = sel.policy.pass_level if sel else "correct"
         sel_id = h.selection if h else (b.selection if b else "")

@@ -120,15 +120,9 @@ def summary_diff(
         else:
             entry["status"] = "compared"
         if bs is not None and hs is not None:
-            bp, hp = bs.get("fingerprint_parts") or {}, hs.get("fingerprint_parts") or {}
-            changed = sorted(k for k in bp.keys() | hp.keys() if bp.get(k) != hp.get(k))
-            entry["fingerprint_changes"] = changed
-            for part, what in (("evalset", "eval set"), ("rubric", "rubric")):
-                if part in changed:
-                    warnings.append(
-                        f"The {what} of {cid} changed: results before and after are "
-                        "measured differently."
-                    )
+            entry["fingerprint_changes"] = fingerprint_changes(
+                cid, bs.get("fingerprint_parts") or {}, hs.get("fingerprint_parts") or {}, warnings
+            )
         sel = head.selections.get(h.selection) if h else None
         policy = sel.policy if sel else None
         pass_level = policy.pass_level if policy else "correct"
@@ -164,3 +158,17 @@ def summary_diff(
         "base": {"label": base_label},
         "head": {"label": head_label},
     }
+
+
+def fingerprint_changes(
+    cid: str, before: dict[str, Any], after: dict[str, Any], warnings: list[str]
+) -> list[str]:
+    """The fingerprint parts of cell ``cid`` that differ between the sides, sorted; a
+    changed eval set or rubric adds a warning (the results measure different things)."""
+    changed = sorted(k for k in before.keys() | after.keys() if before.get(k) != after.get(k))
+    for part, what in (("evalset", "eval set"), ("rubric", "rubric")):
+        if part in changed:
+            warnings.append(
+                f"The {what} of {cid} changed: results before and after are measured differently."
+            )
+    return changed
