@@ -240,9 +240,7 @@ def run(
         out = []
         for plan in runnable:
             grader = graders[plan.status.cell.id]
-            if not any(
-                isinstance(c.grader, schema.JudgeGrader) for c in plan.status.cell.rubric.criteria
-            ):
+            if not _judged(plan.status.cell):
                 continue
             for item, sample, key in plan.samples():
                 stored = store.get(key) if _in_shard(key, options.shard) else None
@@ -322,13 +320,12 @@ def run(
 def _streams(plan: CellPlan, options: RunOptions) -> bool:
     """Whether the cell is graded while its responses arrive: it writes results and no
     criterion waits for a judge's response (those are bought after the fetch)."""
-    return (
-        options.shard is None
-        and options.limit is None
-        and not any(
-            isinstance(c.grader, schema.JudgeGrader) for c in plan.status.cell.rubric.criteria
-        )
-    )
+    return options.shard is None and options.limit is None and not _judged(plan.status.cell)
+
+
+def _judged(cell: Cell) -> bool:
+    """Whether a criterion of the cell is graded by a judge model."""
+    return any(isinstance(c.grader, schema.JudgeGrader) for c in cell.rubric.criteria)
 
 
 class _CellStream:

@@ -9,7 +9,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import resource
 import subprocess
 import sys
 import tempfile
@@ -369,10 +368,6 @@ def timed(args: Sequence[str], cwd: Path, **extra_env: str) -> Timed:
 
 def timed_evalreg(root: Path, *args: str, **extra_env: str) -> Timed:
     return timed([PYTHON, "-m", "evalreg", "-C", str(root), *args], root, **extra_env)
-
-
-def self_peak_rss_mb() -> float:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
 def ratio_line(label: str, value: float, target: float, unit: str, *, lower: bool = True) -> str:
