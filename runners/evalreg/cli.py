@@ -124,6 +124,8 @@ def _shard(text: str | None) -> tuple[int, int] | None:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
+    from evalreg.dvcworker import Tracker
+    from evalreg.registry.loader import load_registry
     from evalreg.render import RunProgress, print_run
     from evalreg.runner import RunOptions, prepare, run
 
@@ -145,10 +147,16 @@ def cmd_run(args: argparse.Namespace) -> int:
         result = run(root, options)
         print_run(result, dry_run=True)
         return 0
-    prepared = prepare(root, options)
-    plans = prepared[2]
-    with RunProgress(plans) as progress:
-        result = run(root, options, progress=progress.advance, prepared=prepared)
+    registry = load_registry(root)  # bad input stops here, before anything is started
+    # DVC gets ready on another core while the cells are planned (a run with nothing to
+    # do dismisses it).
+    with Tracker(root) as tracker:
+        prepared = prepare(root, options, registry)
+        plans = prepared[2]
+        with RunProgress(plans) as progress:
+            result = run(
+                root, options, progress=progress.advance, prepared=prepared, tracker=tracker
+            )
     print_run(result)
     # Cells nobody here can run (no key) stay pending: a note, not a failure.
     failed = any(o.errors or o.note.startswith("incomplete") for o in result.outcomes)

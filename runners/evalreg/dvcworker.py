@@ -5,7 +5,8 @@ opening the repository and collecting its stages cost the better part of a secon
 CPU, which the run's own process, busy with requests and grading, cannot spare. A
 ``Tracker`` starts the child before the fetch. The child does that work on another core,
 holding the repository's lock so that the stages it collected stay valid, then waits for
-the paths to track. Closing a ``Tracker`` that was never asked lets the child go.
+the paths to track. Closing a ``Tracker`` that was never asked dismisses the child: at
+any point of its preparation it releases the lock and exits, having changed nothing.
 
 Protocol: one JSON object on the child's stdin, ``{"add": [paths], "push": bool}``
 (relative to the root; an empty stdin means nothing to do), and one on its stdout,
@@ -18,6 +19,7 @@ import contextlib
 import importlib
 import json
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -68,11 +70,12 @@ class Tracker:
         return push_error if isinstance(push_error, str) else None
 
     def close(self) -> None:
-        """Let the child go if it was never asked: an empty request, and it releases the
-        repository's lock and exits, having changed nothing."""
+        """Dismiss the child if it was never asked, without waiting for its preparation
+        to end: it releases the repository's lock and exits, having changed nothing."""
         if self.proc is not None and self.proc.returncode is None:
             try:
-                self.proc.communicate(b"", timeout=60)
+                self.proc.send_signal(signal.SIGTERM)
+                self.proc.communicate(timeout=60)
             except (OSError, ValueError, subprocess.TimeoutExpired):
                 self.proc.kill()
                 self.proc.wait()
@@ -120,10 +123,29 @@ def _add(root: Path, paths: list[str], repo: Any) -> str | None:
     return None
 
 
+class _Dismissed(BaseException):
+    """SIGTERM: the run needs nothing tracked. Raised wherever the child is, it unwinds
+    the ``with`` blocks, which release the repository's lock."""
+
+
+def _dismiss(signum: int, frame: object) -> NoReturn:
+    raise _Dismissed
+
+
 def main(argv: list[str]) -> NoReturn:
+    # First: a dismissal that arrives before the lock is taken only ends the process.
+    signal.signal(signal.SIGTERM, _dismiss)
+    with contextlib.suppress(_Dismissed):
+        _serve(Path(argv[0]))
+    sys.stderr.flush()
+    # Done, and nothing is left open: skip the interpreter's teardown of all of DVC,
+    # which would keep the run waiting for a few tenths of a second.
+    os._exit(0)
+
+
+def _serve(root: Path) -> None:
     from evalreg import dvcrepo
 
-    root = Path(argv[0])
     # The reply is this process's only output: whatever DVC might print goes nowhere.
     reply_to = os.fdopen(os.dup(1), "w", encoding="utf-8")
     os.dup2(os.open(os.devnull, os.O_WRONLY), 1)
@@ -152,10 +174,6 @@ def main(argv: list[str]) -> NoReturn:
         push_error = dvcrepo.push(root, ask["add"]) if push else None
         reply_to.write(json.dumps({"error": error, "push_error": push_error}))
     reply_to.close()
-    # Done, and nothing is left open: skip the interpreter's teardown of all of DVC,
-    # which would keep the run waiting for a few tenths of a second.
-    sys.stderr.flush()
-    os._exit(0)
 
 
 if __name__ == "__main__":
