@@ -165,9 +165,9 @@ def test_chunks_end_at_item_boundaries_and_keep_the_order() -> None:
 
 def test_grade_all_keeps_one_items_samples_together(monkeypatch: pytest.MonkeyPatch) -> None:
     """Samples of a single item cannot be split: they are graded here, not by workers."""
-    from evalreg import gradepool
+    from evalreg import forked, gradepool
 
-    monkeypatch.setattr(gradepool, "workers", lambda samples: 4)
+    monkeypatch.setattr(forked, "parts", lambda units, min_part=0: 4)
     item = object()
     samples = [(item, s, f"k{s}") for s in range(8)]
     got: list[dict[str, Any]] = []

@@ -335,6 +335,7 @@ def test_spelling_out_a_default_does_not_stale_results(live: Repo, cli):
 def test_regrading_in_several_processes_writes_the_bytes_of_one(
     live: Repo, cli, server, monkeypatch
 ):
+    import evalreg.forked
     from evalreg import gradepool
 
     live.write(
@@ -352,7 +353,7 @@ def test_regrading_in_several_processes_writes_the_bytes_of_one(
         forked.append(len(pieces) - 1)
         return pieces
 
-    monkeypatch.setattr(gradepool, "workers", lambda samples: 4)
+    monkeypatch.setattr(evalreg.forked, "parts", lambda units, min_part=0: 4)
     monkeypatch.setattr(gradepool, "chunks", chunks)
     regraded = cli(live, "run", "--offline", "--force")
     assert regraded.code == 0

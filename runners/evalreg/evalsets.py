@@ -5,9 +5,12 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
+import re
 from collections import Counter
 from dataclasses import dataclass, field
+from typing import Any
 
+import orjson
 from pydantic import ValidationError
 
 from evalreg.registry.diagnostics import Finding, decode_utf8
@@ -71,7 +74,7 @@ def _parse(data: bytes, path: str, md5: str) -> tuple[EvalSet | None, list[Findi
             findings.append(Finding(path, lineno, 0, "too many bad lines; stopped here"))
             break
         try:
-            raw = json.loads(line)
+            raw = _loads(line)
         except json.JSONDecodeError as exc:
             bad += 1
             findings.append(Finding(path, lineno, exc.colno, f"invalid JSON: {exc.msg}"))
@@ -81,7 +84,7 @@ def _parse(data: bytes, path: str, md5: str) -> tuple[EvalSet | None, list[Findi
             findings.append(Finding(path, lineno, 1, "expected a JSON object (one item a line)"))
             continue
         try:
-            item = Item.model_validate(raw)
+            item = _validate(raw)
         except ValidationError as exc:
             bad += 1
             for message in describe_errors(Item, raw, exc):
@@ -105,6 +108,25 @@ def _parse(data: bytes, path: str, md5: str) -> tuple[EvalSet | None, list[Findi
     if findings:
         return None, findings
     return EvalSet(path, md5, tuple(items), lines), []
+
+
+_LONG_NUMBER = re.compile(r"[0-9]{19}")
+_validate = Item.__pydantic_validator__.validate_python
+
+
+def _loads(line: str) -> Any:
+    """``json.loads(line)``, several times faster for what orjson reads the same way.
+
+    orjson declines NaN, infinities and lone surrogates, and reads an integer beyond 64
+    bits as a float: lines with those (or with any run of 19 digits) are ``json``'s,
+    whose value or error stands.
+    """
+    if _LONG_NUMBER.search(line) is None:
+        try:
+            return orjson.loads(line)
+        except orjson.JSONDecodeError:
+            pass
+    return json.loads(line)
 
 
 def _item_message(raw: dict[str, object], message: str) -> str:

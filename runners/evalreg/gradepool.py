@@ -8,36 +8,22 @@ the calling process grades the first, and the chunks' lines and tallies are then
 order. The files are byte for byte those one process writes: ``CellTally.merge`` is
 exact, and each record depends only on its own sample.
 
-Forking is used only on Linux; elsewhere, and for short runs, the caller grades alone.
+Forking (``evalreg.forked``) is used only on Linux; elsewhere, and for short runs, the
+caller grades alone.
 """
 
 from __future__ import annotations
 
-import os
-import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from evalreg import forked
 from evalreg.aggregate import CellTally
 from evalreg.registry import schema
 from evalreg.results import item_line
 
-MIN_CHUNK = 10_000
-"""Samples a worker must get to be worth its fork and the transfer of its lines."""
-
 Sample = tuple[schema.Item, int, str]
 Grade = Callable[[schema.Item, int, str], dict[str, Any]]
-
-_WORK: tuple[list[list[Sample]], Grade, list[str]] | None = None
-"""The chunks, the grading function and the criteria, inherited by forked workers."""
-
-
-def workers(samples: int) -> int:
-    """How many processes grade ``samples`` samples (1: the caller alone)."""
-    if sys.platform != "linux":
-        return 1
-    cpus = len(os.sched_getaffinity(0))
-    return max(1, min(cpus, samples // MIN_CHUNK))
 
 
 def chunks(samples: Sequence[Sample], parts: int) -> list[list[Sample]]:
@@ -71,12 +57,6 @@ def grade_chunk(
     return bytes(out), tally
 
 
-def _worker(index: int) -> tuple[bytes, CellTally]:
-    assert _WORK is not None, "grading workers are forked with their work"
-    pieces, grade, criteria = _WORK
-    return grade_chunk(pieces[index], grade, criteria)
-
-
 def grade_all(
     samples: Sequence[Sample],
     grade: Grade,
@@ -86,26 +66,13 @@ def grade_all(
 ) -> None:
     """Grade ``samples`` in order: records graded here go to ``add`` one by one, chunks
     graded by workers to ``add_graded`` (lines and tally), each after all before it."""
-    pieces = chunks(samples, workers(len(samples)))
+    pieces = chunks(samples, forked.parts(len(samples)))
     if len(pieces) < 2:  # short, or all one item's samples
         for item, sample, key in samples:
             add(grade(item, sample, key))
         return
-    import multiprocessing
-    from concurrent.futures import ProcessPoolExecutor
-
-    global _WORK
-    _WORK = (pieces, grade, criteria)
-    # Output still buffered here would be written again by every forked worker.
-    sys.stdout.flush()
-    sys.stderr.flush()
-    try:
-        context = multiprocessing.get_context("fork")
-        with ProcessPoolExecutor(max_workers=len(pieces) - 1, mp_context=context) as pool:
-            futures = [pool.submit(_worker, i) for i in range(1, len(pieces))]
-            for item, sample, key in pieces[0]:
-                add(grade(item, sample, key))
-            for future in futures:
-                add_graded(*future.result())
-    finally:
-        _WORK = None
+    with forked.forked(lambda i: grade_chunk(pieces[i], grade, criteria), len(pieces)) as done:
+        for item, sample, key in pieces[0]:
+            add(grade(item, sample, key))
+        for i in range(1, len(pieces)):
+            add_graded(*done(i))

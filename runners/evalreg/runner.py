@@ -10,11 +10,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from evalreg import forked
 from evalreg.aggregate import CellTally
 from evalreg.cellwriter import CellWriter
 from evalreg.dvcworker import Tracker
@@ -140,6 +141,40 @@ def cell_request(cell: Cell, provider: Provider, item: schema.Item) -> Request:
     return make_request(cell.candidate.pin, cell.pin, provider, messages, item.input)
 
 
+def _keys(cell: Cell, provider: Provider, items: Sequence[schema.Item]) -> list[str]:
+    keys: list[str] = []
+    repeats = range(cell.task.repeats)
+    for item in items:
+        request = cell_request(cell, provider, item)
+        keys.extend(request.key(sample) for sample in repeats)
+    return keys
+
+
+def request_keys(
+    cell: Cell, provider: Provider, items: Sequence[schema.Item], store: ResponseStore
+) -> list[str]:
+    """The store key of every request of ``items``, in (item, sample) order.
+
+    Rendering and hashing 100,000 requests takes a couple of seconds of one core: when
+    the store could answer most of them (a replay), ranges of items are keyed in forked
+    processes. Otherwise most requests are to be bought, and their jobs are built here
+    anyway: one process renders each prompt once.
+    """
+    units = len(items) * cell.task.repeats
+    count = forked.parts(units) if len(store) * 2 >= units else 1
+    if count < 2:
+        return _keys(cell, provider, items)
+    size = -(-len(items) // count)
+    pieces = [items[start : start + size] for start in range(0, len(items), size)]
+    # Keys are sha256 hex digits: a worker's come back joined, 64 characters each.
+    with forked.forked(lambda i: "".join(_keys(cell, provider, pieces[i])), len(pieces)) as done:
+        keys = _keys(cell, provider, pieces[0])
+        for i in range(1, len(pieces)):
+            joined = done(i)
+            keys.extend(joined[start : start + 64] for start in range(0, len(joined), 64))
+    return keys
+
+
 def cell_jobs(
     cell: Cell, provider: Provider, items: Iterable[schema.Item]
 ) -> Iterator[tuple[schema.Item, int, Job]]:
@@ -150,9 +185,13 @@ def cell_jobs(
             yield item, sample, request.job(sample, f"{cell.id}/{item.id}#{sample}")
 
 
-def prepare(root: Path, options: RunOptions) -> tuple[Registry, ResponseStore, list[CellPlan]]:
-    """Load the registry and store, and plan every cell this run will touch."""
-    registry = load_registry(root)
+def prepare(
+    root: Path, options: RunOptions, registry: Registry | None = None
+) -> tuple[Registry, ResponseStore, list[CellPlan]]:
+    """Load the registry (unless given) and the store, and plan every cell this run will
+    touch."""
+    if registry is None:
+        registry = load_registry(root)
     store = ResponseStore.open(root)
     providers = {name: get_provider(name, root) for name in ("openai", "anthropic", "python")}
     plans = []
@@ -170,19 +209,21 @@ def prepare(root: Path, options: RunOptions) -> tuple[Registry, ResponseStore, l
         if options.limit is not None:
             items = items[: options.limit]
         plan.items = items
-        for item in items:
-            request = cell_request(cell, provider, item)
-            for sample in range(cell.task.repeats):
-                key = request.key(sample)
-                plan.keys.append(key)
-                if not _in_shard(key, options.shard):
-                    continue
-                plan.in_shard += 1
-                if key not in store:
-                    job = request.job(sample, f"{cell.id}/{item.id}#{sample}", key)
-                    plan.to_buy.append(job)
-                    plan.missing += 1
-                    plan.estimated_micro_usd += estimate_micro_usd(cell.pin, job)
+        plan.keys = request_keys(cell, provider, items, store)
+        repeats = cell.task.repeats
+        request: tuple[schema.Item, Request] | None = None
+        for index, key in enumerate(plan.keys):
+            if not _in_shard(key, options.shard):
+                continue
+            plan.in_shard += 1
+            if key not in store:
+                item, sample = items[index // repeats], index % repeats
+                if request is None or request[0] is not item:
+                    request = item, cell_request(cell, provider, item)
+                job = request[1].job(sample, f"{cell.id}/{item.id}#{sample}", key)
+                plan.to_buy.append(job)
+                plan.missing += 1
+                plan.estimated_micro_usd += estimate_micro_usd(cell.pin, job)
         if plan.missing and not options.offline:
             plan.blocked = _missing_key(cell.pin)
         elif options.offline and st.state == "pending" and plan.missing == plan.in_shard:
@@ -199,11 +240,14 @@ def run(
     options: RunOptions,
     progress: Progress | None = None,
     prepared: Prepared | None = None,
+    tracker: Tracker | None = None,
 ) -> RunResult:
     """Reconcile: buy what is missing, grade, and write results for the planned cells.
 
     ``prepared`` is ``prepare(root, options)`` when the caller already has it (the CLI
     needs the plans for its progress display), so the registry is loaded once.
+    ``tracker`` is one the caller started before preparing, and closes; without it, one
+    is started here if anything is to run.
     """
     root = root.resolve()
     registry, store, plans = prepared if prepared is not None else prepare(root, options)
@@ -295,7 +339,8 @@ def run(
 
     with cleanup:
         # DVC gets ready in a child process while this one fetches and grades.
-        tracker = cleanup.enter_context(Tracker(root)) if runnable else None
+        if tracker is None and runnable:
+            tracker = cleanup.enter_context(Tracker(root))
         report, result.judge_fetch = asyncio.run(go())
         result.fetch = report
         failed = {e.key: e.kind for e in report.errors}
