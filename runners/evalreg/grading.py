@@ -9,9 +9,10 @@ from typing import Any
 from evalreg.canonical import canonical_bytes, digest
 from evalreg.fetch import Job
 from evalreg.graders import GradingContext, Verdict, build_grader
+from evalreg.graders.base import GradeFn
 from evalreg.human import HumanGrades, parse_grades
 from evalreg.judging import JudgeFailed, Judges
-from evalreg.levels import applies, assign_level
+from evalreg.levels import LevelRules, applies
 from evalreg.parsing import parse_output
 from evalreg.plan import Cell
 from evalreg.providers.base import Completion
@@ -75,10 +76,20 @@ class CellGrader:
             (c, None if isinstance(c.grader, _ELSEWHERE) else build_grader(c.grader, context))
             for c in cell.rubric.criteria
         ]
+        self._grade_of = {c.id: grade for c, grade in self.criteria}
+        self._rules_built: LevelRules | None = None
         # What every sample of the item being graded shares (samples come one item at a time).
         self._item: schema.Item | None = None
         self._content = ""
         self._tags: list[str] = []
+        self._graded: list[tuple[schema.Criterion, GradeFn | None]] = []
+
+    @property
+    def _rules(self) -> LevelRules:
+        """Built when first needed: a rubric's bad level rule fails its first grading."""
+        if self._rules_built is None:
+            self._rules_built = LevelRules(self.cell.rubric)
+        return self._rules_built
 
     @staticmethod
     def _error(base: dict[str, Any], error: str) -> dict[str, Any]:
@@ -135,39 +146,42 @@ class CellGrader:
         """The per-item record for one sample: an error, or verdicts, level and usage."""
         if item is not self._item:
             self._item, self._content, self._tags = item, item_content(item), sorted(item.tags)
-        base: dict[str, Any] = {
+            self._graded = [
+                (c, self._grade_of[c.id]) for c in self._rules.applicable(item.tags)
+            ]
+        if stored is None:
+            return self._error(self._base(item, sample, key), error or "missing")
+        response = stored["response"]
+        completion = Completion.from_record(response)
+        parsed = parse_output(completion.text, self.cell.task.output)
+        applicable: dict[str, tuple[schema.Criterion, Verdict]] = {}
+        for criterion, grade in self._graded:
+            if grade is not None:
+                verdict = grade(parsed, item)
+            else:
+                try:
+                    special = self._special(criterion, item, sample, key, completion.text)
+                except JudgeFailed as exc:
+                    return self._error(self._base(item, sample, key), f"judge: {exc}")
+                if special is None:
+                    continue  # no human grades for this response: the criterion is absent
+                verdict = special
+            applicable[criterion.id] = (criterion, verdict)
+        if len(applicable) < len(self._graded):
+            missing = next(c.id for c, _ in self._graded if c.id not in applicable)
+            raise ValueError(f"criterion {missing!r} applies but has no verdict")
+        level, score = self._rules.assign(applicable)
+        return {
             "item": item.id,
             "content": self._content,
             "sample": sample,
             "tags": self._tags,
             "cluster": item.cluster,
             "key": key,
-        }
-        if stored is None:
-            return self._error(base, error or "missing")
-        completion = Completion.from_record(stored["response"])
-        parsed = parse_output(completion.text, self.cell.task.output)
-        verdicts: dict[str, Verdict | None] = {}
-        for criterion, grade in self.criteria:
-            if not applies(criterion, item.tags):
-                verdicts[criterion.id] = None
-            elif grade is not None:
-                verdicts[criterion.id] = grade(parsed, item)
-            else:
-                try:
-                    verdicts[criterion.id] = self._special(
-                        criterion, item, sample, key, completion.text
-                    )
-                except JudgeFailed as exc:
-                    return {**self._error(base, f"judge: {exc}")}
-        level, score = assign_level(self.cell.rubric, verdicts, item.tags)
-        return {
-            **base,
             "error": None,
             "criteria": {
                 cid: {"passed": v.passed, "score": rounded(v.score), "detail": v.detail}
-                for cid, v in sorted(verdicts.items())
-                if v is not None
+                for cid, (_, v) in sorted(applicable.items())
             },
             "level": level,
             "score": rounded(score),
@@ -178,6 +192,16 @@ class CellGrader:
                 "reasoning": completion.reasoning_tokens,
             },
             "cost_micro_usd": cost_micro_usd(self.cell.pin.price, completion),
+        }
+
+    def _base(self, item: schema.Item, sample: int, key: str | None) -> dict[str, Any]:
+        return {
+            "item": item.id,
+            "content": self._content,
+            "sample": sample,
+            "tags": self._tags,
+            "cluster": item.cluster,
+            "key": key,
         }
 
 

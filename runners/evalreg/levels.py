@@ -38,27 +38,57 @@ def assign_level(
         ValueError: an applicable criterion has no verdict, or a rule names a criterion
             the rubric does not have.
     """
-    known = {c.id for c in rubric.criteria}
-    for rule in (rubric.levels.correct, rubric.levels.acceptable):
-        if isinstance(rule.require, list) and not known.issuperset(rule.require):
-            unknown = sorted(set(rule.require) - known)
-            raise ValueError(f"a level rule requires criteria the rubric does not have: {unknown}")
+    rules = LevelRules(rubric)
     applicable: dict[str, tuple[schema.Criterion, Verdict]] = {}
-    for criterion in rubric.criteria:
-        if applies(criterion, item_tags):
-            verdict = verdicts.get(criterion.id)
-            if verdict is None:
-                raise ValueError(f"criterion {criterion.id!r} applies but has no verdict")
-            applicable[criterion.id] = (criterion, verdict)
-    weight = math.fsum(c.weight for c, _ in applicable.values())
-    score = (
-        math.fsum(c.weight * v.score for c, v in applicable.values()) / weight if weight else 1.0
-    )
-    if _holds(rubric.levels.correct, applicable, score):
-        return "correct", score
-    if _holds(rubric.levels.acceptable, applicable, score):
-        return "acceptable", score
-    return "unacceptable", score
+    for criterion in rules.applicable(item_tags):
+        verdict = verdicts.get(criterion.id)
+        if verdict is None:
+            raise ValueError(f"criterion {criterion.id!r} applies but has no verdict")
+        applicable[criterion.id] = (criterion, verdict)
+    return rules.assign(applicable)
+
+
+class LevelRules:
+    """A rubric's level rules, checked once, for the many items graded under them.
+
+    Raises:
+        ValueError: a rule names a criterion the rubric does not have.
+    """
+
+    def __init__(self, rubric: schema.Rubric) -> None:
+        known = {c.id for c in rubric.criteria}
+        for rule in (rubric.levels.correct, rubric.levels.acceptable):
+            if isinstance(rule.require, list) and not known.issuperset(rule.require):
+                unknown = sorted(set(rule.require) - known)
+                raise ValueError(
+                    f"a level rule requires criteria the rubric does not have: {unknown}"
+                )
+        self.criteria = rubric.criteria
+        self.correct = rubric.levels.correct
+        self.acceptable = rubric.levels.acceptable
+        self._applicable: dict[tuple[str, ...], list[schema.Criterion]] = {}
+
+    def applicable(self, item_tags: Sequence[str]) -> list[schema.Criterion]:
+        """The criteria that grade an item with ``item_tags``, in the rubric's order."""
+        tags = tuple(item_tags)
+        found = self._applicable.get(tags)
+        if found is None:
+            found = self._applicable[tags] = [c for c in self.criteria if applies(c, tags)]
+        return found
+
+    def assign(
+        self, applicable: Mapping[str, tuple[schema.Criterion, Verdict]]
+    ) -> tuple[Level, float]:
+        """The level and score of an item from the verdicts of its applicable criteria
+        (criterion id to criterion and verdict, in the rubric's order)."""
+        pairs = applicable.values()
+        weight = math.fsum(c.weight for c, _ in pairs)
+        score = math.fsum(c.weight * v.score for c, v in pairs) / weight if weight else 1.0
+        if _holds(self.correct, applicable, score):
+            return "correct", score
+        if _holds(self.acceptable, applicable, score):
+            return "acceptable", score
+        return "unacceptable", score
 
 
 def _holds(

@@ -50,6 +50,12 @@ except ImportError:  # pragma: no cover - orjson comes with DVC
     _fast_loads = None
 
 
+def has_long_number(data: bytes) -> bool:
+    """Whether ``data`` holds a run of 19 or more digits (a number orjson may not read as
+    ``json`` does: it reads an integer beyond 64 bits as a float)."""
+    return _LONG_NUMBER in data.translate(_DIGITS_AS_ZERO)
+
+
 def load_json(data: bytes) -> Any:
     """``json.loads(data)``, faster: the same value for every input ``json`` accepts.
 
@@ -57,7 +63,7 @@ def load_json(data: bytes) -> Any:
     ``json``, whose answer or error stands. So does any text with a run of 19 or more
     digits: orjson reads an integer beyond 64 bits as a float, where ``json`` keeps it exact.
     """
-    if _fast_loads is not None and _LONG_NUMBER not in data.translate(_DIGITS_AS_ZERO):
+    if _fast_loads is not None and not has_long_number(data):
         try:
             return _fast_loads(data)
         except ValueError:  # orjson.JSONDecodeError
