@@ -13,7 +13,7 @@ import contextlib
 import hashlib
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import Any, BinaryIO
 
 from evalreg.aggregate import CellTally
 from evalreg.evalsets import EvalSet
@@ -53,13 +53,14 @@ class CellWriter:
         if len(self.pending) >= _FLUSH_BYTES:
             self._flush()
 
-    def add_graded(self, lines: bytes, tally: CellTally) -> None:
-        """Add records graded elsewhere: their lines (each ending in a newline) and their
-        tally. They follow every record added so far."""
+    def add_graded(self, lines: BinaryIO, tally: CellTally) -> None:
+        """Add records graded elsewhere: a file of their lines (each ending in a newline),
+        read to its end, and their tally. They follow every record added so far."""
         self._flush()
         self.tally.merge(tally)
-        self.md5.update(lines)
-        self.file.write(lines)
+        while chunk := lines.read(_FLUSH_BYTES):
+            self.md5.update(chunk)
+            self.file.write(chunk)
 
     def _flush(self) -> None:
         if self.pending:

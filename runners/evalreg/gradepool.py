@@ -14,13 +14,18 @@ caller grades alone.
 
 from __future__ import annotations
 
+import contextlib
+import functools
+import tempfile
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, BinaryIO
 
 from evalreg import forked
 from evalreg.aggregate import CellTally
 from evalreg.registry import schema
 from evalreg.results import item_line
+
+_SPOOL_BYTES = 1 << 20
 
 Sample = tuple[schema.Item, int, str]
 Grade = Callable[[schema.Item, int, str], dict[str, Any]]
@@ -42,19 +47,24 @@ def chunks(samples: Sequence[Sample], parts: int) -> list[list[Sample]]:
 
 
 def grade_chunk(
-    samples: Sequence[Sample], grade: Grade, criteria: list[str]
-) -> tuple[bytes, CellTally]:
-    """The items-file lines and the tally of ``samples``, graded here."""
+    samples: Sequence[Sample], grade: Grade, criteria: list[str], out: BinaryIO
+) -> CellTally:
+    """Grade ``samples`` here: their items-file lines go to ``out``; return their tally."""
     tally = CellTally(criteria)
     # One growing buffer, as in ``CellWriter``: a list of the lines held 4.6 KB a sample
     # in allocator slack (measured), several times their length.
-    out = bytearray()
+    buffer = bytearray()
     for item, sample, key in samples:
         record = grade(item, sample, key)
         tally.add(record)
-        out += item_line(record)
-        out += b"\n"
-    return bytes(out), tally
+        buffer += item_line(record)
+        buffer += b"\n"
+        if len(buffer) >= _SPOOL_BYTES:
+            out.write(buffer)
+            buffer.clear()
+    out.write(buffer)
+    out.flush()
+    return tally
 
 
 def grade_all(
@@ -62,17 +72,35 @@ def grade_all(
     grade: Grade,
     criteria: list[str],
     add: Callable[[dict[str, Any]], None],
-    add_graded: Callable[[bytes, CellTally], None],
+    add_graded: Callable[[BinaryIO, CellTally], None],
 ) -> None:
     """Grade ``samples`` in order: records graded here go to ``add`` one by one, chunks
-    graded by workers to ``add_graded`` (lines and tally), each after all before it."""
+    graded by workers to ``add_graded`` (a file of their lines, and their tally), each
+    after all before it."""
     pieces = chunks(samples, forked.parts(len(samples)))
     if len(pieces) < 2:  # short, or all one item's samples
         for item, sample, key in samples:
             add(grade(item, sample, key))
         return
-    with forked.forked(lambda i: grade_chunk(pieces[i], grade, criteria), len(pieces)) as done:
-        for item, sample, key in pieces[0]:
-            add(grade(item, sample, key))
-        for i in range(1, len(pieces)):
-            add_graded(*done(i))
+    with contextlib.ExitStack() as files:
+        # Each worker writes its lines to a nameless file it inherits, rather than sending
+        # them back: this process never holds a chunk's lines (nor their pickle) at once.
+        spools = [files.enter_context(tempfile.TemporaryFile()) for _ in pieces]
+        work = functools.partial(_grade_piece, pieces, grade, criteria, spools)
+        with forked.forked(work, len(pieces)) as done:
+            for item, sample, key in pieces[0]:
+                add(grade(item, sample, key))
+            for i in range(1, len(pieces)):
+                tally = done(i)
+                spools[i].seek(0)
+                add_graded(spools[i], tally)
+
+
+def _grade_piece(
+    pieces: list[list[Sample]],
+    grade: Grade,
+    criteria: list[str],
+    spools: Sequence[BinaryIO],
+    index: int,
+) -> CellTally:
+    return grade_chunk(pieces[index], grade, criteria, spools[index])

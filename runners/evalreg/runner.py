@@ -13,7 +13,7 @@ import os
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from evalreg import forked
 from evalreg.aggregate import CellTally
@@ -442,7 +442,7 @@ class _CellStream:
             writer.add(record)
             self._graded(1)
 
-        def add_graded(lines: bytes, tally: CellTally) -> None:
+        def add_graded(lines: BinaryIO, tally: CellTally) -> None:
             writer.add_graded(lines, tally)
             self._graded(len(tally.levels))
 
