@@ -295,6 +295,27 @@ def test_a_torn_last_line_is_dropped_and_repaired(tmp_path):
     assert store.stats.torn == 1
 
 
+def test_stored_numbers_read_back_exactly_whatever_the_segment_holds(tmp_path):
+    """Segments are checked once for numbers a fast parser would round; records in a
+    segment with one, and records remembered one by one, still read back exactly."""
+    directory = tmp_path / STORE_DIR
+    directory.mkdir(parents=True)
+    big = {"response": {"text": "ok", "usage": {"input_tokens": 2**70}}, "latency_ms": 10**19}
+    small = {"response": {"text": "ok", "usage": {"input_tokens": 3}}, "latency_ms": 1.5}
+    (directory / "a.jsonl").write_bytes(encode_record("a" * 64, small))
+    (directory / "b.jsonl").write_bytes(
+        encode_record("b" * 64, small) + encode_record("c" * 64, big)
+    )
+    store = ResponseStore.open(tmp_path)
+    store.remember("d" * 64, encode_record("d" * 64, big))
+    assert store.short_numbers == [True, False, False]
+    for key, want in (("a", small), ("b", small), ("c", big), ("d", big)):
+        got = store.get(key * 64)
+        assert got is not None and got.pop("key") == key * 64
+        # json.dumps tells an int from the float a rounding parser would give.
+        assert json.dumps(got, sort_keys=True) == json.dumps(want, sort_keys=True)
+
+
 def test_segments_get_their_own_dvc_pointer_and_read_back_at_a_revision(
     repo: Repo, key_env, server
 ):

@@ -146,9 +146,7 @@ class CellGrader:
         """The per-item record for one sample: an error, or verdicts, level and usage."""
         if item is not self._item:
             self._item, self._content, self._tags = item, item_content(item), sorted(item.tags)
-            self._graded = [
-                (c, self._grade_of[c.id]) for c in self._rules.applicable(item.tags)
-            ]
+            self._graded = [(c, self._grade_of[c.id]) for c in self._rules.applicable(item.tags)]
         if stored is None:
             return self._error(self._base(item, sample, key), error or "missing")
         response = stored["response"]

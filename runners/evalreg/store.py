@@ -56,14 +56,17 @@ def has_long_number(data: bytes) -> bool:
     return _LONG_NUMBER in data.translate(_DIGITS_AS_ZERO)
 
 
-def load_json(data: bytes) -> Any:
+def load_json(data: bytes, *, short_numbers: bool | None = None) -> Any:
     """``json.loads(data)``, faster: the same value for every input ``json`` accepts.
 
     orjson reads what is plain JSON; whatever it declines (NaN, lone surrogates, ...) goes to
     ``json``, whose answer or error stands. So does any text with a run of 19 or more
     digits: orjson reads an integer beyond 64 bits as a float, where ``json`` keeps it exact.
+    ``short_numbers`` says there is no such run, when the caller knows (checked here if not).
     """
-    if _fast_loads is not None and not has_long_number(data):
+    if short_numbers is None:
+        short_numbers = not has_long_number(data)
+    if _fast_loads is not None and short_numbers:
         try:
             return _fast_loads(data)
         except ValueError:  # orjson.JSONDecodeError
@@ -122,6 +125,8 @@ class ResponseStore:
     segments: list[bytes] = field(default_factory=list)
     names: list[str] = field(default_factory=list)
     stats: StoreStats = field(default_factory=StoreStats)
+    short_numbers: list[bool] = field(default_factory=list)
+    """Per segment: no run of 19 digits anywhere in it (checked once, not per record)."""
 
     @classmethod
     def load(cls, tree: Tree) -> ResponseStore:
@@ -140,6 +145,7 @@ class ResponseStore:
         number = len(self.segments)
         self.segments.append(data)
         self.names.append(name)
+        self.short_numbers.append(not has_long_number(data))
         self.stats.segments += 1
         start = 0
         size = len(data)
@@ -175,7 +181,9 @@ class ResponseStore:
             return None
         number, start, end = where
         try:
-            record = load_json(self.segments[number][start:end])
+            record = load_json(
+                self.segments[number][start:end], short_numbers=self.short_numbers[number]
+            )
         except ValueError:
             return None
         return record if isinstance(record, dict) else None
@@ -185,6 +193,7 @@ class ResponseStore:
         number = len(self.segments)
         self.segments.append(line)
         self.names.append("")
+        self.short_numbers.append(not has_long_number(line))
         self.index[key] = (number, 0, len(line) - 1)
 
     def keys(self) -> Iterator[str]:
