@@ -149,8 +149,7 @@ class CellGrader:
             self._graded = [(c, self._grade_of[c.id]) for c in self._rules.applicable(item.tags)]
         if stored is None:
             return self._error(self._base(item, sample, key), error or "missing")
-        response = stored["response"]
-        completion = Completion.from_record(response)
+        completion = Completion.from_record(stored["response"])
         parsed = parse_output(completion.text, self.cell.task.output)
         applicable: dict[str, tuple[schema.Criterion, Verdict]] = {}
         for criterion, grade in self._graded:
@@ -170,12 +169,7 @@ class CellGrader:
             raise ValueError(f"criterion {missing!r} applies but has no verdict")
         level, score = self._rules.assign(applicable)
         return {
-            "item": item.id,
-            "content": self._content,
-            "sample": sample,
-            "tags": self._tags,
-            "cluster": item.cluster,
-            "key": key,
+            **self._base(item, sample, key),
             "error": None,
             "criteria": {
                 cid: {"passed": v.passed, "score": rounded(v.score), "detail": v.detail}
