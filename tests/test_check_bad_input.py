@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from conftest import Repo, assert_refused
+from conftest import Repo, assert_refused, items_jsonl
 
 
 def assert_rejected(repo: Repo, cli, *expected: str) -> str:
@@ -487,3 +487,48 @@ def test_scalars_resolve_by_the_yaml_core_schema():
         "h": "yes",
         "i": "5",
     }
+
+
+def nested(depth: int) -> str:
+    """An item line whose ``input.a`` holds lists ``depth`` deep."""
+    return '{"id": "deep", "input": {"text": "x", "a": %s}}\n' % ("[" * depth + "]" * depth)
+
+
+def test_an_item_nested_10000_deep_is_refused_with_its_line(repo, cli):
+    repo.write("evalsets/messages.jsonl", items_jsonl() + nested(10_000))
+    repo.commit("deep item")
+    assert_rejected(
+        repo, cli, "evalsets/messages.jsonl:5: objects and lists nested more than 100 levels deep"
+    )
+
+
+def test_an_item_the_parser_reads_but_too_deep_to_use_is_refused(repo, cli):
+    # 900 levels parse, then overflow the stack of whatever walks the item next.
+    repo.write("evalsets/messages.jsonl", items_jsonl() + nested(900))
+    repo.commit("deep item")
+    assert_rejected(repo, cli, "evalsets/messages.jsonl:5: objects and lists nested more than")
+
+
+def test_an_item_nested_to_the_limit_loads(repo, cli):
+    # The item object, its input and 98 lists: 100 levels.
+    repo.write("evalsets/messages.jsonl", items_jsonl() + nested(98))
+    repo.commit("deep item")
+    assert cli(repo, "check").code == 0
+
+
+def test_a_lone_surrogate_escape_is_refused_with_its_line_and_column(repo, cli):
+    line = '{"id": "s", "input": {"text": "caf\\ud800"}, "tags": ["common"]}\n'
+    repo.write("evalsets/messages.jsonl", items_jsonl() + line)
+    repo.commit("surrogate")
+    assert_rejected(
+        repo,
+        cli,
+        "evalsets/messages.jsonl:5:35: \\ud800 is half of a UTF-16 surrogate pair, not a character",
+    )
+
+
+def test_an_escaped_surrogate_pair_is_one_character(repo, cli):
+    line = '{"id": "s", "input": {"text": "\\ud83d\\ude00 and \\\\ud800"}, "tags": ["common"]}\n'
+    repo.write("evalsets/messages.jsonl", items_jsonl() + line)
+    repo.commit("emoji")
+    assert cli(repo, "check").code == 0

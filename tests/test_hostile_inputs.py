@@ -1,0 +1,56 @@
+"""Hostile input reaching the commands that run, report and compare: each stops with a
+clear message and exit 2 before anything is bought or written."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from conftest import Repo, assert_refused, items_jsonl
+
+EVALSET = "evalsets/messages.jsonl"
+DEEP = '{"id": "deep", "input": {"text": "x", "a": %s}}\n' % ("[" * 10_000 + "]" * 10_000)
+DEEP_FINDING = f"{EVALSET}:5: objects and lists nested more than 100 levels deep"
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ("run",),
+        ("run", "--dry-run"),
+        ("status",),
+        ("report",),
+        ("diff", "HEAD"),
+        ("evalset", "stats"),
+    ],
+)
+def test_a_deeply_nested_item_stops_every_command_that_loads_the_registry(
+    live: Repo, cli, server, command
+):
+    live.write(EVALSET, items_jsonl() + DEEP)
+    assert_refused(live, cli, *command, expect=(DEEP_FINDING,))
+    assert server.count() == 0
+
+
+def test_the_command_line_program_refuses_it_without_a_traceback(live: Repo, server):
+    live.write(EVALSET, items_jsonl() + DEEP)
+    before = live.snapshot()
+    proc = subprocess.run(
+        [sys.executable, "-m", "evalreg", "-C", str(live.root), "run"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 2, proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert DEEP_FINDING in proc.stderr
+    assert live.snapshot() == before
+    assert server.count() == 0
+
+
+def test_a_lone_surrogate_never_reaches_a_request(live: Repo, cli, server):
+    live.write(EVALSET, items_jsonl() + '{"id": "s", "input": {"text": "\\udfff"}}\n')
+    assert_refused(live, cli, "run", expect=(f"{EVALSET}:5:32: \\udfff is half of",))
+    assert server.count() == 0
