@@ -54,3 +54,25 @@ def test_a_lone_surrogate_never_reaches_a_request(live: Repo, cli, server):
     live.write(EVALSET, items_jsonl() + '{"id": "s", "input": {"text": "\\udfff"}}\n')
     assert_refused(live, cli, "run", expect=(f"{EVALSET}:5:32: \\udfff is half of",))
     assert server.count() == 0
+
+
+def test_a_prompt_that_cannot_render_stops_the_run_before_anything_is_bought(
+    live: Repo, cli, server
+):
+    text = live.read("registry/tasks/labels.yaml")
+    live.write(
+        "registry/tasks/labels.yaml",
+        text.replace('"Message: {{ text }}"', "\"{{ text }}{{ '!' * 10**9 }}\""),
+    )
+    live.commit("a template that cannot render")
+    assert_refused(
+        live,
+        cli,
+        "run",
+        expect=(
+            "evalreg: error: cell labels/mini, item 'm-000': the prompt template cannot be "
+            "rendered: a repeated value would be 1,000,000,000 characters long",
+            "`evalreg check` shows the template and the item",
+        ),
+    )
+    assert server.count() == 0

@@ -16,6 +16,7 @@ from pydantic import BaseModel
 
 from evalreg.errors import DataMissingError, RegistryError
 from evalreg.evalsets import EvalSet, parse_evalset
+from evalreg.prompting import PARTS
 from evalreg.registry import schema
 from evalreg.registry.diagnostics import Finding, Severity
 from evalreg.registry.migrations import upgrade
@@ -390,7 +391,7 @@ class _Loader:
                         self._doc(kind, ident).path,
                         line + exc.lineno - 1,
                         col if exc.lineno == 1 else 0,
-                        f"{_PART[part]}: {exc}",
+                        f"{PARTS[part]}: {exc}",
                     )
                 )
                 return None
@@ -550,6 +551,5 @@ def _safe(rel: str) -> str:
         return rel
 
 
-_PART = {"system": "system prompt", "template": "prompt template"}
 _ATTR = {"models": "pins", "tasks": "tasks", "rubrics": "rubrics", "selections": "selections"}
 _LABEL = {"models": "model pin", "tasks": "task", "rubrics": "rubric", "selections": "selection"}
