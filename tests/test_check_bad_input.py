@@ -620,6 +620,34 @@ def test_a_variant_template_that_cannot_render_names_the_selection(repo, cli):
     )
 
 
+@pytest.mark.skipif(sys.platform == "win32", reason="symlinks")
+def test_a_registry_file_linking_outside_the_repository_is_refused(repo, cli):
+    outside = repo.root.parent / "outside.yaml"
+    outside.write_text(repo.read("registry/models/mini.yaml"))
+    (repo.root / "registry/models/mini.yaml").unlink()
+    (repo.root / "registry/models/mini.yaml").symlink_to(outside)
+    repo.commit("linked pin")
+    assert_rejected(
+        repo,
+        cli,
+        "registry/models/mini.yaml: not read: 'registry/models/mini.yaml' resolves outside the "
+        "repository (through a symlink)",
+    )
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="symlinks")
+def test_a_registry_directory_linking_outside_the_repository_is_refused(repo, cli):
+    outside = repo.root.parent / "rubrics"
+    (repo.root / "registry/rubrics").rename(outside)
+    (repo.root / "registry/rubrics").symlink_to(outside)
+    repo.commit("linked rubrics")
+    assert_rejected(
+        repo,
+        cli,
+        "registry/rubrics: not read: 'registry/rubrics' resolves outside the repository",
+    )
+
+
 def test_a_problem_in_a_block_scalar_template_is_reported_on_its_own_line(repo, cli):
     text = repo.read("registry/tasks/labels.yaml")
     repo.write(

@@ -102,7 +102,16 @@ class _Loader:
     def _load_kind(self, kind: str, model: type[schema.VersionedFile]) -> None:
         directory = f"{REGISTRY_DIR}/{kind}"
         seen: dict[str, str] = {}
-        for name in self.tree.list_dir(directory):
+        try:
+            names = self.tree.list_dir(directory)
+        except PathEscapes as exc:
+            self.findings.append(
+                Finding(
+                    directory, 0, 0, f"not read: {exc}; the registry must be inside the repository"
+                )
+            )
+            return
+        for name in names:
             stem, dot, suffix = name.rpartition(".")
             if not dot or f".{suffix}" not in YAML_SUFFIXES:
                 continue
@@ -131,6 +140,17 @@ class _Loader:
             doc = parse_yaml(self.tree.read(path), path)
         except RegistryError as exc:
             self.findings.extend(exc.findings)
+            self.broken.add((kind, ident))
+            return
+        except PathEscapes as exc:
+            self.findings.append(
+                Finding(
+                    path,
+                    0,
+                    0,
+                    f"not read: {exc}; a registry file must be a regular file in the repository",
+                )
+            )
             self.broken.add((kind, ident))
             return
         data, problems = upgrade(kind, doc)
