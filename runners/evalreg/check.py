@@ -209,37 +209,19 @@ def _prompt_source(registry: Registry, cell: Cell, part: str) -> str:
 
 
 def _data_findings(registry: Registry) -> list[Finding]:
-    """Eval sets should be tracked by DVC, and the working copy should match the pointer."""
-    from evalreg.dvcrepo import pointer_md5
-
-    out = []
-    for path, evalset in sorted(registry.evalsets.items()):
-        pointer = path + ".dvc"
-        if not registry.tree.is_file(pointer):
-            out.append(
-                Finding(
-                    path,
-                    0,
-                    0,
-                    f"not tracked by DVC: run `evalreg evalset add {path}`",
-                    Severity.WARNING,
-                )
-            )
-            continue
-        md5 = pointer_md5(registry.tree.read(pointer))
-        if md5 is not None and md5 != evalset.md5:
-            out.append(
-                Finding(
-                    path,
-                    0,
-                    0,
-                    f"differs from the version DVC tracks ({pointer} says md5 {md5}, the file has "
-                    f"{evalset.md5}): run `evalreg evalset add {path}` to record the change, or "
-                    f"`dvc checkout {pointer}` to undo it",
-                    Severity.FINDING,
-                )
-            )
-    return out
+    """Eval sets should be tracked by DVC (the loader checks that a tracked one is the
+    version its pointer records)."""
+    return [
+        Finding(
+            path,
+            0,
+            0,
+            f"not tracked by DVC: run `evalreg evalset add {path}`",
+            Severity.WARNING,
+        )
+        for path in sorted(registry.evalsets)
+        if not registry.tree.is_file(path + ".dvc")
+    ]
 
 
 def _result_findings(registry: Registry) -> list[Finding]:

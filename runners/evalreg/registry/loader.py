@@ -393,7 +393,39 @@ class _Loader:
         self.findings.extend(problems)
         if evalset is not None:
             self.registry.evalsets[path] = evalset
+            self._check_pointer(evalset)
         return evalset
+
+    def _check_pointer(self, evalset: EvalSet) -> None:
+        """A DVC-tracked eval set must be the version its pointer records: results name
+        that version, and only it can be read back at a later revision."""
+        from evalreg.dvcrepo import pointer_md5
+
+        path, pointer = evalset.path, evalset.path + ".dvc"
+        if not self.tree.is_file(pointer):
+            return  # not tracked by DVC: `check` warns
+        md5 = pointer_md5(self.tree.read(pointer))
+        if md5 is None:
+            self.findings.append(
+                Finding(
+                    pointer,
+                    0,
+                    0,
+                    "not a single-file DVC pointer with an md5: restore it (`git checkout -- "
+                    f"{pointer}`) or track the file again (`evalreg evalset add {path}`)",
+                )
+            )
+        elif md5 != evalset.md5:
+            self.findings.append(
+                Finding(
+                    path,
+                    0,
+                    0,
+                    f"differs from the version DVC tracks ({pointer} says md5 {md5}, the file "
+                    f"has {evalset.md5}): run `evalreg evalset add {path}` to record the "
+                    f"change, or `dvc checkout {pointer}` to undo it",
+                )
+            )
 
     def _template(
         self, kind: str, ident: str, loc: Loc, system: str | None, template: str | None
