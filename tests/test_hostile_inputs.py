@@ -1,12 +1,16 @@
 """Hostile input reaching the commands that run, report and compare: each stops with a
-clear message and exit 2 before anything is bought or written."""
+clear message and exit 2 before anything is bought or written; a hostile response is one
+request's error."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 
 import pytest
+
+from evalreg.store import ResponseStore
 
 from conftest import Repo, assert_refused, items_jsonl
 
@@ -76,3 +80,26 @@ def test_a_prompt_that_cannot_render_stops_the_run_before_anything_is_bought(
         ),
     )
     assert server.count() == 0
+
+
+def test_a_response_over_the_pins_bound_is_that_requests_error_and_never_stored(
+    live: Repo, cli, server
+):
+    server.responder = lambda request: (
+        "x" * 20_000 if request.body["messages"][-1]["content"].endswith("2") else '{"label":"b"}'
+    )
+    pin = live.read("registry/models/mini.yaml")
+    live.write("registry/models/mini.yaml", pin + "limits:\n  max_response_bytes: 8192\n")
+    live.commit("a tight response bound")
+    result = cli(live, "run", "--candidate", "mini")
+    assert result.code == 1, result.err
+    assert "too_large 1" in result.out
+    assert (
+        "labels/mini/m-002#0: too_large: the response body is longer than 8,192 bytes "
+        "(the pin's limits.max_response_bytes); not stored"
+    ) in result.err
+    assert server.count() == 4  # not retried
+    store = ResponseStore.open(live.root)
+    assert len(store) == 3
+    summary = json.loads(live.read("reports/results/labels/mini.json"))
+    assert summary["totals"]["errors"] == 1

@@ -52,8 +52,9 @@ class Completion:
 class ProviderError(Exception):
     """A request that produced no model output: counted and logged, never stored.
 
-    ``kind`` is one of: rate_limited, server, timeout, connection, malformed, client, auth,
-    system (a ``python`` callable raised).
+    ``kind`` is one of: rate_limited, server, timeout, connection, malformed, too_large (a
+    body longer than the pin's ``limits.max_response_bytes``), client, auth, system (a
+    ``python`` callable raised).
     """
 
     def __init__(
