@@ -659,3 +659,44 @@ def test_a_problem_in_a_block_scalar_template_is_reported_on_its_own_line(repo, 
     )
     repo.commit("template")
     assert_rejected(repo, cli, "registry/tasks/labels.yaml:8: prompt template: unexpected '}'")
+
+
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [
+        ("NaN", "NaN is not a finite number"),
+        ("-Infinity", "-Infinity is not a finite number"),
+        ("1e400", "1e400 is beyond the range of a double"),
+        ("1" + "0" * 5000, "an integer of 5,001 digits (at most 4,300 are read)"),
+    ],
+)
+def test_a_number_results_cannot_hold_is_refused_at_its_line(repo, cli, value, message):
+    line = '{"id": "n", "input": {"text": "x", "n": ' + value + "}}\n"
+    repo.write("evalsets/messages.jsonl", items_jsonl() + line)
+    repo.commit("number")
+    assert_rejected(
+        repo,
+        cli,
+        f"evalsets/messages.jsonl:5: {message}: results hold finite numbers only; write null, "
+        "or the number as a string",
+    )
+
+
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [
+        (".inf", "'.inf' is not a finite number: registry files hold finite numbers"),
+        (".nan", "'.nan' is not a finite number"),
+        ("1e999", "'1e999' is not a finite number"),
+        ("9" * 5000, "a number of 5,000 characters is too large to read"),
+    ],
+)
+def test_a_number_no_fingerprint_can_hold_is_refused_where_it_is(repo, cli, value, message):
+    repo.write(
+        "registry/models/mini.yaml",
+        repo.read("registry/models/mini.yaml").replace(
+            "input_per_mtok: 0.15", f"input_per_mtok: {value}"
+        ),
+    )
+    repo.commit("price")
+    assert_rejected(repo, cli, f"registry/models/mini.yaml:9:19: {message}")

@@ -713,6 +713,12 @@ def test_a_body_nested_too_deep_to_parse_is_malformed_not_a_crash():
     assert error.kind == "malformed"
 
 
+def test_a_body_holding_nan_is_malformed_not_stored():
+    error = layer_error(ok(b'{"usage": {"prompt_tokens": NaN}}'))
+    assert error.kind == "malformed"
+    assert str(error) == "response is not JSON: NaN is not a finite number"
+
+
 def test_pre_encoded_fields_give_the_same_store_line():
     from evalreg.canonical import canonical_bytes
 

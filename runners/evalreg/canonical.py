@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
+import sys
 from typing import Any
 
 import orjson
@@ -59,3 +61,35 @@ def _plain(value: Any) -> bool:
 def digest(obj: Any) -> str:
     """sha256 hex of ``obj``'s canonical JSON."""
     return hashlib.sha256(canonical_bytes(obj)).hexdigest()
+
+
+def loads_finite(text: str) -> Any:
+    """``json.loads(text)``, refusing with a ``ValueError`` what canonical JSON cannot write
+    back: ``NaN`` and infinities (also a number beyond a double's range, which reads as
+    one), and integers longer than Python converts."""
+    return _FINITE_DECODE(text)
+
+
+def _refuse_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a finite number")
+
+
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if math.isinf(value):
+        raise ValueError(f"{text} is beyond the range of a double")
+    return value
+
+
+def _int(text: str) -> int:
+    digits = len(text.lstrip("-"))
+    if digits > sys.get_int_max_str_digits() > 0:
+        raise ValueError(
+            f"an integer of {digits:,} digits (at most {sys.get_int_max_str_digits():,} are read)"
+        )
+    return int(text)
+
+
+_FINITE_DECODE = json.JSONDecoder(
+    parse_constant=_refuse_constant, parse_float=_finite_float, parse_int=_int
+).decode

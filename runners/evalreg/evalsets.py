@@ -13,6 +13,7 @@ from typing import Any
 import orjson
 from pydantic import ValidationError
 
+from evalreg.canonical import loads_finite
 from evalreg.registry.diagnostics import Finding, decode_utf8
 from evalreg.registry.schema import Item
 from evalreg.registry.validation import describe_errors
@@ -91,6 +92,18 @@ def _parse(data: bytes, path: str, md5: str) -> tuple[EvalSet | None, list[Findi
             bad += 1
             findings.append(Finding(path, lineno, exc.colno, f"invalid JSON: {exc.msg}"))
             continue
+        except ValueError as exc:  # a number canonical JSON cannot hold
+            bad += 1
+            findings.append(
+                Finding(
+                    path,
+                    lineno,
+                    0,
+                    f"{exc}: results hold finite numbers only; write null, or the number as a "
+                    "string",
+                )
+            )
+            continue
         except RecursionError:  # deeper than the parser itself goes
             deep = True
         if deep:
@@ -110,7 +123,7 @@ def _parse(data: bytes, path: str, md5: str) -> tuple[EvalSet | None, list[Findi
             findings.append(Finding(path, lineno, 1, "expected a JSON object (one item a line)"))
             continue
         if "\\u" in line:
-            col = lone_surrogate(line)
+            col = _lone_surrogate(line)
             if col is not None:
                 bad += 1
                 findings.append(
@@ -155,7 +168,9 @@ _validate = Item.__pydantic_validator__.validate_python
 
 
 def _loads(line: str, fast: bool) -> Any:
-    """``json.loads(line)``; with ``fast``, by orjson where it reads the same.
+    """``json.loads(line)``, refusing what canonical JSON cannot write back (NaN,
+    infinities, integers too long to convert: an item holding one could not be hashed or
+    sent); with ``fast``, by orjson where it reads the same.
 
     orjson declines NaN, infinities and lone surrogates (``json``'s value or error then
     stands), and reads an integer beyond 64 bits as a float: ``fast`` is for text without
@@ -166,7 +181,7 @@ def _loads(line: str, fast: bool) -> Any:
             return orjson.loads(line)
         except orjson.JSONDecodeError:
             pass
-    return json.loads(line)
+    return loads_finite(line)
 
 
 def _too_deep(value: Any, limit: int) -> bool:
@@ -188,7 +203,7 @@ def _too_deep(value: Any, limit: int) -> bool:
 _SURROGATE_ESCAPE = re.compile(r"(\\+)u([dD][89a-fA-F][0-9a-fA-F]{2})")
 
 
-def lone_surrogate(text: str) -> int | None:
+def _lone_surrogate(text: str) -> int | None:
     """The 1-based column of a ``\\uXXXX`` escape, in JSON ``text``, of a surrogate that is
     not half of a pair (``json`` reads it into a string no encoder accepts), or None."""
     high_end = high_col = -1  # where the last unpaired high surrogate's escape ends

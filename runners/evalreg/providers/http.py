@@ -29,6 +29,7 @@ from typing import Any
 import httpx
 from aiolimiter import AsyncLimiter
 
+from evalreg.canonical import loads_finite
 from evalreg.providers.base import Completion, ProviderError
 from evalreg.registry.schema import Limits
 
@@ -331,7 +332,8 @@ async def read_body(response: httpx.Response, max_bytes: int) -> bytes:
 
 def _json_of(body: bytes) -> Any:
     try:
-        return json.loads(body)
+        # Refusing NaN and infinities here keeps them out of the parsed usage and the store.
+        return loads_finite(body.decode("utf-8-sig"))
     except (ValueError, RecursionError) as exc:  # RecursionError: nested too deep to read
         raise ProviderError(
             "malformed", f"response is not JSON: {exc}", status=200, retryable=True

@@ -8,6 +8,7 @@ key and value for precise error messages.
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass, field
 from typing import Any
@@ -211,7 +212,13 @@ def parse_yaml(data: bytes, path: str) -> Document:
                 )
                 tag = None
             if isinstance(event, ScalarEvent):
-                place(_scalar(event, tag), _scalar_pos(event, text))
+                pos = _scalar_pos(event, text)
+                try:
+                    value = _scalar(event, tag)
+                except ValueError as exc:
+                    findings.append(Finding(path, *pos, str(exc)))
+                    value = None
+                place(value, pos)
             elif isinstance(event, (MappingStartEvent, SequenceStartEvent)):
                 if len(stack) >= MAX_DEPTH:
                     findings.append(
@@ -296,16 +303,35 @@ def _plain(value: str) -> Any:
 
 
 def _scalar(event: ScalarEvent, tag: str | None) -> Any:
+    """The value of a scalar; a ``ValueError`` says why a number cannot be used.
+
+    Numbers must be finite and convertible: fingerprints and results are canonical JSON,
+    which holds neither NaN nor infinities, and Python converts integers of at most 4,300
+    digits.
+    """
     if tag == _CORE + "str" or (tag is None and not event.implicit[0]):
         return event.value
-    value = _plain(event.value)
-    kind = tag[len(_CORE) :] if tag else ""
-    expected: dict[str, tuple[type, ...]] = {
-        "int": (int,),
-        "float": (int, float),
-        "bool": (bool,),
-        "null": (type(None),),
-    }
-    if kind in expected and not isinstance(value, expected[kind]):
-        return event.value  # an explicit tag the value does not fit: the schema reports it
-    return float(value) if kind == "float" else value
+    try:
+        value = _plain(event.value)
+        kind = tag[len(_CORE) :] if tag else ""
+        expected: dict[str, tuple[type, ...]] = {
+            "int": (int,),
+            "float": (int, float),
+            "bool": (bool,),
+            "null": (type(None),),
+        }
+        if kind in expected and not isinstance(value, expected[kind]):
+            return event.value  # an explicit tag the value does not fit: the schema reports it
+        if kind == "float":
+            value = float(value)
+    except (ValueError, OverflowError):
+        raise ValueError(
+            f"a number of {len(event.value):,} characters is too large to read: write it as a "
+            "string"
+        ) from None
+    if isinstance(value, float) and not math.isfinite(value):
+        raise ValueError(
+            f"{event.value!r} is not a finite number: registry files hold finite numbers "
+            "(fingerprints and results have no NaN or infinity)"
+        )
+    return value
