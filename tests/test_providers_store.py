@@ -719,6 +719,24 @@ def test_a_body_holding_nan_is_malformed_not_stored():
     assert str(error) == "response is not JSON: NaN is not a finite number"
 
 
+def test_a_response_no_record_can_hold_is_that_requests_error(tmp_path, key_env):
+    # A lone surrogate escape parses into text that no UTF-8 record can hold.
+    body = b'{"choices": [{"message": {"role": "assistant", "content": "a\\ud800"}}]}'
+    p = pin("openai", "https://api.example.test/v1", max_retries=0)
+
+    async def go():
+        store = ResponseStore.open(tmp_path)
+        transport = httpx.MockTransport(lambda request: httpx.Response(200, content=body))
+        async with HttpLayer(transport=transport) as http:
+            with SegmentWriter(tmp_path) as writer:
+                return await fetch(jobs_for(p, 1), store, writer, http), store
+
+    report, store = asyncio.run(go())
+    assert [e.kind for e in report.errors] == ["malformed"]
+    assert "the response cannot be stored" in report.errors[0].message
+    assert len(store) == 0
+
+
 def test_pre_encoded_fields_give_the_same_store_line():
     from evalreg.canonical import canonical_bytes
 

@@ -243,7 +243,10 @@ async def _buy(
         "created_utc": utc_now(),
     }
     # The request field is the exact body sent, already canonical JSON.
-    line = encode_record(job.key, record, encoded={"request": job.content})
+    try:
+        line = encode_record(job.key, record, encoded={"request": job.content})
+    except ValueError as exc:  # a lone surrogate in the text, say: no record can hold it
+        raise ProviderError("malformed", f"the response cannot be stored: {exc}") from None
     if writer is not None:
         writer.put(line)
     store.remember(job.key, line)
