@@ -103,3 +103,58 @@ def test_a_response_over_the_pins_bound_is_that_requests_error_and_never_stored(
     assert len(store) == 3
     summary = json.loads(live.read("reports/results/labels/mini.json"))
     assert summary["totals"]["errors"] == 1
+
+
+SUMMARY = "reports/results/labels/rules.json"
+
+
+@pytest.mark.parametrize(
+    ("content", "problem"),
+    [
+        (
+            '{"fingerprint": ',
+            f"{SUMMARY}:1:17: not a results summary (invalid JSON: Expecting value)",
+        ),
+        ("[1, 2]\n", f"{SUMMARY}: not a results summary (expected a JSON object)"),
+        (
+            '{"items_file": null}\n',
+            f"{SUMMARY}: not a results summary ('items_file' is not a dict)",
+        ),
+        ("[" * 100_000, f"{SUMMARY}: not a results summary (maximum recursion depth exceeded"),
+    ],
+)
+@pytest.mark.parametrize("command", [("check",), ("status",), ("report",), ("run", "--offline")])
+def test_a_damaged_results_summary_is_named_by_every_command(
+    live: Repo, cli, command, content, problem
+):
+    assert cli(live, "run", "--candidate", "rules").code == 0
+    live.commit("results")
+    live.write(SUMMARY, content)
+    assert_refused(live, cli, *command, expect=(problem, f"`git checkout -- {SUMMARY}`"))
+
+
+def test_reproduce_names_a_damaged_per_item_record(live: Repo, cli):
+    assert cli(live, "run", "--candidate", "rules").code == 0
+    items = "reports/results/labels/rules.items.jsonl"
+    lines = (live.root / items).read_text().splitlines(keepends=True)
+    (live.root / items).write_text(lines[0] + '["not", "a", "record"]\n' + "".join(lines[2:]))
+    live.git("rm", "-q", "--cached", items + ".dvc")
+    live.git("add", "-f", items)  # committed as it is, damaged
+    live.commit("damaged records")
+    assert_refused(
+        live, cli, "reproduce", "HEAD", expect=(f"{items}:2: not a per-item record (TypeError",)
+    )
+
+
+@pytest.mark.parametrize(
+    "pointer",
+    [
+        "outs:\n- md5: ../../../../etc/passwd\n  path: messages.jsonl\n",
+        "outs:\n- md5: " + "[" * 5000 + "\n",
+    ],
+)
+def test_a_pointer_whose_md5_names_no_cache_file_is_refused(live: Repo, cli, pointer):
+    live.write(f"{EVALSET}.dvc", pointer)
+    assert_refused(
+        live, cli, "check", expect=(f"{EVALSET}.dvc: not a single-file DVC pointer with an md5",)
+    )

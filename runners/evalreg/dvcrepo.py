@@ -10,6 +10,7 @@ import contextlib
 import hashlib
 import logging
 import os
+import re
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -115,13 +116,17 @@ def pointer_md5(data: bytes) -> str | None:
 
     try:
         doc = YAML(typ="safe", pure=True).load(data)
-    except YAMLError:
+    except (YAMLError, RecursionError):  # RecursionError: nested too deep to read
         return None
     outs = doc.get("outs") if isinstance(doc, dict) else None
     if not isinstance(outs, list) or len(outs) != 1 or not isinstance(outs[0], dict):
         return None
     md5 = outs[0].get("md5")
-    return md5 if isinstance(md5, str) else None
+    # Only an md5 names a file in the cache: anything else could name any path.
+    return md5 if isinstance(md5, str) and _MD5.fullmatch(md5) else None
+
+
+_MD5 = re.compile(r"[0-9a-f]{32}")
 
 
 def cached(root: Path, md5: str) -> bytes | None:

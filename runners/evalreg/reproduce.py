@@ -15,10 +15,12 @@ from pathlib import Path
 from typing import Any
 
 from evalreg import __version__
+from evalreg.errors import RegistryError
 from evalreg.grading import cell_grader
 from evalreg.plan import Cell, cells, fingerprint, fingerprint_parts
 from evalreg.providers import get_provider
 from evalreg.registry import schema
+from evalreg.registry.diagnostics import Finding
 from evalreg.registry.loader import load_registry
 from evalreg.registry.tree import GitTree, Tree
 from evalreg.results import as_schema, items_bytes, read_summary, summary_bytes, summary_for
@@ -78,7 +80,7 @@ def _reproduce_cell(
 ) -> CellReproduction:
     out = CellReproduction(cell.id, True)
     recorded_items = (
-        _records(tree.read_data(cell.items_path))
+        _records(tree.read_data(cell.items_path), cell.items_path)
         if tree.is_file(cell.items_path + ".dvc") or tree.is_file(cell.items_path)
         else {}
     )
@@ -113,12 +115,29 @@ def _reproduce_cell(
     return out
 
 
-def _records(data: bytes) -> dict[tuple[str, int], dict[str, Any]]:
+def _records(data: bytes, path: str) -> dict[tuple[str, int], dict[str, Any]]:
+    """The recorded per-item records by (item, sample); a line that is not one raises
+    ``RegistryError`` at its line number."""
     out = {}
-    for line in data.splitlines():
-        if line.strip():
+    for lineno, line in enumerate(data.splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
             r = json.loads(line)
             out[(r["item"], r["sample"])] = r
+        except (ValueError, RecursionError, TypeError, KeyError) as exc:
+            problem = f"{type(exc).__name__}: {exc}"
+            raise RegistryError(
+                [
+                    Finding(
+                        path,
+                        lineno,
+                        0,
+                        f"not a per-item record ({problem}): the recorded results are "
+                        "damaged, so there is nothing to compare with",
+                    )
+                ]
+            ) from None
     return out
 
 

@@ -16,8 +16,10 @@ from pathlib import Path
 from typing import Any
 
 from evalreg import __version__
-from evalreg.canonical import canonical_bytes
+from evalreg.canonical import canonical_bytes, loads_finite
+from evalreg.errors import RegistryError
 from evalreg.plan import Cell
+from evalreg.registry.diagnostics import Finding
 from evalreg.registry.tree import Tree
 from evalreg.store import collection_paused, load_json
 
@@ -205,10 +207,51 @@ def summary_bytes(summary: dict[str, Any]) -> bytes:
 
 
 def read_summary(tree: Tree, cell: Cell) -> dict[str, Any] | None:
-    if not tree.is_file(cell.summary_path):
+    """``cell``'s committed summary, or None if it has none; a file that is not a summary
+    (damaged, truncated, edited by hand) raises ``RegistryError`` naming it."""
+    path = cell.summary_path
+    if not tree.is_file(path):
         return None
-    data: dict[str, Any] = json.loads(tree.read(cell.summary_path))
+    try:
+        data = loads_finite(tree.read(path).decode("utf-8"))
+    except json.JSONDecodeError as exc:
+        raise _not_a_summary(path, f"invalid JSON: {exc.msg}", exc.lineno, exc.colno) from None
+    except (ValueError, RecursionError) as exc:  # not UTF-8, NaN, nested too deep
+        raise _not_a_summary(path, str(exc) or type(exc).__name__) from None
+    if not isinstance(data, dict):
+        raise _not_a_summary(path, "expected a JSON object")
+    for key, kind in _SUMMARY_FIELDS.items():
+        if key in data and not isinstance(data[key], kind):
+            raise _not_a_summary(path, f"{key!r} is not a {kind.__name__}")
     return data
+
+
+_SUMMARY_FIELDS = {
+    "fingerprint": str,
+    "fingerprint_parts": dict,
+    "evalreg_version": str,
+    "cell": dict,
+    "evalset": dict,
+    "items_file": dict,
+    "totals": dict,
+    "slices": dict,
+    "samples": dict,
+}
+"""The type of each field a summary may hold, for the readers that rely on it."""
+
+
+def _not_a_summary(path: str, problem: str, line: int = 0, col: int = 0) -> RegistryError:
+    return RegistryError(
+        [
+            Finding(
+                path,
+                line,
+                col,
+                f"not a results summary ({problem}): restore it (`git checkout -- {path}`), "
+                "or delete it and run the cell again (`evalreg run`)",
+            )
+        ]
+    )
 
 
 def write_cell(root: Path, cell: Cell, summary: bytes, items: bytes) -> None:
