@@ -449,6 +449,13 @@ tests:
         ("prompts: [file://missing.txt]\nproviders: [openai:x]\ntests: []", "no such file"),
         ("- a list", "expected a promptfoo config"),
         ("prompts: [x\n", "not valid YAML"),
+        ("prompts: " + "[" * 5000 + "]" * 5000, "nested too deep to read"),
+        (
+            "a0: &a0 [x, x, x, x, x, x, x, x, x]\n"
+            + "".join(f"a{i}: &a{i} [{', '.join([f'*a{i - 1}'] * 9)}]\n" for i in range(1, 10))
+            + "prompts: [x]\nproviders: [openai:gpt-4o-mini]\ntests: *a9\n",
+            "holds more than 1,000,000 values once its aliases are expanded",
+        ),
     ],
 )
 def test_unusable_configs_are_refused_without_writing(tmp_path: Path, config, message):
@@ -579,6 +586,30 @@ def test_a_broken_samples_file_is_refused_naming_the_line(tmp_path: Path, team: 
         handle.write('{"input": "x", "ideal": "y"\n')
     before = team.snapshot()
     with pytest.raises(ImportProblem, match=r"line 7: invalid JSON"):
+        import_openai_evals(samples, team.root, name="capitals", pins=["mini"])
+    assert team.snapshot() == before
+
+
+@pytest.mark.parametrize(
+    ("line", "message"),
+    [
+        ('{"input": ' + "[" * 5000 + "]" * 5000 + "}", "line 7: unreadable JSON"),
+        ('{"input": "q", "ideal": ' + "1" * 5000 + "}", "line 7: unreadable JSON"),
+        (
+            '{"input": "q\\ud800", "ideal": "x"}',
+            "would hold '\\\\ud800', half of a UTF-16 surrogate pair that no file can hold",
+        ),
+    ],
+)
+def test_a_samples_file_no_item_can_hold_is_refused_without_writing(
+    tmp_path: Path, team: Repo, line, message
+):
+    samples = tmp_path / "samples.jsonl"
+    shutil.copy(SAMPLES, samples)
+    with samples.open("a") as handle:
+        handle.write(line + "\n")
+    before = team.snapshot()
+    with pytest.raises(ImportProblem, match=message):
         import_openai_evals(samples, team.root, name="capitals", pins=["mini"])
     assert team.snapshot() == before
 

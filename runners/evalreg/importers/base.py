@@ -129,20 +129,45 @@ def read_yaml(path: Path) -> Any:
 
     text = read_text(path)
     try:
-        return to_plain(YAML(typ="safe", pure=True).load(text))
+        return to_plain(YAML(typ="safe", pure=True).load(text), MAX_VALUES)
     except YAMLError as exc:
         raise ImportProblem(f"{path}: not valid YAML ({' '.join(str(exc).split())})") from None
+    except RecursionError:
+        raise ImportProblem(f"{path}: nested too deep to read") from None
+    except _TooMany:
+        raise ImportProblem(
+            f"{path}: holds more than {MAX_VALUES:,} values once its aliases are expanded"
+        ) from None
 
 
-def to_plain(value: Any) -> Any:
-    """YAML data as JSON data: dates become ISO strings, mapping keys strings."""
-    if isinstance(value, dict):
-        return {str(k): to_plain(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [to_plain(v) for v in value]
-    if isinstance(value, date):
-        return value.isoformat()
-    return value
+MAX_VALUES = 1_000_000
+"""Most values a source file may hold with its YAML aliases expanded: an alias of an alias
+of ... a list grows exponentially (nine levels of nine make 387 million values)."""
+
+
+class _TooMany(Exception):
+    pass
+
+
+def to_plain(value: Any, limit: int | None = None) -> Any:
+    """YAML data as JSON data: dates become ISO strings, mapping keys strings. With
+    ``limit``, more values than that (aliases expanded) raise ``_TooMany``."""
+    left = [limit]
+
+    def plain(v: Any) -> Any:
+        if left[0] is not None:
+            left[0] -= 1
+            if left[0] < 0:
+                raise _TooMany
+        if isinstance(v, dict):
+            return {str(k): plain(x) for k, x in v.items()}
+        if isinstance(v, (list, tuple)):
+            return [plain(x) for x in v]
+        if isinstance(v, date):
+            return v.isoformat()
+        return v
+
+    return plain(value)
 
 
 def rubric_doc(description: str, criteria: list[dict[str, Any]]) -> dict[str, Any]:

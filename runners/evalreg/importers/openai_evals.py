@@ -145,6 +145,9 @@ def _rows(samples: Path, log: ImportLog) -> list[dict[str, Any]]:
         except json.JSONDecodeError as exc:
             bad.append(f"line {lineno}: invalid JSON ({exc.msg} at column {exc.colno})")
             continue
+        except (ValueError, RecursionError) as exc:  # an overlong integer; nesting too deep
+            bad.append(f"line {lineno}: unreadable JSON ({exc or 'nested too deep'})")
+            continue
         if not isinstance(sample, dict):
             bad.append(f"line {lineno}: expected a JSON object (one sample a line)")
             continue

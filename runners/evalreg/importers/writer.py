@@ -33,13 +33,22 @@ class Draft:
     files: dict[str, bytes] = field(default_factory=dict)
 
     def add_yaml(self, kind: str, ident: str, data: dict[str, Any]) -> None:
-        self.files[f"{REGISTRY_DIR}/{kind}/{ident}.yaml"] = (
-            f"# {self.header}\n{dump_yaml(data)}".encode()
-        )
+        rel = f"{REGISTRY_DIR}/{kind}/{ident}.yaml"
+        self.files[rel] = _utf8(rel, f"# {self.header}\n{dump_yaml(data)}")
 
     def add_jsonl(self, rel: str, rows: list[dict[str, Any]]) -> None:
         lines = (json.dumps(r, sort_keys=True, ensure_ascii=False) + "\n" for r in rows)
-        self.files[rel] = "".join(lines).encode()
+        self.files[rel] = _utf8(rel, "".join(lines))
+
+
+def _utf8(rel: str, text: str) -> bytes:
+    try:
+        return text.encode()
+    except UnicodeEncodeError as exc:  # a lone surrogate escape in the source
+        raise ImportProblem(
+            f"{rel} would hold {text[exc.start : exc.end]!r}, half of a UTF-16 surrogate pair "
+            "that no file can hold: fix it in the source. Nothing was written."
+        ) from None
 
 
 def dump_yaml(data: dict[str, Any]) -> str:
