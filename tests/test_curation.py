@@ -253,6 +253,29 @@ def test_bad_rows_are_reported_with_line_numbers_and_nothing_is_written(tmp_path
     assert sorted(p.name for p in tmp_path.iterdir()) == ["tickets.jsonl"]
 
 
+@pytest.mark.parametrize(
+    ("field", "raw", "message"),
+    [
+        ("body", "[" * 5000 + "]" * 5000, "3: nested too deep to read"),
+        ("body", "1" * 5000, "3: an integer of 5,000 digits (at most 4,300 are read)"),
+        ("body", "NaN", "3: NaN is not a finite number"),
+        ("queue", '"\\ud800"', "3: the expected answer is not JSON data: 'utf-8' codec"),
+        ("body", "[" * 200 + "]" * 200, "3: objects and lists nested more than 100 levels deep"),
+    ],
+)
+def test_a_row_no_item_can_hold_is_reported_at_its_line_and_nothing_is_written(
+    tmp_path: Path, field, raw, message
+):
+    rows = [json.dumps(r) for r in log_rows()[:3]]
+    rows[2] = rows[2].replace(json.dumps(log_rows()[2][field]), raw)
+    source = tmp_path / "tickets.jsonl"
+    source.write_text("\n".join(rows) + "\n", encoding="utf-8")
+    with pytest.raises(RegistryError) as caught:
+        sample(source, tmp_path / "s.jsonl")
+    assert caught.value.findings[0].render().startswith(f"{source}:{message}")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["tickets.jsonl"]
+
+
 def test_a_csv_row_with_the_wrong_number_of_columns_is_reported(tmp_path: Path):
     source = tmp_path / "tickets.csv"
     source.write_text("category,subject,body,queue\nbilling,a,b,c\nbilling,a,b\n", encoding="utf-8")

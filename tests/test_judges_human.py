@@ -177,3 +177,15 @@ def test_the_judge_key_never_reaches_disk(judged: Repo, cli):
     cli(judged, "run")
     secret = LIVE_KEY.encode()
     assert [p for p in judged.root.rglob("*") if p.is_file() and secret in p.read_bytes()] == []
+
+
+def test_a_grades_line_nested_too_deep_is_named_not_a_traceback():
+    from evalreg.errors import RegistryError
+    from evalreg.human import parse_grades
+
+    data = b'{"key": "k", "ada": "pass"}\n{"key": ' + b"[" * 5000 + b"]" * 5000 + b"}\n"
+    with pytest.raises(RegistryError) as caught:
+        parse_grades(data, "grades/tone.jsonl")
+    assert caught.value.findings[0].render() == (
+        "grades/tone.jsonl:2: invalid JSON: nested too deep to read"
+    )

@@ -21,9 +21,9 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 
 from evalreg import __version__, stats
-from evalreg.canonical import canonical_bytes
+from evalreg.canonical import canonical_bytes, loads_finite
 from evalreg.errors import RegistryError, UsageError
-from evalreg.evalsets import MAX_LINE_FINDINGS, EvalSet
+from evalreg.evalsets import MAX_LINE_FINDINGS, EvalSet, parse_evalset
 from evalreg.registry.diagnostics import Finding, decode_utf8
 from evalreg.registry.schema import ID_PATTERN, Item
 from evalreg.registry.tree import PathEscapes, clean_relpath
@@ -320,6 +320,7 @@ def sample_logs(
     width = max(4, len(str(len(chosen))))
     items = [{"id": f"{id_prefix}-{n:0{width}d}", **c.item} for n, c in enumerate(chosen, start=1)]
     items_data = b"".join(canonical_bytes(item) + b"\n" for item in items)
+    _check_loads(items_data, items, label)
     record = {
         "schema_version": PROVENANCE_SCHEMA,
         "evalreg_version": __version__,
@@ -364,6 +365,19 @@ def sample_logs(
         near_duplicates=near,
         scrubber=scrub,
     )
+
+
+def _check_loads(items_data: bytes, items: list[dict[str, Any]], label: str) -> None:
+    """Refuse to write an eval set that would not load (an item nested too deep, say),
+    naming the log lines its items came from."""
+    _, problems = parse_evalset(items_data, label)
+    if problems:
+        raise RegistryError(
+            [
+                Finding(label, items[f.line - 1]["meta"]["log_line"] if f.line else 0, 0, f.message)
+                for f in problems
+            ]
+        )
 
 
 def _source_kind(source: Path) -> str:
@@ -452,9 +466,15 @@ def _jsonl_rows(text: str, label: str) -> tuple[list[tuple[int, dict[str, Any]]]
             findings.append(Finding(label, lineno, 0, "too many bad rows; stopped here"))
             break
         try:
-            row = json.loads(line)
+            row = loads_finite(line)
         except json.JSONDecodeError as exc:
             findings.append(Finding(label, lineno, exc.colno, f"invalid JSON: {exc.msg}"))
+            continue
+        except ValueError as exc:  # a number no item can hold
+            findings.append(Finding(label, lineno, 0, str(exc)))
+            continue
+        except RecursionError:
+            findings.append(Finding(label, lineno, 0, "nested too deep to read"))
             continue
         if not isinstance(row, dict):
             findings.append(Finding(label, lineno, 1, "expected a JSON object (one row a line)"))
@@ -527,7 +547,8 @@ def _slug(text: str) -> str:
     """``text`` as a tag: ASCII, lower case, other characters as ``-`` (a hash if none is left)."""
     ascii_text = unicodedata.normalize("NFKD", text).encode("ascii", "ignore").decode()
     slug = re.sub(r"[^a-z0-9._-]+", "-", ascii_text.lower()).strip("-._")[:100]
-    return slug or "value-" + hashlib.sha256(text.encode()).hexdigest()[:8]
+    # surrogatepass: a lone surrogate still hashes (the row is refused later, with its line).
+    return slug or "value-" + hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:8]
 
 
 def _candidate(
@@ -562,11 +583,18 @@ def _candidate(
     payload = {"id": "x", **item}
     try:
         Item.model_validate(payload)
-        content = canonical_bytes(body)
     except ValidationError as exc:
         return describe_errors(Item, payload, exc)
-    except (TypeError, ValueError) as exc:
-        return [f"the input is not JSON data: {exc}"]
+    # Both are written into the item's line: each must be canonical JSON.
+    for what, value in (("the input", body), ("the expected answer", expected)):
+        try:
+            encoded = canonical_bytes(value)
+        except (TypeError, ValueError) as exc:  # ValueError: a lone surrogate, say
+            return [f"{what} is not JSON data: {exc}"]
+        except RecursionError:
+            return [f"{what} is nested too deep to be part of an item"]
+        if value is body:
+            content = encoded
     return _Candidate(
         line=line,
         stratum=stratum,

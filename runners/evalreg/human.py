@@ -66,8 +66,11 @@ def parse_grades(data: bytes, path: str) -> HumanGrades:
                 continue
             try:
                 row = json.loads(line)
-            except ValueError as exc:
-                raise RegistryError([Finding(path, lineno, 0, f"invalid JSON: {exc}")]) from None
+            except (ValueError, RecursionError) as exc:  # RecursionError: nested too deep
+                problem = exc if isinstance(exc, ValueError) else "nested too deep to read"
+                raise RegistryError(
+                    [Finding(path, lineno, 0, f"invalid JSON: {problem}")]
+                ) from None
             if not isinstance(row, dict):
                 raise RegistryError([Finding(path, lineno, 1, "expected a JSON object")])
             rows.append((lineno, row))
