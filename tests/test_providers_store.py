@@ -284,6 +284,34 @@ def test_python_callable_errors_are_counted_not_stored(repo: Repo):
     assert len(store) == 0
 
 
+@pytest.mark.parametrize(
+    ("source", "message"),
+    [
+        (
+            "def answer(request):\n    raise SystemExit(3)\n",
+            "registry/systems/broken.py:answer raised SystemExit: 3",
+        ),
+        (
+            "import sys\nsys.exit(4)\n",
+            "importing registry/systems/broken.py raised SystemExit: 4",
+        ),
+    ],
+)
+def test_a_callable_that_exits_is_a_system_error_not_the_end_of_the_run(
+    repo: Repo, source, message
+):
+    repo.write("registry/systems/broken.py", source)
+    p = Pin.model_validate(
+        {"schema_version": 1, "provider": "python", "callable": "registry/systems/broken.py:answer"}
+    )
+    job = make_job(
+        "b", p, get_provider("python", repo.root), [{"role": "user", "content": "x"}], {}, 0, "i"
+    )
+    report, store = run_fetch(repo.root, [job])
+    assert [(e.kind, e.message) for e in report.errors] == [("system", message)]
+    assert len(store) == 0
+
+
 def test_a_torn_last_line_is_dropped_and_repaired(tmp_path):
     directory = tmp_path / STORE_DIR
     directory.mkdir(parents=True)

@@ -630,7 +630,7 @@ def _scrubbed(
 ) -> dict[str, Any] | None:
     try:
         cleaned = scrubber(body)
-    except Exception as exc:  # the scrubber is the team's code: report it against the row
+    except (Exception, SystemExit) as exc:  # the team's code: report it against the row
         problems.append(f"the scrubber raised {type(exc).__name__}: {exc}")
         return None
     if not isinstance(cleaned, dict) or (conversation and "messages" not in cleaned):

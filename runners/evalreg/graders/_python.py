@@ -52,7 +52,7 @@ def python(config: schema.PythonGrader, ctx: GradingContext) -> GradeFn:
         }
         try:
             result = function(copy.deepcopy(payload))
-        except Exception as exc:
+        except (Exception, SystemExit) as exc:  # the team's code: sys.exit is its failure too
             return Verdict(False, 0.0, clip(f"grader raised {type(exc).__name__}: {exc}"))
         return _verdict(result)
 

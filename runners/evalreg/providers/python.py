@@ -75,7 +75,7 @@ class PythonProvider:
         started = time.perf_counter()
         try:
             out = fn(request)
-        except Exception as exc:
+        except (Exception, SystemExit) as exc:  # the team's code: sys.exit is its failure too
             raise ProviderError(
                 "system", f"{pin.callable} raised {type(exc).__name__}: {exc}"
             ) from None
@@ -100,7 +100,7 @@ def load_callable(root: Path, spec: str) -> SystemFn:
     sys.modules[name] = module
     try:
         module_spec.loader.exec_module(module)
-    except Exception as exc:
+    except (Exception, SystemExit) as exc:  # the team's code: sys.exit is its failure too
         del sys.modules[name]
         raise ProviderError(
             "system", f"importing {rel} raised {type(exc).__name__}: {exc}"
