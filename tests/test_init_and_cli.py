@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from conftest import Repo
 
 
@@ -115,3 +117,22 @@ def test_help_lists_the_commands():
     assert proc.returncode == 0
     assert "check" in proc.stdout
     assert "init" in proc.stdout
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (("--limit", "-1"), "argument --limit: -1: expected a whole number from 1"),
+        (("--limit", "x"), "argument --limit: x: expected a whole number from 1"),
+        (("--max-concurrency", "0"), "argument --max-concurrency: 0: expected a whole number"),
+        (("--max-cost", "nan"), "argument --max-cost: nan: expected an amount from 0"),
+        (("--max-cost", "-1"), "argument --max-cost: -1: expected an amount from 0"),
+    ],
+)
+def test_run_refuses_counts_and_budgets_that_mean_nothing(repo, cli, capsys, args, message):
+    before = repo.snapshot()
+    with pytest.raises(SystemExit) as exited:
+        cli(repo, "run", "--dry-run", *args)
+    assert exited.value.code == 2
+    assert message in capsys.readouterr().err
+    assert repo.snapshot() == before

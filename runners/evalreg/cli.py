@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import gc
 import json
+import math
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -107,6 +108,29 @@ def cmd_status(args: argparse.Namespace) -> int:
     else:
         print_status(statuses)
     return 0
+
+
+def _at_least_one(text: str) -> int:
+    """An argparse type: a whole number from 1 (``--limit -1`` would drop the last item)."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text}: expected a whole number from 1")
+    return value
+
+
+def _amount(text: str) -> float:
+    """An argparse type: a finite amount from 0 (a NaN budget compares false with every
+    cost)."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not math.isfinite(value) or value < 0:
+        raise argparse.ArgumentTypeError(f"{text}: expected an amount from 0, like 2.50")
+    return value
 
 
 def _shard(text: str | None) -> tuple[int, int] | None:
@@ -533,20 +557,20 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--max-concurrency",
-        type=int,
+        type=_at_least_one,
         default=64,
         metavar="N",
         help="requests in flight across all pins (default 64)",
     )
     p.add_argument(
         "--limit",
-        type=int,
+        type=_at_least_one,
         metavar="N",
         help="only the first N items of each cell (a smoke test; writes no results)",
     )
     p.add_argument(
         "--max-cost",
-        type=float,
+        type=_amount,
         metavar="USD",
         help="stop buying before the estimated spend would exceed USD",
     )
