@@ -189,9 +189,13 @@ class Repo:
                 continue
             for name in files:
                 path = Path(dirpath) / name
+                # A symlink is its target (it may point nowhere, or at itself).
+                content = (
+                    f"-> {path.readlink()}".encode() if path.is_symlink() else path.read_bytes()
+                )
                 out[str(path.relative_to(self.root))] = (
-                    hashlib.sha256(path.read_bytes()).hexdigest(),
-                    path.stat().st_mtime_ns,
+                    hashlib.sha256(content).hexdigest(),
+                    path.lstat().st_mtime_ns,
                 )
         return out
 

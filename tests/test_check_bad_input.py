@@ -700,3 +700,19 @@ def test_a_number_no_fingerprint_can_hold_is_refused_where_it_is(repo, cli, valu
     )
     repo.commit("price")
     assert_rejected(repo, cli, f"registry/models/mini.yaml:9:19: {message}")
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="symlinks")
+def test_a_loop_of_symlinks_is_refused(repo, cli):
+    (repo.root / "evalsets" / "a.jsonl").symlink_to("b.jsonl")
+    (repo.root / "evalsets" / "b.jsonl").symlink_to("a.jsonl")
+    repo.write(
+        "registry/tasks/labels.yaml",
+        repo.read("registry/tasks/labels.yaml").replace("messages.jsonl", "a.jsonl"),
+    )
+    repo.commit("loop")
+    assert_rejected(
+        repo,
+        cli,
+        "registry/tasks/labels.yaml:3:10: evalset: 'evalsets/a.jsonl' is a loop of symbolic links",
+    )

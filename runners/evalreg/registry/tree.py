@@ -64,7 +64,10 @@ class WorkspaceTree:
 
     def _path(self, rel: str) -> Path:
         path = self.root / clean_relpath(rel)
-        resolved = path.resolve()
+        try:
+            resolved = path.resolve()
+        except (RuntimeError, OSError):  # a loop of symlinks (RuntimeError before 3.13)
+            raise PathEscapes(f"{rel!r} is a loop of symbolic links") from None
         if resolved != self.root and self.root not in resolved.parents:
             raise PathEscapes(f"{rel!r} resolves outside the repository (through a symlink)")
         return path
