@@ -41,6 +41,31 @@ CASES: dict[str, tuple[str, str | bytes]] = {
 }
 
 
+def nested_item(depth: int) -> str:
+    return '{"id": "d", "input": {"x": ' + "[" * depth + "]" * depth + "}}"
+
+
+def registry_files(template: str) -> dict[str, str]:
+    """A registry that loads, whose one task renders ``template`` over e.jsonl."""
+    return {
+        "registry/models/p.yaml": "schema_version: 1\nprovider: python\ncallable: s.py:f\n",
+        "s.py": "def f(request):\n    return 'a'\n",
+        "registry/rubrics/r.yaml": (
+            "schema_version: 1\ndescription: d\nversion: '1'\ncriteria:\n"
+            "  - {id: c, description: d, critical: true, grader: {type: exact, value: a}}\n"
+        ),
+        "registry/tasks/t.yaml": (
+            "schema_version: 1\ndescription: d\nevalset: e.jsonl\n"
+            f"prompt: {{template: {json.dumps(template)}}}\nrubric: r\n"
+        ),
+        "registry/selections/s.yaml": (
+            "schema_version: 1\nuse_case: u\ntask: t\ncandidates: [{id: p, pin: p}]\n"
+            "policy: {objective: {lexicographic: [{maximize: pass_rate}]}}\nselected: p\n"
+            "rationale: r\n"
+        ),
+    }
+
+
 def time_check(root: Path) -> tuple[float, int]:
     started = time.perf_counter()
     proc = subprocess.run(
@@ -83,6 +108,21 @@ def main() -> None:
             f"{'JSONL, 100,000 lines, 50,000 duplicate ids':45s} {seconds:6.3f} s   "
             f"{seconds / TARGET_S:5.2f} x target   exit {code}"
         )
+    loops = "{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}"
+    for name, template, line in (
+        ("JSONL item nested 100,000 deep", "{{ x }}", nested_item(100_000)),
+        ("template looping 10^10 times", loops, '{"id": "i", "input": {"x": 1}}'),
+        ("template building 10^9 characters", "{{ 'a' * 10**9 }}", '{"id": "i", "input": {}}'),
+    ):
+        with tempfile.TemporaryDirectory() as tmp:
+            root = Path(tmp)
+            (root / ".git").mkdir()
+            for rel, text in registry_files(template).items():
+                (root / rel).parent.mkdir(parents=True, exist_ok=True)
+                (root / rel).write_text(text)
+            (root / "e.jsonl").write_text(line + "\n")
+            seconds, code = time_check(root)
+        print(f"{name:45s} {seconds:6.3f} s   {seconds / TARGET_S:5.2f} x target   exit {code}")
     seconds, code = time_check(ROOT)
     print(
         f"{'the example registry':45s} {seconds:6.3f} s   {seconds / TARGET_S:5.2f} x target   "
