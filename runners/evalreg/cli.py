@@ -19,6 +19,7 @@ from evalreg.errors import EvalregError
 
 if TYPE_CHECKING:
     from evalreg.importers import ImportResult
+    from evalreg.lock import RepositoryLock
 
 Handler = Callable[[argparse.Namespace], int]
 
@@ -43,12 +44,43 @@ def _root(args: argparse.Namespace) -> Path:
     return find_root(Path.cwd())
 
 
+def _note(text: str) -> None:
+    sys.stderr.write(f"evalreg: note: {text}\n")
+
+
+def _writing(root: Path) -> RepositoryLock:
+    """Take the repository lock for a command that writes (``LockedError`` names the
+    holder when another process has it), after repairing any interrupted run."""
+    from evalreg.journal import recover_locked
+    from evalreg.lock import RepositoryLock
+
+    lock = RepositoryLock(root).acquire()
+    try:
+        repaired = recover_locked(root)
+    except BaseException:
+        lock.release()
+        raise
+    if repaired is not None:
+        _note(repaired.describe())
+    return lock
+
+
+def _repaired(root: Path) -> Path:
+    """For a command that only reads: repair an interrupted run first, unless one is live."""
+    from evalreg.journal import recover
+
+    repaired = recover(root)
+    if repaired is not None:
+        _note(repaired.describe())
+    return root
+
+
 # ---------------------------------------------------------------- commands
 def cmd_check(args: argparse.Namespace) -> int:
     from evalreg.check import check
     from evalreg.render import print_check
 
-    result = check(_root(args))
+    result = check(_repaired(_root(args)))
     if args.json:
         sys.stdout.write(json.dumps(result.as_dict(strict=args.strict), indent=2) + "\n")
     else:
@@ -77,7 +109,8 @@ def cmd_evalset_add(args: argparse.Namespace) -> int:
     from evalreg.render import console
 
     root = _root(args)
-    added = add_evalset(root, Path(args.file), push=not args.no_push)
+    with _writing(root):
+        added = add_evalset(root, Path(args.file), push=not args.no_push)
     out = console()
     out.print(
         f"Tracked [bold]{added.path}[/bold] with DVC: {added.items} items, md5 {added.md5}"
@@ -92,7 +125,7 @@ def cmd_status(args: argparse.Namespace) -> int:
     from evalreg.registry.loader import load_registry
     from evalreg.render import print_status
 
-    statuses = status(load_registry(_root(args)))
+    statuses = status(load_registry(_repaired(_root(args))))
     if args.json:
         rows = [
             {
@@ -144,19 +177,27 @@ def cmd_run(args: argparse.Namespace) -> int:
         holdout=args.holdout,
     )
     if options.dry_run:
-        result = run(root, options)
+        result = run(_repaired(root), options)
         print_run(result, dry_run=True)
         return 0
-    registry = load_registry(root)  # bad input stops here, before anything is started
-    # DVC gets ready on another core while the cells are planned (a run with nothing to
-    # do dismisses it).
-    with Tracker(root) as tracker:
-        prepared = prepare(root, options, registry)
-        plans = prepared[2]
-        with RunProgress(plans) as progress:
-            result = run(
-                root, options, progress=progress.advance, prepared=prepared, tracker=tracker
-            )
+    with _writing(root) as lock:
+        registry = load_registry(root)  # bad input stops here, before anything is started
+        # DVC gets ready on another core while the cells are planned (a run with nothing
+        # to do dismisses it).
+        with Tracker(root, lock_fd=lock.fd) as tracker:
+            prepared = prepare(root, options, registry)
+            plans = prepared[2]
+            try:
+                with RunProgress(plans) as progress:
+                    result = run(
+                        root, options, progress=progress.advance, prepared=prepared, tracker=tracker
+                    )
+            except KeyboardInterrupt:
+                _note(
+                    "interrupted: the responses bought so far are kept in the store; the next "
+                    "evalreg command tracks them, and `evalreg run` buys only what is missing"
+                )
+                raise
     print_run(result)
     # Cells nobody here can run (no key) stay pending: a note, not a failure.
     failed = any(o.errors or o.note.startswith("incomplete") for o in result.outcomes)
@@ -167,7 +208,7 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
     from evalreg.render import print_reproduction
     from evalreg.reproduce import reproduce
 
-    outcome = reproduce(_root(args), args.rev)
+    outcome = reproduce(_repaired(_root(args)), args.rev)
     print_reproduction(outcome)
     return 0 if outcome.identical else 1
 
@@ -176,7 +217,9 @@ def cmd_store_compact(args: argparse.Namespace) -> int:
     from evalreg.render import console
     from evalreg.store import compact
 
-    done = compact(_root(args), push=not args.no_push)
+    root = _root(args)
+    with _writing(root):
+        done = compact(root, push=not args.no_push)
     if done.segment is None or (done.before <= 1 and not done.dropped):
         console().print(f"Nothing to compact: {done.before} segment, {done.records} responses.")
     else:
@@ -193,7 +236,8 @@ def cmd_report(args: argparse.Namespace) -> int:
     from evalreg.report.writer import write_report
 
     root = _root(args)
-    written = write_report(root, load_registry(root))
+    with _writing(root):
+        written = write_report(root, load_registry(root))
     console().print("Wrote " + ", ".join(written))
     return 0
 
@@ -202,9 +246,11 @@ def cmd_select(args: argparse.Namespace) -> int:
     from evalreg.render import console
     from evalreg.select_edit import select_candidate
 
-    changed = select_candidate(
-        _root(args), args.use_case, args.candidate, reason=args.reason, approver=args.approver
-    )
+    root = _root(args)
+    with _writing(root):
+        changed = select_candidate(
+            root, args.use_case, args.candidate, reason=args.reason, approver=args.approver
+        )
     console().print(changed)
     return 0
 
@@ -249,7 +295,7 @@ def cmd_diff(args: argparse.Namespace) -> int:
     from evalreg.diff import diff
     from evalreg.report.diff_markdown import diff_markdown
 
-    data = diff(_root(args), args.base, args.head)
+    data = diff(_repaired(_root(args)), args.base, args.head)
     if args.format == "json":
         text = json.dumps(data, sort_keys=True, indent=2, ensure_ascii=False) + "\n"
     else:
@@ -281,7 +327,9 @@ def cmd_drift(args: argparse.Namespace) -> int:
 def cmd_import_promptfoo(args: argparse.Namespace) -> int:
     from evalreg.importers import import_promptfoo
 
-    result = import_promptfoo(Path(args.config), _root(args), name=args.name, judge=args.judge)
+    root = _root(args)
+    with _writing(root):
+        result = import_promptfoo(Path(args.config), root, name=args.name, judge=args.judge)
     _print_import(result)
     return 0
 
@@ -289,9 +337,11 @@ def cmd_import_promptfoo(args: argparse.Namespace) -> int:
 def cmd_import_openai_evals(args: argparse.Namespace) -> int:
     from evalreg.importers import import_openai_evals
 
-    result = import_openai_evals(
-        Path(args.samples), _root(args), name=args.name, pins=args.pin, kind=args.kind
-    )
+    root = _root(args)
+    with _writing(root):
+        result = import_openai_evals(
+            Path(args.samples), root, name=args.name, pins=args.pin, kind=args.kind
+        )
     _print_import(result)
     return 0
 
@@ -461,14 +511,16 @@ def cmd_store_purge(args: argparse.Namespace) -> int:
     from evalreg.purge import purge_item
     from evalreg.render import console
 
-    record = purge_item(
-        _root(args),
-        args.item,
-        reason=args.reason,
-        evalset=args.evalset,
-        at=args.date,
-        push=not args.no_push,
-    )
+    root = _root(args)
+    with _writing(root):
+        record = purge_item(
+            root,
+            args.item,
+            reason=args.reason,
+            evalset=args.evalset,
+            at=args.date,
+            push=not args.no_push,
+        )
     out = console()
     out.print(
         f"Purged {record.keys_removed} stored responses of item {escape(record.item)} "
@@ -830,16 +882,34 @@ def main(argv: Sequence[str] | None = None) -> int:
     # A command builds many long-lived objects (modules, pydantic schemas, the registry)
     # and few cycles: collecting every 700 allocations re-walks them for nothing (a tenth
     # of `evalreg check`). Collect 70 times less often; restored when the command ends.
+    from evalreg.interrupts import unwinding
+
     thresholds = gc.get_threshold()
     gc.set_threshold(50_000, 20, 20)
     try:
-        return handler(args)
+        # SIGTERM and SIGHUP (a cancelled CI job, a stopped container, a closed terminal)
+        # unwind like Ctrl-C: whatever a command holds is released on the way out.
+        with unwinding():
+            return handler(args)
     except EvalregError as exc:
         _print_error(exc)
         return exc.exit_code
     except KeyboardInterrupt:
-        sys.stderr.write("interrupted\n")
-        return 130
+        import signal
+
+        from evalreg.interrupts import received
+
+        signum = received()
+        sys.stderr.write(f"interrupted ({signal.Signals(signum).name})\n")
+        return 128 + signum
+    except OSError as exc:
+        # The disk is full, a directory is read-only, a file size limit was hit.
+        where = f" {exc.filename}:" if exc.filename else ""
+        sys.stderr.write(
+            f"evalreg: error:{where} {exc.strerror or exc}. What was written before this is "
+            "kept: fix it and run the command again\n"
+        )
+        return 2
     finally:
         gc.set_threshold(*thresholds)
 

@@ -363,11 +363,22 @@ class SegmentWriter:
         self._unsynced = 0
         self._synced_at = time.monotonic()
         self.written = 0
+        self.size = 0
 
     def put(self, line: bytes) -> None:
         """Write one encoded record now (one write call: never interleaved or partial in
-        the kernel unless the process dies mid-call); fsync in groups."""
-        os.write(self._fd, line)
+        the kernel unless the process dies mid-call); fsync in groups.
+
+        A short write (the disk is full, or a file size limit is reached) is cut off
+        again and raised as ``OSError``: every line before it stays whole."""
+        try:
+            done = os.write(self._fd, line)
+            while done < len(line):  # short: the next call says why, or finishes the line
+                done += os.write(self._fd, line[done:])
+        except OSError as exc:
+            os.ftruncate(self._fd, self.size)
+            raise OSError(exc.errno, exc.strerror, str(self.path)) from None
+        self.size += done
         self.written += 1
         self._unsynced += 1
         if self._unsynced >= FSYNC_EVERY or time.monotonic() - self._synced_at > FSYNC_INTERVAL_S:
