@@ -15,7 +15,7 @@ import time
 import pytest
 
 from evalreg.lock import state_dir
-from evalreg.store import ResponseStore
+from evalreg.store import STORE_DIR, ResponseStore
 
 from conftest import Repo
 from support import runs
@@ -146,3 +146,13 @@ def test_a_file_size_limit_mid_run_ends_with_a_message_and_the_next_run_complete
     assert "rolled back an interrupted run" in resumed.stderr
     assert server.count() == 2 * ITEMS - len(kept)
     assert_whole(registry, server, kept)
+
+
+def test_check_reports_data_left_untracked_outside_any_run(registry: Repo, server: LLMServer):
+    assert runs.evalreg(registry, "run").returncode == 0
+    stray = registry.root / STORE_DIR / "20260101T000000Z-run-0badc0de.jsonl"
+    stray.write_bytes((registry.root / STORE_DIR).glob("*.jsonl").__next__().read_bytes())
+    check = runs.evalreg(registry, "check")
+    assert check.returncode == 1
+    (line,) = [x for x in check.stderr.splitlines() if stray.name in x and "dvc add" in x]
+    assert line.startswith(f"{STORE_DIR}/{stray.name}:") and "not tracked by DVC" in line
