@@ -9,8 +9,12 @@ checks the server's counts, the store, DVC's pointers and remote, and ``reproduc
 from __future__ import annotations
 
 import json
+import shutil
 import signal
+import subprocess
 import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import pytest
 
@@ -156,3 +160,65 @@ def test_check_reports_data_left_untracked_outside_any_run(registry: Repo, serve
     assert check.returncode == 1
     (line,) = [x for x in check.stderr.splitlines() if stray.name in x and "dvc add" in x]
     assert line.startswith(f"{STORE_DIR}/{stray.name}:") and "not tracked by DVC" in line
+
+
+@pytest.fixture
+def tmpfs() -> Iterator[Callable[[Path, str], None]]:
+    """Mount a small tmpfs (``mount(8)`` options) at a directory, or change its options;
+    skipped where this process may not mount (not root, no CAP_SYS_ADMIN)."""
+    if shutil.which("mount") is None:
+        pytest.skip("no mount(8)")
+    mounted: list[Path] = []
+
+    def mount(path: Path, options: str) -> None:
+        path.mkdir(parents=True, exist_ok=True)
+        remount = path in mounted
+        args = ["mount", "-o", f"remount,{options}" if remount else options]
+        args += [str(path)] if remount else ["-t", "tmpfs", "tmpfs", str(path)]
+        done = subprocess.run(args, capture_output=True, text=True)
+        if done.returncode:
+            pytest.skip(f"cannot mount a tmpfs here: {done.stderr.strip()}")
+        if not remount:
+            mounted.append(path)
+
+    yield mount
+    for path in reversed(mounted):
+        subprocess.run(["umount", "-l", str(path)], check=False)
+
+
+def test_a_full_disk_mid_run_ends_with_a_message_and_the_next_run_completes(
+    registry: Repo, server: LLMServer, tmpfs: Callable[[Path, str], None]
+):
+    store = registry.root / STORE_DIR
+    tmpfs(store, "size=48k")
+    stopped = runs.evalreg(registry, "run")
+    assert stopped.returncode == 2, stopped.stderr
+    assert "Traceback" not in stopped.stderr
+    assert "No space left on device" in stopped.stderr and "reports/store/" in stopped.stderr
+    kept = runs.stored_keys(registry)
+    assert 0 < len(kept) < 2 * ITEMS
+    tmpfs(store, "size=16m")  # space is freed
+    server.reset()
+    resumed = runs.evalreg(registry, "run")
+    assert resumed.returncode == 0, resumed.stderr
+    assert server.count() == 2 * ITEMS - len(kept)
+    assert_whole(registry, server, kept)
+
+
+def test_a_read_only_reports_directory_stops_the_run_before_it_buys(
+    registry: Repo, server: LLMServer, tmpfs: Callable[[Path, str], None]
+):
+    reports = registry.root / "reports"
+    tmpfs(reports, "size=16m")
+    tmpfs(reports, "ro")
+    before = registry.snapshot()
+    refused = runs.evalreg(registry, "run")
+    assert refused.returncode == 2
+    assert "Traceback" not in refused.stderr
+    assert "Read-only file system" in refused.stderr and "reports/" in refused.stderr
+    assert server.count() == 0
+    assert registry.snapshot() == before
+    tmpfs(reports, "rw")
+    resumed = runs.evalreg(registry, "run")
+    assert resumed.returncode == 0, resumed.stderr
+    assert_whole(registry, server, set())
