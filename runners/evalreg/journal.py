@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from evalreg.lock import state_dir, try_lock
+from evalreg.store import STORE_DIR, keepable, untracked_segments
 
 JOURNAL = "journal.json"
 UNPUSHED = "unpushed.json"
@@ -153,7 +154,7 @@ class Journal:
         tracked paths. Call it with ending signals deferred (``interrupts.deferred``):
         whatever stops it, ``recover`` finishes the same work."""
         self.items, self.summaries, self.metrics_index = items, summaries, metrics_index
-        segments = _keepable(self.root, self.segments)
+        segments = keepable(self.root, self.segments)
         self.segments = segments
         self._hold([*segments, *(s.tmp for s in items)])
         self.phase = "commit"
@@ -206,7 +207,7 @@ class Journal:
         if results.is_dir():
             for tmp in results.rglob(f"*.{self.run}{TMP_SUFFIX}"):
                 tmp.unlink(missing_ok=True)
-        segments = _keepable(root, self.segments)
+        segments = keepable(root, self.segments)
         if segments:
             add(segments)
             if self.push:
@@ -214,27 +215,6 @@ class Journal:
         self.path.unlink(missing_ok=True)
         shutil.rmtree(self.hold, ignore_errors=True)
         return segments
-
-
-def _keepable(root: Path, rels: list[str]) -> list[str]:
-    """Of these segments, the ones worth tracking: a torn last line (the writer was
-    killed mid-write) is cut off, and an empty segment is removed."""
-    from evalreg.store import repair_torn_tail
-
-    keep = []
-    for rel in rels:
-        path = root / rel
-        if not path.is_file():
-            # Already tracked and replaced by DVC, or never created.
-            if (root / f"{rel}.dvc").is_file():
-                keep.append(rel)
-            continue
-        repair_torn_tail(path)
-        if path.stat().st_size == 0:
-            path.unlink()
-            continue
-        keep.append(rel)
-    return keep
 
 
 # ---------------------------------------------------------------- pushes still owed
@@ -291,8 +271,6 @@ class Recovery:
 def _orphans(root: Path) -> list[str]:
     """Segments on disk with no pointer and no journal: left by a run killed before it
     wrote its journal, or by an older evalreg."""
-    from evalreg.store import STORE_DIR, untracked_segments
-
     return [f"{STORE_DIR}/{name}" for name in untracked_segments(root)]
 
 

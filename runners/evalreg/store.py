@@ -431,17 +431,28 @@ def repair_torn_tail(path: Path) -> int:
     return len(data) - keep
 
 
-def segments_to_track(root: Path) -> list[str]:
-    """The untracked segments, ready for ``dvc add``: torn tails repaired, empty ones gone."""
-    paths = []
-    for name in untracked_segments(root):
-        path = root / STORE_DIR / name
+def keepable(root: Path, rels: Iterable[str]) -> list[str]:
+    """Of these segments (repository-relative), the ones worth tracking: a torn last line
+    (the writer was killed mid-write) is cut off, an empty segment is removed, and one
+    already tracked (DVC may have replaced the file) stays."""
+    keep = []
+    for rel in rels:
+        path = root / rel
+        if not path.is_file():
+            if (root / f"{rel}.dvc").is_file():
+                keep.append(rel)
+            continue
         repair_torn_tail(path)
         if path.stat().st_size == 0:
             path.unlink()
             continue
-        paths.append(f"{STORE_DIR}/{name}")
-    return paths
+        keep.append(rel)
+    return keep
+
+
+def segments_to_track(root: Path) -> list[str]:
+    """The untracked segments, ready for ``dvc add``: torn tails repaired, empty ones gone."""
+    return keepable(root, (f"{STORE_DIR}/{name}" for name in untracked_segments(root)))
 
 
 def track_segments(root: Path, *, push: bool = False) -> list[str]:
