@@ -75,6 +75,18 @@ def _repaired(root: Path) -> Path:
     return root
 
 
+def _emit(text: str, output: str | None = None) -> None:
+    """Write a command's document (Markdown or JSON) to ``output`` or stdout, through
+    ``render.plain``: documents quote model output, item text and provider errors."""
+    from evalreg.render import plain
+
+    text = plain(text)
+    if output:
+        Path(output).write_text(text, encoding="utf-8")
+    else:
+        sys.stdout.write(text)
+
+
 # ---------------------------------------------------------------- commands
 def cmd_check(args: argparse.Namespace) -> int:
     from evalreg.check import check
@@ -82,23 +94,23 @@ def cmd_check(args: argparse.Namespace) -> int:
 
     result = check(_repaired(_root(args)))
     if args.json:
-        sys.stdout.write(json.dumps(result.as_dict(strict=args.strict), indent=2) + "\n")
+        _emit(json.dumps(result.as_dict(strict=args.strict), indent=2) + "\n")
     else:
         print_check(result, strict=args.strict)
     return result.exit_code(strict=args.strict)
 
 
 def cmd_init(args: argparse.Namespace) -> int:
-    from evalreg.render import console
+    from evalreg.render import console, shown
     from evalreg.scaffold import init_registry
 
     target = Path(args.path)
     created = init_registry(target, remote=args.remote)
     out = console()
-    out.print(f"Initialised an evalreg registry in [bold]{created.root}[/bold]")
-    out.print(f"  DVC remote: {created.remote}")
+    out.print(f"Initialised an evalreg registry in [bold]{shown(created.root)}[/bold]")
+    out.print(f"  DVC remote: {shown(created.remote)}")
     out.print("Next steps:")
-    out.print(f"  cd {args.path}")
+    out.print(f"  cd {shown(args.path)}")
     out.print("  evalreg check")
     out.print("  git add -A && git commit -m 'Start an eval registry'")
     return 0
@@ -106,17 +118,17 @@ def cmd_init(args: argparse.Namespace) -> int:
 
 def cmd_evalset_add(args: argparse.Namespace) -> int:
     from evalreg.evalset_ops import add_evalset
-    from evalreg.render import console
+    from evalreg.render import console, shown
 
     root = _root(args)
     with _writing(root):
         added = add_evalset(root, Path(args.file), push=not args.no_push)
     out = console()
     out.print(
-        f"Tracked [bold]{added.path}[/bold] with DVC: {added.items} items, md5 {added.md5}"
-        + ("" if args.no_push else f", pushed to the {added.remote}")
+        f"Tracked [bold]{shown(added.path)}[/bold] with DVC: {added.items} items, md5 "
+        f"{added.md5}" + ("" if args.no_push else f", pushed to the {shown(added.remote)}")
     )
-    out.print(f"Commit {added.path}.dvc (and .gitignore) to record this version.")
+    out.print(f"Commit {shown(added.path)}.dvc (and .gitignore) to record this version.")
     return 0
 
 
@@ -136,7 +148,7 @@ def cmd_status(args: argparse.Namespace) -> int:
             }
             for s in statuses
         ]
-        sys.stdout.write(json.dumps(rows, indent=2) + "\n")
+        _emit(json.dumps(rows, indent=2) + "\n")
     else:
         print_status(statuses)
     return 0
@@ -243,7 +255,7 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 
 def cmd_select(args: argparse.Namespace) -> int:
-    from evalreg.render import console
+    from evalreg.render import console, shown
     from evalreg.select_edit import select_candidate
 
     root = _root(args)
@@ -251,7 +263,7 @@ def cmd_select(args: argparse.Namespace) -> int:
         changed = select_candidate(
             root, args.use_case, args.candidate, reason=args.reason, approver=args.approver
         )
-    console().print(changed)
+    console().print(shown(changed))
     return 0
 
 
@@ -279,12 +291,9 @@ def cmd_audit(args: argparse.Namespace) -> int:
     )
     with reviews if reviews is not None else nullcontext():
         record = build_audit(root, args.rev, github=reviews, verify=not args.no_verify)
-    markdown = audit_markdown(record)
     if args.output:
         Path(args.output).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.output).write_text(markdown, encoding="utf-8")
-    else:
-        sys.stdout.write(markdown)
+    _emit(audit_markdown(record), args.output)
     if args.html:
         write_html(record, Path(args.html))
     verdict = record.reproduction
@@ -294,33 +303,22 @@ def cmd_audit(args: argparse.Namespace) -> int:
 def cmd_diff(args: argparse.Namespace) -> int:
     from evalreg.diff import diff
     from evalreg.report.diff_markdown import diff_markdown
+    from evalreg.report.escape import json_text
 
     data = diff(_repaired(_root(args)), args.base, args.head)
-    if args.format == "json":
-        text = json.dumps(data, sort_keys=True, indent=2, ensure_ascii=False) + "\n"
-    else:
-        text = diff_markdown(data)
-    if args.output:
-        Path(args.output).write_text(text, encoding="utf-8")
-    else:
-        sys.stdout.write(text)
+    _emit(json_text(data) + "\n" if args.format == "json" else diff_markdown(data), args.output)
     return 0
 
 
 def cmd_drift(args: argparse.Namespace) -> int:
     from evalreg.drift import drift, drift_json, render_drift
+    from evalreg.report.escape import json_text
 
     report = drift(
         _root(args), sample=args.sample, seed=args.seed, cells=args.cell, threshold=args.threshold
     )
-    if args.json:
-        text = json.dumps(drift_json(report), sort_keys=True, indent=2, ensure_ascii=False) + "\n"
-    else:
-        text = render_drift(report)
-    if args.output:
-        Path(args.output).write_text(text, encoding="utf-8")
-    else:
-        sys.stdout.write(text)
+    text = json_text(drift_json(report)) + "\n" if args.json else render_drift(report)
+    _emit(text, args.output)
     return report.exit_code
 
 
@@ -347,19 +345,20 @@ def cmd_import_openai_evals(args: argparse.Namespace) -> int:
 
 
 def _print_import(result: ImportResult) -> None:
-    from evalreg.render import console
+    from evalreg.render import console, plain
 
     out = console()
     out.print(f"Wrote {len(result.written)} files:", markup=False)
     for rel in result.written:
-        out.print(f"  {rel}", markup=False)
+        out.print(f"  {plain(rel)}", markup=False)
+    # The notes quote the imported config, which is someone else's file.
     for title, lines in (("Not mapped", result.not_mapped), ("To review", result.notes)):
         if lines:
             out.print(f"{title}:", markup=False)
             for line in lines:
-                out.print(f"  - {line}", markup=False)
+                out.print(f"  - {plain(line)}", markup=False)
     out.print("Next steps:", markup=False)
-    out.print(f"  evalreg evalset add {result.evalset}", markup=False)
+    out.print(f"  evalreg evalset add {plain(result.evalset)}", markup=False)
     out.print("  evalreg check", markup=False)
 
 
@@ -377,7 +376,8 @@ def cmd_comment(args: argparse.Namespace) -> int:
         context_from_environment,
         token_from_environment,
     )
-    from evalreg.render import console
+    from evalreg.redaction import redact
+    from evalreg.render import console, shown
     from evalreg.report.diff_markdown import diff_markdown
 
     path = Path(args.diff)
@@ -393,7 +393,7 @@ def cmd_comment(args: argparse.Namespace) -> int:
         raise UsageError(f"--diff {args.diff}: not an evalreg diff (schema_version 1)")
     if args.head_sha is not None and not re.fullmatch(r"[0-9a-f]{40}", args.head_sha):
         raise UsageError("--head-sha must be a full 40-character commit SHA")
-    body = diff_markdown(data)
+    body = redact(diff_markdown(data))
     ctx = context_from_environment(
         os.environ, pr=args.pr, repository=args.repository, head=args.head_sha
     )
@@ -422,18 +422,16 @@ def cmd_comment(args: argparse.Namespace) -> int:
             number, body, marker=COMMENT_MARKER, bot_login=args.bot_login, dry_run=args.dry_run
         )
     console().print(
-        f"{result.action} comment on #{number}" + (f": {result.url}" if result.url else "")
+        f"{result.action} comment on #{number}" + (f": {shown(result.url)}" if result.url else "")
     )
     if args.dry_run:
-        sys.stdout.write(body)
+        _emit(body)
     return 0
 
 
 def cmd_evalset_sample(args: argparse.Namespace) -> int:
-    from rich.markup import escape
-
     from evalreg.curation import sample_logs
-    from evalreg.render import console
+    from evalreg.render import console, shown
 
     result = sample_logs(
         Path(args.source),
@@ -451,17 +449,17 @@ def cmd_evalset_sample(args: argparse.Namespace) -> int:
         root=_root(args),
     )
     out = console()
-    scrubbed = f"scrubbed with {escape(result.scrubber)}" if result.scrubber else "not scrubbed"
+    scrubbed = f"scrubbed with {shown(result.scrubber)}" if result.scrubber else "not scrubbed"
     out.print(
-        f"Wrote [bold]{escape(result.path)}[/bold]: {result.items} items from {result.rows} rows "
+        f"Wrote [bold]{shown(result.path)}[/bold]: {result.items} items from {result.rows} rows "
         f"({result.exact_duplicates} exact and {result.near_duplicates} near duplicates removed; "
         f"{scrubbed})"
     )
     for name, stratum in result.strata.items():
-        out.print(f"  {escape(name)}: {stratum.sampled} of {stratum.unique} ({stratum.rows} rows)")
+        out.print(f"  {shown(name)}: {stratum.sampled} of {stratum.unique} ({stratum.rows} rows)")
     out.print(
-        f"Provenance in {escape(result.provenance)}. Review the items, then "
-        f"`evalreg evalset add {escape(result.path)}` and commit the pointer and the provenance."
+        f"Provenance in {shown(result.provenance)}. Review the items, then "
+        f"`evalreg evalset add {shown(result.path)}` and commit the pointer and the provenance."
     )
     return 0
 
@@ -498,18 +496,16 @@ def cmd_evalset_stats(args: argparse.Namespace) -> int:
             "items_needed": asdict(needed),
             "evalsets": {p: [asdict(s) for s in rows] for p, rows in stats.items()},
         }
-        sys.stdout.write(json.dumps(payload, indent=2, sort_keys=True) + "\n")
+        _emit(json.dumps(payload, indent=2, sort_keys=True) + "\n")
     else:
         print_evalset_stats(stats, needed, **plan)
     return 0
 
 
 def cmd_store_purge(args: argparse.Namespace) -> int:
-    from rich.markup import escape
-
     from evalreg.plan import PURGE_LOG
     from evalreg.purge import purge_item
-    from evalreg.render import console
+    from evalreg.render import console, shown
 
     root = _root(args)
     with _writing(root):
@@ -523,8 +519,8 @@ def cmd_store_purge(args: argparse.Namespace) -> int:
         )
     out = console()
     out.print(
-        f"Purged {record.keys_removed} stored responses of item {escape(record.item)} "
-        f"({escape(record.evalset)}); logged in {PURGE_LOG}."
+        f"Purged {record.keys_removed} stored responses of item {shown(record.item)} "
+        f"({shown(record.evalset)}); logged in {PURGE_LOG}."
     )
     if record.segments_removed:
         out.print(
@@ -532,12 +528,12 @@ def cmd_store_purge(args: argparse.Namespace) -> int:
             f"{record.segment_written or 'none (they held nothing else)'}."
         )
     if record.push_error:
-        out.print(f"[yellow]Push failed[/yellow] ({escape(record.push_error)}): push it later.")
+        out.print(f"[yellow]Push failed[/yellow] ({shown(record.push_error)}): push it later.")
     for note in record.notes:
-        out.print(escape(note))
+        out.print(shown(note))
     out.print("Next steps:")
     for step in record.next_steps:
-        out.print(f"  {escape(step)}")
+        out.print(f"  {shown(step)}")
     return 0
 
 
@@ -928,12 +924,14 @@ def entry() -> NoReturn:
 
 def _print_error(exc: EvalregError) -> None:
     from evalreg.errors import RegistryError
+    from evalreg.render import plain
 
+    # Findings quote item text; other errors may quote a provider or GitHub.
     if isinstance(exc, RegistryError):
         for finding in exc.findings:
-            sys.stderr.write(finding.render() + "\n")
+            sys.stderr.write(plain(finding.render()) + "\n")
     else:
-        sys.stderr.write(f"evalreg: error: {exc}\n")
+        sys.stderr.write(plain(f"evalreg: error: {exc}") + "\n")
 
 
 if __name__ == "__main__":

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar, Protocol
 
+from evalreg.redaction import redact
 from evalreg.registry.schema import Pin
 
 Messages = list[dict[str, str]]
@@ -53,7 +54,8 @@ class ProviderError(Exception):
     """A request that produced no model output: counted and logged, never stored.
 
     ``kind`` is one of: rate_limited, server, timeout, connection, malformed, client, auth,
-    system (a ``python`` callable raised).
+    system (a ``python`` callable raised). The message is redacted here, once: a provider
+    may quote the key it was sent (a 401 body, a URL in a connection error).
     """
 
     def __init__(
@@ -65,7 +67,7 @@ class ProviderError(Exception):
         retryable: bool = False,
         retry_after: float | None = None,
     ) -> None:
-        super().__init__(message)
+        super().__init__(redact(message))
         self.kind = kind
         self.status = status
         self.retryable = retryable
