@@ -234,6 +234,19 @@ def cli(capsys: pytest.CaptureFixture[str]) -> Iterator[object]:
     yield run
 
 
+def assert_refused(repo: Repo, cli, *args: str, expect: tuple[str, ...] = ()) -> str:
+    """Run ``evalreg ARGS``: it must exit 2 without a traceback, say each of ``expect``, and
+    change no file (git's view of the tree included). Returns its stderr."""
+    before = repo.snapshot(), repo.git("status", "--porcelain", "--ignored")
+    result = cli(repo, *args)
+    assert result.code == 2, result.err
+    assert "Traceback" not in result.err
+    for fragment in expect:
+        assert fragment in result.err, f"{fragment!r} not in:\n{result.err}"
+    assert (repo.snapshot(), repo.git("status", "--porcelain", "--ignored")) == before
+    return result.err
+
+
 # ---------------------------------------------------------------- live registries
 LIVE_KEY = "sk-test-runner-5d1c0a"
 

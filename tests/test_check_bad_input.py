@@ -7,20 +7,15 @@ import sys
 
 import pytest
 
-from conftest import Repo
+from conftest import Repo, assert_refused, items_jsonl
 
 
 def assert_rejected(repo: Repo, cli, *expected: str) -> str:
-    """Run ``check``; it must exit 2 with each expected line fragment and write nothing."""
-    before = repo.snapshot()
-    result = cli(repo, "check")
-    assert result.code == 2, result.err
-    assert "Traceback" not in result.err
-    for fragment in expected:
-        assert fragment in result.err, f"{fragment!r} not in:\n{result.err}"
-    assert repo.snapshot() == before
+    """Run ``check`` on a committed tree; it must exit 2 with each expected line fragment
+    and write nothing."""
+    err = assert_refused(repo, cli, "check", expect=expected)
     assert repo.git("status", "--porcelain", "--ignored") == ""
-    return result.err
+    return err
 
 
 def test_valid_registry_passes(repo, cli):
@@ -492,3 +487,175 @@ def test_scalars_resolve_by_the_yaml_core_schema():
         "h": "yes",
         "i": "5",
     }
+
+
+def nested(depth: int) -> str:
+    """An item line whose ``input.a`` holds lists ``depth`` deep."""
+    return '{"id": "deep", "input": {"text": "x", "a": %s}}\n' % ("[" * depth + "]" * depth)
+
+
+def test_an_item_nested_10000_deep_is_refused_with_its_line(repo, cli):
+    repo.write("evalsets/messages.jsonl", items_jsonl() + nested(10_000))
+    repo.commit("deep item")
+    assert_rejected(
+        repo, cli, "evalsets/messages.jsonl:5: objects and lists nested more than 100 levels deep"
+    )
+
+
+def test_an_item_the_parser_reads_but_too_deep_to_use_is_refused(repo, cli):
+    # 900 levels parse, then overflow the stack of whatever walks the item next.
+    repo.write("evalsets/messages.jsonl", items_jsonl() + nested(900))
+    repo.commit("deep item")
+    assert_rejected(repo, cli, "evalsets/messages.jsonl:5: objects and lists nested more than")
+
+
+def test_an_item_nested_to_the_limit_loads(repo, cli):
+    # The item object, its input and 98 lists: 100 levels.
+    repo.write("evalsets/messages.jsonl", items_jsonl() + nested(98))
+    repo.commit("deep item")
+    assert cli(repo, "check").code == 0
+
+
+def test_a_lone_surrogate_escape_is_refused_with_its_line_and_column(repo, cli):
+    line = '{"id": "s", "input": {"text": "caf\\ud800"}, "tags": ["common"]}\n'
+    repo.write("evalsets/messages.jsonl", items_jsonl() + line)
+    repo.commit("surrogate")
+    assert_rejected(
+        repo,
+        cli,
+        "evalsets/messages.jsonl:5:35: \\ud800 is half of a UTF-16 surrogate pair, not a character",
+    )
+
+
+def test_an_escaped_surrogate_pair_is_one_character(repo, cli):
+    line = '{"id": "s", "input": {"text": "\\ud83d\\ude00 and \\\\ud800"}, "tags": ["common"]}\n'
+    repo.write("evalsets/messages.jsonl", items_jsonl() + line)
+    repo.commit("emoji")
+    assert cli(repo, "check").code == 0
+
+
+def set_template(repo: Repo, template: str) -> None:
+    text = repo.read("registry/tasks/labels.yaml")
+    repo.write(
+        "registry/tasks/labels.yaml",
+        text.replace('"Message: {{ text }}"', json.dumps(f"Message: {template}")),
+    )
+    repo.commit("template")
+
+
+@pytest.mark.parametrize(
+    ("template", "message"),
+    [
+        ("{% include '/etc/passwd' %}", "'{% include %}' is not available"),
+        ("{% import 'macros' as m %}", "'{% import %}' is not available"),
+        ("{% extends 'base' %}", "'{% extends %}' is not available"),
+        ("{{ ''.__class__.__mro__ }}", "'__mro__' is not available"),
+        ("{{ text|attr('__class__') }}", "'__class__' is not available"),
+        ("{{ text['__init__'] }}", "'__init__' is not available"),
+        ("{{ ['a', 'b']|random }}", "the filter 'random' renders differently every time"),
+        ("{{ lipsum(2) }}", "the function 'lipsum' renders differently every time"),
+        ("{{ text|no_such_filter }}", "No filter named 'no_such_filter'"),
+    ],
+)
+def test_a_template_using_what_a_prompt_may_not_is_refused_where_it_is(
+    repo, cli, template, message
+):
+    set_template(repo, template)
+    assert_rejected(repo, cli, f"registry/tasks/labels.yaml:6:13: prompt template: {message}")
+
+
+@pytest.mark.parametrize(
+    ("template", "message"),
+    [
+        ("{{ range(10000000) }}", "range() of 10,000,000 numbers; at most 100,000"),
+        ("{{ 'a' * 1000000000 }}", "a repeated value would be 1,000,000,000 characters long"),
+        (
+            "{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}",
+            "more than 250,000 loop iterations and calls",
+        ),
+    ],
+)
+def test_a_template_that_cannot_render_is_refused_at_each_item(repo, cli, template, message):
+    set_template(repo, template)
+    err = assert_rejected(
+        repo,
+        cli,
+        "evalsets/messages.jsonl:1: item 'm-000': the prompt template of "
+        f"registry/tasks/labels.yaml:6 cannot be rendered for it: {message}",
+    )
+    assert "evalsets/messages.jsonl:4: item 'm-003'" in err
+
+
+def test_a_template_that_fails_for_one_item_names_only_that_item(repo, cli):
+    set_template(repo, "{{ text }}{{ '!' * meta.emphasis }}")
+    rows = [json.loads(line) for line in items_jsonl().splitlines()]
+    for row in rows:
+        row["input"]["meta"] = {"emphasis": 3}
+    rows[2]["input"]["meta"]["emphasis"] = 10**9
+    repo.write("evalsets/messages.jsonl", "".join(json.dumps(r) + "\n" for r in rows))
+    repo.commit("emphasis")
+    err = assert_rejected(
+        repo,
+        cli,
+        "evalsets/messages.jsonl:3: item 'm-002': the prompt template of "
+        "registry/tasks/labels.yaml:6 cannot be rendered for it: a repeated value would be",
+    )
+    assert "m-001" not in err and "m-003" not in err
+
+
+def test_a_variant_template_that_cannot_render_names_the_selection(repo, cli):
+    repo.write(
+        "registry/selections/labels.yaml",
+        repo.read("registry/selections/labels.yaml").replace(
+            "  - id: mini\n    pin: mini\n",
+            '  - id: mini\n    pin: mini\n    prompt:\n      template: "{{ text * 10**8 }}"\n',
+        ),
+    )
+    repo.commit("variant")
+    assert_rejected(
+        repo,
+        cli,
+        "evalsets/messages.jsonl:1: item 'm-000': the prompt template of "
+        "registry/selections/labels.yaml:10 cannot be rendered for it",
+    )
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="symlinks")
+def test_a_registry_file_linking_outside_the_repository_is_refused(repo, cli):
+    outside = repo.root.parent / "outside.yaml"
+    outside.write_text(repo.read("registry/models/mini.yaml"))
+    (repo.root / "registry/models/mini.yaml").unlink()
+    (repo.root / "registry/models/mini.yaml").symlink_to(outside)
+    repo.commit("linked pin")
+    assert_rejected(
+        repo,
+        cli,
+        "registry/models/mini.yaml: not read: 'registry/models/mini.yaml' resolves outside the "
+        "repository (through a symlink)",
+    )
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="symlinks")
+def test_a_registry_directory_linking_outside_the_repository_is_refused(repo, cli):
+    outside = repo.root.parent / "rubrics"
+    (repo.root / "registry/rubrics").rename(outside)
+    (repo.root / "registry/rubrics").symlink_to(outside)
+    repo.commit("linked rubrics")
+    assert_rejected(
+        repo,
+        cli,
+        "registry/rubrics: not read: 'registry/rubrics' resolves outside the repository",
+    )
+
+
+def test_a_problem_in_a_block_scalar_template_is_reported_on_its_own_line(repo, cli):
+    text = repo.read("registry/tasks/labels.yaml")
+    repo.write(
+        "registry/tasks/labels.yaml",
+        text.replace(
+            '  template: "Message: {{ text }}"',
+            "  template: |\n    Message:\n    {{ text }\n",
+        ),
+    )
+    repo.commit("template")
+    assert_rejected(repo, cli, "registry/tasks/labels.yaml:8: prompt template: unexpected '}'")

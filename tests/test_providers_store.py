@@ -627,6 +627,92 @@ def test_compressed_bodies_are_decoded():
     assert out[0].json() == {"zipped": True}
 
 
+def bounded(limit: int) -> dict:
+    """Request options asking the pool to read at most ``limit`` bytes of the body."""
+    from evalreg.providers.http import MAX_BODY_EXTENSION
+
+    return {"content": b"1", "extensions": {MAX_BODY_EXTENSION: limit}}
+
+
+def test_a_body_declared_longer_than_the_bound_is_refused_unread():
+    from evalreg.providers.http import ResponseTooLarge
+
+    # The server declares a gigabyte and sends nothing more: waiting for it would time out.
+    started = time.perf_counter()
+    srv, out = pool_run(
+        [b"HTTP/1.1 200 OK\r\ncontent-length: 1000000000\r\n\r\n{", ok()],
+        bounded(4096),
+        {"content": b"2"},
+    )
+    assert isinstance(out[0], ResponseTooLarge)
+    assert str(out[0]) == "the response body is longer than 4,096 bytes"
+    assert time.perf_counter() - started < 1.5
+    assert out[1].status_code == 200
+    assert srv.connections == 2  # the refused connection is not reused
+
+
+def test_a_chunked_body_is_refused_at_the_chunk_that_passes_the_bound():
+    from evalreg.providers.http import ResponseTooLarge
+
+    chunk = b"800\r\n" + b"x" * 0x800 + b"\r\n"
+    chunked = b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n" + chunk * 2
+    _srv, out = pool_run([chunked + b"fffffffffff\r\n"], bounded(8192))
+    assert isinstance(out[0], ResponseTooLarge)
+
+
+def test_a_body_read_to_the_close_stops_at_the_bound():
+    from evalreg.providers.http import ResponseTooLarge
+
+    _srv, out = pool_run([b"HTTP/1.1 200 OK\r\n\r\n" + b"x" * 100_000, "silence"], bounded(8192))
+    assert isinstance(out[0], ResponseTooLarge)
+
+
+def test_a_body_within_the_bound_is_read_whole():
+    body = json.dumps({"text": "x" * 4000}).encode()
+    _srv, out = pool_run([ok(body)], bounded(len(body)))
+    assert out[0].json() == {"text": "x" * 4000}
+
+
+def layer_error(answer: bytes, **limits: int):
+    """The ProviderError the HTTP layer raises when the server answers ``answer``."""
+    from evalreg.providers.base import Completion, ProviderError
+    from evalreg.registry.schema import Limits
+
+    async def go() -> ProviderError:
+        async with ScriptedServer([answer]) as srv, HttpLayer() as http:
+            with pytest.raises(ProviderError) as caught:
+                await http.post(
+                    "p",
+                    Limits(max_retries=0, **limits),
+                    f"{srv.url}/v1/chat/completions",
+                    {},
+                    b"{}",
+                    lambda data: Completion(text=""),
+                )
+            return caught.value
+
+    return asyncio.run(go())
+
+
+def test_a_small_body_that_decompresses_past_the_bound_is_refused():
+    import gzip
+
+    bomb = gzip.compress(b" " * (64 << 20))  # 64 MiB of spaces in about 64 KiB
+    error = layer_error(ok(bomb, b"content-encoding: gzip\r\n"), max_response_bytes=1 << 20)
+    assert error.kind == "too_large" and not error.retryable
+    assert "longer than 1,048,576 bytes" in str(error)
+
+
+def test_a_body_that_does_not_decode_is_malformed_not_a_crash():
+    error = layer_error(ok(b"not gzip", b"content-encoding: gzip\r\n"))
+    assert error.kind == "malformed" and error.retryable
+
+
+def test_a_body_nested_too_deep_to_parse_is_malformed_not_a_crash():
+    error = layer_error(ok(b"[" * 100_000 + b"]" * 100_000))
+    assert error.kind == "malformed"
+
+
 def test_pre_encoded_fields_give_the_same_store_line():
     from evalreg.canonical import canonical_bytes
 

@@ -4,10 +4,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
+from evalreg.errors import PromptError
 from evalreg.registry.diagnostics import Finding, Severity
 from evalreg.registry.loader import Registry, inspect_registry
 from evalreg.registry.tree import Tree
+from evalreg.registry.yamlio import Loc
+
+if TYPE_CHECKING:
+    from evalreg.plan import Cell
 
 
 @dataclass(frozen=True)
@@ -64,12 +70,14 @@ def check(root: str | Path | Tree = ".") -> CheckResult:
         )
     elif not findings:
         # With errors, "unused" is often only a consequence of a file that failed to load.
-        findings = (
-            _warnings(registry)
-            + _data_findings(registry)
-            + _result_findings(registry)
-            + _workspace_findings(registry)
-        )
+        findings = _prompt_findings(registry)
+        if not findings:
+            findings = (
+                _warnings(registry)
+                + _data_findings(registry)
+                + _result_findings(registry)
+                + _workspace_findings(registry)
+            )
     return CheckResult(sorted(set(findings)), _counts(registry), _use_cases(registry))
 
 
@@ -145,38 +153,80 @@ def _warnings(registry: Registry) -> list[Finding]:
     return out
 
 
-def _data_findings(registry: Registry) -> list[Finding]:
-    """Eval sets should be tracked by DVC, and the working copy should match the pointer."""
-    from evalreg.dvcrepo import pointer_md5
+def _prompt_findings(registry: Registry) -> list[Finding]:
+    """Every item's prompt, rendered as ``run`` renders it: a template that fails for some
+    item (a field it lacks, a bound it exceeds) is found here, not halfway into a run."""
+    from evalreg.plan import cells
+    from evalreg.prompting import effective_prompt, render_messages
+    from evalreg.registry.loader import MAX_TEMPLATE_FINDINGS
 
     out = []
-    for path, evalset in sorted(registry.evalsets.items()):
-        pointer = path + ".dvc"
-        if not registry.tree.is_file(pointer):
-            out.append(
-                Finding(
-                    path,
-                    0,
-                    0,
-                    f"not tracked by DVC: run `evalreg evalset add {path}`",
-                    Severity.WARNING,
-                )
-            )
+    seen = set()
+    for cell in cells(registry) + cells(registry, "holdout"):
+        variant = cell.candidate.prompt
+        evalset = registry.evalset_of(cell.task_id, cell.split)
+        prompt = effective_prompt(cell.task, variant)
+        if (prompt, evalset.path) in seen:
             continue
-        md5 = pointer_md5(registry.tree.read(pointer))
-        if md5 is not None and md5 != evalset.md5:
+        seen.add((prompt, evalset.path))
+        failed = 0
+        for item in evalset.items:
+            try:
+                render_messages(cell.task, variant, item, cell=cell.id)
+            except PromptError as exc:
+                failed += 1
+                if failed <= MAX_TEMPLATE_FINDINGS:
+                    out.append(
+                        Finding(
+                            evalset.path,
+                            evalset.lines[item.id],
+                            0,
+                            f"item {item.id!r}: the {exc.what} of "
+                            f"{_prompt_source(registry, cell, exc.part)} cannot be rendered for "
+                            f"it: {exc.problem}",
+                        )
+                    )
+        if failed > MAX_TEMPLATE_FINDINGS:
             out.append(
                 Finding(
-                    path,
+                    evalset.path,
                     0,
                     0,
-                    f"differs from the version DVC tracks ({pointer} says md5 {md5}, the file has "
-                    f"{evalset.md5}): run `evalreg evalset add {path}` to record the change, or "
-                    f"`dvc checkout {pointer}` to undo it",
-                    Severity.FINDING,
+                    f"{failed - MAX_TEMPLATE_FINDINGS} more items whose prompt for {cell.id} "
+                    "cannot be rendered",
                 )
             )
     return out
+
+
+def _prompt_source(registry: Registry, cell: Cell, part: str) -> str:
+    """``path:line`` of the prompt part ``cell`` renders: its candidate's variant, if that
+    sets the part, else the task's."""
+    variant = cell.candidate.prompt
+    if variant is not None and getattr(variant, part) is not None:
+        candidates = registry.selections[cell.selection].candidates
+        doc = registry.documents[("selections", cell.selection)]
+        loc: Loc = ("candidates", candidates.index(cell.candidate), "prompt", part)
+    else:
+        doc = registry.documents[("tasks", cell.task_id)]
+        loc = ("prompt", part)
+    return f"{doc.path}:{doc.locate(loc)[0]}"
+
+
+def _data_findings(registry: Registry) -> list[Finding]:
+    """Eval sets should be tracked by DVC (the loader checks that a tracked one is the
+    version its pointer records)."""
+    return [
+        Finding(
+            path,
+            0,
+            0,
+            f"not tracked by DVC: run `evalreg evalset add {path}`",
+            Severity.WARNING,
+        )
+        for path in sorted(registry.evalsets)
+        if not registry.tree.is_file(path + ".dvc")
+    ]
 
 
 def _result_findings(registry: Registry) -> list[Finding]:

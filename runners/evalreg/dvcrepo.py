@@ -228,10 +228,19 @@ def remote_description(root: Path) -> str:
 
 def _missing_message(root: Path, rel: str, md5: str, exc: Exception) -> str:
     remote = remote_description(root)
+    here = (root / rel).resolve()
+    if here.is_relative_to(root.resolve()) and here.is_file():
+        # Not this version, or it would have been read: say which one is there instead.
+        found = hashlib.md5(here.read_bytes(), usedforsecurity=False).hexdigest()
+        where = (
+            f"is in neither the DVC cache nor the {remote}, and the working tree holds another "
+            f"version of it (md5 {found})"
+        )
+    else:
+        where = f"is in neither the working tree, the DVC cache nor the {remote}"
     return (
-        f"{rel} (md5 {md5}) is in neither the working tree, the DVC cache nor the {remote}. "
-        f"Fetch it with `dvc pull {rel}.dvc`; if the remote lacks it, run `dvc push` where "
-        f"it was produced. ({type(exc).__name__})"
+        f"{rel} (md5 {md5}) {where}. Fetch it with `dvc pull {rel}.dvc`; if the remote lacks "
+        f"it, run `dvc push` where it was produced. ({type(exc).__name__})"
     )
 
 

@@ -31,3 +31,21 @@ class RegistryError(EvalregError):
 
 class DataMissingError(EvalregError):
     """DVC-tracked data is neither in the workspace nor in the local cache."""
+
+
+class PromptError(EvalregError):
+    """An item's prompt cannot be rendered: the run stops before anything is sent."""
+
+    def __init__(self, cell: str, item: str, part: str, what: str, problem: str) -> None:
+        super().__init__(cell, item, part, what, problem)  # the arguments, for pickling
+        self.cell, self.item, self.problem = cell, item, problem
+        self.part = part
+        """Which part of the prompt: "system" or "template"."""
+        self.what = what
+        """How messages name that part."""
+
+    def __str__(self) -> str:
+        return (
+            f"cell {self.cell}, item {self.item!r}: the {self.what} cannot be rendered: "
+            f"{self.problem} (`evalreg check` shows the template and the item)"
+        )

@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
+import re
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
@@ -18,6 +19,9 @@ from evalreg.registry.validation import describe_errors
 from evalreg.store import collection_paused, has_long_number
 
 MAX_LINE_FINDINGS = 50
+MAX_DEPTH = 100
+"""Deepest nesting of objects and lists an item may have: far below Python's recursion
+limit, which the code that walks an item (validation, canonical JSON, graders) shares."""
 
 
 @dataclass(frozen=True)
@@ -75,14 +79,51 @@ def _parse(data: bytes, path: str, md5: str) -> tuple[EvalSet | None, list[Findi
             break
         try:
             raw = _loads(line, fast)
+            # Nesting deeper than MAX_DEPTH takes more than 2 * MAX_DEPTH brackets: most
+            # lines are shorter than that, and the rest are only walked when they hold that
+            # many.
+            deep = (
+                len(line) > 2 * MAX_DEPTH
+                and line.count("[") + line.count("{") > MAX_DEPTH
+                and _too_deep(raw, MAX_DEPTH)
+            )
         except json.JSONDecodeError as exc:
             bad += 1
             findings.append(Finding(path, lineno, exc.colno, f"invalid JSON: {exc.msg}"))
+            continue
+        except RecursionError:  # deeper than the parser itself goes
+            deep = True
+        if deep:
+            bad += 1
+            findings.append(
+                Finding(
+                    path,
+                    lineno,
+                    0,
+                    f"objects and lists nested more than {MAX_DEPTH} levels deep: flatten "
+                    "the item (or hold the deep part as a JSON string)",
+                )
+            )
             continue
         if not isinstance(raw, dict):
             bad += 1
             findings.append(Finding(path, lineno, 1, "expected a JSON object (one item a line)"))
             continue
+        if "\\u" in line:
+            col = lone_surrogate(line)
+            if col is not None:
+                bad += 1
+                findings.append(
+                    Finding(
+                        path,
+                        lineno,
+                        col,
+                        f"{line[col - 1 : col + 5]} is half of a UTF-16 surrogate pair, not a "
+                        "character: no request holding it can be encoded; write the character "
+                        "itself (or both halves of its pair)",
+                    )
+                )
+                continue
         try:
             item = _validate(raw)
         except ValidationError as exc:
@@ -126,6 +167,44 @@ def _loads(line: str, fast: bool) -> Any:
         except orjson.JSONDecodeError:
             pass
     return json.loads(line)
+
+
+def _too_deep(value: Any, limit: int) -> bool:
+    """Whether ``value`` nests lists and dicts more than ``limit`` levels deep (walked
+    without recursion, however deep it is)."""
+    level: list[Any] = [value]
+    for _ in range(limit + 1):
+        level = [
+            child
+            for v in level
+            if isinstance(v, (dict, list))
+            for child in (v.values() if isinstance(v, dict) else v)
+        ]
+        if not level:
+            return False
+    return True
+
+
+_SURROGATE_ESCAPE = re.compile(r"(\\+)u([dD][89a-fA-F][0-9a-fA-F]{2})")
+
+
+def lone_surrogate(text: str) -> int | None:
+    """The 1-based column of a ``\\uXXXX`` escape, in JSON ``text``, of a surrogate that is
+    not half of a pair (``json`` reads it into a string no encoder accepts), or None."""
+    high_end = high_col = -1  # where the last unpaired high surrogate's escape ends
+    for match in _SURROGATE_ESCAPE.finditer(text):
+        if len(match.group(1)) % 2 == 0:
+            continue  # an escaped backslash, then the letter u: text, not an escape
+        start = match.end(1) - 1
+        if int(match.group(2), 16) >= 0xDC00:
+            if start != high_end:  # a low surrogate right after no high one
+                return high_col if high_end >= 0 else start + 1
+            high_end = -1
+        elif high_end >= 0:
+            return high_col  # a high surrogate that no low one follows
+        else:
+            high_end, high_col = match.end(), start + 1
+    return high_col if high_end >= 0 else None
 
 
 def _item_message(raw: dict[str, object], message: str) -> str:

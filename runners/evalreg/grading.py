@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 from pathlib import Path
 from typing import Any
@@ -110,11 +111,13 @@ class CellGrader:
             return []
         text = stored["response"]["text"]
         label = f"{self.cell.id}/{item.id}#{sample}"
-        return [
-            self.judges.job(c, item, text, label)
-            for c, _ in self.criteria
-            if isinstance(c.grader, schema.JudgeGrader) and applies(c, item.tags)
-        ]
+        jobs = []
+        for c, _ in self.criteria:
+            if isinstance(c.grader, schema.JudgeGrader) and applies(c, item.tags):
+                # A judge request that cannot be made buys nothing: grading records why.
+                with contextlib.suppress(JudgeFailed):
+                    jobs.append(self.judges.job(c, item, text, label))
+        return jobs
 
     def _special(
         self,

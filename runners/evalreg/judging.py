@@ -17,7 +17,7 @@ from evalreg.providers import get_provider
 from evalreg.providers.base import Provider
 from evalreg.registry import schema
 from evalreg.store import ResponseStore
-from evalreg.templating import render
+from evalreg.templating import RenderError, render
 
 JUDGE_INSTRUCTIONS = (
     "You grade one response against one criterion. Judge only what the criterion asks. "
@@ -59,15 +59,18 @@ class Judges:
         subject: Any = (
             item.input if item.input is not None else [m.model_dump() for m in item.messages or []]
         )
-        prompt = render(
-            config.prompt,
-            {
-                "input": subject,
-                "output": output,
-                "expected": item.expected,
-                "criterion": criterion.description,
-            },
-        )
+        try:
+            prompt = render(
+                config.prompt,
+                {
+                    "input": subject,
+                    "output": output,
+                    "expected": item.expected,
+                    "criterion": criterion.description,
+                },
+            )
+        except RenderError as exc:
+            raise JudgeFailed(f"the judge prompt cannot be rendered: {exc}") from None
         messages = [
             {"role": "system", "content": JUDGE_INSTRUCTIONS},
             {"role": "user", "content": prompt},

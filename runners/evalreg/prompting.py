@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+from evalreg.errors import PromptError
 from evalreg.providers.base import Messages
 from evalreg.registry.schema import Item, PromptVariant, Task
-from evalreg.templating import render
+from evalreg.templating import RenderError, render
+
+PARTS = {"system": "system prompt", "template": "prompt template"}
+"""What messages call each part of a prompt."""
 
 
 def effective_prompt(task: Task, variant: PromptVariant | None) -> tuple[str | None, str]:
@@ -19,15 +23,32 @@ def effective_prompt(task: Task, variant: PromptVariant | None) -> tuple[str | N
     return system, template
 
 
-def render_messages(task: Task, variant: PromptVariant | None, item: Item) -> Messages:
-    """The chat messages for ``item``: system first, then the rendered prompt or the turns."""
+def render_messages(
+    task: Task, variant: PromptVariant | None, item: Item, *, cell: str
+) -> Messages:
+    """The chat messages for ``item``: system first, then the rendered prompt or the turns.
+
+    Raises ``PromptError`` (naming ``cell``, the item and the part) if a part cannot be
+    rendered for this item.
+    """
     system, template = effective_prompt(task, variant)
     context = item.input or {}
     messages: Messages = []
     if system:
-        messages.append({"role": "system", "content": render(system, context)})
+        messages.append(
+            {"role": "system", "content": _render(system, context, cell, item, "system")}
+        )
     if item.messages is not None:
         messages.extend({"role": m.role, "content": m.content} for m in item.messages)
     else:
-        messages.append({"role": "user", "content": render(template, context)})
+        messages.append(
+            {"role": "user", "content": _render(template, context, cell, item, "template")}
+        )
     return messages
+
+
+def _render(source: str, context: dict[str, object], cell: str, item: Item, part: str) -> str:
+    try:
+        return render(source, context)
+    except RenderError as exc:
+        raise PromptError(cell, item.id, part, PARTS[part], str(exc)) from None

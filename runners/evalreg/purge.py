@@ -239,7 +239,7 @@ def _rendered_keys(root: Path, registry: Registry, evalset: str, item: Item) -> 
         if registry.evalset_of(cell.task_id, cell.split).path != evalset:
             continue
         provider = get_provider(cell.pin.provider, root)
-        messages = render_messages(cell.task, cell.candidate.prompt, item)
+        messages = render_messages(cell.task, cell.candidate.prompt, item, cell=cell.id)
         for sample in range(cell.task.repeats):
             job = make_job(
                 cell.candidate.pin, cell.pin, provider, messages, item.input, sample, cell.id

@@ -139,7 +139,7 @@ def _in_shard(key: str, shard: tuple[int, int] | None) -> bool:
 
 def cell_request(cell: Cell, provider: Provider, item: schema.Item) -> Request:
     """The request a cell sends for ``item`` (the same body for every sample)."""
-    messages = render_messages(cell.task, cell.candidate.prompt, item)
+    messages = render_messages(cell.task, cell.candidate.prompt, item, cell=cell.id)
     return make_request(cell.candidate.pin, cell.pin, provider, messages, item.input)
 
 

@@ -275,7 +275,7 @@ def fill_store(root: Path, *, segments: int = 4, only: Sequence[str] = (), flavo
         provider = get_provider(cell.pin.provider, root)
         wrong_every = 5 + (index + flavour) % 7
         for item in sorted(registry.evalset_of(cell.task_id).items, key=lambda i: i.id):
-            messages = render_messages(cell.task, cell.candidate.prompt, item)
+            messages = render_messages(cell.task, cell.candidate.prompt, item, cell=cell.id)
             job = make_job(cell.candidate.pin, cell.pin, provider, messages, None, 0, item.id)
             text = str((item.input or {}).get("text", ""))
             number = int(item.id.split("-")[1])

@@ -16,12 +16,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from jinja2 import TemplateError
 from jsonschema import SchemaError
 from jsonschema.validators import validator_for
 
 from evalreg.importers.base import IdPool, ImportLog, NotMapped
-from evalreg.templating import render
+from evalreg.templating import RenderError, render
 
 Slot = Literal["value", "pattern", "schema", "rubric"]
 """Where an assert's value goes: grader ``value`` (or ``expected_field``), a regex
@@ -253,7 +252,7 @@ def _rendered(value: Any, variables: dict[str, Any]) -> Any:
         return value
     try:
         return render(value, variables)
-    except TemplateError as exc:
+    except RenderError as exc:
         raise NotMapped(f"its value does not render with the test's vars ({exc})") from None
 
 

@@ -53,9 +53,10 @@ class Completion:
 class ProviderError(Exception):
     """A request that produced no model output: counted and logged, never stored.
 
-    ``kind`` is one of: rate_limited, server, timeout, connection, malformed, client, auth,
-    system (a ``python`` callable raised). The message is redacted here, once: a provider
-    may quote the key it was sent (a 401 body, a URL in a connection error).
+    ``kind`` is one of: rate_limited, server, timeout, connection, malformed, too_large (a
+    body longer than the pin's ``limits.max_response_bytes``), client, auth, system (a
+    ``python`` callable raised). The message is redacted here, once: a provider may quote
+    the key it was sent (a 401 body, a URL in a connection error).
     """
 
     def __init__(

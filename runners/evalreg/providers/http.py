@@ -9,7 +9,9 @@ Proxies from the environment still apply: httpx routes proxied origins to its ow
 
 Retries cover 429, 5xx, timeouts, connection errors and malformed bodies, with exponential
 backoff and jitter, honouring ``Retry-After``. Per-pin concurrency is a semaphore; requests-
-and tokens-per-minute are leaky buckets (aiolimiter).
+and tokens-per-minute are leaky buckets (aiolimiter). A response body longer than the pin's
+``limits.max_response_bytes`` (on the wire or decoded) is read no further: a ``too_large``
+error for that request, not retried.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ import json
 import random
 import ssl
 import time
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from email.utils import parsedate_to_datetime
 from typing import Any
@@ -183,7 +185,15 @@ class HttpLayer:
         while True:
             try:
                 return await self._attempt(
-                    gate, target, send_headers, content, timeout, parse, estimated_tokens, attempt
+                    gate,
+                    target,
+                    send_headers,
+                    content,
+                    timeout,
+                    limits.max_response_bytes,
+                    parse,
+                    estimated_tokens,
+                    attempt,
                 )
             except ProviderError as exc:
                 if not exc.retryable or attempt > limits.max_retries:
@@ -198,6 +208,7 @@ class HttpLayer:
         headers: dict[str, str],
         content: bytes,
         timeout: httpx.Timeout,
+        max_bytes: int,
         parse: Callable[[Any], Completion],
         estimated_tokens: int,
         number: int,
@@ -209,13 +220,19 @@ class HttpLayer:
             await tpm.acquire(min(estimated_tokens, tpm.max_rate))
         async with semaphore:
             started = time.perf_counter()
-            response = await self._send(url, headers, content, timeout)
+            body = await self._send(url, headers, content, timeout, max_bytes)
             latency_ms = round((time.perf_counter() - started) * 1000)
-        return Reply(parse(_json_of(response)), latency_ms, number)
+        return Reply(parse(_json_of(body)), latency_ms, number)
 
     async def _send(
-        self, url: httpx.URL, headers: dict[str, str], content: bytes, timeout: httpx.Timeout
-    ) -> httpx.Response:
+        self,
+        url: httpx.URL,
+        headers: dict[str, str],
+        content: bytes,
+        timeout: httpx.Timeout,
+        max_bytes: int,
+    ) -> bytes:
+        """POST and return the body of a 200 response, at most ``max_bytes`` of it."""
         try:
             # The request is built here, with the client's default headers merged once per
             # distinct header set, rather than by ``client.post`` on every call.
@@ -224,9 +241,26 @@ class HttpLayer:
                 url,
                 headers=self._headers(headers),
                 content=content,
-                extensions={"timeout": self._timeout_dicts[id(timeout)]},
+                extensions={
+                    "timeout": self._timeout_dicts[id(timeout)],
+                    MAX_BODY_EXTENSION: max_bytes,
+                },
             )
-            response = await self._client.send(request)
+            response = await self._client.send(request, stream=True)
+            try:
+                body = await read_body(response, max_bytes)
+            finally:
+                await response.aclose()
+        except ResponseTooLarge as exc:
+            raise ProviderError(
+                "too_large",
+                f"{exc} (the pin's limits.max_response_bytes); not stored",
+                status=exc.status,
+            ) from None
+        except httpx.DecodingError as exc:
+            raise ProviderError(
+                "malformed", f"the body does not decode: {exc}", retryable=True
+            ) from None
         except httpx.TimeoutException as exc:
             raise ProviderError(
                 "timeout", f"{type(exc).__name__} after {timeout.read}s", retryable=True
@@ -237,8 +271,8 @@ class HttpLayer:
             ) from None
         status = response.status_code
         if status == 200:
-            return response
-        detail = _error_detail(response)
+            return body
+        detail = _error_detail(response, body)
         if status == 429:
             raise ProviderError(
                 "rate_limited",
@@ -268,22 +302,50 @@ class HttpLayer:
         return self._backoff.delay(attempt)
 
 
-def _json_of(response: httpx.Response) -> Any:
+class ResponseTooLarge(httpx.TransportError):
+    """A response body longer than the request allows: it is not read any further."""
+
+    def __init__(self, limit: int, status: int, *, request: httpx.Request | None = None) -> None:
+        super().__init__(f"the response body is longer than {limit:,} bytes", request=request)
+        self.status = status
+
+
+MAX_BODY_EXTENSION = "evalreg.max_body_bytes"
+"""The request extension that tells ``ConnectionPool`` the longest body to read."""
+
+
+async def read_body(response: httpx.Response, max_bytes: int) -> bytes:
+    """The decoded body of a streamed ``response``, refused once past ``max_bytes``.
+
+    Decoding (gzip, deflate) happens piece by piece as the body arrives, so a small body
+    that decompresses to gigabytes is stopped like a long one.
+    """
+    pieces = []
+    size = 0
+    async for piece in response.aiter_bytes():
+        size += len(piece)
+        if size > max_bytes:
+            raise ResponseTooLarge(max_bytes, response.status_code, request=response.request)
+        pieces.append(piece)
+    return b"".join(pieces)
+
+
+def _json_of(body: bytes) -> Any:
     try:
-        return json.loads(response.content)
-    except ValueError as exc:
+        return json.loads(body)
+    except (ValueError, RecursionError) as exc:  # RecursionError: nested too deep to read
         raise ProviderError(
             "malformed", f"response is not JSON: {exc}", status=200, retryable=True
         ) from None
 
 
-def _error_detail(response: httpx.Response) -> str:
+def _error_detail(response: httpx.Response, body: bytes) -> str:
     """A short, single-line description of an error response (the body is untrusted)."""
     try:
-        data = response.json()
+        data = json.loads(body)
         err = data.get("error") if isinstance(data, dict) else None
         message = err.get("message") if isinstance(err, dict) else None
-    except ValueError:
+    except (ValueError, RecursionError):
         message = None
     text = str(message) if message else response.reason_phrase or "error"
     # Redacted before it is cut: a cut through a quoted key would leave a part of it.
@@ -331,7 +393,9 @@ class ConnectionPool(httpx.AsyncBaseTransport):
     closed is known from the event loop's callbacks, without probing its socket.
 
     Response bodies are read whole before the response is returned (the APIs evalreg
-    speaks answer in one body; it never asks for a stream). ``max_connections`` bounds the
+    speaks answer in one body; it never asks for a stream), up to the length a request's
+    ``MAX_BODY_EXTENSION`` allows: a longer body raises ``ResponseTooLarge`` as soon as its
+    length is known or its bytes exceed it. ``max_connections`` bounds the
     requests in flight (a request waits for a slot up to the pool timeout);
     ``max_idle`` bounds the connections kept open between requests; an idle connection
     older than ``keepalive_expiry`` seconds is closed rather than reused.
@@ -642,8 +706,12 @@ class _Connection(asyncio.Protocol):
         del buffer[:n]
         return data
 
-    async def _read_to_close(self, request: httpx.Request, timeout: float | None) -> bytes:
+    async def _read_to_close(
+        self, request: httpx.Request, timeout: float | None, limit: int | None, status: int
+    ) -> bytes:
         while not self._eof:
+            if limit is not None and len(self._buffer) > limit:
+                raise ResponseTooLarge(limit, status, request=request)
             waiter = self._waiter = self._loop.create_future()
             expire = (
                 self._loop.call_later(timeout, _expire, waiter) if timeout is not None else None
@@ -662,8 +730,11 @@ class _Connection(asyncio.Protocol):
         self._buffer.clear()
         return data
 
-    async def _read_chunked(self, request: httpx.Request, timeout: float | None) -> bytes:
+    async def _read_chunked(
+        self, request: httpx.Request, timeout: float | None, limit: int | None, status: int
+    ) -> bytes:
         chunks: list[bytes] = []
+        total = 0
         while True:
             line = await self._read_line(request, timeout)
             size_text = line.split(b";", 1)[0].strip()
@@ -677,6 +748,9 @@ class _Connection(asyncio.Protocol):
                 while await self._read_line(request, timeout):  # trailers, ignored
                     pass
                 return b"".join(chunks)
+            total += size
+            if limit is not None and total > limit:
+                raise ResponseTooLarge(limit, status, request=request)
             chunks.append(await self._read_exactly(size, request, timeout))
             if await self._read_exactly(2, request, timeout) != b"\r\n":
                 raise httpx.RemoteProtocolError("invalid chunk terminator", request=request)
@@ -706,13 +780,14 @@ class _Connection(asyncio.Protocol):
                     keep_alive = False
                 elif b"keep-alive" in tokens and version == b"HTTP/1.0":
                     keep_alive = True
+        limit = request.extensions.get(MAX_BODY_EXTENSION)
         if request.method == "HEAD" or status in _NO_BODY_STATUS:
             body = b""
         elif coding:
             if coding == b"chunked":
-                body = await self._read_chunked(request, timeout)
+                body = await self._read_chunked(request, timeout, limit, status)
             else:
-                body = await self._read_to_close(request, timeout)
+                body = await self._read_to_close(request, timeout, limit, status)
                 keep_alive = False
         elif lengths:
             if len(lengths) > 1:
@@ -720,20 +795,41 @@ class _Connection(asyncio.Protocol):
             text = lengths.pop()
             if not text.isdigit():
                 raise httpx.RemoteProtocolError("invalid Content-Length", request=request)
+            if limit is not None and int(text) > limit:
+                raise ResponseTooLarge(limit, status, request=request)
             body = await self._read_exactly(int(text), request, timeout)
         else:
-            body = await self._read_to_close(request, timeout)
+            body = await self._read_to_close(request, timeout, limit, status)
             keep_alive = False
         if self._buffer or self._eof:
             keep_alive = False  # trailing bytes, or the server is already gone
         response = httpx.Response(
             status,
             headers=headers,
-            stream=httpx.ByteStream(body),
+            stream=_Slices(body),
             extensions={"http_version": version, "reason_phrase": reason},
             request=request,
         )
         return response, keep_alive
+
+
+class _Slices(httpx.AsyncByteStream):
+    """A body read whole, handed on in slices: a compressed one is then decoded a slice at a
+    time, and a reader that stops at a length stops its decompression there too."""
+
+    def __init__(self, body: bytes) -> None:
+        self._body = body
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        body = self._body
+        if len(body) <= _SLICE:
+            yield body
+            return
+        for start in range(0, len(body), _SLICE):
+            yield body[start : start + _SLICE]
+
+
+_SLICE = 16 << 10
 
 
 def _expire(waiter: asyncio.Future[None]) -> None:

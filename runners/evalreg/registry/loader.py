@@ -17,6 +17,7 @@ from pydantic import BaseModel
 from evalreg import redaction
 from evalreg.errors import DataMissingError, RegistryError
 from evalreg.evalsets import EvalSet, parse_evalset
+from evalreg.prompting import PARTS
 from evalreg.registry import schema
 from evalreg.registry.diagnostics import Finding, Severity
 from evalreg.registry.migrations import upgrade
@@ -104,7 +105,16 @@ class _Loader:
     def _load_kind(self, kind: str, model: type[schema.VersionedFile]) -> None:
         directory = f"{REGISTRY_DIR}/{kind}"
         seen: dict[str, str] = {}
-        for name in self.tree.list_dir(directory):
+        try:
+            names = self.tree.list_dir(directory)
+        except PathEscapes as exc:
+            self.findings.append(
+                Finding(
+                    directory, 0, 0, f"not read: {exc}; the registry must be inside the repository"
+                )
+            )
+            return
+        for name in names:
             stem, dot, suffix = name.rpartition(".")
             if not dot or f".{suffix}" not in YAML_SUFFIXES:
                 continue
@@ -133,6 +143,17 @@ class _Loader:
             doc = parse_yaml(self.tree.read(path), path)
         except RegistryError as exc:
             self.findings.extend(exc.findings)
+            self.broken.add((kind, ident))
+            return
+        except PathEscapes as exc:
+            self.findings.append(
+                Finding(
+                    path,
+                    0,
+                    0,
+                    f"not read: {exc}; a registry file must be a regular file in the repository",
+                )
+            )
             self.broken.add((kind, ident))
             return
         data, problems = upgrade(kind, doc)
@@ -375,7 +396,39 @@ class _Loader:
         self.findings.extend(problems)
         if evalset is not None:
             self.registry.evalsets[path] = evalset
+            self._check_pointer(evalset)
         return evalset
+
+    def _check_pointer(self, evalset: EvalSet) -> None:
+        """A DVC-tracked eval set must be the version its pointer records: results name
+        that version, and only it can be read back at a later revision."""
+        from evalreg.dvcrepo import pointer_md5
+
+        path, pointer = evalset.path, evalset.path + ".dvc"
+        if not self.tree.is_file(pointer):
+            return  # not tracked by DVC: `check` warns
+        md5 = pointer_md5(self.tree.read(pointer))
+        if md5 is None:
+            self.findings.append(
+                Finding(
+                    pointer,
+                    0,
+                    0,
+                    "not a single-file DVC pointer with an md5: restore it (`git checkout -- "
+                    f"{pointer}`) or track the file again (`evalreg evalset add {path}`)",
+                )
+            )
+        elif md5 != evalset.md5:
+            self.findings.append(
+                Finding(
+                    path,
+                    0,
+                    0,
+                    f"differs from the version DVC tracks ({pointer} says md5 {md5}, the file "
+                    f"has {evalset.md5}): run `evalreg evalset add {path}` to record the "
+                    f"change, or `dvc checkout {pointer}` to undo it",
+                )
+            )
 
     def _template(
         self, kind: str, ident: str, loc: Loc, system: str | None, template: str | None
@@ -393,7 +446,7 @@ class _Loader:
                         self._doc(kind, ident).path,
                         line + exc.lineno - 1,
                         col if exc.lineno == 1 else 0,
-                        f"{_PART[part]}: {exc}",
+                        f"{PARTS[part]}: {exc}",
                     )
                 )
                 return None
@@ -553,6 +606,5 @@ def _safe(rel: str) -> str:
         return rel
 
 
-_PART = {"system": "system prompt", "template": "prompt template"}
 _ATTR = {"models": "pins", "tasks": "tasks", "rubrics": "rubrics", "selections": "selections"}
 _LABEL = {"models": "model pin", "tasks": "task", "rubrics": "rubric", "selections": "selection"}

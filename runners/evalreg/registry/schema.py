@@ -54,6 +54,9 @@ class Limits(Model):
     tokens_per_minute: Annotated[int, Field(ge=1)] | None = None
     timeout_s: Annotated[float, Field(gt=0, le=3600)] = 120.0
     max_retries: Annotated[int, Field(ge=0, le=20)] = 6
+    max_response_bytes: Annotated[int, Field(ge=1024, le=1 << 30)] = 16 << 20
+    """Longest response body read (16 MiB by default): a longer one is a ``too_large``
+    error for that request, read no further and never stored."""
 
 
 class Benchmark(Model):

@@ -65,6 +65,17 @@ def _pos(mark: Any) -> Pos:
     return mark.line + 1, mark.column + 1
 
 
+def _scalar_pos(event: ScalarEvent, text: str) -> Pos:
+    """Where a scalar's text starts: for a block scalar (``|``, ``>``), the first line after
+    its indicator, so that line n of a multi-line prompt is reported as its own line."""
+    mark = event.start_mark
+    if event.style not in ("|", ">"):
+        return _pos(mark)
+    lines = text.split("\n", mark.line + 2)
+    first = lines[mark.line + 1] if len(lines) > mark.line + 1 else ""
+    return mark.line + 2, len(first) - len(first.lstrip(" ")) + 1
+
+
 def _tag_of(event: Any) -> str | None:
     tag = getattr(event, "tag", None)
     if tag is None:
@@ -200,7 +211,7 @@ def parse_yaml(data: bytes, path: str) -> Document:
                 )
                 tag = None
             if isinstance(event, ScalarEvent):
-                place(_scalar(event, tag), _pos(event.start_mark))
+                place(_scalar(event, tag), _scalar_pos(event, text))
             elif isinstance(event, (MappingStartEvent, SequenceStartEvent)):
                 if len(stack) >= MAX_DEPTH:
                     findings.append(
