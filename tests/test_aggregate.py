@@ -17,6 +17,11 @@ from evalreg.results import items_bytes, rounded, summary_bytes, summary_for
 
 from conftest import Repo
 
+
+def tmp_name(rel: str) -> str:
+    return f"{rel}.test.tmp"
+
+
 TAGS = ["edge", "common", "long", "all"]
 
 
@@ -77,10 +82,13 @@ def test_a_cell_written_while_grading_has_the_bytes_of_all_records_at_once(
     st = status(registry)[0]
     evalset = registry.evalset_of(st.cell.task_id)
     rs = records(n_items)
-    with CellWriter(repo.root, st.cell) as writer:
+    with CellWriter(repo.root, st.cell, tmp_name) as writer:
         for r in rs:
             writer.add(r)
         summary = writer.finish(st, evalset)
+    assert writer.staged is not None
+    for staged in writer.staged:
+        (repo.root / staged.tmp).replace(repo.root / staged.path)
     items = items_bytes(rs)
     expected = summary_for(st.cell, st.fingerprint, st.parts, evalset.path, evalset.md5, rs, items)
     assert summary == expected
@@ -102,7 +110,7 @@ def test_grading_that_fails_midway_leaves_the_previous_results(repo: Repo) -> No
     items_path = repo.root / st.cell.items_path
     items_path.parent.mkdir(parents=True)
     items_path.write_bytes(b"previous\n")
-    with pytest.raises(RuntimeError), CellWriter(repo.root, st.cell) as writer:
+    with pytest.raises(RuntimeError), CellWriter(repo.root, st.cell, tmp_name) as writer:
         writer.add(records(1)[0])
         raise RuntimeError("a grader crashed")
     assert items_path.read_bytes() == b"previous\n"
@@ -119,7 +127,7 @@ def test_tallies_merged_in_order_equal_one_tally_of_all(repo: Repo, seed: int) -
     rs = records(120, seed)
     cuts = sorted(random.Random(seed).sample(range(1, len(rs)), 4))
     criteria = [c.id for c in st.cell.rubric.criteria]
-    with CellWriter(repo.root, st.cell) as writer:
+    with CellWriter(repo.root, st.cell, tmp_name) as writer:
         for start, end in zip([0, *cuts], [*cuts, len(rs)], strict=True):
             part = rs[start:end]
             if start % 2:  # some parts come graded elsewhere, some one by one
@@ -132,6 +140,9 @@ def test_tallies_merged_in_order_equal_one_tally_of_all(repo: Repo, seed: int) -
                     writer.add(r)
         writer.add_graded(io.BytesIO(), CellTally(criteria))  # an empty part changes nothing
         summary = writer.finish(st, evalset)
+    assert writer.staged is not None
+    for staged in writer.staged:
+        (repo.root / staged.tmp).replace(repo.root / staged.path)
     items = items_bytes(rs)
     expected = summary_for(st.cell, st.fingerprint, st.parts, evalset.path, evalset.md5, rs, items)
     assert summary == expected

@@ -223,6 +223,22 @@ def test_the_sticky_comment_is_found_on_page_two_past_a_fake_marker(
     assert next(c for c in gh.comments(12) if c.login == "mallory").body.endswith("not the bot")
 
 
+def test_comments_that_do_not_start_with_the_marker_or_are_not_the_bots_stay_untouched(
+    branch: Repo, cli, github, tmp_path
+):
+    gh, head = github
+    quoting = gh.add_comment(12, f"The PR body reads:\n> {COMMENT_MARKER}", login=BOT)
+    human = gh.add_comment(12, f"{COMMENT_MARKER}\nmy own notes", login="alice")
+    diff_file = tmp_path / "diff.json"
+    assert cli(branch, "diff", "main", "--format", "json", "-o", str(diff_file)).code == 0
+    result = cli(branch, "comment", "--diff", str(diff_file), "--pr", "12", "--head-sha", head)
+    assert "created comment on #12" in result.out
+    first, second, ours = gh.comments(12)
+    assert (first.body, second.body) == (quoting.body, human.body)
+    assert ours.login == BOT and ours.body.startswith(COMMENT_MARKER)
+    assert [w.method for w in gh.writes()] == ["POST"]
+
+
 def test_a_rate_limit_is_waited_out(branch: Repo, cli, github, tmp_path):
     gh, head = github
     diff_file = tmp_path / "diff.json"

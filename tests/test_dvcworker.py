@@ -52,7 +52,8 @@ def test_the_child_tracks_exactly_as_dvc_add_in_process(repo: Repo, tmp_path: Pa
     paths = [SEGMENT, "reports/results/labels/mini.items.jsonl"]
 
     with Tracker(repo.root) as tracker:
-        assert tracker.track(paths, push=True) is None
+        tracker.add(paths)
+        assert tracker.push(paths) is None
     dvcrepo.track(twin.root, paths, push=True)
 
     assert state(repo) == state(twin)
@@ -69,7 +70,7 @@ def test_a_tracker_never_asked_changes_nothing_and_frees_the_lock(repo: Repo, tm
     before = repo.snapshot()
     tracker = Tracker(repo.root)
     tracker.close()  # at once: the child may not have started its interpreter yet
-    assert tracker.proc is not None and tracker.proc.returncode in (0, -signal.SIGTERM)
+    assert tracker.proc is not None and tracker.proc.returncode in (0, -signal.SIGUSR1)
     after = repo.snapshot()
     after.pop(".dvc/tmp/lock", None)  # DVC's lock file (git-ignored) stays, unlocked
     assert after == before
@@ -120,9 +121,10 @@ def test_without_a_child_process_the_tracker_works_in_this_one(
     monkeypatch.setattr(dvcworker.subprocess, "Popen", no_process)
     with Tracker(repo.root) as tracker:
         assert tracker.proc is None
-        assert tracker.track([SEGMENT], push=True) is None
+        tracker.add([SEGMENT])
+        assert tracker.push([SEGMENT]) is None
         with pytest.raises(UsageError, match="DVC could not track reports/store/absent"):
-            tracker.track(["reports/store/absent.jsonl"], push=False)
+            tracker.add(["reports/store/absent.jsonl"])
     md5 = dvcrepo.pointer_md5((repo.root / (SEGMENT + ".dvc")).read_bytes())
     assert md5 is not None
     assert (tmp_path / "remote" / "files" / "md5" / md5[:2] / md5[2:]).is_file()
@@ -131,7 +133,7 @@ def test_without_a_child_process_the_tracker_works_in_this_one(
 def test_a_failed_add_is_an_error_naming_the_paths(repo: Repo, tmp_path: Path):
     dvc_repo(repo, tmp_path / "remote")
     with Tracker(repo.root) as tracker, pytest.raises(UsageError) as failure:
-        tracker.track(["reports/store/absent.jsonl"], push=False)
+        tracker.add(["reports/store/absent.jsonl"])
     assert "DVC could not track reports/store/absent.jsonl" in str(failure.value)
     assert "Traceback" not in str(failure.value)
 
@@ -140,7 +142,8 @@ def test_the_push_failing_is_reported_and_the_data_kept(repo: Repo, tmp_path: Pa
     dvc_repo(repo, tmp_path / "remote")
     (tmp_path / "remote").write_text("a file where the remote directory should be\n")
     with Tracker(repo.root) as tracker:
-        error = tracker.track([SEGMENT], push=True)
+        tracker.add([SEGMENT])
+        error = tracker.push([SEGMENT])
     assert error is not None
     assert (repo.root / (SEGMENT + ".dvc")).is_file()
     md5 = dvcrepo.pointer_md5((repo.root / (SEGMENT + ".dvc")).read_bytes())
@@ -167,13 +170,13 @@ def test_a_lock_held_elsewhere_falls_back_and_reports(repo: Repo, tmp_path: Path
     try:
         assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
         with Tracker(repo.root) as tracker, pytest.raises(UsageError) as failure:
-            tracker.track([SEGMENT], push=False)
+            tracker.add([SEGMENT])
         assert "lock" in str(failure.value).lower()
     finally:
         holder.communicate("")
     assert not (repo.root / (SEGMENT + ".dvc")).exists()
     with Tracker(repo.root) as tracker:
-        assert tracker.track([SEGMENT], push=False) is None
+        tracker.add([SEGMENT])
     assert (repo.root / (SEGMENT + ".dvc")).is_file()
 
 

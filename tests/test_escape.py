@@ -276,6 +276,26 @@ def test_strip_controls_removes_other_controls_and_bidi_overrides() -> None:
     assert strip_controls("\x00a\x07\x08\x7f\x85\u202eb\u2066\u2069\u200f") == "ab"
 
 
+@pytest.mark.parametrize(
+    "sequence",
+    [
+        "\x1b[2J",  # CSI
+        "\x1b]0;title\x07",  # OSC 0, BEL-terminated
+        "\x1b]0;title\x1b\\",  # OSC 0, ST-terminated
+        "\x1b]8;;https://evil.test\x07",  # OSC 8 hyperlink
+        "\x1b]8;;https://evil.test\x1b\\",
+        "\x9b2J",  # the 8-bit CSI
+        "\x9d0;title\x9c",  # the 8-bit OSC and ST
+        "\x85",  # another C1 control
+        "\u202d",  # a bidi override
+        "\u2067",  # a bidi isolate
+        "\x08",  # backspace
+    ],
+)
+def test_strip_controls_removes_every_kind_of_terminal_control(sequence: str) -> None:
+    assert strip_controls(f"a{sequence}b") == "ab"
+
+
 def test_strip_controls_replaces_a_lone_surrogate() -> None:
     assert strip_controls("a\ud800b") == "a\ufffdb"
 

@@ -135,6 +135,20 @@ def test_a_marker_only_in_other_peoples_comments_means_create(
     assert (fake.login, fake.body) == ("mallory", f"{MARKER}\nfake")
 
 
+def test_a_bot_comment_quoting_the_marker_mid_body_is_left_alone(
+    gh: GitHubAPI, client: GitHubClient
+) -> None:
+    quoting = gh.add_comment(PR, f"The PR description says:\n> {MARKER}\n> hi", login=BOT)
+
+    result = upsert(client, "diff")
+
+    quoted, mine = gh.comments(PR)
+    assert (result.action, result.comment_id) == ("created", mine.id)
+    assert mine.body == f"{MARKER}\ndiff"
+    assert (quoted.id, quoted.body) == (quoting.id, f"The PR description says:\n> {MARKER}\n> hi")
+    assert [r.method for r in gh.writes()] == ["POST"]
+
+
 def test_the_oldest_of_several_sticky_comments_is_updated(
     gh: GitHubAPI, client: GitHubClient
 ) -> None:
@@ -188,8 +202,14 @@ def test_a_long_body_is_cut_at_a_line_boundary_and_accepted(
     assert body[len(kept)] == "\n"
 
 
-def test_a_cut_moves_a_trailing_marker_to_the_front() -> None:
-    body = "line\n" * 20_000 + MARKER
+def test_a_marker_later_in_the_body_does_not_stand_for_the_leading_one() -> None:
+    body = f"# Diff\nthe PR body quotes {MARKER}"
+
+    assert fit_comment_body(body, MARKER) == f"{MARKER}\n{body}"
+
+
+def test_a_cut_keeps_the_leading_marker_once() -> None:
+    body = MARKER + "\n" + "line\n" * 20_000
 
     fitted = fit_comment_body(body, MARKER)
 

@@ -311,6 +311,20 @@ def test_fail_next_counts_down_and_queues(server: LLMServer, client: httpx.Clien
     assert server.count(lambda r: r.fault is not None) == 3
 
 
+def test_error_text_writes_the_message_of_injected_errors(
+    server: LLMServer, client: httpx.Client
+) -> None:
+    server.error_text = lambda r: f"key {r.headers.get('authorization')} rejected"
+    server.fail_next("401")
+    server.fail_next("500")
+    rejected = post_openai(client, server, openai_body(), headers={"Authorization": "Bearer sk-1"})
+    failed = post_anthropic(client, server, anthropic_body())
+    assert rejected.status_code == 401
+    assert rejected.json()["error"]["message"] == "key Bearer sk-1 rejected"
+    assert (failed.status_code, failed.json()["error"]["message"]) == (500, "key None rejected")
+    assert post_openai(client, server, openai_body()).status_code == 200
+
+
 def test_fail_matching(server: LLMServer, client: httpx.Client) -> None:
     server.fail_matching("poison", "500")
     server.fail_matching("once", "503", times=1)

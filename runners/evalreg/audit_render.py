@@ -16,6 +16,7 @@ from evalreg.audit import (
     ReproduceVerdict,
     SelectionAudit,
 )
+from evalreg.redaction import redact
 from evalreg.report.escape import cell
 
 MAX_CELL_CHARS = 600
@@ -119,7 +120,7 @@ def write_html(record: AuditRecord, directory: Path) -> list[Path]:
     )
     directory.mkdir(parents=True, exist_ok=True)
     index = directory / "index.html"
-    index.write_text(page, encoding="utf-8", newline="\n")
+    index.write_text(redact(page), encoding="utf-8", newline="\n")
     return [index]
 
 

@@ -1,8 +1,9 @@
 """Write one cell's result files while it is graded, holding no per-item records.
 
 Each record's line goes to a temporary items file as soon as it is graded (its md5
-updated on the way) and into a ``CellTally``; at the end the items file is renamed into
-place and the summary written beside it. The bytes are those of ``results.items_bytes``
+updated on the way) and into a ``CellTally``; at the end the summary is written to a
+temporary file beside it, and the run's closing step (``journal.Journal.commit``) moves
+both into place. The bytes are those of ``results.items_bytes``
 and ``results.summary_for`` for the same records, which must arrive in (item, sample)
 order.
 """
@@ -11,12 +12,14 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+from collections.abc import Callable
 from pathlib import Path
 from types import TracebackType
 from typing import Any, BinaryIO
 
 from evalreg.aggregate import CellTally
 from evalreg.evalsets import EvalSet
+from evalreg.journal import Staged
 from evalreg.plan import Cell, CellStatus
 from evalreg.results import item_line, summary_bytes
 
@@ -24,20 +27,24 @@ _FLUSH_BYTES = 1 << 20
 
 
 class CellWriter:
-    """Streams a cell's items file and tallies its summary; ``finish`` puts both in place.
+    """Streams a cell's items file and tallies its summary; ``finish`` writes both under
+    temporary names (``tmp_name`` of the repository-relative path) for the closing step.
 
     Used as a context manager: leaving the block without ``finish`` (an error while
-    grading) removes the temporary file and leaves the cell's previous results untouched.
+    grading) removes the temporary files and leaves the cell's previous results untouched.
     """
 
-    def __init__(self, root: Path, cell: Cell) -> None:
+    def __init__(self, root: Path, cell: Cell, tmp_name: Callable[[str], str]) -> None:
         self.cell = cell
         self.root = root
+        self.tmp_name = tmp_name
         self.path = root / cell.items_path
         self.made = [d for d in (self.path.parent, *self.path.parent.parents) if not d.exists()]
         """Directories this writer creates: removed again (if empty) when it is abandoned."""
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        self.tmp = self.path.with_name(self.path.name + ".tmp")
+        self.tmp = root / tmp_name(cell.items_path)
+        self.summary_tmp = root / tmp_name(cell.summary_path)
+        self.staged: tuple[Staged, Staged] | None = None
         self.file = self.tmp.open("wb")
         self.md5 = hashlib.md5(usedforsecurity=False)
         self.tally = CellTally([c.id for c in cell.rubric.criteria])
@@ -69,7 +76,8 @@ class CellWriter:
             self.pending.clear()
 
     def finish(self, status: CellStatus, evalset: EvalSet) -> dict[str, Any]:
-        """Put the items file in place, then write the summary; return the summary."""
+        """Write the items file and the summary under their temporary names (``staged``
+        says where they go); return the summary."""
         self._flush()
         self.file.close()
         summary = self.tally.summary(
@@ -80,11 +88,12 @@ class CellWriter:
             evalset.md5,
             self.md5.hexdigest(),
         )
-        self.tmp.replace(self.path)
-        path = self.root / self.cell.summary_path
-        tmp = path.with_name(path.name + ".tmp")
-        tmp.write_bytes(summary_bytes(summary))
-        tmp.replace(path)
+        self.summary_tmp.write_bytes(summary_bytes(summary))
+        cell = self.cell
+        self.staged = (
+            Staged(self.tmp_name(cell.items_path), cell.items_path),
+            Staged(self.tmp_name(cell.summary_path), cell.summary_path),
+        )
         return summary
 
     def __enter__(self) -> CellWriter:
@@ -98,7 +107,10 @@ class CellWriter:
     ) -> None:
         if not self.file.closed:
             self.file.close()
+        if kind is None and self.staged is not None:
+            return  # the closing step moves them into place, or the journal removes them
         self.tmp.unlink(missing_ok=True)
+        self.summary_tmp.unlink(missing_ok=True)
         if not self.path.exists():
             for directory in self.made:
                 with contextlib.suppress(OSError):

@@ -72,7 +72,12 @@ def check(root: str | Path | Tree = ".") -> CheckResult:
         # With errors, "unused" is often only a consequence of a file that failed to load.
         findings = _prompt_findings(registry)
         if not findings:
-            findings = _warnings(registry) + _data_findings(registry) + _result_findings(registry)
+            findings = (
+                _warnings(registry)
+                + _data_findings(registry)
+                + _result_findings(registry)
+                + _workspace_findings(registry)
+            )
     return CheckResult(sorted(set(findings)), _counts(registry), _use_cases(registry))
 
 
@@ -282,6 +287,47 @@ def _result_findings(registry: Registry) -> list[Finding]:
                 1,
                 "the governance report is out of date: run `evalreg report` and commit reports/",
                 Severity.FINDING,
+            )
+        )
+    return out
+
+
+def _workspace_findings(registry: Registry) -> list[Finding]:
+    """Run output in the working tree that DVC does not track, and pushes still owed."""
+    from evalreg.journal import unpushed
+    from evalreg.plan import RESULTS_DIR
+    from evalreg.registry.tree import WorkspaceTree
+    from evalreg.store import SEGMENT_SUFFIX, STORE_DIR
+
+    tree = registry.tree
+    if not isinstance(tree, WorkspaceTree):
+        return []
+    root = tree.root
+    out = []
+    data = [*(root / STORE_DIR).glob(f"*{SEGMENT_SUFFIX}"), *(root / RESULTS_DIR).glob("*/*.jsonl")]
+    for path in sorted(data):
+        if not path.with_name(path.name + ".dvc").is_file():
+            rel = path.relative_to(root).as_posix()
+            out.append(
+                Finding(
+                    rel,
+                    0,
+                    0,
+                    "not tracked by DVC (never commit it to git): `evalreg run` tracks what a "
+                    f"run left behind, or `dvc add {rel}`",
+                    Severity.FINDING,
+                )
+            )
+    owed = unpushed(root)
+    if owed:
+        out.append(
+            Finding(
+                owed[0],
+                0,
+                0,
+                f"{len(owed)} files a run tracked are not on the DVC remote yet (the push "
+                "failed or was interrupted): `evalreg run` retries it, or `dvc push`",
+                Severity.WARNING,
             )
         )
     return out

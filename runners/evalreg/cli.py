@@ -20,6 +20,7 @@ from evalreg.errors import EvalregError
 
 if TYPE_CHECKING:
     from evalreg.importers import ImportResult
+    from evalreg.lock import RepositoryLock
 
 Handler = Callable[[argparse.Namespace], int]
 
@@ -44,30 +45,73 @@ def _root(args: argparse.Namespace) -> Path:
     return find_root(Path.cwd())
 
 
+def _note(text: str) -> None:
+    sys.stderr.write(f"evalreg: note: {text}\n")
+
+
+def _writing(root: Path) -> RepositoryLock:
+    """Take the repository lock for a command that writes (``LockedError`` names the
+    holder when another process has it), after repairing any interrupted run."""
+    from evalreg.journal import recover_locked
+    from evalreg.lock import RepositoryLock
+
+    lock = RepositoryLock(root).acquire()
+    try:
+        repaired = recover_locked(root)
+    except BaseException:
+        lock.release()
+        raise
+    if repaired is not None:
+        _note(repaired.describe())
+    return lock
+
+
+def _repaired(root: Path) -> Path:
+    """For a command that only reads: repair an interrupted run first, unless one is live."""
+    from evalreg.journal import recover
+
+    repaired = recover(root)
+    if repaired is not None:
+        _note(repaired.describe())
+    return root
+
+
+def _emit(text: str, output: str | None = None) -> None:
+    """Write a command's document (Markdown or JSON) to ``output`` or stdout, through
+    ``render.plain``: documents quote model output, item text and provider errors."""
+    from evalreg.render import plain
+
+    text = plain(text)
+    if output:
+        Path(output).write_text(text, encoding="utf-8")
+    else:
+        sys.stdout.write(text)
+
+
 # ---------------------------------------------------------------- commands
 def cmd_check(args: argparse.Namespace) -> int:
     from evalreg.check import check
     from evalreg.render import print_check
 
-    result = check(_root(args))
+    result = check(_repaired(_root(args)))
     if args.json:
-        sys.stdout.write(json.dumps(result.as_dict(strict=args.strict), indent=2) + "\n")
+        _emit(json.dumps(result.as_dict(strict=args.strict), indent=2) + "\n")
     else:
         print_check(result, strict=args.strict)
     return result.exit_code(strict=args.strict)
 
 
 def cmd_init(args: argparse.Namespace) -> int:
-    from evalreg.render import console
+    from evalreg.render import console, shown
     from evalreg.scaffold import init_registry
 
     target = Path(args.path)
     created = init_registry(target, remote=args.remote)
     out = console()
-    out.print(f"Initialised an evalreg registry in [bold]{created.root}[/bold]")
-    out.print(f"  DVC remote: {created.remote}")
+    out.print(f"Initialised an evalreg registry in [bold]{shown(created.root)}[/bold]")
+    out.print(f"  DVC remote: {shown(created.remote)}")
     out.print("Next steps:")
-    out.print(f"  cd {args.path}")
+    out.print(f"  cd {shown(args.path)}")
     out.print("  evalreg check")
     out.print("  git add -A && git commit -m 'Start an eval registry'")
     return 0
@@ -75,16 +119,17 @@ def cmd_init(args: argparse.Namespace) -> int:
 
 def cmd_evalset_add(args: argparse.Namespace) -> int:
     from evalreg.evalset_ops import add_evalset
-    from evalreg.render import console
+    from evalreg.render import console, shown
 
     root = _root(args)
-    added = add_evalset(root, Path(args.file), push=not args.no_push)
+    with _writing(root):
+        added = add_evalset(root, Path(args.file), push=not args.no_push)
     out = console()
     out.print(
-        f"Tracked [bold]{added.path}[/bold] with DVC: {added.items} items, md5 {added.md5}"
-        + ("" if args.no_push else f", pushed to the {added.remote}")
+        f"Tracked [bold]{shown(added.path)}[/bold] with DVC: {added.items} items, md5 "
+        f"{added.md5}" + ("" if args.no_push else f", pushed to the {shown(added.remote)}")
     )
-    out.print(f"Commit {added.path}.dvc (and .gitignore) to record this version.")
+    out.print(f"Commit {shown(added.path)}.dvc (and .gitignore) to record this version.")
     return 0
 
 
@@ -93,7 +138,7 @@ def cmd_status(args: argparse.Namespace) -> int:
     from evalreg.registry.loader import load_registry
     from evalreg.render import print_status
 
-    statuses = status(load_registry(_root(args)))
+    statuses = status(load_registry(_repaired(_root(args))))
     if args.json:
         rows = [
             {
@@ -104,7 +149,7 @@ def cmd_status(args: argparse.Namespace) -> int:
             }
             for s in statuses
         ]
-        sys.stdout.write(json.dumps(rows, indent=2) + "\n")
+        _emit(json.dumps(rows, indent=2) + "\n")
     else:
         print_status(statuses)
     return 0
@@ -168,19 +213,27 @@ def cmd_run(args: argparse.Namespace) -> int:
         holdout=args.holdout,
     )
     if options.dry_run:
-        result = run(root, options)
+        result = run(_repaired(root), options)
         print_run(result, dry_run=True)
         return 0
-    registry = load_registry(root)  # bad input stops here, before anything is started
-    # DVC gets ready on another core while the cells are planned (a run with nothing to
-    # do dismisses it).
-    with Tracker(root) as tracker:
-        prepared = prepare(root, options, registry)
-        plans = prepared[2]
-        with RunProgress(plans) as progress:
-            result = run(
-                root, options, progress=progress.advance, prepared=prepared, tracker=tracker
-            )
+    with _writing(root) as lock:
+        registry = load_registry(root)  # bad input stops here, before anything is started
+        # DVC gets ready on another core while the cells are planned (a run with nothing
+        # to do dismisses it).
+        with Tracker(root, lock_fd=lock.fd) as tracker:
+            prepared = prepare(root, options, registry)
+            plans = prepared[2]
+            try:
+                with RunProgress(plans) as progress:
+                    result = run(
+                        root, options, progress=progress.advance, prepared=prepared, tracker=tracker
+                    )
+            except KeyboardInterrupt:
+                _note(
+                    "interrupted: the responses bought so far are kept in the store; the next "
+                    "evalreg command tracks them, and `evalreg run` buys only what is missing"
+                )
+                raise
     print_run(result)
     # Cells nobody here can run (no key) stay pending: a note, not a failure.
     failed = any(o.errors or o.note.startswith("incomplete") for o in result.outcomes)
@@ -191,7 +244,7 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
     from evalreg.render import print_reproduction
     from evalreg.reproduce import reproduce
 
-    outcome = reproduce(_root(args), args.rev)
+    outcome = reproduce(_repaired(_root(args)), args.rev)
     print_reproduction(outcome)
     return 0 if outcome.identical else 1
 
@@ -200,7 +253,9 @@ def cmd_store_compact(args: argparse.Namespace) -> int:
     from evalreg.render import console
     from evalreg.store import compact
 
-    done = compact(_root(args), push=not args.no_push)
+    root = _root(args)
+    with _writing(root):
+        done = compact(root, push=not args.no_push)
     if done.segment is None or (done.before <= 1 and not done.dropped):
         console().print(f"Nothing to compact: {done.before} segment, {done.records} responses.")
     else:
@@ -217,19 +272,22 @@ def cmd_report(args: argparse.Namespace) -> int:
     from evalreg.report.writer import write_report
 
     root = _root(args)
-    written = write_report(root, load_registry(root))
+    with _writing(root):
+        written = write_report(root, load_registry(root))
     console().print("Wrote " + ", ".join(written))
     return 0
 
 
 def cmd_select(args: argparse.Namespace) -> int:
-    from evalreg.render import console
+    from evalreg.render import console, shown
     from evalreg.select_edit import select_candidate
 
-    changed = select_candidate(
-        _root(args), args.use_case, args.candidate, reason=args.reason, approver=args.approver
-    )
-    console().print(changed)
+    root = _root(args)
+    with _writing(root):
+        changed = select_candidate(
+            root, args.use_case, args.candidate, reason=args.reason, approver=args.approver
+        )
+    console().print(shown(changed))
     return 0
 
 
@@ -257,12 +315,9 @@ def cmd_audit(args: argparse.Namespace) -> int:
     )
     with reviews if reviews is not None else nullcontext():
         record = build_audit(root, args.rev, github=reviews, verify=not args.no_verify)
-    markdown = audit_markdown(record)
     if args.output:
         Path(args.output).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.output).write_text(markdown, encoding="utf-8")
-    else:
-        sys.stdout.write(markdown)
+    _emit(audit_markdown(record), args.output)
     if args.html:
         write_html(record, Path(args.html))
     verdict = record.reproduction
@@ -272,40 +327,31 @@ def cmd_audit(args: argparse.Namespace) -> int:
 def cmd_diff(args: argparse.Namespace) -> int:
     from evalreg.diff import diff
     from evalreg.report.diff_markdown import diff_markdown
+    from evalreg.report.escape import json_text
 
-    data = diff(_root(args), args.base, args.head)
-    if args.format == "json":
-        text = json.dumps(data, sort_keys=True, indent=2, ensure_ascii=False) + "\n"
-    else:
-        text = diff_markdown(data)
-    if args.output:
-        Path(args.output).write_text(text, encoding="utf-8")
-    else:
-        sys.stdout.write(text)
+    data = diff(_repaired(_root(args)), args.base, args.head)
+    _emit(json_text(data) + "\n" if args.format == "json" else diff_markdown(data), args.output)
     return 0
 
 
 def cmd_drift(args: argparse.Namespace) -> int:
     from evalreg.drift import drift, drift_json, render_drift
+    from evalreg.report.escape import json_text
 
     report = drift(
         _root(args), sample=args.sample, seed=args.seed, cells=args.cell, threshold=args.threshold
     )
-    if args.json:
-        text = json.dumps(drift_json(report), sort_keys=True, indent=2, ensure_ascii=False) + "\n"
-    else:
-        text = render_drift(report)
-    if args.output:
-        Path(args.output).write_text(text, encoding="utf-8")
-    else:
-        sys.stdout.write(text)
+    text = json_text(drift_json(report)) + "\n" if args.json else render_drift(report)
+    _emit(text, args.output)
     return report.exit_code
 
 
 def cmd_import_promptfoo(args: argparse.Namespace) -> int:
     from evalreg.importers import import_promptfoo
 
-    result = import_promptfoo(Path(args.config), _root(args), name=args.name, judge=args.judge)
+    root = _root(args)
+    with _writing(root):
+        result = import_promptfoo(Path(args.config), root, name=args.name, judge=args.judge)
     _print_import(result)
     return 0
 
@@ -313,27 +359,30 @@ def cmd_import_promptfoo(args: argparse.Namespace) -> int:
 def cmd_import_openai_evals(args: argparse.Namespace) -> int:
     from evalreg.importers import import_openai_evals
 
-    result = import_openai_evals(
-        Path(args.samples), _root(args), name=args.name, pins=args.pin, kind=args.kind
-    )
+    root = _root(args)
+    with _writing(root):
+        result = import_openai_evals(
+            Path(args.samples), root, name=args.name, pins=args.pin, kind=args.kind
+        )
     _print_import(result)
     return 0
 
 
 def _print_import(result: ImportResult) -> None:
-    from evalreg.render import console
+    from evalreg.render import console, plain
 
     out = console()
     out.print(f"Wrote {len(result.written)} files:", markup=False)
     for rel in result.written:
-        out.print(f"  {rel}", markup=False)
+        out.print(f"  {plain(rel)}", markup=False)
+    # The notes quote the imported config, which is someone else's file.
     for title, lines in (("Not mapped", result.not_mapped), ("To review", result.notes)):
         if lines:
             out.print(f"{title}:", markup=False)
             for line in lines:
-                out.print(f"  - {line}", markup=False)
+                out.print(f"  - {plain(line)}", markup=False)
     out.print("Next steps:", markup=False)
-    out.print(f"  evalreg evalset add {result.evalset}", markup=False)
+    out.print(f"  evalreg evalset add {plain(result.evalset)}", markup=False)
     out.print("  evalreg check", markup=False)
 
 
@@ -351,7 +400,8 @@ def cmd_comment(args: argparse.Namespace) -> int:
         context_from_environment,
         token_from_environment,
     )
-    from evalreg.render import console
+    from evalreg.redaction import redact
+    from evalreg.render import console, shown
     from evalreg.report.diff_markdown import diff_markdown
 
     path = Path(args.diff)
@@ -367,7 +417,7 @@ def cmd_comment(args: argparse.Namespace) -> int:
         raise UsageError(f"--diff {args.diff}: not an evalreg diff (schema_version 1)")
     if args.head_sha is not None and not re.fullmatch(r"[0-9a-f]{40}", args.head_sha):
         raise UsageError("--head-sha must be a full 40-character commit SHA")
-    body = diff_markdown(data)
+    body = redact(diff_markdown(data))
     ctx = context_from_environment(
         os.environ, pr=args.pr, repository=args.repository, head=args.head_sha
     )
@@ -396,18 +446,16 @@ def cmd_comment(args: argparse.Namespace) -> int:
             number, body, marker=COMMENT_MARKER, bot_login=args.bot_login, dry_run=args.dry_run
         )
     console().print(
-        f"{result.action} comment on #{number}" + (f": {result.url}" if result.url else "")
+        f"{result.action} comment on #{number}" + (f": {shown(result.url)}" if result.url else "")
     )
     if args.dry_run:
-        sys.stdout.write(body)
+        _emit(body)
     return 0
 
 
 def cmd_evalset_sample(args: argparse.Namespace) -> int:
-    from rich.markup import escape
-
     from evalreg.curation import sample_logs
-    from evalreg.render import console
+    from evalreg.render import console, shown
 
     result = sample_logs(
         Path(args.source),
@@ -425,17 +473,17 @@ def cmd_evalset_sample(args: argparse.Namespace) -> int:
         root=_root(args),
     )
     out = console()
-    scrubbed = f"scrubbed with {escape(result.scrubber)}" if result.scrubber else "not scrubbed"
+    scrubbed = f"scrubbed with {shown(result.scrubber)}" if result.scrubber else "not scrubbed"
     out.print(
-        f"Wrote [bold]{escape(result.path)}[/bold]: {result.items} items from {result.rows} rows "
+        f"Wrote [bold]{shown(result.path)}[/bold]: {result.items} items from {result.rows} rows "
         f"({result.exact_duplicates} exact and {result.near_duplicates} near duplicates removed; "
         f"{scrubbed})"
     )
     for name, stratum in result.strata.items():
-        out.print(f"  {escape(name)}: {stratum.sampled} of {stratum.unique} ({stratum.rows} rows)")
+        out.print(f"  {shown(name)}: {stratum.sampled} of {stratum.unique} ({stratum.rows} rows)")
     out.print(
-        f"Provenance in {escape(result.provenance)}. Review the items, then "
-        f"`evalreg evalset add {escape(result.path)}` and commit the pointer and the provenance."
+        f"Provenance in {shown(result.provenance)}. Review the items, then "
+        f"`evalreg evalset add {shown(result.path)}` and commit the pointer and the provenance."
     )
     return 0
 
@@ -472,31 +520,31 @@ def cmd_evalset_stats(args: argparse.Namespace) -> int:
             "items_needed": asdict(needed),
             "evalsets": {p: [asdict(s) for s in rows] for p, rows in stats.items()},
         }
-        sys.stdout.write(json.dumps(payload, indent=2, sort_keys=True) + "\n")
+        _emit(json.dumps(payload, indent=2, sort_keys=True) + "\n")
     else:
         print_evalset_stats(stats, needed, **plan)
     return 0
 
 
 def cmd_store_purge(args: argparse.Namespace) -> int:
-    from rich.markup import escape
-
     from evalreg.plan import PURGE_LOG
     from evalreg.purge import purge_item
-    from evalreg.render import console
+    from evalreg.render import console, shown
 
-    record = purge_item(
-        _root(args),
-        args.item,
-        reason=args.reason,
-        evalset=args.evalset,
-        at=args.date,
-        push=not args.no_push,
-    )
+    root = _root(args)
+    with _writing(root):
+        record = purge_item(
+            root,
+            args.item,
+            reason=args.reason,
+            evalset=args.evalset,
+            at=args.date,
+            push=not args.no_push,
+        )
     out = console()
     out.print(
-        f"Purged {record.keys_removed} stored responses of item {escape(record.item)} "
-        f"({escape(record.evalset)}); logged in {PURGE_LOG}."
+        f"Purged {record.keys_removed} stored responses of item {shown(record.item)} "
+        f"({shown(record.evalset)}); logged in {PURGE_LOG}."
     )
     if record.segments_removed:
         out.print(
@@ -504,12 +552,12 @@ def cmd_store_purge(args: argparse.Namespace) -> int:
             f"{record.segment_written or 'none (they held nothing else)'}."
         )
     if record.push_error:
-        out.print(f"[yellow]Push failed[/yellow] ({escape(record.push_error)}): push it later.")
+        out.print(f"[yellow]Push failed[/yellow] ({shown(record.push_error)}): push it later.")
     for note in record.notes:
-        out.print(escape(note))
+        out.print(shown(note))
     out.print("Next steps:")
     for step in record.next_steps:
-        out.print(f"  {escape(step)}")
+        out.print(f"  {shown(step)}")
     return 0
 
 
@@ -854,16 +902,34 @@ def main(argv: Sequence[str] | None = None) -> int:
     # A command builds many long-lived objects (modules, pydantic schemas, the registry)
     # and few cycles: collecting every 700 allocations re-walks them for nothing (a tenth
     # of `evalreg check`). Collect 70 times less often; restored when the command ends.
+    from evalreg.interrupts import unwinding
+
     thresholds = gc.get_threshold()
     gc.set_threshold(50_000, 20, 20)
     try:
-        return handler(args)
+        # SIGTERM and SIGHUP (a cancelled CI job, a stopped container, a closed terminal)
+        # unwind like Ctrl-C: whatever a command holds is released on the way out.
+        with unwinding():
+            return handler(args)
     except EvalregError as exc:
         _print_error(exc)
         return exc.exit_code
     except KeyboardInterrupt:
-        sys.stderr.write("interrupted\n")
-        return 130
+        import signal
+
+        from evalreg.interrupts import received
+
+        signum = received()
+        sys.stderr.write(f"interrupted ({signal.Signals(signum).name})\n")
+        return 128 + signum
+    except OSError as exc:
+        # The disk is full, a directory is read-only, a file size limit was hit.
+        where = f" {exc.filename}:" if exc.filename else ""
+        sys.stderr.write(
+            f"evalreg: error:{where} {exc.strerror or exc}. What was written before this is "
+            "kept: fix it and run the command again\n"
+        )
+        return 2
     finally:
         gc.set_threshold(*thresholds)
 
@@ -882,12 +948,14 @@ def entry() -> NoReturn:
 
 def _print_error(exc: EvalregError) -> None:
     from evalreg.errors import RegistryError
+    from evalreg.render import plain
 
+    # Findings quote item text; other errors may quote a provider or GitHub.
     if isinstance(exc, RegistryError):
         for finding in exc.findings:
-            sys.stderr.write(finding.render() + "\n")
+            sys.stderr.write(plain(finding.render()) + "\n")
     else:
-        sys.stderr.write(f"evalreg: error: {exc}\n")
+        sys.stderr.write(plain(f"evalreg: error: {exc}") + "\n")
 
 
 if __name__ == "__main__":

@@ -24,6 +24,7 @@ from evalreg import __version__, stats
 from evalreg.canonical import canonical_bytes, loads_finite
 from evalreg.errors import RegistryError, UsageError
 from evalreg.evalsets import MAX_LINE_FINDINGS, EvalSet, parse_evalset
+from evalreg.redaction import REDACTED
 from evalreg.registry.diagnostics import Finding, decode_utf8
 from evalreg.registry.schema import ID_PATTERN, Item
 from evalreg.registry.tree import PathEscapes, clean_relpath
@@ -876,9 +877,6 @@ def _points(share: float) -> str:
 
 
 # ---------------------------------------------------------------- redaction
-REDACTED = "[redacted]"
-
-
 def redact(value: Any, fields: Sequence[str]) -> Any:
     """A copy of ``value`` with the values at each dotted path in ``fields`` as ``[redacted]``.
 

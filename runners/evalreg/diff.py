@@ -20,6 +20,7 @@ from evalreg.evidence import OutcomeCache, UseCaseEvidence, gather, read_outcome
 from evalreg.metrics import aligned, cell_metrics, compare, passing
 from evalreg.outcomes import Outcomes, from_records
 from evalreg.plan import Cell, cells, status
+from evalreg.redaction import redact
 from evalreg.registry.diagnostics import Severity
 from evalreg.registry.loader import Registry, inspect_registry
 from evalreg.registry.tree import GitTree, Tree, WorkspaceTree
@@ -102,8 +103,11 @@ def _load(tree: Tree) -> Registry:
 
 
 def snippet(text: str | None) -> str | None:
+    """Stored text cut for display, secrets redacted first: a cut through a quoted key
+    would leave a part of it that no later redaction recognises."""
     if text is None:
         return None
+    text = redact(text)
     return text if len(text) <= SNIPPET else text[: SNIPPET - 1] + "…"
 
 

@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from evalreg import redaction
 from evalreg.canonical import canonical_bytes
 from evalreg.providers.base import Messages, Provider, ProviderError
 from evalreg.providers.http import HttpLayer, Reply
@@ -142,6 +143,7 @@ async def fetch(
     the job is then reported as a ``budget`` error and not sent).
     """
     report = FetchReport()
+    redactor = redaction.current()
     queue: asyncio.Queue[Job] = asyncio.Queue()
     for job in jobs:
         report.total += 1
@@ -177,7 +179,7 @@ async def fetch(
             future: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
             inflight[job.key] = future
             try:
-                await _buy(job, store, writer, http, offline, admit)
+                await _buy(job, store, writer, http, offline, admit, redactor)
                 report.fetched += 1
                 outcome = "fetched"
                 future.set_result(True)
@@ -214,6 +216,7 @@ async def _buy(
     http: HttpLayer | None,
     offline: bool,
     admit: Callable[[Job], bool] | None,
+    redactor: redaction.Redactor,
 ) -> None:
     if offline:
         raise OfflineMiss(job.label)
@@ -247,6 +250,12 @@ async def _buy(
         line = encode_record(job.key, record, encoded={"request": job.content})
     except ValueError as exc:  # a lone surrogate in the text, say: no record can hold it
         raise ProviderError("malformed", f"the response cannot be stored: {exc}") from None
+    if redactor:
+        # A model may quote the key it was called with, or a provider echo it: the record
+        # is redacted before it is stored and graded as stored, so a replay grades the
+        # same bytes. The store key that leads the line is left alone.
+        head = line.index(b",") + 1
+        line = line[:head] + redactor.data(line[head:])
     if writer is not None:
         writer.put(line)
     store.remember(job.key, line)

@@ -1,4 +1,9 @@
-"""Terminal rendering of command results: rich tables on stdout, findings on stderr."""
+"""Terminal rendering of command results: rich tables on stdout, findings on stderr.
+
+Text evalreg does not control (a provider's error, item text, model output, what a
+registry, results or log file says) reaches the terminal only through ``plain``, or
+``shown`` inside rich markup.
+"""
 
 from __future__ import annotations
 
@@ -7,10 +12,13 @@ from functools import cache
 from typing import TYPE_CHECKING
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
+from evalreg.redaction import redact
 from evalreg.registry.diagnostics import Severity
+from evalreg.report.escape import strip_controls
 
 if TYPE_CHECKING:
     from evalreg.check import CheckResult
@@ -18,6 +26,19 @@ if TYPE_CHECKING:
     from evalreg.plan import CellStatus
     from evalreg.reproduce import Reproduction
     from evalreg.runner import CellPlan, RunResult
+
+
+def plain(text: object) -> str:
+    """``text`` fit for a terminal: escape sequences and control characters stripped (see
+    ``strip_controls``: a terminal would act on them), then secrets redacted, so a key that
+    controls split apart is found whole."""
+    return redact(strip_controls(str(text)))
+
+
+def shown(text: object) -> str:
+    """``plain(text)`` for a rich markup string: its ``[...]`` is escaped, or rich would
+    read ``[bold]`` or ``[link=...]`` in it as markup."""
+    return escape(plain(text))
 
 
 @cache
@@ -35,7 +56,7 @@ def print_check(result: CheckResult, *, strict: bool = False) -> None:
     err = error_console()
     for finding in result.findings:
         style = {"error": "red", "finding": "yellow", "warning": "yellow"}[finding.severity.value]
-        err.print(Text(finding.render(), style=style))
+        err.print(Text(plain(finding.render()), style=style))
     out = console()
     counts = Table(title="Registry", show_header=False, title_justify="left")
     for name, value in result.counts.items():
@@ -49,7 +70,7 @@ def print_check(result: CheckResult, *, strict: bool = False) -> None:
             table.add_row(
                 row.selection,
                 row.task,
-                row.evalset,
+                shown(row.evalset),
                 str(row.items),
                 str(row.candidates),
                 row.selected,
@@ -64,7 +85,7 @@ def print_check(result: CheckResult, *, strict: bool = False) -> None:
                 continue
             seen.add(row.evalset)
             for name, n in row.slices.items():
-                slices.add_row(row.evalset, name, str(n))
+                slices.add_row(shown(row.evalset), shown(name), str(n))
         out.print(slices)
     by = {s: sum(f.severity is s for f in result.findings) for s in Severity}
     code = result.exit_code(strict=strict)
@@ -86,7 +107,9 @@ def print_status(statuses: list[CellStatus]) -> None:
         table.add_column(column, overflow="fold")
     colors = {"fresh": "green", "stale": "yellow", "pending": "cyan"}
     for st in statuses:
-        table.add_row(st.cell.id, Text(st.state, style=colors[st.state]), "; ".join(st.reasons))
+        table.add_row(
+            st.cell.id, Text(st.state, style=colors[st.state]), shown("; ".join(st.reasons))
+        )
     console().print(table)
 
 
@@ -158,12 +181,12 @@ def print_run(result: RunResult, *, dry_run: bool = False) -> None:
         row = [st.cell.id, st.state, str(plan.missing), usd(plan.estimated_micro_usd)]
         blocked = f"pending: {plan.blocked}" if plan.blocked else ""
         if dry_run:
-            row.append("; ".join([*st.reasons, *([blocked] if blocked else [])]))
+            row.append(shown("; ".join([*st.reasons, *([blocked] if blocked else [])])))
         else:
             o = outcomes.get(st.cell.id)
             if o is not None:
                 result_text = "written" if o.written else (blocked or o.note)
-                row += [str(o.errors), usd(o.cost_micro_usd), result_text]
+                row += [str(o.errors), usd(o.cost_micro_usd), shown(result_text)]
         table.add_row(*row)
     out.print(table)
     if not result.plans:
@@ -177,14 +200,16 @@ def print_run(result: RunResult, *, dry_run: bool = False) -> None:
             f"{f.shared} shared; errors: {kinds}"
         )
         for error in f.errors[:20]:
-            error_console().print(Text(f"{error.label}: {error.kind}: {error.message}"))
+            error_console().print(Text(plain(f"{error.label}: {error.kind}: {error.message}")))
         if len(f.errors) > 20:
             error_console().print(f"... and {len(f.errors) - 20} more errors")
     if result.push_error:
         error_console().print(
             Text(
-                f"warning: could not push to the DVC remote ({result.push_error}); the data "
-                "is safe in the local cache: run `dvc push` when the remote is reachable"
+                plain(
+                    f"warning: could not push to the DVC remote ({result.push_error}); the "
+                    "data is safe in the local cache: run `dvc push` when the remote is reachable"
+                )
             )
         )
 
@@ -193,10 +218,10 @@ def print_reproduction(rep: Reproduction) -> None:
     out = console()
     if any(v != rep.running_version for v in rep.recorded_versions):
         out.print(
-            f"[yellow]Results at {rep.rev[:12]} were recorded with evalreg "
-            f"{', '.join(rep.recorded_versions)}; this is evalreg {rep.running_version}. "
-            f"Grader code is part of the evidence: install evalreg=="
-            f"{rep.recorded_versions[0]} to reproduce them exactly.[/yellow]"
+            f"[yellow]Results at {shown(rep.rev[:12])} were recorded with evalreg "
+            f"{shown(', '.join(rep.recorded_versions))}; this is evalreg "
+            f"{rep.running_version}. Grader code is part of the evidence: install evalreg=="
+            f"{shown(rep.recorded_versions[0])} to reproduce them exactly.[/yellow]"
         )
     for cell in rep.cells:
         if cell.identical:
@@ -204,9 +229,9 @@ def print_reproduction(rep: Reproduction) -> None:
         else:
             out.print(f"[red]{cell.cell}: {len(cell.differences)} differences[/red]")
             for d in cell.differences:
-                out.print(Text("  " + d))
+                out.print(Text(plain("  " + d)))
     verdict = "identical" if rep.identical else "DIFFERENT"
-    out.print(f"reproduce {rep.rev[:12]}: {verdict} ({len(rep.cells)} cells with results)")
+    out.print(f"reproduce {shown(rep.rev[:12])}: {verdict} ({len(rep.cells)} cells with results)")
 
 
 def print_evalset_stats(
@@ -232,8 +257,8 @@ def print_evalset_stats(
     for path, rows in stats.items():
         for s in rows:
             table.add_row(
-                path,
-                Text(s.slice),
+                shown(path),
+                Text(plain(s.slice)),
                 str(s.items),
                 str(s.conversations),
                 str(s.units),

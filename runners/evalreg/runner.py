@@ -15,20 +15,21 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from evalreg import forked
+from evalreg import forked, interrupts
 from evalreg.aggregate import CellTally
 from evalreg.cellwriter import CellWriter
 from evalreg.dvcworker import Tracker
 from evalreg.fetch import FetchReport, Job, Request, fetch, make_request
 from evalreg.gradepool import grade_all
 from evalreg.grading import CellGrader, cell_grader
+from evalreg.journal import Journal, Staged, mark_pushed, unpushed
 from evalreg.plan import Cell, CellStatus, status
 from evalreg.prompting import render_messages
 from evalreg.providers import get_provider
 from evalreg.providers.base import Provider
 from evalreg.registry import schema
 from evalreg.registry.loader import Registry, load_registry
-from evalreg.store import ResponseStore, SegmentWriter, segments_to_track
+from evalreg.store import STORE_DIR, ResponseStore, SegmentWriter
 
 DEFAULT_OUTPUT_TOKENS = 256
 _REPORT_EVERY = 1000
@@ -96,6 +97,7 @@ class RunResult:
     judge_fetch: FetchReport | None = None
     """The judges' requests, bought after the candidates' outputs exist."""
     tracked: list[str] = field(default_factory=list)
+    pushed: list[str] = field(default_factory=list)
     push_error: str | None = None
 
     @property
@@ -247,7 +249,13 @@ def run(
     ``prepared`` is ``prepare(root, options)`` when the caller already has it (the CLI
     needs the plans for its progress display), so the registry is loaded once.
     ``tracker`` is one the caller started before preparing, and closes; without it, one
-    is started here if anything is to run.
+    is started here if anything is to run. The caller holds the repository lock
+    (``lock.RepositoryLock``) and has let ``journal.recover_locked`` repair an
+    interrupted run first.
+
+    Until the closing step, nothing but this run's own store segment and temporary files
+    is written; the run's journal says what they are, so that a run stopped at any
+    instant is completed or rolled back by the next command (``journal``).
     """
     root = root.resolve()
     registry, store, plans = prepared if prepared is not None else prepare(root, options)
@@ -263,14 +271,17 @@ def run(
     graders = {
         p.status.cell.id: cell_grader(p.status.cell, registry, store, root) for p in runnable
     }
+    journal = Journal.begin(root, push=options.push) if runnable else None
     cleanup = contextlib.ExitStack()
-    streams = {
-        p.status.cell.id: cleanup.enter_context(
-            _CellStream(root, p, graders[p.status.cell.id], store, progress)
+
+    def stream_of(plan: CellPlan) -> _CellStream:
+        assert journal is not None
+        cell_id = plan.status.cell.id
+        return cleanup.enter_context(
+            _CellStream(root, plan, graders[cell_id], store, journal.tmp_name, progress)
         )
-        for p in runnable
-        if _streams(p, options)
-    }
+
+    streams = {p.status.cell.id: stream_of(p) for p in runnable if _streams(p, options)}
 
     def on_job(job: Job, outcome: str) -> None:
         cell_id = cell_of.get(job.key, "?")
@@ -297,7 +308,11 @@ def run(
 
         label = f"shard{options.shard[0]}of{options.shard[1]}" if options.shard else "run"
         async with HttpLayer() as http:
-            writer = None if options.offline else SegmentWriter(root, label=label)
+            writer = None
+            if not options.offline:
+                writer = SegmentWriter(root, label=label)
+                assert journal is not None
+                journal.add_segment(f"{STORE_DIR}/{writer.name}")
             try:
                 # Stored responses were found while planning: count them, don't fetch them.
                 stored = 0
@@ -341,25 +356,43 @@ def run(
         # DVC gets ready in a child process while this one fetches and grades.
         if tracker is None and runnable:
             tracker = cleanup.enter_context(Tracker(root))
-        report, result.judge_fetch = asyncio.run(go())
+        report, result.judge_fetch = asyncio.run(go()) if runnable else (FetchReport(), None)
         result.fetch = report
         failed = {e.key: e.kind for e in report.errors}
+        staged: list[tuple[Staged, Staged]] = []
         for plan in plans:
             cell_id = plan.status.cell.id
-            grader = graders.get(cell_id)
             stream = streams.get(cell_id)
-            if stream is None and grader is not None:
-                stream = cleanup.enter_context(_CellStream(root, plan, grader, store, progress))
-            result.outcomes.append(_finish(registry, plan, failed, options, stream))
-        # One `dvc add` for the new segments and the items files.
-        segments = [] if options.offline else segments_to_track(root)
-        written = [o.plan.status.cell.items_path for o in result.outcomes if o.written]
-        if tracker is not None and (segments or written):
-            result.push_error = tracker.track(segments + written, push=options.push)
-            result.tracked += segments + written
-    if written:
-        write_metrics_index(root, registry)
+            if stream is None and cell_id in graders:
+                stream = stream_of(plan)
+            outcome = _finish(registry, plan, failed, options, stream)
+            result.outcomes.append(outcome)
+            if outcome.written and stream is not None and stream.writer.staged is not None:
+                staged.append(stream.writer.staged)
+        if journal is not None:
+            assert tracker is not None
+            index = metrics_index(root, registry, {s.path for _, s in staged}) if staged else None
+            # The closing step runs to its end whatever signal arrives (but SIGKILL, which
+            # the journal repairs): results in place, everything tracked.
+            with interrupts.deferred():
+                result.tracked = journal.commit(
+                    [items for items, _ in staged], [s for _, s in staged], index, tracker.add
+                )
+        owed = unpushed(root) if options.push else []
+        if owed:
+            result.push_error = (
+                tracker.push(owed) if tracker is not None else _push_here(root, owed)
+            )
+            if result.push_error is None:
+                mark_pushed(root, owed)
+                result.pushed = owed
     return result
+
+
+def _push_here(root: Path, paths: list[str]) -> str | None:
+    from evalreg import dvcrepo
+
+    return dvcrepo.push(root, paths)
 
 
 def _streams(plan: CellPlan, options: RunOptions) -> bool:
@@ -389,9 +422,11 @@ class _CellStream:
         plan: CellPlan,
         grader: CellGrader,
         store: ResponseStore,
+        tmp_name: Callable[[str], str],
         progress: Progress | None = None,
     ) -> None:
         self.root, self.plan, self.grader, self.store = root, plan, grader, store
+        self.tmp_name = tmp_name
         self.samples = plan.samples()
         self.next = next(self.samples, None)
         self._writer: CellWriter | None = None
@@ -410,7 +445,7 @@ class _CellStream:
     def writer(self) -> CellWriter:
         """Opened with the first record: a cell that never grades creates no file."""
         if self._writer is None:
-            self._writer = CellWriter(self.root, self.plan.status.cell)
+            self._writer = CellWriter(self.root, self.plan.status.cell, self.tmp_name)
         return self._writer
 
     def advance(self) -> None:
@@ -513,13 +548,18 @@ class _Budget:
         return True
 
 
-def write_metrics_index(root: Path, registry: Registry) -> None:
-    """``dvc.yaml`` listing every summary as a metrics file, for ``dvc metrics show/diff``."""
+def metrics_index(root: Path, registry: Registry, also: set[str]) -> str:
+    """``dvc.yaml`` listing every summary as a metrics file, for ``dvc metrics show/diff``:
+    the summaries on disk, and ``also`` (those this run is about to put in place)."""
     from evalreg.plan import cells
 
-    paths = sorted(c.summary_path for c in cells(registry) if (root / c.summary_path).is_file())
+    paths = sorted(
+        c.summary_path
+        for c in cells(registry)
+        if c.summary_path in also or (root / c.summary_path).is_file()
+    )
     lines = [
         "# Written by evalreg run: every cell summary, for `dvc metrics show/diff`.",
         "metrics:",
     ] + [f"  - {p}" for p in paths]
-    (root / "dvc.yaml").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return "\n".join(lines) + "\n"

@@ -363,11 +363,22 @@ class SegmentWriter:
         self._unsynced = 0
         self._synced_at = time.monotonic()
         self.written = 0
+        self.size = 0
 
     def put(self, line: bytes) -> None:
         """Write one encoded record now (one write call: never interleaved or partial in
-        the kernel unless the process dies mid-call); fsync in groups."""
-        os.write(self._fd, line)
+        the kernel unless the process dies mid-call); fsync in groups.
+
+        A short write (the disk is full, or a file size limit is reached) is cut off
+        again and raised as ``OSError``: every line before it stays whole."""
+        try:
+            done = os.write(self._fd, line)
+            while done < len(line):  # short: the next call says why, or finishes the line
+                done += os.write(self._fd, line[done:])
+        except OSError as exc:
+            os.ftruncate(self._fd, self.size)
+            raise OSError(exc.errno, exc.strerror, str(self.path)) from None
+        self.size += done
         self.written += 1
         self._unsynced += 1
         if self._unsynced >= FSYNC_EVERY or time.monotonic() - self._synced_at > FSYNC_INTERVAL_S:
@@ -420,17 +431,28 @@ def repair_torn_tail(path: Path) -> int:
     return len(data) - keep
 
 
-def segments_to_track(root: Path) -> list[str]:
-    """The untracked segments, ready for ``dvc add``: torn tails repaired, empty ones gone."""
-    paths = []
-    for name in untracked_segments(root):
-        path = root / STORE_DIR / name
+def keepable(root: Path, rels: Iterable[str]) -> list[str]:
+    """Of these segments (repository-relative), the ones worth tracking: a torn last line
+    (the writer was killed mid-write) is cut off, an empty segment is removed, and one
+    already tracked (DVC may have replaced the file) stays."""
+    keep = []
+    for rel in rels:
+        path = root / rel
+        if not path.is_file():
+            if (root / f"{rel}.dvc").is_file():
+                keep.append(rel)
+            continue
         repair_torn_tail(path)
         if path.stat().st_size == 0:
             path.unlink()
             continue
-        paths.append(f"{STORE_DIR}/{name}")
-    return paths
+        keep.append(rel)
+    return keep
+
+
+def segments_to_track(root: Path) -> list[str]:
+    """The untracked segments, ready for ``dvc add``: torn tails repaired, empty ones gone."""
+    return keepable(root, (f"{STORE_DIR}/{name}" for name in untracked_segments(root)))
 
 
 def track_segments(root: Path, *, push: bool = False) -> list[str]:

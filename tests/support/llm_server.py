@@ -25,6 +25,9 @@ Behaviour worth knowing:
 * ``latency`` is slept before every endpoint response, faulted or not. ``"timeout"`` sleeps
   ``delay`` seconds and then answers normally; ``"malformed"`` cuts the body in half;
   ``"missing_fields"`` drops ``choices`` (OpenAI) or ``content`` (Anthropic) from a 200.
+* ``error_text``, when set, writes the message of every injected HTTP error (``"401"``,
+  ``"429"``, ``"5xx"``) from the request, as providers that quote what they were sent do:
+  ``server.error_text = lambda r: f"bad key {r.headers['authorization']}"``.
 * ``stream: true`` is rejected with a 400: this server only speaks non-streaming responses.
 * Bytes that do not parse as HTTP get a 400 and a closed connection and are not recorded.
 
@@ -57,6 +60,7 @@ ProtocolName = Literal["openai", "anthropic"]
 
 #: Fault names accepted by ``fail_next``/``fail_matching``/``fail_randomly`` and their options.
 FAULTS: dict[str, frozenset[str]] = {
+    "401": frozenset(),
     "429": frozenset({"retry_after"}),
     "500": frozenset(),
     "503": frozenset(),
@@ -231,6 +235,8 @@ def _anthropic_error(message: str, type_: str) -> dict[str, Any]:
 def _error_body(protocol: ProtocolName, status: int) -> dict[str, Any]:
     """Error payload for an injected HTTP error fault, in the provider's shape."""
     if protocol == "anthropic":
+        if status == 401:
+            return _anthropic_error("invalid x-api-key", "authentication_error")
         if status == 429:
             return _anthropic_error(
                 "Number of request tokens has exceeded your per-minute rate limit.",
@@ -241,6 +247,10 @@ def _error_body(protocol: ProtocolName, status: int) -> dict[str, Any]:
         if status == 503:
             return _anthropic_error("Service unavailable", "api_error")
         return _anthropic_error("Internal server error", "api_error")
+    if status == 401:
+        return _openai_error(
+            "Incorrect API key provided.", "invalid_request_error", code="invalid_api_key"
+        )
     if status == 429:
         return _openai_error(
             "Rate limit reached for requests. Please try again later.",
@@ -266,8 +276,8 @@ class LLMServer:
     """Loopback OpenAI/Anthropic-compatible HTTP/1.1 server with injectable faults.
 
     Use as a context manager (or call ``start``/``stop``). Attributes ``latency``, ``api_key``,
-    ``responder``, ``model_alias``, ``fingerprint`` and ``reasoning_tokens`` may be changed
-    while the server runs; each request reads them when it is handled.
+    ``responder``, ``error_text``, ``model_alias``, ``fingerprint`` and ``reasoning_tokens``
+    may be changed while the server runs; each request reads them when it is handled.
     """
 
     def __init__(
@@ -283,6 +293,8 @@ class LLMServer:
     ) -> None:
         self.latency = latency
         self.responder = responder
+        #: The message of injected HTTP errors, from the request (None: the provider's own).
+        self.error_text: Callable[[Request], str] | None = None
         self.api_key = api_key
         self.model_alias: dict[str, str] = dict(model_alias or {})
         self.fingerprint = fingerprint
@@ -628,10 +640,12 @@ class LLMServer:
                     sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, _LINGER_ZERO)
             writer.transport.abort()
             return False
-        if name in ("429", "500", "503", "529"):
+        if name in ("401", "429", "500", "503", "529"):
             assert fault is not None
             status = int(name)
             payload = _error_body(protocol, status)
+            if self.error_text is not None:
+                payload["error"]["message"] = self.error_text(request)
             if status == 429:
                 retry_after = fault.opts["retry_after"]
                 extra = b"retry-after: %s\r\n" % _seconds(retry_after).encode()

@@ -156,11 +156,12 @@ class GitHubClient:
     ) -> CommentResult:
         """Create or update the one comment on ``pr_number`` that carries ``marker``.
 
-        The sticky comment is the oldest comment whose body contains ``marker`` and whose
-        author is ``bot_login`` (case-insensitive); the same marker in anyone else's comment
-        is ignored. ``body`` goes through ``fit_comment_body`` first. An existing comment
-        whose body is already identical is left alone ("unchanged"). With ``dry_run`` the
-        comments are read but nothing is written ("would create" / "would update").
+        The sticky comment is the oldest comment whose body starts with ``marker`` and whose
+        author is ``bot_login`` (case-insensitive); the marker anywhere else, or in anyone
+        else's comment, is ignored. ``body`` goes through ``fit_comment_body`` first. An
+        existing comment whose body is already identical is left alone ("unchanged"). With
+        ``dry_run`` the comments are read but nothing is written ("would create" / "would
+        update").
         """
         _check_number(pr_number)
         text = fit_comment_body(body, marker)
@@ -341,18 +342,20 @@ class GitHubClient:
 
 
 def fit_comment_body(body: str, marker: str) -> str:
-    """``body`` with ``marker`` first, cut to ``COMMENT_LIMIT`` characters if longer.
+    """``body`` starting with ``marker``, cut to ``COMMENT_LIMIT`` characters if longer.
 
-    A missing marker is prepended. A cut keeps whole lines, closes any code fence or
-    ``<details>`` it would leave open, and ends with ``CUT_NOTE``.
+    The marker is prepended unless ``body`` already starts with it: only a marker at the
+    start identifies the sticky comment, so one elsewhere in ``body`` is just text. A cut
+    keeps whole lines, closes any code fence or ``<details>`` it would leave open, and ends
+    with ``CUT_NOTE``.
     """
     if not marker or len(marker) > _MAX_MARKER_CHARS:
         raise GitHubError(f"the comment marker must be 1 to {_MAX_MARKER_CHARS:,} characters")
-    if marker not in body:
+    if not body.startswith(marker):
         body = f"{marker}\n{body}"
     if len(body) <= COMMENT_LIMIT:
         return body
-    rest = body.replace(marker, "", 1).lstrip("\n")
+    rest = body.removeprefix(marker).lstrip("\n")
     return f"{marker}\n" + cut_to_fit(rest, COMMENT_LIMIT - len(marker) - 1, note=CUT_NOTE)
 
 
@@ -479,6 +482,8 @@ def _json(response: httpx.Response) -> Any:
 
 
 def _find_sticky(comments: list[Any], marker: str, bot_login: str) -> dict[str, Any] | None:
+    # The marker must open the body, as it opens every comment we post: the bot may also
+    # have posted comments that merely quote it (a PR body, say), and those are not ours.
     login = bot_login.casefold()
     mine = [
         c
@@ -486,7 +491,7 @@ def _find_sticky(comments: list[Any], marker: str, bot_login: str) -> dict[str, 
         if isinstance(c, dict)
         and isinstance(c.get("id"), int)
         and isinstance(c.get("body"), str)
-        and marker in c["body"]
+        and c["body"].startswith(marker)
         and _author(c).casefold() == login
     ]
     return min(mine, key=lambda c: int(c["id"]), default=None)

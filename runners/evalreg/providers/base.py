@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar, Protocol
 
+from evalreg.redaction import redact
 from evalreg.registry.schema import Pin
 
 Messages = list[dict[str, str]]
@@ -54,7 +55,8 @@ class ProviderError(Exception):
 
     ``kind`` is one of: rate_limited, server, timeout, connection, malformed, too_large (a
     body longer than the pin's ``limits.max_response_bytes``), client, auth, system (a
-    ``python`` callable raised).
+    ``python`` callable raised). The message is redacted here, once: a provider may quote
+    the key it was sent (a 401 body, a URL in a connection error).
     """
 
     def __init__(
@@ -66,7 +68,7 @@ class ProviderError(Exception):
         retryable: bool = False,
         retry_after: float | None = None,
     ) -> None:
-        super().__init__(message)
+        super().__init__(redact(message))
         self.kind = kind
         self.status = status
         self.retryable = retryable

@@ -31,6 +31,7 @@ from aiolimiter import AsyncLimiter
 
 from evalreg.canonical import loads_finite
 from evalreg.providers.base import Completion, ProviderError
+from evalreg.redaction import redact
 from evalreg.registry.schema import Limits
 
 MAX_RETRY_AFTER_S = 120.0
@@ -349,7 +350,8 @@ def _error_detail(response: httpx.Response, body: bytes) -> str:
     except (ValueError, RecursionError):
         message = None
     text = str(message) if message else response.reason_phrase or "error"
-    text = " ".join(text.split())
+    # Redacted before it is cut: a cut through a quoted key would leave a part of it.
+    text = redact(" ".join(text.split()))
     return f"HTTP {response.status_code}: {text[:200]}"
 
 

@@ -14,6 +14,7 @@ from typing import TypeVar
 
 from pydantic import BaseModel
 
+from evalreg import redaction
 from evalreg.errors import DataMissingError, RegistryError
 from evalreg.evalsets import EvalSet, parse_evalset
 from evalreg.prompting import PARTS
@@ -79,6 +80,8 @@ def inspect_registry(
     tree = WorkspaceTree(root) if isinstance(root, (str, Path)) else root
     loader = _Loader(tree, allow_missing_data)
     loader.run()
+    # What the pins' variables hold is redacted from everything this process writes.
+    redaction.watch(n for pin in loader.registry.pins.values() for n in redaction.env_names(pin))
     return loader.registry, sorted(set(loader.findings))
 
 

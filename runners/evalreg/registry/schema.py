@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 from datetime import date
 from typing import Annotated, Any, Literal
+from urllib.parse import parse_qsl, urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 from pydantic_core import PydanticCustomError
@@ -68,7 +69,55 @@ class Benchmark(Model):
 
 
 _RESERVED_PARAMS = frozenset({"model", "messages", "system", "stream", "n"})
-_SECRET_PARAMS = frozenset({"api_key", "apikey", "key", "authorization", "token", "password"})
+# Names that hold a credential, wherever they appear (a request param, a header, a URL's
+# query), compared lower-case without '-', '_' or spaces: "X-API-Key", "api_key" and
+# "apiKey" are one name. "max_tokens" ends in "tokens", not "token", and stays allowed.
+_CREDENTIAL_NAMES = frozenset({"key", "bearer", "cookie", "pwd"})
+_CREDENTIAL_ENDINGS = (
+    "apikey",
+    "accesskey",
+    "secretkey",
+    "privatekey",
+    "auth",
+    "authorization",
+    "token",
+    "secret",
+    "password",
+    "passwd",
+    "credential",
+    "credentials",
+)
+_NAME_NOISE = re.compile(r"[-_\s]")
+_URL = re.compile(r"^https?://[^\s]+$")
+_USE_THE_ENV = "name the environment variable holding the key in 'api_key_env' instead"
+
+
+def _is_credential_name(name: str) -> bool:
+    """Whether a param, header or query parameter called ``name`` would hold a credential."""
+    folded = _NAME_NOISE.sub("", name).casefold()
+    return folded in _CREDENTIAL_NAMES or folded.endswith(_CREDENTIAL_ENDINGS)
+
+
+def _credential_at(value: Any, path: tuple[str | int, ...] = ()) -> tuple[str | int, ...] | None:
+    """The path of the first credential-named key holding a scalar in ``value``, if any.
+
+    Only scalars count: in a tool's JSON schema, ``properties: {password: {type: string}}``
+    names a field the model fills in, not a credential.
+    """
+    if isinstance(value, dict):
+        for key, inner in value.items():
+            scalar = isinstance(inner, (str, int, float)) and not isinstance(inner, bool)
+            if scalar and _is_credential_name(str(key)):
+                return (*path, key)
+            found = _credential_at(inner, (*path, key))
+            if found is not None:
+                return found
+    elif isinstance(value, list):
+        for index, inner in enumerate(value):
+            found = _credential_at(inner, (*path, index))
+            if found is not None:
+                return found
+    return None
 
 
 class Pin(VersionedFile):
@@ -77,7 +126,7 @@ class Pin(VersionedFile):
     description: Text | None = None
     provider: Literal["openai", "anthropic", "python"]
     model: Annotated[str, Field(min_length=1, max_length=256)] | None = None
-    base_url: Annotated[str, Field(pattern=r"^https?://[^\s]+$")] | None = None
+    base_url: str | None = None
     api_key_env: str | None = None
     callable: Annotated[str, Field(pattern=r"^[^:\s]+\.py:[A-Za-z_][A-Za-z0-9_]*$")] | None = None
     files: list[RelPath] = Field(default_factory=list)
@@ -95,6 +144,45 @@ class Pin(VersionedFile):
                 "env_name",
                 "must be the name of an environment variable (like OPENAI_API_KEY), not a "
                 "key: remove the secret from this file",
+            )
+        return value
+
+    @field_validator("base_url")
+    @classmethod
+    def _plain_url(cls, value: str | None) -> str | None:
+        # Never echo the URL: it is the value under suspicion.
+        if value is None:
+            return value
+        try:
+            parts = urlsplit(value) if _URL.match(value) else None
+        except ValueError:
+            parts = None
+        if parts is None or not parts.hostname:
+            raise PydanticCustomError("url", "must be an http:// or https:// URL, without spaces")
+        if "@" in parts.netloc:
+            raise PydanticCustomError(
+                "credential",
+                "holds credentials (user-info before '@'): remove them and " + _USE_THE_ENV,
+            )
+        names = [n for n, _ in parse_qsl(parts.query, keep_blank_values=True)]
+        if any(_is_credential_name(n) for n in names):
+            raise PydanticCustomError(
+                "credential",
+                "holds a credential in its query string: remove it and " + _USE_THE_ENV,
+            )
+        return value
+
+    @field_validator("params")
+    @classmethod
+    def _no_credentials(cls, value: dict[str, Any]) -> dict[str, Any]:
+        found = _credential_at(value)
+        if found is not None:
+            # ``at`` points the finding at the key itself, below ``params``.
+            raise PydanticCustomError(
+                "credential",
+                "params may not hold credentials (this file is committed and every request "
+                "body is stored): remove it and " + _USE_THE_ENV,
+                {"at": found},
             )
         return value
 
@@ -118,12 +206,6 @@ class Pin(VersionedFile):
         reserved = sorted(set(self.params) & _RESERVED_PARAMS)
         if reserved:
             raise ValueError(f"params may not set {', '.join(reserved)}: evalreg sets them")
-        secret = sorted(k for k in self.params if k.lower() in _SECRET_PARAMS)
-        if secret:
-            raise ValueError(
-                f"params may not hold credentials ({', '.join(secret)}): name the environment "
-                "variable in 'api_key_env' instead"
-            )
         return self
 
 

@@ -32,9 +32,16 @@ def describe_errors(model: type[BaseModel], payload: Any, exc: ValidationError) 
 
 
 def _finding(doc: Document, model: type[BaseModel], payload: Any, err: Any) -> Finding:
-    loc = _data_loc(payload, err["loc"])
+    loc = _data_loc(payload, _loc(err))
     key = err["type"] == "extra_forbidden"
     return doc.finding(loc, _message(model, payload, err), key=key)
+
+
+def _loc(err: Any) -> tuple[Any, ...]:
+    """Where the error is: a custom error may point below its field with ``ctx["at"]``
+    (a credential deep inside a pin's ``params``)."""
+    at = (err.get("ctx") or {}).get("at")
+    return (*err["loc"], *at) if isinstance(at, tuple) else tuple(err["loc"])
 
 
 def _data_loc(payload: Any, loc: tuple[Any, ...]) -> Loc:
@@ -59,7 +66,7 @@ def _union_tags(node: dict[str, Any]) -> set[str]:
 
 
 def _message(model: type[BaseModel], payload: Any, err: Any) -> str:
-    loc = _data_loc(payload, err["loc"])
+    loc = _data_loc(payload, _loc(err))
     where = ".".join(str(p) for p in loc)
     kind = err["type"]
     if kind == "extra_forbidden":
@@ -86,7 +93,8 @@ def _message(model: type[BaseModel], payload: Any, err: Any) -> str:
     return f"{where}: {text}" if where else text
 
 
-_NO_ECHO = frozenset({"model_type", "dict_type", "env_name"})
+# Never quoted: "env_name", "url" and "credential" are about values that may be secrets.
+_NO_ECHO = frozenset({"model_type", "dict_type", "env_name", "url", "credential"})
 
 
 def _allowed_keys(model: type[BaseModel], payload: Any, loc: Loc) -> list[str]:

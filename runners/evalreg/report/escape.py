@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import functools
+import json
 import re
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from markdown_it import MarkdownIt
@@ -18,6 +19,7 @@ __all__ = [
     "cut_to_fit",
     "fits",
     "inline",
+    "json_text",
     "strip_controls",
 ]
 
@@ -44,6 +46,7 @@ _ANSI = re.compile(
 _CONTROLS = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
 # A lone surrogate (JSON can carry one) would make writing the report as UTF-8 fail.
 _LONE_SURROGATE = re.compile(r"[\ud800-\udfff]")
+_JSON_UNSAFE = re.compile(f"{_CONTROLS.pattern}|{_LONE_SURROGATE.pattern}")
 
 _LINE_BREAK = re.compile(r"[\n\u2028\u2029]")
 _SPACES = re.compile(r"[ \t]+")
@@ -85,6 +88,18 @@ def strip_controls(text: str) -> str:
     """
     text = _ANSI.sub("", text).replace("\r\n", "\n").replace("\r", "\n")
     return _LONE_SURROGATE.sub("\ufffd", _CONTROLS.sub("", text))
+
+
+def json_text(data: Any) -> str:
+    """``data`` as indented JSON with sorted keys and non-ASCII text kept, in which every
+    control character, bidirectional control and lone surrogate is a ``\\u`` escape.
+
+    JSON escapes only C0 controls itself; a C1 control such as the 8-bit CSI (U+009B) or
+    a bidi override would reach a terminal showing the file raw. Escaped, the data read
+    back is the same and there is nothing for a terminal to act on.
+    """
+    text = json.dumps(data, sort_keys=True, indent=2, ensure_ascii=False)
+    return _JSON_UNSAFE.sub(lambda found: f"\\u{ord(found.group()):04x}", text)
 
 
 def inline(text: str, *, limit: int = 200) -> str:

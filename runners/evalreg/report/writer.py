@@ -13,6 +13,7 @@ from evalreg import __version__
 from evalreg.canonical import digest
 from evalreg.evidence import UseCaseEvidence, gather
 from evalreg.plan import cells, status
+from evalreg.redaction import current
 from evalreg.registry.loader import Registry
 from evalreg.results import read_summary
 
@@ -62,7 +63,9 @@ def render(registry: Registry) -> dict[str, bytes]:
 
 def write_report(root: Path, registry: Registry) -> list[str]:
     files = render(registry)
+    redactor = current()
     for rel, data in files.items():
+        data = redactor.data(data)
         path = root / rel
         path.parent.mkdir(parents=True, exist_ok=True)
         if not path.exists() or path.read_bytes() != data:

@@ -1,0 +1,118 @@
+"""One writer at a time per repository: an advisory lock that names its holder.
+
+Every command that writes results, store segments or registry files holds it for as
+long as it writes. The lock is ``flock`` on a file in the repository's git directory
+(outside the working tree, so taking it changes nothing a commit could see); the kernel
+releases it when the holder dies, however it dies, so a killed run never leaves a stale
+lock behind. The file's content says who holds it, for the message the next writer sees.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import socket
+import sys
+from datetime import UTC, datetime
+from pathlib import Path
+from types import TracebackType
+
+from evalreg.errors import EvalregError
+
+LOCK_NAME = "lock"
+
+
+class LockedError(EvalregError):
+    """Another evalreg process is writing to this repository (exit 2)."""
+
+
+def state_dir(root: Path) -> Path:
+    """Where evalreg keeps its per-clone state (the lock, the run journal): inside the
+    git directory when there is one (a worktree's own), else ``.evalreg/`` at the root."""
+    dot_git = root / ".git"
+    if dot_git.is_dir():
+        return dot_git / "evalreg"
+    if dot_git.is_file():
+        # A linked worktree or a submodule: ".git" is a file naming the real directory.
+        text = dot_git.read_text(encoding="utf-8", errors="replace").strip()
+        if text.startswith("gitdir:"):
+            gitdir = Path(text[len("gitdir:") :].strip())
+            return (gitdir if gitdir.is_absolute() else root / gitdir) / "evalreg"
+    return root / ".evalreg"
+
+
+def _describe(holder: str) -> str:
+    try:
+        info = json.loads(holder)
+        return (
+            f"pid {info['pid']} on {info['host']}, `{info['command']}`, started {info['started']}"
+        )
+    except (ValueError, KeyError, TypeError):
+        return "another evalreg process"
+
+
+class RepositoryLock:
+    """Held from ``acquire`` (or ``with``) until ``release``; raises ``LockedError`` at once
+    when another process holds it, naming that process.
+
+    ``fd`` may be passed to a child process (``pass_fds``): the lock then stays held until
+    the child has exited too, so a helper that outlives a killed parent still excludes
+    the next writer until it is done.
+    """
+
+    def __init__(self, root: Path, *, command: str | None = None) -> None:
+        self.path = state_dir(root) / LOCK_NAME
+        self.command = command or "evalreg " + " ".join(sys.argv[1:])
+        self.fd = -1
+
+    def acquire(self) -> RepositoryLock:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.pread(fd, 4096, 0).decode("utf-8", errors="replace")
+            os.close(fd)
+            raise LockedError(
+                f"another evalreg process is writing to this repository ({_describe(holder)}); "
+                f"wait for it to finish, or stop it (the lock is {self.path})"
+            ) from None
+        except BaseException:
+            os.close(fd)
+            raise
+        info = {
+            "pid": os.getpid(),
+            "host": socket.gethostname(),
+            "command": self.command,
+            "started": datetime.now(UTC).strftime("%Y-%m-%d %H:%M:%S UTC"),
+        }
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, json.dumps(info).encode(), 0)
+        self.fd = fd
+        return self
+
+    def release(self) -> None:
+        if self.fd >= 0:
+            os.close(self.fd)  # the flock goes with the last descriptor (a child's too)
+            self.fd = -1
+
+    def __enter__(self) -> RepositoryLock:
+        return self if self.fd >= 0 else self.acquire()
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.release()
+
+
+def try_lock(root: Path) -> RepositoryLock | None:
+    """The lock if nobody holds it now, else None (for read-only commands that only
+    want to repair an interrupted run when no run is live)."""
+    try:
+        return RepositoryLock(root).acquire()
+    except LockedError:
+        return None

@@ -1,0 +1,117 @@
+"""Secrets kept out of everything evalreg writes or prints: the values of the environment
+variables a registry names, replaced by ``[redacted]``.
+
+The loader names the variables of every registry it loads (``watch``): each pin's
+``api_key_env`` and any other ``*_env`` field of a pin. ``current()`` is a ``Redactor``
+for what they hold in the environment now. It is applied where text is made from what a
+provider sent (provider errors, stored records), before stored text is cut for display,
+and where text leaves the process (the terminal, report files, diffs, comments). Results
+are graded from the redacted store, so they need no redaction of their own and stay the
+same on a machine without the keys.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
+from urllib.parse import quote
+
+if TYPE_CHECKING:
+    from pydantic import BaseModel
+
+REDACTED = "[redacted]"
+MIN_SECRET_CHARS = 8
+"""Shorter values are never redacted (see ``Redactor``)."""
+
+_REDACTED_BYTES = REDACTED.encode()
+
+
+class Redactor:
+    """Replaces each of some secret values, and its common encodings, with ``[redacted]``.
+
+    The encodings are the ones a key is found in: JSON-escaped (a stored record),
+    percent-encoded (a URL), and base64 at each of the three byte alignments, which finds
+    it inside any longer base64 text too, such as the ``user:key`` of HTTP Basic auth.
+
+    A value shorter than ``MIN_SECRET_CHARS`` (8) characters is left alone: replacing
+    every ``true``, ``1234`` or ``openai`` in every output would mangle it, and a key that
+    short is no secret worth the name.
+
+    An empty redactor (no watched value is set or long enough) is false, so a hot path
+    asks ``if redactor`` once and skips all the work.
+    """
+
+    def __init__(self, values: Iterable[str] = ()) -> None:
+        forms: set[str] = set()
+        for value in values:
+            if len(value) >= MIN_SECRET_CHARS:
+                forms |= _forms(value)
+        # Longest first: a form that contains another one is replaced whole.
+        self._texts = sorted(forms, key=lambda form: (-len(form), form))
+        self._bytes = [form.encode("utf-8", "surrogateescape") for form in self._texts]
+
+    def __bool__(self) -> bool:
+        return bool(self._texts)
+
+    def text(self, text: str) -> str:
+        """``text`` with every secret replaced (unchanged, and fast, when it holds none)."""
+        for form in self._texts:
+            if form in text:
+                text = text.replace(form, REDACTED)
+        return text
+
+    def data(self, data: bytes) -> bytes:
+        """``data`` (UTF-8) with every secret replaced; JSON stays JSON, since the
+        replacement holds no character JSON escapes."""
+        for form in self._bytes:
+            if form in data:
+                data = data.replace(form, _REDACTED_BYTES)
+        return data
+
+
+def _forms(value: str) -> set[str]:
+    raw = value.encode("utf-8", "surrogateescape")
+    forms = {value, json.dumps(value, ensure_ascii=False)[1:-1], quote(raw, safe="")}
+    for shift in range(3):
+        # Behind ``shift`` other bytes, the first base64 digit made of key bits alone is
+        # digit ceil(8 * shift / 6), and the last one is whole before the key's bits end.
+        encoded = base64.b64encode(b"\0" * shift + raw).decode("ascii")
+        first = (8 * shift + 5) // 6
+        forms.add(encoded[first : 8 * (shift + len(raw)) // 6])
+    return forms
+
+
+def env_names(model: BaseModel) -> list[str]:
+    """The environment variables a registry file names: its ``*_env`` fields that are set."""
+    names = []
+    for field in type(model).model_fields:
+        value = getattr(model, field) if field.endswith("_env") else None
+        if isinstance(value, str) and value:
+            names.append(value)
+    return names
+
+
+_watched: set[str] = set()
+_current: tuple[tuple[str | None, ...], Redactor] = ((), Redactor())
+
+
+def watch(names: Iterable[str]) -> None:
+    """Treat what these environment variables hold as secrets, from now on."""
+    _watched.update(names)
+
+
+def current() -> Redactor:
+    """A redactor for what the watched variables hold now (rebuilt only when that changes)."""
+    global _current
+    values = tuple(os.environ.get(name) for name in sorted(_watched))
+    if values != _current[0]:
+        _current = (values, Redactor(v for v in values if v))
+    return _current[1]
+
+
+def redact(text: str) -> str:
+    """``text`` with every watched secret replaced by ``[redacted]``."""
+    return current().text(text)

@@ -1,0 +1,229 @@
+"""Real ``evalreg`` processes against a registry on DVC and a loopback model server:
+start them in their own process group, signal the whole group at a chosen moment, and
+check what they leave behind.
+
+Moments are observed from outside, as a user's terminal or a CI runner would see them:
+the server's request count, files appearing, the run journal's phase. Nothing in the
+program under test knows it is being watched.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import resource
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from evalreg import dvcrepo
+from evalreg.lock import state_dir
+from evalreg.store import STORE_DIR, ResponseStore, request_key
+
+from conftest import PIN_OPENAI, Repo, items_jsonl
+from support.llm_server import LLMServer, Request
+
+KEY = "sk-test-crash-safety-7f3a"
+EVALSET = "evalsets/messages.jsonl"
+
+
+def label_of(request: object) -> str:
+    text = request.body["messages"][-1]["content"]  # type: ignore[attr-defined]
+    return json.dumps({"label": "a" if text.endswith(("1", "3", "5", "7", "9")) else "b"})
+
+
+def live_registry(repo: Repo, server: LLMServer, *, items: int, pins: int = 2) -> Repo:
+    """The conftest registry with ``items`` items and ``pins`` OpenAI pins at ``server``,
+    on DVC with the in-repository remote, committed."""
+    selection = repo.read("registry/selections/labels.yaml")
+    extra = ""
+    for n in range(2, pins + 1):
+        pin = PIN_OPENAI.replace("https://api.openai.com/v1", server.base_url).replace(
+            "gpt-4o-mini-2024-07-18", f"gpt-test-{n}"
+        )
+        repo.write(f"registry/models/mini{n}.yaml", pin)
+        extra += f"  - id: mini{n}\n    pin: mini{n}\n"
+    # Only HTTP candidates: every response the run stores is one the server counted.
+    repo.write(
+        "registry/selections/labels.yaml",
+        selection.replace(
+            "  - id: rules\n    pin: rules\n  - id: mini\n    pin: mini\n",
+            "  - id: mini\n    pin: mini\n" + extra,
+        ).replace("selected: rules", "selected: mini"),
+    )
+    repo.git("rm", "-q", "registry/models/rules.yaml", "registry/systems/rules.py")
+    repo.write(
+        "registry/models/mini.yaml",
+        PIN_OPENAI.replace("https://api.openai.com/v1", server.base_url).replace(
+            "OPENAI_API_KEY", "CRASH_TEST_KEY"
+        ),
+    )
+    for n in range(2, pins + 1):
+        path = f"registry/models/mini{n}.yaml"
+        repo.write(path, repo.read(path).replace("OPENAI_API_KEY", "CRASH_TEST_KEY"))
+    repo.write(EVALSET, items_jsonl(items))
+    repo.git("rm", "-q", "--cached", EVALSET)
+    dvcrepo.init(repo.root, remote=None)
+    dvcrepo.add_and_push(repo.root, EVALSET, push=True)
+    repo.commit("registry on DVC, pins at the test server")
+    return repo
+
+
+def env() -> dict[str, str]:
+    return {**os.environ, "CRASH_TEST_KEY": KEY, "COLUMNS": "200"}
+
+
+def start(repo: Repo, *args: str) -> subprocess.Popen[str]:
+    """``evalreg -C repo ARGS`` as a real process, leader of its own process group."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "evalreg", "-C", str(repo.root), *args],
+        env=env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+
+
+def evalreg(
+    repo: Repo, *args: str, timeout: float = 300, max_file_bytes: int | None = None
+) -> subprocess.CompletedProcess[str]:
+    """``evalreg -C repo ARGS`` to its end; ``max_file_bytes`` is ``ulimit -f`` for it."""
+
+    def limit() -> None:
+        if max_file_bytes is not None:
+            resource.setrlimit(resource.RLIMIT_FSIZE, (max_file_bytes, max_file_bytes))
+
+    return subprocess.run(
+        [sys.executable, "-m", "evalreg", "-C", str(repo.root), *args],
+        env=env(),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        preexec_fn=limit,
+    )
+
+
+def request_key_of(request: Request, server: LLMServer) -> str:
+    """The store key of a request the server received (every task here has one sample)."""
+    return request_key("openai", f"{server.base_url}/chat/completions", request.raw, 0)
+
+
+def journal_phase(repo: Repo) -> str | None:
+    try:
+        return str(json.loads((state_dir(repo.root) / "journal.json").read_bytes())["phase"])
+    except (OSError, ValueError, KeyError):
+        return None
+
+
+def pointers(repo: Repo) -> set[str]:
+    return {str(p.relative_to(repo.root)) for p in repo.root.rglob("reports/**/*.dvc")}
+
+
+@dataclass(frozen=True)
+class Moment:
+    """When to signal: the first instant ``reached`` holds, plus ``after`` seconds."""
+
+    name: str
+    reached: Callable[[Repo, LLMServer, set[str]], bool]
+    after: float = 0.0
+
+
+MOMENTS = [
+    Moment("mid-fetch", lambda repo, srv, before: srv.count() >= 40),
+    Moment("fetch done", lambda repo, srv, before: srv.count() >= 120),
+    Moment("closing step begins", lambda repo, srv, before: journal_phase(repo) == "commit"),
+    Moment(
+        "closing step +5 ms",
+        lambda repo, srv, before: journal_phase(repo) == "commit",
+        after=0.005,
+    ),
+    Moment(
+        "first pointer written",
+        lambda repo, srv, before: bool(pointers(repo) - before),
+    ),
+    Moment(
+        "journal closed (pushing)",
+        lambda repo, srv, before: bool(pointers(repo) - before) and journal_phase(repo) is None,
+    ),
+]
+
+
+def signal_at(
+    repo: Repo, server: LLMServer, moment: Moment, signum: int, *args: str
+) -> tuple[str, int | None]:
+    """Start ``evalreg run ARGS``, signal its process group at ``moment``; return what it
+    printed on stderr and its exit status (None if it had ended before the moment)."""
+    before = pointers(repo)
+    proc = start(repo, "run", *args)
+    deadline = time.monotonic() + 120
+    hit = False
+    while proc.poll() is None and time.monotonic() < deadline:
+        if moment.reached(repo, server, before):
+            hit = True
+            break
+        time.sleep(0.0005)
+    if hit:
+        if moment.after:
+            time.sleep(moment.after)
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signum)
+    _, err = proc.communicate(timeout=120)
+    # The group's other members (the DVC child) are gone too before anything is checked.
+    _wait_group_gone(proc.pid)
+    return err, proc.returncode if hit else None
+
+
+def _wait_group_gone(pgid: int) -> None:
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        try:
+            os.killpg(pgid, 0)
+        except ProcessLookupError:
+            return
+        time.sleep(0.01)
+    os.killpg(pgid, signal.SIGKILL)
+
+
+def stored_keys(repo: Repo) -> set[str]:
+    return set(ResponseStore.open(repo.root).index)
+
+
+def raw_in_git(repo: Repo) -> list[str]:
+    """Store segments or items files committed as raw data rather than as DVC pointers."""
+    return [
+        f
+        for f in repo.git("ls-files", "reports").splitlines()
+        if f.endswith(".jsonl") or f.endswith(".tmp")
+    ]
+
+
+def untracked_data(repo: Repo) -> list[str]:
+    """Data files in the working tree without a DVC pointer beside them."""
+    out = []
+    for path in (repo.root / "reports").rglob("*"):
+        rel = str(path.relative_to(repo.root))
+        data = rel.endswith(".jsonl") or rel.endswith(".tmp")
+        if path.is_file() and data and not Path(str(path) + ".dvc").is_file():
+            out.append(rel)
+    return sorted(out)
+
+
+def unpushed_md5s(repo: Repo) -> list[str]:
+    """md5s of tracked data under reports/ that the in-repository remote lacks."""
+    remote = repo.root / dvcrepo.IN_REPO_REMOTE / "files" / "md5"
+    missing = []
+    for rel in sorted(pointers(repo)):
+        md5 = dvcrepo.pointer_md5((repo.root / rel).read_bytes())
+        assert md5 is not None, rel
+        if not (remote / md5[:2] / md5[2:]).is_file():
+            missing.append(f"{rel} ({md5})")
+    return missing
+
+
+__all__ = ["KEY", "MOMENTS", "STORE_DIR", "Moment", "signal_at"]
