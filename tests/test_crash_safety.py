@@ -227,3 +227,16 @@ def test_a_read_only_reports_directory_stops_the_run_before_it_buys(
     resumed = runs.evalreg(registry, "run")
     assert resumed.returncode == 0, resumed.stderr
     assert_whole(registry, server, set())
+
+
+@pytest.mark.parametrize("content", [b"{}", b'{"run": 1, "phase": "commit"}', b"[1, 2]"])
+def test_a_journal_in_another_shape_is_left_alone(
+    registry: Repo, server: LLMServer, content: bytes
+):
+    journal = state_dir(registry.root) / "journal.json"
+    journal.parent.mkdir(parents=True, exist_ok=True)
+    journal.write_bytes(content)
+    for command in (["status"], ["run"]):
+        done = runs.evalreg(registry, *command)
+        assert done.returncode == 0, done.stderr
+        assert "Traceback" not in done.stderr

@@ -126,21 +126,22 @@ class Journal:
     def load(cls, root: Path) -> Journal | None:
         try:
             state = json.loads((state_dir(root) / JOURNAL).read_bytes())
+            return cls(
+                root,
+                str(state["run"]),
+                bool(state["push"]),
+                str(state["phase"]),
+                [str(s) for s in state["segments"]],
+                [Staged(str(t), str(p)) for t, p in state["items"]],
+                [Staged(str(t), str(p)) for t, p in state["summaries"]],
+                state.get("metrics_index"),
+            )
         except FileNotFoundError:
             return None
-        except ValueError:
-            # Written atomically, so never torn; anything else is not ours to trust.
+        except (ValueError, KeyError, TypeError):
+            # Written atomically, so never torn: a journal in another shape is not ours to
+            # act on. Orphaned segments are still found and tracked by a later rollback.
             return None
-        return cls(
-            root,
-            str(state["run"]),
-            bool(state["push"]),
-            str(state["phase"]),
-            [str(s) for s in state["segments"]],
-            [Staged(str(t), str(p)) for t, p in state["items"]],
-            [Staged(str(t), str(p)) for t, p in state["summaries"]],
-            state.get("metrics_index"),
-        )
 
     def add_segment(self, rel: str) -> None:
         self.segments.append(rel)
@@ -249,7 +250,6 @@ class Recovery:
     action: str
     """``completed`` (rolled forward), ``rolled back``, or ``in progress`` (a live run
     holds the lock: nothing was touched)."""
-    pid: int | None = None
     tracked: tuple[str, ...] = ()
     results: tuple[str, ...] = ()
 
