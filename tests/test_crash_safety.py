@@ -240,3 +240,15 @@ def test_a_journal_in_another_shape_is_left_alone(
         done = runs.evalreg(registry, *command)
         assert done.returncode == 0, done.stderr
         assert "Traceback" not in done.stderr
+
+
+def test_a_dvc_lock_table_left_half_written_is_repaired(registry: Repo, server: LLMServer):
+    moment = runs.Moment("closing", lambda repo, srv, before: runs.journal_phase(repo) == "commit")
+    runs.signal_at(registry, server, moment, signal.SIGKILL)
+    # DVC rewrites its lock table in place: a kill mid-write leaves it like this.
+    (registry.root / ".dvc" / "tmp" / "rwlock").write_bytes(b'{"write": {"reports/st')
+    kept = runs.stored_keys(registry)
+    server.reset()
+    resumed = runs.evalreg(registry, "run")
+    assert resumed.returncode == 0, resumed.stderr
+    assert_whole(registry, server, kept)

@@ -283,12 +283,29 @@ def _dvc_add(root: Path) -> Add:
     return add
 
 
+def _repair_dvc_rwlock(root: Path) -> None:
+    """Remove DVC's read/write lock table if a killed process left it half written.
+
+    DVC rewrites ``.dvc/tmp/rwlock`` in place, so a SIGKILL mid-write leaves a file every
+    later DVC command refuses ("JSON structure is corrupted"). It only lists the locks of
+    live DVC processes; the interrupted run's were its own, and it is gone.
+    """
+    path = root / ".dvc" / "tmp" / "rwlock"
+    try:
+        json.loads(path.read_bytes())
+    except FileNotFoundError:
+        return
+    except ValueError:
+        path.unlink(missing_ok=True)
+
+
 def recover_locked(root: Path, add: Add | None = None) -> Recovery | None:
     """Finish or roll back an interrupted run; the caller holds the repository lock."""
     add = add or _dvc_add(root)
     journal = Journal.load(root)
     if journal is None:
         return None
+    _repair_dvc_rwlock(root)
     if journal.phase == "commit":
         results = tuple(s.path for s in (*journal.items, *journal.summaries))
         return Recovery("completed", tracked=tuple(journal._roll_forward(add)), results=results)
