@@ -377,6 +377,7 @@ class ReviewsAPI(ThreadingHTTPServer):
     def __init__(self) -> None:
         super().__init__(("127.0.0.1", 0), ReviewsHandler)
         self.authorizations: list[str] = []
+        self.paths: list[str] = []
         self.rate_limited = False
         self.next_host = "127.0.0.1"
         self.url = f"http://127.0.0.1:{self.server_address[1]}"
@@ -387,6 +388,7 @@ class ReviewsHandler(BaseHTTPRequestHandler):
 
     def do_GET(self) -> None:
         self.server.authorizations.append(self.headers.get("authorization", ""))
+        self.server.paths.append(self.path)
         if not self.server.rate_limited:
             self.server.rate_limited = True
             return self._send(429, [], {"retry-after": "0"})
@@ -497,7 +499,11 @@ def test_a_next_page_on_another_host_gets_no_token(history: History, api: Review
         "refusing to send the token there: check GITHUB_API_URL and any proxy between this "
         "job and GitHub"
     )
-    assert len(api.authorizations) == 2  # the first pages of #7 and #9, nothing more
+    reviews = [p for p in api.paths if "/reviews" in p]
+    assert reviews == [  # the first pages of #7 and #9, nothing more
+        "/repos/o/r/pulls/7/reviews?per_page=100",
+        "/repos/o/r/pulls/9/reviews?per_page=100",
+    ]
 
 
 # Reproduce verdict and bad input
