@@ -525,3 +525,159 @@ def test_verifying_a_revision_without_results_finds_nothing_to_reproduce(tmp_pat
 def test_an_unknown_revision_is_a_usage_error(history: History) -> None:
     with pytest.raises(UsageError, match="unknown revision 'no-such-rev'"):
         build_audit(history.repo.root, "no-such-rev", verify=False)
+
+
+# Rubrics, tasks, pins and eval sets
+
+LENIENT_RUBRIC = RUBRIC.replace(
+    "  - id: label\n    description: Label matches.\n    critical: true\n    grader:\n"
+    "      type: field_exact\n      field: label\n",
+    "",
+).replace("acceptable: {require: [valid_json]}", "acceptable: {require: all}")
+STRICT_GATE = SELECTION.replace("min: 0.5", "min: 0.9")
+
+
+def merge_pull_request(repo: Repo, number: int, branch: str, who: str, date: str) -> str:
+    """Merge ``branch`` into main the way GitHub's merge button does."""
+    git(repo, "checkout", "-q", "main")
+    message = f"Merge pull request #{number} from {branch}"
+    git(repo, "merge", "--no-ff", "-q", "-m", message, branch, who=who, date=date)
+    return git(repo, "rev-parse", "HEAD").strip()
+
+
+def test_a_merged_pr_that_loosened_the_rubric_after_results_is_flagged(
+    history: History,
+) -> None:
+    repo = history.repo
+    git(repo, "checkout", "-q", "-b", "team/lenient")
+    repo.write("registry/rubrics/labels.yaml", LENIENT_RUBRIC)
+    loosened = commit(repo, "Grade only JSON validity", "carol", "2026-01-08T00:00:00Z")
+    merge = merge_pull_request(repo, 11, "team/lenient", "dave", "2026-01-09T00:00:00Z")
+
+    record = build_audit(repo.root, "main", verify=False)
+    [selection] = record.selections
+    [change] = [f for f in record.files if f.commit.sha == merge]
+    [late] = [f for f in selection.flags if f.kind == "criteria_after_evidence"]
+
+    assert (change.kind, change.id, change.commit.pr, change.selections) == (
+        "rubric",
+        "labels",
+        11,
+        ("labels",),
+    )
+    assert change.summary == (
+        "criterion `label` removed",
+        '`levels.acceptable.require` ["valid_json"] → all',
+    )
+    assert change.merged_authors == (PEOPLE["carol"],)
+    assert loosened not in {f.commit.sha for f in record.files}
+    assert late.commits == (history.shas["merge"], merge)
+    assert (
+        f"rubric labels changed in {merge[:12]} (#11, 2026-01-09T00:00:00Z: criterion `label` "
+        'removed; `levels.acceptable.require` ["valid_json"] → all)'
+    ) in late.message
+    row = table(audit_markdown(record), "Rubrics, tasks, pins and eval sets")[-1]
+    assert (row[1], row[2], row[4], row[5]) == (f"`{merge[:12]}`", "#11", "rubric labels", "labels")
+
+
+def test_a_gate_loosened_in_the_commit_that_first_records_results_is_flagged(
+    tmp_path: Path,
+) -> None:
+    repo = new_registry(tmp_path / "repo")
+    repo.write(SELECTION_PATH, STRICT_GATE)
+    commit(repo, "Add the labelling registry", "alice", "2026-01-01T00:00:00Z")
+    repo.write(SELECTION_PATH, SELECTION)
+    repo.write("reports/results/labels/rules.json", "{}\n")
+    both = commit(repo, "Record results and relax the gate (#12)", "bob", "2026-01-02T00:00:00Z")
+
+    [selection] = build_audit(repo.root, "HEAD", verify=False).selections
+    [late] = [f for f in selection.flags if f.kind == "criteria_after_evidence"]
+
+    assert selection.evidence is not None and selection.evidence.sha == both
+    assert late.commits == (both,)
+    assert late.message == (
+        f"criteria changed after the evidence they judge first existed: results first in "
+        f"{both[:12]} (2026-01-02T00:00:00Z); policy changed in {both[:12]} "
+        f"(#12, 2026-01-02T00:00:00Z: gates) (a change in {both[:12]} itself counts: its "
+        "results were in the working tree when the criteria were edited)"
+    )
+    [gate] = [c for c in selection.changes if c.commit.sha == both]
+    assert (gate.before, gate.after) == (
+        "gates: pass_rate[common] ≥ 0.9",
+        "gates: pass_rate[common] ≥ 0.5",
+    )
+
+
+def test_criteria_created_with_the_first_results_are_not_flagged(tmp_path: Path) -> None:
+    repo = new_registry(tmp_path / "repo")
+    repo.write("reports/results/labels/rules.json", "{}\n")
+    commit(repo, "Add the registry with its first results", "alice", "2026-01-01T00:00:00Z")
+
+    [selection] = build_audit(repo.root, "HEAD", verify=False).selections
+
+    assert selection.evidence is not None
+    assert "criteria_after_evidence" not in {f.kind for f in selection.flags}
+
+
+def test_task_and_pin_changes_are_summarised_with_their_squash_pull_request(
+    history: History,
+) -> None:
+    repo = history.repo
+    repo.write("registry/tasks/labels.yaml", TASK.replace("{{ text }}", "{{ text }}\\nLabel it."))
+    repo.write(
+        "registry/models/mini.yaml",
+        PIN_OPENAI.replace("temperature: 0", "temperature: 0.7").replace(
+            "2024-07-18", "2024-08-06"
+        ),
+    )
+    sha = commit(repo, "Retune the prompt and the pin (#14)", "alice", "2026-01-08T00:00:00Z")
+
+    record = build_audit(repo.root, "main", verify=False)
+
+    assert [
+        (f.kind, f.id, f.commit.pr, f.summary) for f in record.files if f.commit.sha == sha
+    ] == [
+        ("task", "labels", 14, ("`prompt.template` changed",)),
+        (
+            "pin",
+            "mini",
+            14,
+            (
+                "snapshot id gpt-4o-mini-2024-07-18 → gpt-4o-mini-2024-08-06",
+                "`params.temperature` 0 → 0.7",
+            ),
+        ),
+    ]
+    assert {f.commit.pr_source for f in record.files if f.commit.sha == sha} == {"squash"}
+    # A prompt or a pin is not the ruler: the flag stays about the policy alone.
+    [late] = [f for f in record.selections[0].flags if f.kind == "criteria_after_evidence"]
+    assert late.commits == (history.shas["merge"],)
+
+
+def test_an_eval_set_change_on_dvc_reads_md5_and_item_counts_from_its_pointer(
+    tmp_path: Path,
+) -> None:
+    from evalreg import dvcrepo
+
+    repo = new_registry(tmp_path / "repo")
+    dvcrepo.init(repo.root, remote=None)
+    dvcrepo.track(repo.root, ["evalsets/messages.jsonl"], push=False)
+    first = commit(repo, "Add the registry, eval set on DVC", "alice", "2026-01-01T00:00:00Z")
+    repo.write("evalsets/messages.jsonl", items_jsonl(3))
+    dvcrepo.track(repo.root, ["evalsets/messages.jsonl"], push=False)
+    second = commit(repo, "Drop an item (#15)", "bob", "2026-01-02T00:00:00Z")
+    md5s = [
+        dvcrepo.pointer_md5(git(repo, "show", f"{sha}:evalsets/messages.jsonl.dvc").encode())
+        for sha in (first, second)
+    ]
+
+    record = build_audit(repo.root, "HEAD", verify=False)
+    evalsets = [
+        (f.commit.sha, f.summary, f.selections) for f in record.files if f.kind == "evalset"
+    ]
+
+    assert None not in md5s
+    assert evalsets == [
+        (first, (f"md5 {md5s[0][:12]}, 4 items",), ("labels",)),
+        (second, (f"md5 {md5s[0][:12]} → {md5s[1][:12]}, 4 → 3 items",), ("labels",)),
+    ]
