@@ -20,6 +20,7 @@ from evalreg.errors import UsageError
 from evalreg.report.escape import cell
 
 from conftest import PIN_OPENAI, PIN_PYTHON, RUBRIC, SELECTION, SYSTEM, TASK, Repo, items_jsonl
+from support.github_api import GitHubAPI
 
 PEOPLE = {
     "alice": Person("Alice Adams", "alice@example.com"),
@@ -681,3 +682,152 @@ def test_an_eval_set_change_on_dvc_reads_md5_and_item_counts_from_its_pointer(
         (first, (f"md5 {md5s[0][:12]}, 4 items",), ("labels",)),
         (second, (f"md5 {md5s[0][:12]} → {md5s[1][:12]}, 4 → 3 items",), ("labels",)),
     ]
+
+
+# Waiver approvals against the GitHub API stand-in
+
+AUDITOR_TOKEN = "ghs_auditor0123456789"
+WAIVED = PICK_MINI + (
+    "waivers:\n"
+    "  - candidate: mini\n"
+    "    reason: Cheaper at equal quality.\n"
+    "    approver: Erin\n"
+    "    date: 2026-01-06\n"
+)
+
+
+@dataclass
+class WaivedHistory:
+    repo: Repo
+    first_head: str
+    final_head: str
+    merge: str
+
+
+@pytest.fixture
+def waived(history: History) -> WaivedHistory:
+    """PR #21 adds a waiver for mini, is pushed to once more, and is merged."""
+    repo = history.repo
+    git(repo, "checkout", "-q", "-b", "team/waive")
+    repo.write(SELECTION_PATH, WAIVED)
+    first_head = commit(repo, "Waive the policy for mini", "frank", "2026-01-08T00:00:00Z")
+    repo.write("registry/systems/rules.py", SYSTEM + "\n# tweak\n")
+    final_head = commit(repo, "Tweak the baseline", "frank", "2026-01-08T01:00:00Z")
+    merge = merge_pull_request(repo, 21, "team/waive", "dave", "2026-01-09T00:00:00Z")
+    return WaivedHistory(repo, first_head, final_head, merge)
+
+
+@pytest.fixture
+def gh(waived: WaivedHistory) -> Iterator[GitHubAPI]:
+    with GitHubAPI(tokens={AUDITOR_TOKEN: "auditor"}) as api:
+        api.add_pull(21, waived.final_head, author="frank", merge_commit_sha=waived.merge)
+        yield api
+
+
+def audit_with(gh: GitHubAPI, repo: Repo) -> AuditRecord:
+    with GitHubReviews(AUDITOR_TOKEN, gh.repository, gh.url) as github:
+        return build_audit(repo.root, "main", github=github, verify=False)
+
+
+def test_a_matching_approval_on_the_final_head_passes(waived: WaivedHistory, gh: GitHubAPI) -> None:
+    gh.add_review(21, "erin", "APPROVED", commit_id=waived.final_head)
+
+    record = audit_with(gh, waived.repo)
+
+    assert record.waiver_checks is not None
+    [check] = record.waiver_checks
+    assert (check.pr, check.login, check.status) == (21, "erin", "approved")
+    assert check.rule == "approver read as a GitHub login (case-insensitive)"
+    assert "waiver_unapproved" not in {f.kind for f in record.selections[0].flags}
+    row = table(audit_markdown(record), "Approvals")[-1]
+    assert row[7] == "approved on the final head"
+
+
+def test_an_approval_on_an_earlier_commit_is_flagged(waived: WaivedHistory, gh: GitHubAPI) -> None:
+    gh.add_review(21, "erin", "APPROVED", commit_id=waived.first_head)
+
+    record = audit_with(gh, waived.repo)
+
+    assert record.waiver_checks is not None
+    [check] = record.waiver_checks
+    assert check.status == "earlier_commit"
+    [flag] = [f for f in record.selections[0].flags if f.kind == "waiver_unapproved"]
+    assert flag.message == (
+        f"waiver for mini (approver Erin, #21): erin approved #21 on {waived.first_head[:12]}, "
+        f"not on its final head {waived.final_head[:12]}: what was pushed after the approval "
+        "was not approved"
+    )
+    assert flag.commits == (waived.merge,)
+
+
+def test_changes_requested_after_an_approval_is_flagged(
+    waived: WaivedHistory, gh: GitHubAPI
+) -> None:
+    gh.add_review(21, "erin", "APPROVED", commit_id=waived.final_head)
+    gh.add_review(21, "erin", "CHANGES_REQUESTED", commit_id=waived.final_head)
+
+    [check] = audit_with(gh, waived.repo).waiver_checks or ()
+
+    assert check.status == "changes_requested"
+    assert check.message.endswith("after approving")
+
+
+def test_an_approver_who_never_reviewed_is_flagged(waived: WaivedHistory, gh: GitHubAPI) -> None:
+    gh.add_review(21, "carol", "APPROVED", commit_id=waived.final_head)
+
+    [check] = audit_with(gh, waived.repo).waiver_checks or ()
+
+    assert (check.status, check.login) == ("no_reviewer", None)
+    assert check.message.endswith("; name the account with approver_login")
+
+
+def test_an_approver_login_that_is_the_pr_author_is_flagged(
+    waived: WaivedHistory, gh: GitHubAPI
+) -> None:
+    repo = waived.repo
+    repo.write(
+        SELECTION_PATH,
+        WAIVED.replace("approver: Erin\n", "approver: Frank\n    approver_login: Frank\n"),
+    )
+    commit(repo, "Name the approver's login (#22)", "frank", "2026-01-10T00:00:00Z")
+    gh.add_pull(22, "e" * 40, author="frank", merge_commit_sha="f" * 40)
+    gh.add_review(22, "frank", "COMMENTED", commit_id="e" * 40)
+
+    [check] = audit_with(gh, repo).waiver_checks or ()
+
+    assert (check.pr, check.rule, check.status) == (22, "approver_login", "pr_author")
+
+
+def test_without_a_token_the_audit_says_approvals_not_checked(
+    waived: WaivedHistory, tmp_path: Path
+) -> None:
+    record = build_audit(waived.repo.root, "main", verify=False)
+    markdown = audit_markdown(record)
+    [page] = write_html(record, tmp_path / "site")
+
+    assert record.waiver_checks is None
+    assert "\n## Approvals\n\nApprovals not checked: no GitHub token was given" in markdown
+    assert "Approvals not checked" in page.read_text(encoding="utf-8")
+    [row] = table(markdown, "Approvals")
+    assert (row[0], row[1], row[4], row[7]) == ("labels", "mini", "#21", "not checked")
+
+
+def test_a_commit_without_a_pull_request_subject_gets_one_from_github_across_pages(
+    history: History,
+) -> None:
+    repo = history.repo
+    repo.write("registry/rubrics/labels.yaml", LENIENT_RUBRIC)
+    rebased = commit(repo, "Grade only JSON validity", "carol", "2026-01-08T00:00:00Z")
+    with GitHubAPI(tokens={AUDITOR_TOKEN: "auditor"}) as api:
+        # A hundred open pull requests also contain the commit; the merged one is on page 2.
+        for number in range(2, 102):
+            api.add_pull(number, "a" * 40, commits=(rebased,))
+        api.add_pull(1, "b" * 40, commits=(rebased,), merge_commit_sha=rebased)
+        record = audit_with(api, repo)
+        lookups = [r.query for r in api.requests if r.path.endswith(f"/commits/{rebased}/pulls")]
+
+    [change] = [f for f in record.files if f.commit.sha == rebased]
+    assert (change.commit.pr, change.commit.pr_source) == (1, "api")
+    assert lookups == [{"per_page": "100"}, {"per_page": "100", "page": "2"}]
+    [late] = [f for f in record.selections[0].flags if f.kind == "criteria_after_evidence"]
+    assert f"rubric labels changed in {rebased[:12]} (#1, " in late.message
