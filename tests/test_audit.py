@@ -20,6 +20,7 @@ from evalreg.errors import UsageError
 from evalreg.report.escape import cell
 
 from conftest import PIN_OPENAI, PIN_PYTHON, RUBRIC, SELECTION, SYSTEM, TASK, Repo, items_jsonl
+from support.github_api import GitHubAPI
 
 PEOPLE = {
     "alice": Person("Alice Adams", "alice@example.com"),
@@ -377,6 +378,7 @@ class ReviewsAPI(ThreadingHTTPServer):
     def __init__(self) -> None:
         super().__init__(("127.0.0.1", 0), ReviewsHandler)
         self.authorizations: list[str] = []
+        self.paths: list[str] = []
         self.rate_limited = False
         self.next_host = "127.0.0.1"
         self.url = f"http://127.0.0.1:{self.server_address[1]}"
@@ -387,6 +389,7 @@ class ReviewsHandler(BaseHTTPRequestHandler):
 
     def do_GET(self) -> None:
         self.server.authorizations.append(self.headers.get("authorization", ""))
+        self.server.paths.append(self.path)
         if not self.server.rate_limited:
             self.server.rate_limited = True
             return self._send(429, [], {"retry-after": "0"})
@@ -497,7 +500,11 @@ def test_a_next_page_on_another_host_gets_no_token(history: History, api: Review
         "refusing to send the token there: check GITHUB_API_URL and any proxy between this "
         "job and GitHub"
     )
-    assert len(api.authorizations) == 2  # the first pages of #7 and #9, nothing more
+    reviews = [p for p in api.paths if "/reviews" in p]
+    assert reviews == [  # the first pages of #7 and #9, nothing more
+        "/repos/o/r/pulls/7/reviews?per_page=100",
+        "/repos/o/r/pulls/9/reviews?per_page=100",
+    ]
 
 
 # Reproduce verdict and bad input
@@ -519,3 +526,308 @@ def test_verifying_a_revision_without_results_finds_nothing_to_reproduce(tmp_pat
 def test_an_unknown_revision_is_a_usage_error(history: History) -> None:
     with pytest.raises(UsageError, match="unknown revision 'no-such-rev'"):
         build_audit(history.repo.root, "no-such-rev", verify=False)
+
+
+# Rubrics, tasks, pins and eval sets
+
+LENIENT_RUBRIC = RUBRIC.replace(
+    "  - id: label\n    description: Label matches.\n    critical: true\n    grader:\n"
+    "      type: field_exact\n      field: label\n",
+    "",
+).replace("acceptable: {require: [valid_json]}", "acceptable: {require: all}")
+STRICT_GATE = SELECTION.replace("min: 0.5", "min: 0.9")
+
+
+def merge_pull_request(repo: Repo, number: int, branch: str, who: str, date: str) -> str:
+    """Merge ``branch`` into main the way GitHub's merge button does."""
+    git(repo, "checkout", "-q", "main")
+    message = f"Merge pull request #{number} from {branch}"
+    git(repo, "merge", "--no-ff", "-q", "-m", message, branch, who=who, date=date)
+    return git(repo, "rev-parse", "HEAD").strip()
+
+
+def test_a_merged_pr_that_loosened_the_rubric_after_results_is_flagged(
+    history: History,
+) -> None:
+    repo = history.repo
+    git(repo, "checkout", "-q", "-b", "team/lenient")
+    repo.write("registry/rubrics/labels.yaml", LENIENT_RUBRIC)
+    loosened = commit(repo, "Grade only JSON validity", "carol", "2026-01-08T00:00:00Z")
+    merge = merge_pull_request(repo, 11, "team/lenient", "dave", "2026-01-09T00:00:00Z")
+
+    record = build_audit(repo.root, "main", verify=False)
+    [selection] = record.selections
+    [change] = [f for f in record.files if f.commit.sha == merge]
+    [late] = [f for f in selection.flags if f.kind == "criteria_after_evidence"]
+
+    assert (change.kind, change.id, change.commit.pr, change.selections) == (
+        "rubric",
+        "labels",
+        11,
+        ("labels",),
+    )
+    assert change.summary == (
+        "criterion `label` removed",
+        '`levels.acceptable.require` ["valid_json"] → all',
+    )
+    assert change.merged_authors == (PEOPLE["carol"],)
+    assert loosened not in {f.commit.sha for f in record.files}
+    assert late.commits == (history.shas["merge"], merge)
+    assert (
+        f"rubric labels changed in {merge[:12]} (#11, 2026-01-09T00:00:00Z: criterion `label` "
+        'removed; `levels.acceptable.require` ["valid_json"] → all)'
+    ) in late.message
+    row = table(audit_markdown(record), "Rubrics, tasks, pins and eval sets")[-1]
+    assert (row[1], row[2], row[4], row[5]) == (f"`{merge[:12]}`", "#11", "rubric labels", "labels")
+
+
+def test_a_gate_loosened_in_the_commit_that_first_records_results_is_flagged(
+    tmp_path: Path,
+) -> None:
+    repo = new_registry(tmp_path / "repo")
+    repo.write(SELECTION_PATH, STRICT_GATE)
+    commit(repo, "Add the labelling registry", "alice", "2026-01-01T00:00:00Z")
+    repo.write(SELECTION_PATH, SELECTION)
+    repo.write("reports/results/labels/rules.json", "{}\n")
+    both = commit(repo, "Record results and relax the gate (#12)", "bob", "2026-01-02T00:00:00Z")
+
+    [selection] = build_audit(repo.root, "HEAD", verify=False).selections
+    [late] = [f for f in selection.flags if f.kind == "criteria_after_evidence"]
+
+    assert selection.evidence is not None and selection.evidence.sha == both
+    assert late.commits == (both,)
+    assert late.message == (
+        f"criteria changed after the evidence they judge first existed: results first in "
+        f"{both[:12]} (2026-01-02T00:00:00Z); policy changed in {both[:12]} "
+        f"(#12, 2026-01-02T00:00:00Z: gates) (a change in {both[:12]} itself counts: its "
+        "results were in the working tree when the criteria were edited)"
+    )
+    [gate] = [c for c in selection.changes if c.commit.sha == both]
+    assert (gate.before, gate.after) == (
+        "gates: pass_rate[common] ≥ 0.9",
+        "gates: pass_rate[common] ≥ 0.5",
+    )
+
+
+def test_criteria_created_with_the_first_results_are_not_flagged(tmp_path: Path) -> None:
+    repo = new_registry(tmp_path / "repo")
+    repo.write("reports/results/labels/rules.json", "{}\n")
+    commit(repo, "Add the registry with its first results", "alice", "2026-01-01T00:00:00Z")
+
+    [selection] = build_audit(repo.root, "HEAD", verify=False).selections
+
+    assert selection.evidence is not None
+    assert "criteria_after_evidence" not in {f.kind for f in selection.flags}
+
+
+def test_task_and_pin_changes_are_summarised_with_their_squash_pull_request(
+    history: History,
+) -> None:
+    repo = history.repo
+    repo.write("registry/tasks/labels.yaml", TASK.replace("{{ text }}", "{{ text }}\\nLabel it."))
+    repo.write(
+        "registry/models/mini.yaml",
+        PIN_OPENAI.replace("temperature: 0", "temperature: 0.7").replace(
+            "2024-07-18", "2024-08-06"
+        ),
+    )
+    sha = commit(repo, "Retune the prompt and the pin (#14)", "alice", "2026-01-08T00:00:00Z")
+
+    record = build_audit(repo.root, "main", verify=False)
+
+    assert [
+        (f.kind, f.id, f.commit.pr, f.summary) for f in record.files if f.commit.sha == sha
+    ] == [
+        ("task", "labels", 14, ("`prompt.template` changed",)),
+        (
+            "pin",
+            "mini",
+            14,
+            (
+                "snapshot id gpt-4o-mini-2024-07-18 → gpt-4o-mini-2024-08-06",
+                "`params.temperature` 0 → 0.7",
+            ),
+        ),
+    ]
+    assert {f.commit.pr_source for f in record.files if f.commit.sha == sha} == {"squash"}
+    # A prompt or a pin is not the ruler: the flag stays about the policy alone.
+    [late] = [f for f in record.selections[0].flags if f.kind == "criteria_after_evidence"]
+    assert late.commits == (history.shas["merge"],)
+
+
+def test_an_eval_set_change_on_dvc_reads_md5_and_item_counts_from_its_pointer(
+    tmp_path: Path,
+) -> None:
+    from evalreg import dvcrepo
+
+    repo = new_registry(tmp_path / "repo")
+    dvcrepo.init(repo.root, remote=None)
+    dvcrepo.track(repo.root, ["evalsets/messages.jsonl"], push=False)
+    first = commit(repo, "Add the registry, eval set on DVC", "alice", "2026-01-01T00:00:00Z")
+    repo.write("evalsets/messages.jsonl", items_jsonl(3))
+    dvcrepo.track(repo.root, ["evalsets/messages.jsonl"], push=False)
+    second = commit(repo, "Drop an item (#15)", "bob", "2026-01-02T00:00:00Z")
+    md5s = [
+        dvcrepo.pointer_md5(git(repo, "show", f"{sha}:evalsets/messages.jsonl.dvc").encode())
+        for sha in (first, second)
+    ]
+
+    record = build_audit(repo.root, "HEAD", verify=False)
+    evalsets = [
+        (f.commit.sha, f.summary, f.selections) for f in record.files if f.kind == "evalset"
+    ]
+
+    assert None not in md5s
+    assert evalsets == [
+        (first, (f"md5 {md5s[0][:12]}, 4 items",), ("labels",)),
+        (second, (f"md5 {md5s[0][:12]} → {md5s[1][:12]}, 4 → 3 items",), ("labels",)),
+    ]
+
+
+# Waiver approvals against the GitHub API stand-in
+
+AUDITOR_TOKEN = "ghs_auditor0123456789"
+WAIVED = PICK_MINI + (
+    "waivers:\n"
+    "  - candidate: mini\n"
+    "    reason: Cheaper at equal quality.\n"
+    "    approver: Erin\n"
+    "    date: 2026-01-06\n"
+)
+
+
+@dataclass
+class WaivedHistory:
+    repo: Repo
+    first_head: str
+    final_head: str
+    merge: str
+
+
+@pytest.fixture
+def waived(history: History) -> WaivedHistory:
+    """PR #21 adds a waiver for mini, is pushed to once more, and is merged."""
+    repo = history.repo
+    git(repo, "checkout", "-q", "-b", "team/waive")
+    repo.write(SELECTION_PATH, WAIVED)
+    first_head = commit(repo, "Waive the policy for mini", "frank", "2026-01-08T00:00:00Z")
+    repo.write("registry/systems/rules.py", SYSTEM + "\n# tweak\n")
+    final_head = commit(repo, "Tweak the baseline", "frank", "2026-01-08T01:00:00Z")
+    merge = merge_pull_request(repo, 21, "team/waive", "dave", "2026-01-09T00:00:00Z")
+    return WaivedHistory(repo, first_head, final_head, merge)
+
+
+@pytest.fixture
+def gh(waived: WaivedHistory) -> Iterator[GitHubAPI]:
+    with GitHubAPI(tokens={AUDITOR_TOKEN: "auditor"}) as api:
+        api.add_pull(21, waived.final_head, author="frank", merge_commit_sha=waived.merge)
+        yield api
+
+
+def audit_with(gh: GitHubAPI, repo: Repo) -> AuditRecord:
+    with GitHubReviews(AUDITOR_TOKEN, gh.repository, gh.url) as github:
+        return build_audit(repo.root, "main", github=github, verify=False)
+
+
+def test_a_matching_approval_on_the_final_head_passes(waived: WaivedHistory, gh: GitHubAPI) -> None:
+    gh.add_review(21, "erin", "APPROVED", commit_id=waived.final_head)
+
+    record = audit_with(gh, waived.repo)
+
+    assert record.waiver_checks is not None
+    [check] = record.waiver_checks
+    assert (check.pr, check.login, check.status) == (21, "erin", "approved")
+    assert check.rule == "approver read as a GitHub login (case-insensitive)"
+    assert "waiver_unapproved" not in {f.kind for f in record.selections[0].flags}
+    row = table(audit_markdown(record), "Approvals")[-1]
+    assert row[7] == "approved on the final head"
+
+
+def test_an_approval_on_an_earlier_commit_is_flagged(waived: WaivedHistory, gh: GitHubAPI) -> None:
+    gh.add_review(21, "erin", "APPROVED", commit_id=waived.first_head)
+
+    record = audit_with(gh, waived.repo)
+
+    assert record.waiver_checks is not None
+    [check] = record.waiver_checks
+    assert check.status == "earlier_commit"
+    [flag] = [f for f in record.selections[0].flags if f.kind == "waiver_unapproved"]
+    assert flag.message == (
+        f"waiver for mini (approver Erin, #21): erin approved #21 on {waived.first_head[:12]}, "
+        f"not on its final head {waived.final_head[:12]}: what was pushed after the approval "
+        "was not approved"
+    )
+    assert flag.commits == (waived.merge,)
+
+
+def test_changes_requested_after_an_approval_is_flagged(
+    waived: WaivedHistory, gh: GitHubAPI
+) -> None:
+    gh.add_review(21, "erin", "APPROVED", commit_id=waived.final_head)
+    gh.add_review(21, "erin", "CHANGES_REQUESTED", commit_id=waived.final_head)
+
+    [check] = audit_with(gh, waived.repo).waiver_checks or ()
+
+    assert check.status == "changes_requested"
+    assert check.message.endswith("after approving")
+
+
+def test_an_approver_who_never_reviewed_is_flagged(waived: WaivedHistory, gh: GitHubAPI) -> None:
+    gh.add_review(21, "carol", "APPROVED", commit_id=waived.final_head)
+
+    [check] = audit_with(gh, waived.repo).waiver_checks or ()
+
+    assert (check.status, check.login) == ("no_reviewer", None)
+    assert check.message.endswith("; name the account with approver_login")
+
+
+def test_an_approver_login_that_is_the_pr_author_is_flagged(
+    waived: WaivedHistory, gh: GitHubAPI
+) -> None:
+    repo = waived.repo
+    repo.write(
+        SELECTION_PATH,
+        WAIVED.replace("approver: Erin\n", "approver: Frank\n    approver_login: Frank\n"),
+    )
+    commit(repo, "Name the approver's login (#22)", "frank", "2026-01-10T00:00:00Z")
+    gh.add_pull(22, "e" * 40, author="frank", merge_commit_sha="f" * 40)
+    gh.add_review(22, "frank", "COMMENTED", commit_id="e" * 40)
+
+    [check] = audit_with(gh, repo).waiver_checks or ()
+
+    assert (check.pr, check.rule, check.status) == (22, "approver_login", "pr_author")
+
+
+def test_without_a_token_the_audit_says_approvals_not_checked(
+    waived: WaivedHistory, tmp_path: Path
+) -> None:
+    record = build_audit(waived.repo.root, "main", verify=False)
+    markdown = audit_markdown(record)
+    [page] = write_html(record, tmp_path / "site")
+
+    assert record.waiver_checks is None
+    assert "\n## Approvals\n\nApprovals not checked: no GitHub token was given" in markdown
+    assert "Approvals not checked" in page.read_text(encoding="utf-8")
+    [row] = table(markdown, "Approvals")
+    assert (row[0], row[1], row[4], row[7]) == ("labels", "mini", "#21", "not checked")
+
+
+def test_a_commit_without_a_pull_request_subject_gets_one_from_github_across_pages(
+    history: History,
+) -> None:
+    repo = history.repo
+    repo.write("registry/rubrics/labels.yaml", LENIENT_RUBRIC)
+    rebased = commit(repo, "Grade only JSON validity", "carol", "2026-01-08T00:00:00Z")
+    with GitHubAPI(tokens={AUDITOR_TOKEN: "auditor"}) as api:
+        # A hundred open pull requests also contain the commit; the merged one is on page 2.
+        for number in range(2, 102):
+            api.add_pull(number, "a" * 40, commits=(rebased,))
+        api.add_pull(1, "b" * 40, commits=(rebased,), merge_commit_sha=rebased)
+        record = audit_with(api, repo)
+        lookups = [r.query for r in api.requests if r.path.endswith(f"/commits/{rebased}/pulls")]
+
+    [change] = [f for f in record.files if f.commit.sha == rebased]
+    assert (change.commit.pr, change.commit.pr_source) == (1, "api")
+    assert lookups == [{"per_page": "100"}, {"per_page": "100", "page": "2"}]
+    [late] = [f for f in record.selections[0].flags if f.kind == "criteria_after_evidence"]
+    assert f"rubric labels changed in {rebased[:12]} (#1, " in late.message

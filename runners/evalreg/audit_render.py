@@ -11,10 +11,12 @@ from evalreg.audit import (
     AuditRecord,
     Change,
     CommitInfo,
+    FileChange,
     Person,
     PullRequestReviews,
     ReproduceVerdict,
     SelectionAudit,
+    WaiverCheck,
 )
 from evalreg.redaction import redact
 from evalreg.report.escape import cell
@@ -25,7 +27,26 @@ _FLAG_LABELS = {
     "criteria_after_evidence": "criteria changed after the evidence",
     "selected_without_evidence": "a declaration without results",
     "unreadable": "unreadable file",
+    "waiver_unapproved": "waiver approval not verified",
 }
+_WAIVER_LABELS = {
+    "approved": "approved on the final head",
+    "no_pull_request": "no pull request",
+    "unavailable": "reviews unavailable",
+    "no_reviewer": "no such reviewer",
+    "not_approved": "not approved",
+    "changes_requested": "changes requested",
+    "earlier_commit": "approved an earlier commit",
+    "pr_author": "approver is the author",
+}
+_FILE_LABELS = {"rubric": "rubric", "task": "task", "pin": "pin", "evalset": "eval set"}
+_FILE_HEADER = ("date (UTC)", "commit", "PR", "author", "file", "use cases", "change", "subject")
+_NOT_CHECKED = (
+    "Approvals not checked: no GitHub token was given, so no review was read and no "
+    "waiver's approver was matched with an approving review on its pull request's final "
+    "head commit. Set GITHUB_TOKEN (and GITHUB_REPOSITORY, or pass --repository) to check "
+    "them."
+)
 _STATE_LABELS = {
     "APPROVED": "approved",
     "CHANGES_REQUESTED": "changes requested",
@@ -94,9 +115,18 @@ def audit_markdown(record: AuditRecord) -> str:
     ]
     lines += ["", "## Changes", ""]
     lines += _changes(record.selections)
-    if record.approvals is not None:
-        lines += ["", "## Approvals", ""]
+    lines += ["", "## Rubrics, tasks, pins and eval sets", ""]
+    lines += _file_changes(record.files)
+    lines += ["", "## Approvals", ""]
+    if record.approvals is None:
+        lines.append(_NOT_CHECKED)
+    else:
         lines += _approvals(record.approvals)
+    lines += ["", "### Waivers", ""]
+    lines += _waivers(record)
+    if record.lookup_errors:
+        lines += ["", "Pull requests of these commits could not be looked up:", ""]
+        lines += [f"- {_cell(e)}" for e in record.lookup_errors]
     lines += ["", "## Reproduction", ""]
     lines += _reproduction(record.rev, record.reproduction)
     return "\n".join(lines) + "\n"
@@ -168,6 +198,63 @@ def _changes(selections: tuple[SelectionAudit, ...]) -> list[str]:
     return _table((*_CHANGE_HEADER, "subject"), rows)
 
 
+def _file_changes(files: tuple[FileChange, ...]) -> list[str]:
+    if not files:
+        return ["No changes."]
+    rows = [
+        [
+            f.commit.committed_at,
+            f"`{f.commit.sha[:12]}`",
+            f"#{f.commit.pr}" if f.commit.pr else "—",
+            _person_list(f.merged_authors, f.commit.author),
+            f"{_FILE_LABELS[f.kind]} {_cell(f.id)}",
+            _cell(", ".join(f.selections)) if f.selections else "none",
+            _cell("; ".join(f.summary)),
+            _cell(f.commit.subject),
+        ]
+        for f in files
+    ]
+    return _table(_FILE_HEADER, rows)
+
+
+def _waivers(record: AuditRecord) -> list[str]:
+    waivers = [(s.id, w) for s in record.selections for w in s.waivers]
+    if not waivers:
+        return ["No waivers at this revision."]
+    checks: dict[tuple[str, str], WaiverCheck] = {
+        (c.selection, c.candidate): c for c in record.waiver_checks or ()
+    }
+    rows = []
+    for sid, waiver in waivers:
+        check = checks.get((sid, waiver.candidate))
+        pr = waiver.commit.pr
+        rows.append(
+            [
+                _cell(sid),
+                _cell(waiver.candidate),
+                _cell(waiver.approver),
+                _cell(waiver.approver_login) if waiver.approver_login else "—",
+                f"#{pr}" if pr else "—",
+                _cell(check.login) if check and check.login else "—",
+                _cell(check.rule) if check else "—",
+                _WAIVER_LABELS[check.status] if check else "not checked",
+                _cell(check.message) if check else "—",
+            ]
+        )
+    header = (
+        "selection",
+        "candidate",
+        "approver",
+        "approver login",
+        "PR",
+        "matched reviewer",
+        "matched by",
+        "verdict",
+        "detail",
+    )
+    return _table(header, rows)
+
+
 def _approvals(approvals: tuple[PullRequestReviews, ...]) -> list[str]:
     if not approvals:
         return ["No change came through a pull request."]
@@ -232,10 +319,14 @@ def _commit_ref(commit: CommitInfo) -> str:
 
 
 def _by(change: Change, *, email: bool = False) -> str:
-    who = _person(change.commit.author, email)
-    if change.merged_authors:
-        authors = ", ".join(_person(p, email) for p in change.merged_authors)
-        return f"{authors} (merged by {who})"
+    return _person_list(change.merged_authors, change.commit.author, email=email)
+
+
+def _person_list(authors: tuple[Person, ...], committer: Person, *, email: bool = True) -> str:
+    """Who wrote a change, and who merged it when a merge commit brought it in."""
+    who = _person(committer, email)
+    if authors:
+        return f"{', '.join(_person(p, email) for p in authors)} (merged by {who})"
     return who
 
 

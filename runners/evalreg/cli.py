@@ -735,7 +735,7 @@ def build_parser() -> argparse.ArgumentParser:
         default="GITHUB_TOKEN",
         metavar="NAME",
         help="environment variable holding a token to read PR reviews "
-        "(default GITHUB_TOKEN; unset: no approvals)",
+        "(default GITHUB_TOKEN; unset: approvals not checked)",
     )
     p.add_argument(
         "--repository", metavar="OWNER/NAME", help="GitHub repository (default: GITHUB_REPOSITORY)"

@@ -1,9 +1,11 @@
 """A GitHub REST API stand-in over real HTTP on 127.0.0.1, for testing the GitHub client.
 
 ``GitHubAPI`` serves one repository from memory: issue comments (list with real pagination,
-create, update), pull requests (``/pulls``, ``/pulls/{n}``) and the pull requests associated
-with a commit (``/commits/{sha}/pulls``). Callers authenticate with ``Authorization: Bearer``
-and a token from ``tokens``, which maps each token to the login it acts as. Faults (rate
+create, update), pull requests (``/pulls``, ``/pulls/{n}``), their reviews
+(``/pulls/{n}/reviews``, each with the ``commit_id`` it was given on) and the pull requests
+associated with a commit (``/commits/{sha}/pulls``). Callers authenticate with
+``Authorization: Bearer`` and a token from ``tokens``, which maps each token to the login it
+acts as. Faults (rate
 limits, server and permission errors) are injected for the next matching requests, and
 every request is recorded in ``GitHubAPI.requests``::
 
@@ -17,8 +19,10 @@ Behaviour worth knowing:
 * Pagination honours ``per_page`` (default 30, at most 100) and ``page``, and answers with
   absolute ``Link`` URLs (``next``, ``last``, and ``first``/``prev`` after page 1), built on
   ``link_base`` (the server's own URL unless a test points it elsewhere).
-* ``/commits/{sha}/pulls`` lists pull requests of any state whose head is ``sha``, except
-  those opened from a fork: like GitHub, the base repository does not know the fork's commit.
+* ``/commits/{sha}/pulls`` lists pull requests of any state whose head (or one of whose
+  ``commits``) is ``sha``, except those opened from a fork: like GitHub, the base repository
+  does not know the fork's commits. A merged pull request is also listed for its
+  ``merge_commit_sha``, fork or not.
 * A fault applies to the next request after authentication, optionally only to one method.
   With ``applied=True`` the request takes effect before the error is returned, like a
   gateway timing out after the write.
@@ -41,7 +45,7 @@ from types import TracebackType
 from typing import Any, cast
 from urllib.parse import parse_qsl, urlencode, urlsplit
 
-__all__ = ["Comment", "GitHubAPI", "Pull", "Request"]
+__all__ = ["Comment", "GitHubAPI", "Pull", "Request", "Review"]
 
 COMMENT_LIMIT = 65_536
 _EPOCH = datetime(2026, 1, 1, tzinfo=UTC)
@@ -52,6 +56,7 @@ _ROUTES = [
     ("commit_pulls", re.compile(_REPO + r"/commits/(?P<sha>[0-9a-fA-F]+)/pulls")),
     ("pulls", re.compile(_REPO + r"/pulls")),
     ("pull", re.compile(_REPO + r"/pulls/(?P<number>\d+)")),
+    ("pull_reviews", re.compile(_REPO + r"/pulls/(?P<number>\d+)/reviews")),
 ]
 
 
@@ -71,6 +76,20 @@ class Pull:
     head_sha: str
     state: str
     fork: bool
+    author: str = "octocat"
+    merge_commit_sha: str | None = None
+    """Set for a merged pull request (its state is then ``closed``)."""
+    commits: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Review:
+    id: int
+    pull: int
+    login: str
+    state: str
+    commit_id: str
+    submitted_at: str
 
 
 @dataclass(frozen=True)
@@ -108,6 +127,7 @@ class GitHubAPI:
         self.link_base: str | None = None
         self._comments: list[Comment] = []
         self._pulls: dict[int, Pull] = {}
+        self._reviews: list[Review] = []
         self._faults: list[_Fault] = []
         self._next_id = 1_000_001
         self._lock = threading.Lock()
@@ -160,12 +180,37 @@ class GitHubAPI:
             return [Comment(**vars(c)) for c in self._comments if c.issue == issue]
 
     def add_pull(
-        self, number: int, head_sha: str, *, state: str = "open", fork: bool = False
+        self,
+        number: int,
+        head_sha: str,
+        *,
+        state: str = "open",
+        fork: bool = False,
+        author: str = "octocat",
+        merge_commit_sha: str | None = None,
+        commits: tuple[str, ...] = (),
     ) -> Pull:
-        pull = Pull(number, head_sha, state, fork)
+        """Seed a pull request; a ``merge_commit_sha`` makes it merged (and closed)."""
+        if merge_commit_sha is not None:
+            state = "closed"
+        pull = Pull(number, head_sha, state, fork, author, merge_commit_sha, commits)
         with self._lock:
             self._pulls[number] = pull
         return pull
+
+    def add_review(
+        self, pull: int, login: str, state: str, *, commit_id: str, submitted_at: str = ""
+    ) -> Review:
+        """Seed a submitted review (``APPROVED``, ``CHANGES_REQUESTED``, ``COMMENTED``,
+        ``DISMISSED``) of ``pull`` by ``login``, given on head commit ``commit_id``; reviews
+        are listed in the order they were added, as GitHub lists them chronologically."""
+        with self._lock:
+            review_id = self._tick()
+            review = Review(
+                review_id, pull, login, state, commit_id, submitted_at or _timestamp(review_id)
+            )
+            self._reviews.append(review)
+        return review
 
     def writes(self) -> list[Request]:
         """The recorded requests that could change state (POST, PATCH)."""
@@ -277,10 +322,14 @@ class GitHubAPI:
                 return self._patch_comment(int(params["id"]), body)
             if name == "commit_pulls" and method == "GET":
                 sha = params["sha"].lower()
-                found = [
-                    p for p in self._sorted_pulls() if p.head_sha.lower() == sha and not p.fork
-                ]
+                found = [p for p in self._sorted_pulls() if _associated(p, sha)]
                 return self._page([self._pull_json(p) for p in found], path, query)
+            if name == "pull_reviews" and method == "GET":
+                number = int(params["number"])
+                if number not in self._pulls:
+                    return _error(404, "Not Found")
+                listed = [self._review_json(r) for r in self._reviews if r.pull == number]
+                return self._page(listed, path, query)
             if name == "pulls" and method == "GET":
                 state = query.get("state", "open")
                 found = [p for p in self._sorted_pulls() if state in ("all", p.state)]
@@ -358,21 +407,35 @@ class GitHubAPI:
             "html_url": f"https://github.com/{self.repository}/pull/{c.issue}#issuecomment-{c.id}",
             "issue_url": f"{api}/issues/{c.issue}",
             "body": c.body,
-            "user": {
-                "login": c.login,
-                "id": sum(map(ord, c.login)),
-                "type": "Bot" if c.login.endswith("[bot]") else "User",
-            },
+            "user": _user_json(c.login),
             "created_at": c.created_at,
             "updated_at": c.updated_at,
             "author_association": "NONE",
         }
 
+    def _review_json(self, r: Review) -> dict[str, Any]:
+        return {
+            "id": r.id,
+            "node_id": f"PRR_kwDO{r.id}",
+            "user": _user_json(r.login),
+            "body": "",
+            "state": r.state,
+            "html_url": f"https://github.com/{self.repository}/pull/{r.pull}#pullrequestreview-{r.id}",
+            "pull_request_url": f"{self.url}/repos/{self.repository}/pulls/{r.pull}",
+            "author_association": "MEMBER",
+            "submitted_at": r.submitted_at,
+            "commit_id": r.commit_id,
+        }
+
     def _pull_json(self, p: Pull) -> dict[str, Any]:
         head_repo = f"contributor/{self.repository.split('/')[1]}" if p.fork else self.repository
+        merged = p.merge_commit_sha is not None
         return {
             "number": p.number,
             "state": p.state,
+            "user": _user_json(p.author),
+            "merged_at": _timestamp(p.number) if merged else None,
+            "merge_commit_sha": p.merge_commit_sha,
             "html_url": f"https://github.com/{self.repository}/pull/{p.number}",
             "head": {
                 "sha": p.head_sha,
@@ -426,6 +489,22 @@ class _Handler(BaseHTTPRequestHandler):
             self.send_header(name, value)
         self.end_headers()
         self.wfile.write(data)
+
+
+def _user_json(login: str) -> dict[str, Any]:
+    return {
+        "login": login,
+        "id": sum(map(ord, login)),
+        "type": "Bot" if login.endswith("[bot]") else "User",
+    }
+
+
+def _associated(pull: Pull, sha: str) -> bool:
+    """Whether GitHub lists ``pull`` for commit ``sha`` (see the module docstring)."""
+    if pull.merge_commit_sha is not None and pull.merge_commit_sha.lower() == sha:
+        return True
+    own = {pull.head_sha.lower(), *(c.lower() for c in pull.commits)}
+    return sha in own and not pull.fork
 
 
 def _error(status: int, message: str, detail: str | None = None) -> _Answer:

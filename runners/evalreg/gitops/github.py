@@ -192,7 +192,7 @@ class GitHubClient:
             raise GitHubError(f"{sha!r} is not a commit SHA")
         waits = self._waits()
         path = f"/repos/{self.repository}"
-        found = _open_pulls_with_head(self._get_all(f"{path}/commits/{sha}/pulls", {}, waits), sha)
+        found = _open_pulls_with_head(self._commit_pulls(sha, waits), sha)
         if not found:
             # A head commit that exists only in a fork is not associated with this repository.
             found = _open_pulls_with_head(
@@ -206,12 +206,30 @@ class GitHubClient:
             )
         return found[0] if found else None
 
-    def pull_head_sha(self, pr_number: int) -> str:
-        """The SHA of the current head commit of pull request ``pr_number``."""
+    def commit_pulls(self, sha: str) -> list[Any]:
+        """The pull requests GitHub associates with commit ``sha`` (any state), all pages.
+
+        GitHub lists a merged pull request for its merge commit and for the commits it
+        brought in; a commit that exists only in a fork is associated with nothing here.
+        """
+        if not _SHA.fullmatch(sha):
+            raise GitHubError(f"{sha!r} is not a commit SHA")
+        return self._commit_pulls(sha, self._waits())
+
+    def pull(self, pr_number: int) -> dict[str, Any]:
+        """Pull request ``pr_number`` as GitHub returns it (head, author, merge state…)."""
         _check_number(pr_number)
         path = f"/repos/{self.repository}/pulls/{pr_number}"
         pull = _json(self._send("GET", path, self._waits()))
-        head = pull.get("head") if isinstance(pull, dict) else None
+        if not isinstance(pull, dict):
+            raise GitHubError(f"GitHub's answer to GET {path} is not an object: re-run the job")
+        return pull
+
+    def pull_head_sha(self, pr_number: int) -> str:
+        """The SHA of the current head commit of pull request ``pr_number``."""
+        pull = self.pull(pr_number)
+        path = f"/repos/{self.repository}/pulls/{pr_number}"
+        head = pull.get("head")
         sha = head.get("sha") if isinstance(head, dict) else None
         if not isinstance(sha, str):
             raise GitHubError(f"GitHub's answer to GET {path} has no head.sha: re-run the job")
@@ -225,6 +243,9 @@ class GitHubClient:
 
     def _waits(self) -> _Waits:
         return _Waits(self._max_wait_s, self._sleep)
+
+    def _commit_pulls(self, sha: str, waits: _Waits) -> list[Any]:
+        return self._get_all(f"/repos/{self.repository}/commits/{sha}/pulls", {}, waits)
 
     def _upsert_once(
         self,

@@ -538,11 +538,19 @@ class Candidate(Model):
     description: Text | None = None
 
 
+# A GitHub account name: letters, digits and inner hyphens, or an app's "name[bot]".
+GITHUB_LOGIN_PATTERN = r"^[A-Za-z0-9](?:[A-Za-z0-9-]{0,38})(?:\[bot\])?$"
+
+
 class Waiver(Model):
     candidate: Id
     reason: Annotated[str, Field(min_length=1)]
     approver: Annotated[str, Field(min_length=1)]
     date: LaxDate
+    approver_login: Annotated[str, Field(pattern=GITHUB_LOGIN_PATTERN)] | None = None
+    """The approver's GitHub login, which ``evalreg audit`` matches with an approving review
+    on the pull request's final head commit; without it, ``approver`` itself is matched
+    with reviewer logins (case-insensitively)."""
 
 
 class Selection(VersionedFile):
