@@ -258,6 +258,9 @@ def _counterfactual(
 
     try:
         store = base.responses()
+        # The head's judges' verdicts on these responses were bought by the head's run,
+        # so they are in the head's store (which holds the base's segments too).
+        judged = head.responses()
         base_records = read_records(base.registry, base_cell)
         items = {
             i.id: i for i in base.registry.evalset_of(base_cell.task_id, base_cell.split).items
@@ -266,14 +269,17 @@ def _counterfactual(
         return None
     if not base_records:
         return None
-    grader = cell_grader(head_cell, head.registry, store, root)
+    grader = cell_grader(head_cell, head.registry, judged, root)
     regraded = []
     for r in base_records:
         item = items.get(r["item"])
         stored = store.get(r["key"]) if r.get("key") else None
         if item is None or (r.get("key") and stored is None):
             return None  # a re-grade without the response would grade nothing
-        regraded.append(grader.record(item, r["sample"], r.get("key"), stored, r.get("error")))
+        record = grader.record(item, r["sample"], r.get("key"), stored, r.get("error"))
+        if record["error"] is not None and r.get("error") is None:
+            return None  # e.g. no stored verdict of a new judge: the re-grade is partial
+        regraded.append(record)
     criteria = [c.id for c in head_cell.rubric.criteria]
     recorded = from_records(base_records, [c.id for c in base_cell.rubric.criteria])
     counterfactual = from_records(regraded, criteria)
