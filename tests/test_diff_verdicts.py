@@ -189,3 +189,33 @@ def test_without_the_responses_a_rubric_change_is_not_attributable(on_main, cli)
     assert rules["ruler_changed"] is True and rules["counterfactual"] is None
     assert "not attributable" in _row(text, "labels/rules")
     assert "| no | ⚠ rubric/graders changed |" in text
+
+
+def test_the_verdicts_render_from_any_json_in_any_place():
+    """The comment job renders a diff made by the pull request's own job: whatever sits
+    in the fields these verdicts read, the renderer gives Markdown, never a crash."""
+    from test_diff_comment import _paths, _replaced
+
+    model = {"slice": "all", "n": 20, "diff": -0.4, "verdict": "worse", "mde": 0.3}
+    data = {
+        "schema_version": 1,
+        "base": {"label": "main"},
+        "head": {"label": "pr"},
+        "selections": [{"id": "s", "policy_changed": False, "ruler_changed": True}],
+        "cells": [
+            {"id": "t/a", "status": "changed without a cause", "unexplained": ["totals"]},
+            {
+                "id": "t/b",
+                "status": "compared",
+                "ruler_changed": True,
+                "slices": [dict(model, verdict="better")],
+                "counterfactual": {"ruler": 0.2, "model": -0.4, "model_slices": [model]},
+            },
+            {"id": "t/c", "status": "compared", "ruler_changed": True, "counterfactual": None},
+        ],
+    }
+    assert "model: -40.0 pts (🔻 worse)" in diff_markdown(data)
+    strange = [None, "x", -1.5, 10**400, float("nan"), True, [], {}, [1], {"a": 1}]
+    for path in list(_paths(data))[1:]:
+        for value in strange:
+            assert isinstance(diff_markdown(_replaced(data, path, value)), str)

@@ -134,7 +134,7 @@ def _cell_verdict(e: dict[str, Any]) -> str:
         return "🚨 results changed without a cause"
     if e.get("status") == "unchanged":
         return "identical results"
-    if e.get("ruler_changed") is True:
+    if e.get("ruler_changed") is True and e.get("status") == "compared":
         return _ruled_verdict(e)
     all_slice = next(
         (s for s in _list(e.get("slices")) if isinstance(s, dict) and s.get("slice") == "all"),
