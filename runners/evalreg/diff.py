@@ -7,25 +7,27 @@ rendered by ``evalreg.report.diff_markdown``. BASE is resolved to the merge-base
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 
-from evalreg.diff_summaries import fingerprint_changes
+from evalreg.diff_summaries import UNEXPLAINED, fingerprint_changes, ruler_changes, unexplained
 from evalreg.dvcrepo import read_ahead
 from evalreg.errors import RegistryError, UsageError
 from evalreg.evidence import OutcomeCache, UseCaseEvidence, gather, read_outcomes, read_records
-from evalreg.metrics import aligned, cell_metrics, compare, passing
+from evalreg.metrics import Comparison, aligned, cell_metrics, compare, passing
 from evalreg.outcomes import Outcomes, from_records
 from evalreg.plan import Cell, cells, status
 from evalreg.redaction import redact
+from evalreg.registry import schema
 from evalreg.registry.diagnostics import Severity
 from evalreg.registry.loader import Registry, inspect_registry
 from evalreg.registry.tree import GitTree, Tree, WorkspaceTree
 from evalreg.results import read_summary
-from evalreg.selection import fmt
+from evalreg.selection import Decision, fmt
 from evalreg.store import Prefetch, ResponseStore, SegmentKeys, lookup
 
 DIFF_SCHEMA = 1
@@ -244,41 +246,73 @@ def _counterfactual(
     pass_level: str,
     root: Path,
 ) -> dict[str, Any] | None:
-    """Re-grade BASE's stored responses under HEAD's rubric: the ruler's share of a change."""
+    """Re-grade BASE's stored responses under HEAD's rubric: the ruler's share of a change.
+
+    ``ruler`` is the re-graded base against the base as recorded (same responses, two
+    rulers); ``model`` is the head against the re-graded base (one ruler), with its own
+    paired tests per slice, so only the model's share is ever called better or worse.
+    None when the base's records or responses cannot be read here: then no part of the
+    change can be attributed.
+    """
     from evalreg.grading import cell_grader
 
     try:
         store = base.responses()
-    except Exception:
+        # The head's judges' verdicts on these responses were bought by the head's run,
+        # so they are in the head's store (which holds the base's segments too).
+        judged = head.responses()
+        base_records = read_records(base.registry, base_cell)
+        items = {
+            i.id: i for i in base.registry.evalset_of(base_cell.task_id, base_cell.split).items
+        }
+    except Exception:  # a fork or a partial checkout: the data is not readable here
         return None
-    base_records = read_records(base.registry, base_cell)
-    grader = cell_grader(head_cell, head.registry, store, root)
-    items = {i.id: i for i in base.registry.evalset_of(base_cell.task_id, base_cell.split).items}
+    if not base_records:
+        return None
+    grader = cell_grader(head_cell, head.registry, judged, root)
     regraded = []
     for r in base_records:
         item = items.get(r["item"])
-        if item is None:
-            return None
         stored = store.get(r["key"]) if r.get("key") else None
-        regraded.append(grader.record(item, r["sample"], r.get("key"), stored, r.get("error")))
-
-    def rate(records: list[dict[str, Any]]) -> float:
-        outcomes = from_records(records, [c.id for c in head_cell.rubric.criteria])
-        return _pass_rate(outcomes, head_cell, pass_level)
-
-    before = _pass_rate(
-        from_records(base_records, [c.id for c in base_cell.rubric.criteria]),
-        head_cell,
-        pass_level,
-    )
-    regrade, after = rate(regraded), _pass_rate(head_outcomes, head_cell, pass_level)
+        if item is None or (r.get("key") and stored is None):
+            return None  # a re-grade without the response would grade nothing
+        record = grader.record(item, r["sample"], r.get("key"), stored, r.get("error"))
+        if record["error"] is not None and r.get("error") is None:
+            return None  # e.g. no stored verdict of a new judge: the re-grade is partial
+        regraded.append(record)
+    criteria = [c.id for c in head_cell.rubric.criteria]
+    recorded = from_records(base_records, [c.id for c in base_cell.rubric.criteria])
+    counterfactual = from_records(regraded, criteria)
+    before = _pass_rate(recorded, head_cell, pass_level)
+    regrade = _pass_rate(counterfactual, head_cell, pass_level)
+    after = _pass_rate(head_outcomes, head_cell, pass_level)
     return {
         "base": before,
         "base_regraded": regrade,
         "head": after,
         "ruler": regrade - before,
         "model": after - regrade,
+        "model_slices": _slice_rows(compare(counterfactual, head_outcomes, pass_level)),
     }
+
+
+def _slice_rows(comparisons: list[Comparison]) -> list[dict[str, Any]]:
+    """Paired comparisons per slice, as the diff's JSON holds them."""
+    return [
+        {
+            "slice": c.slice,
+            "n": c.diff.n,
+            "diff": c.diff.mean,
+            "lo": c.diff.lo,
+            "hi": c.diff.hi,
+            "only_base": c.diff.b,
+            "only_head": c.diff.c,
+            "p_adjusted": c.p_adjusted,
+            "verdict": c.verdict,
+            "mde": c.mde,
+        }
+        for c in comparisons
+    ]
 
 
 def _pass_rate(outcomes: Outcomes, cell: Cell, pass_level: str) -> float:
@@ -327,12 +361,14 @@ def _diff(root: Path, base: Side, head: Side, scans: Prefetch) -> dict[str, Any]
     }
     warnings: list[str] = []
     out_cells = []
+    ruled: set[str] = set()
     snippets: list[Snippet] = []
     for cid in sorted(set(base_cells) | set(head_cells)):
         b, h = base_cells.get(cid), head_cells.get(cid)
         entry: dict[str, Any] = {"id": cid}
         b_out = _outcomes(base, b, base_status, cache)
         h_out = _outcomes(head, h, head_status, cache)
+        moved = _unexplained(base, head, b, h)
         if h is None:
             entry["status"] = "removed"
         elif b is None:
@@ -341,6 +377,8 @@ def _diff(root: Path, base: Side, head: Side, scans: Prefetch) -> dict[str, Any]
             entry["status"] = "pending"
         elif b_out is None:
             entry["status"] = "new results"
+        elif moved:
+            entry["status"] = UNEXPLAINED
         elif b_out is h_out:  # the same items file on both sides
             entry["status"] = "unchanged"
         else:
@@ -349,6 +387,10 @@ def _diff(root: Path, base: Side, head: Side, scans: Prefetch) -> dict[str, Any]
             entry["fingerprint_changes"] = fingerprint_changes(
                 cid, base_status[cid].parts, head_status[cid].parts, warnings
             )
+            entry["unexplained"] = moved
+            entry["ruler_changed"] = bool(ruler_changes(entry["fingerprint_changes"]))
+            if entry["ruler_changed"]:
+                ruled.add(h.selection)
         sel = head.registry.selections.get(h.selection) if h else None
         pass_level = sel.policy.pass_level if sel else "correct"
         sel_id = h.selection if h else (b.selection if b else "")
@@ -357,23 +399,9 @@ def _diff(root: Path, base: Side, head: Side, scans: Prefetch) -> dict[str, Any]
             "head": _overall(head_ev.get(sel_id), cid.split("/", 1)[1]) if h else None,
         }
         if b_out is not None and h_out is not None and b is not None and h is not None:
-            entry["slices"] = [
-                {
-                    "slice": c.slice,
-                    "n": c.diff.n,
-                    "diff": c.diff.mean,
-                    "lo": c.diff.lo,
-                    "hi": c.diff.hi,
-                    "only_base": c.diff.b,
-                    "only_head": c.diff.c,
-                    "p_adjusted": c.p_adjusted,
-                    "verdict": c.verdict,
-                    "mde": c.mde,
-                }
-                for c in compare(b_out, h_out, pass_level)
-            ]
+            entry["slices"] = _slice_rows(compare(b_out, h_out, pass_level))
             entry["flips"] = _flips(base, head, h, b_out, h_out, pass_level, snippets)
-            if "rubric" in entry.get("fingerprint_changes", []):
+            if entry["ruler_changed"]:
                 entry["counterfactual"] = _counterfactual(base, head, b, h, h_out, pass_level, root)
         out_cells.append(entry)
     wait()
@@ -385,7 +413,7 @@ def _diff(root: Path, base: Side, head: Side, scans: Prefetch) -> dict[str, Any]
         "base": {"label": base.label, "rev": base.rev},
         "head": {"label": head.label, "rev": head.rev},
         "warnings": sorted(set(warnings)),
-        "selections": _selections(base_ev, head_ev),
+        "selections": selections_diff(base_ev, head_ev, ruled),
         "cells": out_cells,
     }
 
@@ -405,6 +433,14 @@ def _changed_records(
     return out
 
 
+def _unexplained(base: Side, head: Side, b: Cell | None, h: Cell | None) -> list[str]:
+    """The result fields of a cell's summaries that moved while its fingerprint did not."""
+    if b is None or h is None:
+        return []
+    before, after = read_summary(base.registry.tree, b), read_summary(head.registry.tree, h)
+    return unexplained(before, after) if before is not None and after is not None else []
+
+
 def _outcomes(
     side: Side, cell: Cell | None, statuses: dict[str, Any], cache: OutcomeCache
 ) -> Outcomes | None:
@@ -414,7 +450,18 @@ def _outcomes(
     return read_outcomes(side.registry, cell, summary, cache) if summary is not None else None
 
 
-def _gate_state(ev: UseCaseEvidence | None, cand: str) -> list[tuple[str, str]]:
+class Decided(Protocol):
+    """A selection and its decision on one side: the evidence gathered from the per-item
+    data, or (``diff_summaries.Decided``) from the summaries alone."""
+
+    @property
+    def selection(self) -> schema.Selection: ...
+
+    @property
+    def decision(self) -> Decision: ...
+
+
+def _gate_state(ev: Decided | None, cand: str) -> list[tuple[str, str]]:
     if ev is None or cand not in ev.decision.assessments:
         return []
     a = ev.decision.assessments[cand]
@@ -429,9 +476,13 @@ def _gate_state(ev: UseCaseEvidence | None, cand: str) -> list[tuple[str, str]]:
     ]
 
 
-def _selections(
-    base_ev: dict[str, UseCaseEvidence], head_ev: dict[str, UseCaseEvidence]
+def selections_diff(
+    base_ev: Mapping[str, Decided],
+    head_ev: Mapping[str, Decided],
+    ruled: set[str],
 ) -> list[dict[str, Any]]:
+    """Per selection: declared and recommended candidates, waivers and gates on both
+    sides; ``ruled`` are the selections whose rubric or graders changed."""
     out = []
     for sid in sorted(set(base_ev) | set(head_ev)):
         b, h = base_ev.get(sid), head_ev.get(sid)
@@ -467,6 +518,7 @@ def _selections(
                 ],
                 "waiver": [bool(b and b.decision.waiver), bool(h and h.decision.waiver)],
                 "policy_changed": bool(b and h and b.selection.policy != h.selection.policy),
+                "ruler_changed": sid in ruled,
                 "gates": gates,
             }
         )

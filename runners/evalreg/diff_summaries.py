@@ -4,22 +4,62 @@ A fork's pull request cannot read the team's DVC remote, so neither the eval set
 per-item records are there; the cell summaries are in git. Without the items there is no
 pairing: each slice's pass rate is compared as two independent per-sample rates (Newcombe's
 interval for the difference), nothing is called better or worse, and no item is listed.
-Decisions are read from the selection files; what the policy recommends needs the items.
+The policy is applied on each side to metrics read from the summaries' per-slice counts
+(per-sample rates), so what it recommends is shown as well as what is declared.
 The output has the shape of ``evalreg diff``'s, with ``"mode": "summaries"``.
+
+Both diffs share the test for results that changed without a cause (``unexplained``): a
+cell's fingerprint covers everything that can change its results, so a summary whose
+numbers moved while its fingerprint stayed is a hand edit, or results from other inputs.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from evalreg import stats
+from evalreg.metrics import Metric, SliceMetrics
 from evalreg.plan import Cell, cells
+from evalreg.registry import schema
 from evalreg.registry.loader import Registry
-from evalreg.results import ALL, read_summary
+from evalreg.results import ALL, VERDICT_CHARS, read_summary
+from evalreg.selection import Decision, decide
 
 MODE = "summaries"
 UNTESTED = "untested"
 """The verdict of a slice compared from summaries: no paired test can be made."""
+UNEXPLAINED = "changed without a cause"
+"""The status of a cell whose recorded results changed while its fingerprint did not."""
+RULER_PARTS = frozenset({"rubric", "judges", "graders"})
+"""Fingerprint parts that change how responses are graded (the ruler), not the responses."""
+RESULT_FIELDS = ("items_file", "samples", "slices", "totals")
+"""The fields of a summary that hold its results (the rest is provenance)."""
+
+
+def unexplained(before: dict[str, Any], after: dict[str, Any]) -> list[str]:
+    """The result fields that differ between two summaries of a cell whose fingerprint is
+    the same on both sides (sorted; empty when nothing moved or the fingerprint changed).
+    A field only one side has (``samples`` before schema 2) is not compared."""
+    fingerprint = before.get("fingerprint")
+    if not isinstance(fingerprint, str) or fingerprint != after.get("fingerprint"):
+        return []
+    if before.get("fingerprint_parts") != after.get("fingerprint_parts"):
+        return []
+    return [f for f in RESULT_FIELDS if f in before and f in after and before[f] != after[f]]
+
+
+def ruler_changes(changed: list[str]) -> list[str]:
+    """The parts among a cell's ``changed`` fingerprint parts that change the grading."""
+    return [part for part in changed if part in RULER_PARTS]
+
+
+@dataclass(frozen=True)
+class Decided:
+    """A selection and the policy's decision on one side of a diff."""
+
+    selection: schema.Selection
+    decision: Decision
 
 
 def _accepted(levels: dict[str, Any], pass_level: str) -> int:
@@ -83,10 +123,103 @@ def _items_md5(summary: dict[str, Any]) -> str | None:
     return md5 if isinstance(md5, str) else None
 
 
-def _waived(selection: Any) -> bool:
-    return selection is not None and any(
-        w.candidate == selection.selected for w in selection.waivers
-    )
+def _rate(k: int, n: int, confidence: float) -> Metric:
+    lo, hi = stats.wilson(k, n, confidence)
+    return Metric(k / n if n else 0.0, lo, hi, n)
+
+
+def _criteria_failed(counts: dict[str, Any], cid: str) -> int:
+    c = counts.get(cid) or {}
+    return int(c.get("applicable", 0)) - int(c.get("passed", 0))
+
+
+def _failure_hits(
+    mode: schema.FailureMode, counts: dict[str, Any], samples: dict[str, Any] | None
+) -> int | None:
+    """Graded samples that failure ``mode`` hit: from the slice's criterion counts when one
+    criterion detects it, else from the per-sample columns (``samples``, slice ``all``
+    only); None when neither can tell."""
+    if len(mode.detected_by) == 1:
+        return _criteria_failed(counts, mode.detected_by[0])
+    columns = (samples or {}).get("criteria")
+    if not isinstance(columns, dict):
+        return None
+    wanted = [columns.get(cid) for cid in mode.detected_by]
+    if not all(isinstance(c, str) for c in wanted):
+        return None
+    failed = VERDICT_CHARS[False]
+    # An error sample has no verdicts (its characters are "absent"), so it is never a hit.
+    return sum(failed in verdicts for verdicts in zip(*wanted, strict=False))
+
+
+def summary_metrics(
+    summary: dict[str, Any], task: schema.Task, rubric: schema.Rubric, policy: schema.Policy
+) -> dict[str, SliceMetrics]:
+    """The metrics a policy names, per slice, from a summary's counts alone.
+
+    Rates are per sample with Wilson intervals (what ``evalreg.metrics`` gives for one
+    sample an item without clusters); consistency is known only with one sample an item,
+    judge-human agreement never, and a failure cost per slice only when each mode has a
+    single detecting criterion (on ``all`` the per-sample columns tell the rest). A metric
+    that cannot be read is left out, so a gate on it does not pass.
+    """
+    confidence = policy.confidence
+    slices = {ALL: summary.get("totals") or {}, **(summary.get("slices") or {})}
+    out: dict[str, SliceMetrics] = {}
+    for name, t in slices.items():
+        if not isinstance(t, dict):
+            continue
+        samples, graded = int(t.get("samples", 0)), int(t.get("graded", 0))
+        levels = t.get("levels") or {}
+        counts = t.get("criteria") or {}
+        m: SliceMetrics = {
+            "pass_rate": _rate(_accepted(levels, policy.pass_level), graded, confidence),
+            "correct_rate": _rate(_accepted(levels, "correct"), graded, confidence),
+            "acceptable_rate": _rate(_accepted(levels, "acceptable"), graded, confidence),
+            "unacceptable_rate": _rate(int(levels.get("unacceptable", 0)), graded, confidence),
+        }
+        m["error_rate"] = _rate(samples - graded, samples, confidence)
+        if task.repeats == 1:
+            m["consistency"] = Metric(1.0, n=graded)
+        overall = _overall(t, policy.pass_level) or {}
+        for metric in ("latency_p50_ms", "latency_p95_ms", "cost_per_item_usd"):
+            m[metric] = Metric(overall.get(metric, 0.0), n=graded)
+        per_request = overall.get("cost_per_item_usd", 0.0)
+        m["monthly_cost_usd"] = Metric(per_request * (task.monthly_volume or 0), n=graded)
+        columns = summary.get("samples") if name == ALL else None
+        hits = [_failure_hits(mode, counts, columns) for mode in task.failure_modes]
+        if None not in hits:
+            failure = sum(
+                mode.cost_usd * (h or 0) / graded
+                for mode, h in zip(task.failure_modes, hits, strict=True)
+                if graded
+            )
+            m["failure_cost_per_1k_usd"] = Metric(failure * 1000, n=graded)
+        for c in rubric.criteria:
+            applicable = int((counts.get(c.id) or {}).get("applicable", 0))
+            passed = applicable - _criteria_failed(counts, c.id)
+            m[f"criterion:{c.id}"] = _rate(passed, applicable, confidence)
+        out[name] = m
+    return out
+
+
+def summary_decisions(registry: Registry) -> dict[str, Decided]:
+    """Per selection, the policy applied to its candidates' committed summaries; a
+    candidate without a summary is pending."""
+    out: dict[str, Decided] = {}
+    by_id = {c.id: c for c in cells(registry)}
+    for sid, selection in registry.selections.items():
+        task = registry.tasks[selection.task]
+        rubric = registry.rubrics[task.rubric]
+        metrics: dict[str, dict[str, SliceMetrics]] = {}
+        for cand in selection.candidates:
+            cell = by_id.get(f"{selection.task}/{cand.id}")
+            summary = read_summary(registry.tree, cell) if cell is not None else None
+            if summary is not None:
+                metrics[cand.id] = summary_metrics(summary, task, rubric, selection.policy)
+        pending = {c.id for c in selection.candidates if c.id not in metrics}
+        out[sid] = Decided(selection, decide(selection, metrics, pending))
+    return out
 
 
 def summary_diff(
@@ -102,6 +235,7 @@ def summary_diff(
         "is readable for the full comparison."
     ]
     out_cells = []
+    ruled: set[str] = set()
     for cid in sorted(base_cells.keys() | head_cells.keys()):
         b, h = base_cells.get(cid), head_cells.get(cid)
         bs = read_summary(base.tree, b) if b else None
@@ -115,6 +249,8 @@ def summary_diff(
             entry["status"] = "pending"
         elif bs is None:
             entry["status"] = "new results"
+        elif unexplained(bs, hs):
+            entry["status"] = UNEXPLAINED
         elif _items_md5(bs) is not None and _items_md5(bs) == _items_md5(hs):
             entry["status"] = "unchanged"
         else:
@@ -123,6 +259,12 @@ def summary_diff(
             entry["fingerprint_changes"] = fingerprint_changes(
                 cid, bs.get("fingerprint_parts") or {}, hs.get("fingerprint_parts") or {}, warnings
             )
+            entry["unexplained"] = unexplained(bs, hs)
+            # Without the responses nothing can be re-graded: a ruler change is unattributed.
+            entry["ruler_changed"] = bool(ruler_changes(entry["fingerprint_changes"]))
+            if entry["ruler_changed"] and h is not None:
+                entry["counterfactual"] = None
+                ruled.add(h.selection)
         sel = head.selections.get(h.selection) if h else None
         policy = sel.policy if sel else None
         pass_level = policy.pass_level if policy else "correct"
@@ -130,26 +272,13 @@ def summary_diff(
             "base": _overall(bs.get("totals"), pass_level) if bs else None,
             "head": _overall(hs.get("totals"), pass_level) if hs else None,
         }
-        if entry["status"] in ("compared", "unchanged") and bs is not None and hs is not None:
+        if bs is not None and hs is not None:
             confidence = policy.confidence if policy else 0.95
             entry["slices"] = _slices(bs, hs, pass_level, confidence)
         out_cells.append(entry)
-    selections = []
-    for sid in sorted(base.selections.keys() | head.selections.keys()):
-        bsel, hsel = base.selections.get(sid), head.selections.get(sid)
-        either = hsel if hsel is not None else bsel
-        assert either is not None
-        selections.append(
-            {
-                "id": sid,
-                "use_case": either.use_case,
-                "declared": [bsel.selected if bsel else None, hsel.selected if hsel else None],
-                "recommended": [None, None],
-                "waiver": [_waived(bsel), _waived(hsel)],
-                "policy_changed": bool(bsel and hsel and bsel.policy != hsel.policy),
-                "gates": [],
-            }
-        )
+    from evalreg.diff import selections_diff
+
+    selections = selections_diff(summary_decisions(base), summary_decisions(head), ruled)
     return {
         "mode": MODE,
         "cells": out_cells,

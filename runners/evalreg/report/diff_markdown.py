@@ -15,6 +15,8 @@ from evalreg.report.escape import COMMENT_LIMIT, cell, cut_to_fit, inline
 
 RESERVED = 200
 """Room left for the sticky marker and a cut note."""
+UNEXPLAINED = "changed without a cause"
+"""A cell's status when its results moved and its fingerprint did not (``evalreg.diff``)."""
 
 
 def _float(x: Any) -> float | None:
@@ -89,6 +91,58 @@ def _verdict(entry: dict[str, Any]) -> str:
     return f"no detectable difference (MDE {_pts(entry.get('mde')).replace('+', '')})"
 
 
+def _unexplained(cells: list[Any]) -> str:
+    """The tampering notice: results that moved while nothing they depend on did."""
+    moved = [
+        c
+        for c in cells
+        if isinstance(c, dict) and (c.get("unexplained") or c.get("status") == UNEXPLAINED)
+    ]
+    if not moved:
+        return ""
+    names = ", ".join(_s(c.get("id")) for c in moved[:10])
+    more = f" and {len(moved) - 10} more" if len(moved) > 10 else ""
+    return (
+        f"> **🚨 Results changed without a cause:** {names}{more}. Their committed results "
+        "differ from the base's while their fingerprint (eval set, task, rubric, pin, "
+        "graders, code) is the same, so the same inputs would have to give other numbers: "
+        "a hand-edited summary, or results that do not come from these inputs. Do not trust "
+        "these numbers until `evalreg reproduce` confirms them.\n"
+    )
+
+
+def _ruled_verdict(e: dict[str, Any]) -> str:
+    """The verdict of a cell whose rubric or graders changed: the ruler's and the model's
+    shares apart, the model's tested on one ruler; or why they cannot be told apart."""
+    cf = e.get("counterfactual")
+    if not isinstance(cf, dict):
+        return "⚠ not attributable: the rubric changed, the base cannot be re-graded here"
+    model = next(
+        (
+            s
+            for s in _list(cf.get("model_slices"))
+            if isinstance(s, dict) and s.get("slice") == "all"
+        ),
+        None,
+    )
+    tested = f" ({_verdict(model)})" if model else ""
+    return f"ruler: {_pts(cf.get('ruler'))}, model: {_pts(cf.get('model'))}{tested}"
+
+
+def _cell_verdict(e: dict[str, Any]) -> str:
+    if e.get("unexplained") or e.get("status") == UNEXPLAINED:
+        return "🚨 results changed without a cause"
+    if e.get("status") == "unchanged":
+        return "identical results"
+    if e.get("ruler_changed") is True and e.get("status") == "compared":
+        return _ruled_verdict(e)
+    all_slice = next(
+        (s for s in _list(e.get("slices")) if isinstance(s, dict) and s.get("slice") == "all"),
+        None,
+    )
+    return _verdict(all_slice) if all_slice else "–"
+
+
 def diff_markdown(data: dict[str, Any], *, limit: int = COMMENT_LIMIT - RESERVED) -> str:
     """The diff as GitHub-flavoured Markdown, at most ``limit`` characters."""
     out = ["## evalreg: eval diff\n"]
@@ -109,11 +163,12 @@ def diff_markdown(data: dict[str, Any], *, limit: int = COMMENT_LIMIT - RESERVED
     out.append(f"Base: {_s(base.get('label'), 120)} → head: {_s(head.get('label'), 120)}. {how}")
     for warning in _list(data.get("warnings")):
         out.append(f"> **⚠ Evidence changed:** {inline(str(warning), limit=300)}\n")
+    out.append(_unexplained(_list(data.get("cells"))))
     out.append(_selections(_list(data.get("selections"))))
     compared = [c for c in _list(data.get("cells")) if isinstance(c, dict)]
     out.append(_cells_table(compared))
     for entry in compared:
-        if entry.get("status") == "compared":
+        if entry.get("status") in ("compared", UNEXPLAINED):
             out.append(_cell_details(entry))
     return cut_to_fit("\n".join(out), limit, note="… cut to fit GitHub's comment limit")
 
@@ -127,13 +182,21 @@ def _selections(selections: list[Any]) -> str:
         declared = _pair(s.get("declared"))
         recommended = _pair(s.get("recommended"))
         change = "changed" if declared[0] != declared[1] else "unchanged"
+        criteria = [
+            what
+            for what, changed in (
+                ("policy", s.get("policy_changed")),
+                ("rubric/graders", s.get("ruler_changed")),
+            )
+            if changed is True
+        ]
         rows.append(
             [
                 _s(s.get("use_case")),
                 f"{_s(declared[0])} → {_s(declared[1])} ({change})",
                 f"{_s(recommended[0] or 'none')} → {_s(recommended[1] or 'none')}",
                 "yes" if _pair(s.get("waiver"))[1] is True else "no",
-                "⚠ changed" if s.get("policy_changed") else "unchanged",
+                f"⚠ {' and '.join(criteria)} changed" if criteria else "unchanged",
             ]
         )
     out.append(_table(["use case", "declared", "policy recommends", "waiver", "criteria"], rows))
@@ -169,14 +232,7 @@ def _cells_table(entries: list[dict[str, Any]]) -> str:
     for e in entries:
         overall = _dict(e.get("overall"))
         b, h = _dict(overall.get("base")), _dict(overall.get("head"))
-        all_slice = next(
-            (s for s in _list(e.get("slices")) if isinstance(s, dict) and s.get("slice") == "all"),
-            None,
-        )
-        if e.get("status") == "unchanged":
-            verdict = "identical results"
-        else:
-            verdict = _verdict(all_slice) if all_slice else "–"
+        verdict = _cell_verdict(e)
         flips = _dict(e.get("flips"))
         rows.append(
             [
@@ -228,6 +284,24 @@ def _flip_rows(flips: list[Any]) -> list[list[str]]:
     return rows
 
 
+def _slices_table(slices: list[Any], *, tested: bool) -> str:
+    """Per slice, head against base; ``tested=False`` (two rulers) shows no verdict."""
+    rows = [
+        [
+            _s(s.get("slice")),
+            _int(s.get("n")),
+            f"{_pts(s.get('diff'))} ({_pts(s.get('lo'))} to {_pts(s.get('hi'))})",
+            f"{_int(s.get('only_base'))} / {_int(s.get('only_head'))}",
+            _p(s.get("p_adjusted")),
+            _verdict(s) if tested else "not the model's alone (rubric changed)",
+        ]
+        for s in slices
+        if isinstance(s, dict)
+    ]
+    headers = ["slice", "items", "head − base", "only base / only head passes", "p (Holm)"]
+    return _table([*headers, "verdict"], rows)
+
+
 def _cell_details(e: dict[str, Any]) -> str:
     flips = _dict(e.get("flips"))
     summary = (
@@ -237,37 +311,22 @@ def _cell_details(e: dict[str, Any]) -> str:
         else f"{_s(e.get('id'))}: pass rate per slice"
     )
     out = [f"<details><summary>{summary}</summary>\n"]
-    rows = [
-        [
-            _s(s.get("slice")),
-            _int(s.get("n")),
-            f"{_pts(s.get('diff'))} ({_pts(s.get('lo'))} to {_pts(s.get('hi'))})",
-            f"{_int(s.get('only_base'))} / {_int(s.get('only_head'))}",
-            _p(s.get("p_adjusted")),
-            _verdict(s),
-        ]
-        for s in _list(e.get("slices"))
-        if isinstance(s, dict)
-    ]
-    out.append(
-        _table(
-            [
-                "slice",
-                "items",
-                "head − base",
-                "only base / only head passes",
-                "p (Holm)",
-                "verdict",
-            ],
-            rows,
-        )
-    )
+    ruled = e.get("ruler_changed") is True
     cf = e.get("counterfactual")
+    out.append(_slices_table(_list(e.get("slices")), tested=not ruled))
     if isinstance(cf, dict):
         out.append(
-            "**The rubric changed.** Re-grading the base's stored responses under the new rubric "
-            f"moves the pass rate by {_pts(cf.get('ruler'))} (the ruler); the rest, "
-            f"{_pts(cf.get('model'))}, is the model's change.\n"
+            "**The rubric or graders changed.** Re-grading the base's stored responses under "
+            f"the new ones moves the pass rate by {_pts(cf.get('ruler'))} (the ruler); the "
+            f"rest, {_pts(cf.get('model'))}, is the model's change, tested against that "
+            "re-grade (the same items under one ruler):\n"
+        )
+        out.append(_slices_table(_list(cf.get("model_slices")), tested=True))
+    elif ruled:
+        out.append(
+            "**The rubric or graders changed**, and the base's responses cannot be re-graded "
+            "here: how much of this change is the ruler and how much the model is not "
+            "attributable.\n"
         )
     headers = ["item", "slices", "level", "failed criteria", "input", "base output", "head output"]
     for key, title in (("regressions", "Regressions"), ("improvements", "Improvements")):
