@@ -423,14 +423,14 @@ def test_main_workflow_verifies_and_writes_the_audit_record_read_only(kind: str)
 # --- installing evalreg -----------------------------------------------------------------
 
 
-@pytest.mark.parametrize("name", [PR, COMMENT, MAIN])
-def test_installs_evalreg_from_this_checkout_here_and_from_the_index_in_a_team_repo(name: str):
-    def installs(kind: str) -> list[str]:
-        return [
-            str(s["run"]).strip()
-            for s in _steps(_workflow(kind, name))
-            if "pip install" in str(s.get("run", ""))
-        ]
+@pytest.mark.parametrize("name", sorted(p.name for p in WORKFLOW_SETS["scaffold"].glob("*.yml")))
+def test_installs_evalreg_from_this_checkout_here_and_pinned_in_a_team_repo(name: str):
+    def installs(kind: str) -> list[dict[str, Any]]:
+        return [s for s in _steps(_workflow(kind, name)) if "pip install" in str(s.get("run", ""))]
 
-    assert installs("repository") == ["python -m pip install -e ."]
-    assert installs("scaffold") == ["python -m pip install evalreg"]
+    assert [str(s["run"]).strip() for s in installs("repository")] == ["python -m pip install -e ."]
+    (step,) = installs("scaffold")
+    # The spec reaches the shell through the environment, quoted: never spliced into the
+    # script. `evalreg init` fills in the exact version, or --evalreg-spec.
+    assert str(step["run"]).strip() == 'python -m pip install "$EVALREG_SPEC"'
+    assert step["env"] == {"EVALREG_SPEC": "@EVALREG_SPEC@"}

@@ -102,19 +102,28 @@ def cmd_check(args: argparse.Namespace) -> int:
 
 
 def cmd_init(args: argparse.Namespace) -> int:
-    from evalreg.render import console, shown
+    from evalreg.render import console, error_console, shown
     from evalreg.scaffold import init_registry
 
     target = Path(args.path)
-    created = init_registry(target, remote=args.remote)
+    created = init_registry(target, remote=args.remote, evalreg_spec=args.evalreg_spec)
     out = console()
     out.print(f"Initialised an evalreg registry in [bold]{shown(created.root)}[/bold]")
     out.print(f"  DVC remote: {shown(created.remote)}")
+    out.print(f"  CI installs: {shown(created.evalreg_spec)}")
+    if created.push_failed is not None:
+        error_console().print(
+            f"warning: the example eval set was not pushed to {shown(created.remote)}: "
+            f"{shown(created.push_failed)}\n"
+            "  CI cannot read it until you run `dvc push` in the new repository."
+        )
     out.print("Next steps:")
     out.print(f"  cd {shown(args.path)}")
+    if created.push_failed is not None:
+        out.print("  dvc push")
     out.print("  evalreg check")
     out.print("  git add -A && git commit -m 'Start an eval registry'")
-    return 0
+    return 0 if created.push_failed is None else 1
 
 
 def cmd_evalset_add(args: argparse.Namespace) -> int:
@@ -586,6 +595,13 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="URL",
         help="DVC remote for eval data and responses (s3://, gs://, azure://, a path); "
         "default: a folder inside the repository",
+    )
+    p.add_argument(
+        "--evalreg-spec",
+        metavar="SPEC",
+        help=f"the pip requirement CI installs evalreg from: evalreg==X.Y.Z on an index you "
+        f"control, git+https://host/org/evalreg@<commit>, or a wheel URL "
+        f"(default: evalreg=={__version__}, the version writing the results)",
     )
     p.set_defaults(handler=cmd_init)
 
