@@ -237,10 +237,17 @@ def test_pr_workflow_validates_reproduces_diffs_and_uploads(kind: str):
     assert re.search(r"^(dvc pull \|\| |if dvc pull; then$)", scripts, re.M), scripts
     assert re.search(r"^evalreg check$", scripts, re.M)
     reproduce = next(s for s in steps if s.get("run") == "evalreg reproduce HEAD")
-    if kind == "scaffold":
-        # Without the stored responses there is nothing to re-grade: skipped, not failed.
-        assert "steps.dvc.outputs.pulled == 'true'" in reproduce["if"]
+    # Without the stored responses there is nothing to re-grade: skipped, and said so.
+    assert "steps.dvc.outputs.pulled == 'true'" in reproduce["if"]
+    verdict = next(s for s in steps if s.get("id") == "reproduction")
+    assert verdict["env"]["FROM_FORK"] == (
+        "${{ github.event.pull_request.head.repo.full_name != github.repository }}"
+    )
+    # The last step fails the job when a same-repository PR's results were not reproduced.
+    assert "steps.reproduction.outputs.status == 'failed'" in steps[-1]["if"]
+    assert "exit 1" in steps[-1]["run"]
     assert re.search(r'^evalreg diff "origin/\$BASE_REF" --format json --output ', scripts, re.M)
+    assert '--reproduction "$REPRODUCTION" --reproduction-reason "$REPRODUCTION_REASON"' in scripts
     assert "GITHUB_STEP_SUMMARY" in scripts
     diff_step = next(s for s in steps if "evalreg diff" in str(s.get("run", "")))
     assert diff_step["env"]["BASE_REF"] == "${{ github.base_ref }}"

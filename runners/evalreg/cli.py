@@ -334,11 +334,19 @@ def cmd_audit(args: argparse.Namespace) -> int:
 
 
 def cmd_diff(args: argparse.Namespace) -> int:
-    from evalreg.diff import diff
+    from evalreg.diff import NOT_STATED, Reproduction, diff
+    from evalreg.errors import UsageError
     from evalreg.report.diff_markdown import diff_markdown
     from evalreg.report.escape import json_text
 
-    data = diff(_repaired(_root(args)), args.base, args.head)
+    if args.reproduction_reason is not None and args.reproduction is None:
+        raise UsageError("--reproduction-reason needs --reproduction STATUS")
+    reproduction = (
+        Reproduction(args.reproduction, args.reproduction_reason or NOT_STATED)
+        if args.reproduction is not None
+        else None
+    )
+    data = diff(_repaired(_root(args)), args.base, args.head, reproduction=reproduction)
     _emit(json_text(data) + "\n" if args.format == "json" else diff_markdown(data), args.output)
     return 0
 
@@ -708,6 +716,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("head", metavar="HEAD", nargs="?", help="head revision (default: working tree)")
     p.add_argument("--format", choices=("md", "json"), default="md")
     p.add_argument("-o", "--output", metavar="FILE", help="write to FILE instead of stdout")
+    p.add_argument(
+        "--reproduction",
+        choices=("reproduced", "failed", "not_attempted"),
+        help="whether HEAD's results were reproduced (evalreg reproduce HEAD), recorded in the "
+        "diff for the comment; default: not_attempted",
+    )
+    p.add_argument(
+        "--reproduction-reason", metavar="TEXT", help="one sentence saying why, for the comment"
+    )
     p.set_defaults(handler=cmd_diff)
 
     p = sub.add_parser("comment", help="post the diff as one sticky pull-request comment")
