@@ -93,6 +93,12 @@ def runner(tmp_path_factory: pytest.TempPathFactory) -> Runner:
     (wheel,) = wheels.glob("evalreg-*.whl")
     venv = base / "venv"
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    # An old bundled setuptools would shadow the one that builds evalreg (`pip install -e .`).
+    subprocess.run(
+        [str(venv / "bin" / "python"), "-m", "pip", "uninstall", "-q", "-y", "setuptools"],
+        check=True,
+        capture_output=True,
+    )
     # evalreg's dependencies, already installed here, are visible to the fresh environment
     # (pip finds them satisfied, so the install step needs no index); evalreg itself is not.
     deps = base / "deps"
@@ -437,3 +443,121 @@ def test_the_drift_job_installs_pulls_and_re_asks(
     # Whatever it found, the report reached the summary and the artifact.
     assert (artifacts / "evalreg-drift" / "drift.md").is_file(), drift.log
     assert drift.summary.strip()
+
+
+# --- this repository's own workflows ----------------------------------------------------
+
+OWN = ROOT / ".github" / "workflows"
+
+
+@pytest.fixture(scope="module")
+def own_repository(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str, str]:
+    """A "GitHub" copy of this repository at its last commit, and a pull request on it."""
+    base = tmp_path_factory.mktemp("own")
+    author = base / "author"
+    subprocess.run(["git", "clone", "-q", str(ROOT), str(author)], check=True)
+    _git(author, "checkout", "-qB", "main")
+    base_sha = _git(author, "rev-parse", "HEAD")
+    _git(author, "checkout", "-qb", "docs")
+    (author / "README.md").write_text((author / "README.md").read_text() + "\nA note.\n")
+    _git(author, "commit", "-qam", "README: a note")
+    head_sha = _git(author, "rev-parse", "HEAD")
+    origin = base / "origin.git"
+    subprocess.run(["git", "clone", "-q", "--bare", str(author), str(origin)], check=True)
+    return origin, base_sha, head_sha
+
+
+def test_this_repositorys_pull_request_workflow_runs_on_a_fresh_runner(
+    runner: Runner, own_repository: tuple[Path, str, str], api: GitHubAPI, tmp_path: Path
+):
+    origin, base_sha, head_sha = own_repository
+    workflow = _workflow(OWN / "evalreg-pr.yml")
+    artifacts = tmp_path / "artifacts"
+    event = {
+        "number": 3,
+        "pull_request": {
+            "number": 3,
+            "head": {"ref": "docs", "sha": head_sha, "repo": {"full_name": REPO}},
+            "base": {"ref": "main", "sha": base_sha, "repo": {"full_name": REPO}},
+        },
+        "repository": {"full_name": REPO},
+    }
+    job = run_job(
+        workflow,
+        "evalreg",
+        workspace=tmp_path / "work",
+        event_name="pull_request",
+        event=event,
+        repository=REPO,
+        sha=head_sha,
+        ref="refs/pull/3/merge",
+        api_url=api.url,
+        runner_temp=tmp_path / "temp",
+        path=str(runner.bin),
+        uses=Actions(origin, head_sha, artifacts),
+        # `pip install -e .` builds with the setuptools already here instead of an index.
+        extra_env={"PIP_NO_BUILD_ISOLATION": "0"},
+    )
+    assert job.conclusion == "success", job.log
+    assert job.step("evalreg reproduce HEAD").outcome == "success"
+    diff = json.loads((artifacts / "evalreg-diff" / "diff.json").read_text())
+    assert diff["reproduction"]["status"] == "reproduced"
+
+
+@pytest.mark.parametrize(("tag", "ok"), [("v0.1.0", True), ("v9.9.9", False)])
+def test_the_release_refuses_a_tag_that_is_not_the_packages_version(
+    tag: str, ok: bool, runner: Runner, api: GitHubAPI, tmp_path: Path
+):
+    from evalreg import __version__
+
+    assert __version__ == "0.1.0" or tag != "v0.1.0", "update this test's tag"
+    workflow = _workflow(OWN / "release.yml")
+    # The version check only: building needs an index, which a test has not.
+    build = workflow["jobs"]["build"]
+    build["steps"] = [
+        s for s in build["steps"] if s.get("name") == "The tag names the version being built"
+    ]
+    assert build["steps"]
+    shutil.copytree(ROOT, tmp_path / "work", ignore=shutil.ignore_patterns(".venv", ".git"))
+    job = run_job(
+        workflow,
+        "build",
+        workspace=tmp_path / "work",
+        event_name="push",
+        event={"ref": f"refs/tags/{tag}"},
+        repository=REPO,
+        sha="0" * 40,
+        ref=f"refs/tags/{tag}",
+        api_url=api.url,
+        runner_temp=tmp_path / "temp",
+        path=str(runner.bin),
+        uses=Actions(tmp_path, "HEAD", tmp_path / "artifacts"),
+    )
+    assert (job.conclusion == "success") is ok, job.log
+    if not ok:
+        assert "::error title=Tag and version differ::" in job.log
+
+
+def test_this_repositorys_ci_commands_exist_where_ci_installs_them():
+    # Running them here would run this test suite inside itself: check that each command
+    # CI runs is installed by the extra CI installs, and that the extras exist.
+    import tomllib
+
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"][
+        "optional-dependencies"
+    ]
+    workflow = _workflow(OWN / "ci.yml")
+    for job in workflow["jobs"].values():
+        scripts = [str(s["run"]) for s in job["steps"] if "run" in s]
+        installs = [s for s in scripts if "pip install -e" in s]
+        assert installs, job
+        for script in scripts:
+            for command in script.split("&&"):
+                words = command.split()
+                if words[:3] == ["python", "-m", "pip"]:
+                    extra = words[-1].strip("\"'").removeprefix(".[").removesuffix("]")
+                    assert words[-1] == "." or extra in extras, command
+                elif words[:2] == ["python", "-m"]:
+                    __import__(words[2])
+                else:
+                    assert shutil.which(words[0], path=str(Path(sys.executable).parent)), words

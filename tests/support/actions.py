@@ -261,6 +261,7 @@ def run_job(
     uses: Uses,
     secrets: Mapping[str, str] | None = None,
     extra: Mapping[str, Any] | None = None,
+    extra_env: Mapping[str, str] | None = None,
     timeout: float = 300,
 ) -> Job:
     """Run one job of ``workflow``; ``path`` leads every ``PATH`` (the job's Python)."""
@@ -303,6 +304,7 @@ def run_job(
         "PIP_NO_INDEX": "1",
         "PIP_DISABLE_PIP_VERSION_CHECK": "1",
         "GIT_CONFIG_NOSYSTEM": "1",
+        **(extra_env or {}),
     }
     steps_ctx: dict[str, Any] = {}
     statuses = {"failed": False}
