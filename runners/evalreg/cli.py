@@ -102,19 +102,28 @@ def cmd_check(args: argparse.Namespace) -> int:
 
 
 def cmd_init(args: argparse.Namespace) -> int:
-    from evalreg.render import console, shown
+    from evalreg.render import console, error_console, shown
     from evalreg.scaffold import init_registry
 
     target = Path(args.path)
-    created = init_registry(target, remote=args.remote)
+    created = init_registry(target, remote=args.remote, evalreg_spec=args.evalreg_spec)
     out = console()
     out.print(f"Initialised an evalreg registry in [bold]{shown(created.root)}[/bold]")
     out.print(f"  DVC remote: {shown(created.remote)}")
+    out.print(f"  CI installs: {shown(created.evalreg_spec)}")
+    if created.push_failed is not None:
+        error_console().print(
+            f"warning: the example eval set was not pushed to {shown(created.remote)}: "
+            f"{shown(created.push_failed)}\n"
+            "  CI cannot read it until you run `dvc push` in the new repository."
+        )
     out.print("Next steps:")
     out.print(f"  cd {shown(args.path)}")
+    if created.push_failed is not None:
+        out.print("  dvc push")
     out.print("  evalreg check")
     out.print("  git add -A && git commit -m 'Start an eval registry'")
-    return 0
+    return 0 if created.push_failed is None else 1
 
 
 def cmd_evalset_add(args: argparse.Namespace) -> int:
@@ -325,11 +334,19 @@ def cmd_audit(args: argparse.Namespace) -> int:
 
 
 def cmd_diff(args: argparse.Namespace) -> int:
-    from evalreg.diff import diff
+    from evalreg.diff import NOT_STATED, Reproduction, diff
+    from evalreg.errors import UsageError
     from evalreg.report.diff_markdown import diff_markdown
     from evalreg.report.escape import json_text
 
-    data = diff(_repaired(_root(args)), args.base, args.head)
+    if args.reproduction_reason is not None and args.reproduction is None:
+        raise UsageError("--reproduction-reason needs --reproduction STATUS")
+    reproduction = (
+        Reproduction(args.reproduction, args.reproduction_reason or NOT_STATED)
+        if args.reproduction is not None
+        else None
+    )
+    data = diff(_repaired(_root(args)), args.base, args.head, reproduction=reproduction)
     _emit(json_text(data) + "\n" if args.format == "json" else diff_markdown(data), args.output)
     return 0
 
@@ -587,6 +604,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="DVC remote for eval data and responses (s3://, gs://, azure://, a path); "
         "default: a folder inside the repository",
     )
+    p.add_argument(
+        "--evalreg-spec",
+        metavar="SPEC",
+        help=f"the pip requirement CI installs evalreg from: evalreg==X.Y.Z on an index you "
+        f"control, git+https://host/org/evalreg@<commit>, or a wheel URL "
+        f"(default: evalreg=={__version__}, the version writing the results)",
+    )
     p.set_defaults(handler=cmd_init)
 
     p = sub.add_parser("status", help="show fresh, stale and pending cells and why")
@@ -692,6 +716,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("head", metavar="HEAD", nargs="?", help="head revision (default: working tree)")
     p.add_argument("--format", choices=("md", "json"), default="md")
     p.add_argument("-o", "--output", metavar="FILE", help="write to FILE instead of stdout")
+    p.add_argument(
+        "--reproduction",
+        choices=("reproduced", "failed", "not_attempted"),
+        help="whether HEAD's results were reproduced (evalreg reproduce HEAD), recorded in the "
+        "diff for the comment; default: not_attempted",
+    )
+    p.add_argument(
+        "--reproduction-reason", metavar="TEXT", help="one sentence saying why, for the comment"
+    )
     p.set_defaults(handler=cmd_diff)
 
     p = sub.add_parser("comment", help="post the diff as one sticky pull-request comment")

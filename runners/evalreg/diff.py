@@ -2,6 +2,19 @@
 
 Produces plain data (JSON-ready) so the trusted comment job can re-render it; Markdown is
 rendered by ``evalreg.report.diff_markdown``. BASE is resolved to the merge-base with HEAD.
+
+Whether HEAD's committed results were reproduced is not something the diff can know (it
+compares summaries; ``evalreg reproduce`` re-grades). The job that ran both says so, and
+the diff carries it at the top level, so the comment can show whose numbers these are::
+
+    "reproduction": {"status": "reproduced" | "failed" | "not_attempted", "reason": str}
+
+``reproduced``: ``evalreg reproduce HEAD`` recomputed every committed result, identical.
+``failed``: it found differences, or could not run where it should have (a same-repository
+pull request whose DVC remote could not be read) — the job fails. ``not_attempted``: it
+was not run (a fork's pull request cannot read the remote, by design; or nobody said):
+the numbers are the pull request's own claims. ``reason`` is one sentence for a reader.
+Given with ``evalreg diff --reproduction STATUS --reproduction-reason TEXT``.
 """
 
 from __future__ import annotations
@@ -31,6 +44,8 @@ from evalreg.selection import Decision, fmt
 from evalreg.store import Prefetch, ResponseStore, SegmentKeys, lookup
 
 DIFF_SCHEMA = 1
+REPRODUCTION_STATUSES = ("reproduced", "failed", "not_attempted")
+NOT_STATED = "evalreg diff was not told whether these results were reproduced"
 SNIPPET = 300
 MAX_FLIPS = 20
 OVERALL = (
@@ -319,16 +334,44 @@ def _pass_rate(outcomes: Outcomes, cell: Cell, pass_level: str) -> float:
     return cell_metrics(outcomes, cell.task, cell.rubric, pass_level)["all"]["pass_rate"].value
 
 
-def diff(root: Path, base_ref: str, head_ref: str | None = None) -> dict[str, Any]:
+@dataclass(frozen=True)
+class Reproduction:
+    """Whether HEAD's results were reproduced (see the module docstring)."""
+
+    status: str = "not_attempted"
+    reason: str = NOT_STATED
+
+    def __post_init__(self) -> None:
+        if self.status not in REPRODUCTION_STATUSES:
+            raise UsageError(
+                f"reproduction status {self.status!r}: expected one of "
+                + ", ".join(REPRODUCTION_STATUSES)
+            )
+        if not self.reason.strip():
+            raise UsageError("reproduction reason is empty: say in a sentence why")
+
+    def as_dict(self) -> dict[str, str]:
+        return {"status": self.status, "reason": redact(self.reason)}
+
+
+def diff(
+    root: Path,
+    base_ref: str,
+    head_ref: str | None = None,
+    *,
+    reproduction: Reproduction | None = None,
+) -> dict[str, Any]:
     """The diff of recorded results between the merge-base of BASE and HEAD, and HEAD."""
     from evalreg.dvcrepo import remembering_reads
 
     with remembering_reads():
         (base, head), scans = resolve(root, base_ref, head_ref)
         try:
-            return _diff(root, base, head, scans)
+            data = _diff(root, base, head, scans)
         finally:
             scans.cancel()
+    data["reproduction"] = (reproduction or Reproduction()).as_dict()
+    return data
 
 
 def _diff(root: Path, base: Side, head: Side, scans: Prefetch) -> dict[str, Any]:

@@ -44,6 +44,10 @@ class Registry:
     rubrics: dict[str, schema.Rubric] = field(default_factory=dict)
     selections: dict[str, schema.Selection] = field(default_factory=dict)
     evalsets: dict[str, EvalSet] = field(default_factory=dict)
+    settings: schema.Settings = field(
+        default_factory=lambda: schema.Settings(schema_version=schema.SCHEMA_VERSION)
+    )
+    """``registry/evalreg.yaml``, or the defaults when the registry has none."""
     missing_data: list[str] = field(default_factory=list)
     """DVC-tracked files that could not be read here (only when that is allowed)."""
     documents: dict[tuple[str, str], Document] = field(default_factory=dict)
@@ -97,6 +101,7 @@ class _Loader:
     def run(self) -> None:
         for kind, model in schema.KINDS.items():
             self._load_kind(kind, model)
+        self._load_settings()
         self._check_pins()
         self._check_rubrics()
         self._check_tasks()
@@ -138,6 +143,17 @@ class _Loader:
             seen[stem] = path
             self._load_file(kind, stem, path, model)
 
+    def _load_settings(self) -> None:
+        # Optional: a registry without one gets the defaults. Listed rather than probed, so
+        # a symbolic link out of the repository is reported by _load_file, not ignored.
+        directory, _, name = schema.SETTINGS_FILE.rpartition("/")
+        try:
+            present = name in self.tree.list_dir(directory)
+        except PathEscapes:
+            return  # the registry directory itself: _load_kind has reported it
+        if present:
+            self._load_file("settings", "evalreg", schema.SETTINGS_FILE, schema.Settings)
+
     def _load_file(self, kind: str, ident: str, path: str, model: type[M]) -> None:
         try:
             doc = parse_yaml(self.tree.read(path), path)
@@ -165,7 +181,10 @@ class _Loader:
             self.broken.add((kind, ident))
             return
         self.registry.documents[(kind, ident)] = doc
-        getattr(self.registry, _ATTR[kind])[ident] = obj
+        if isinstance(obj, schema.Settings):
+            self.registry.settings = obj
+        else:
+            getattr(self.registry, _ATTR[kind])[ident] = obj
 
     # ------------------------------------------------------------ helpers
     def _doc(self, kind: str, ident: str) -> Document:

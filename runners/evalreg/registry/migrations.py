@@ -21,6 +21,7 @@ MIGRATIONS: dict[str, dict[int, Migration]] = {
     "tasks": {},
     "rubrics": {},
     "selections": {},
+    "settings": {},
 }
 
 

@@ -11,7 +11,14 @@ from datetime import date
 from typing import Annotated, Any, Literal
 from urllib.parse import parse_qsl, urlsplit
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    field_validator,
+    model_validator,
+)
 from pydantic_core import PydanticCustomError
 
 SCHEMA_VERSION = 1
@@ -562,6 +569,60 @@ class Selection(VersionedFile):
     selected: Id
     rationale: Text
     waivers: list[Waiver] = Field(default_factory=list)
+
+
+# ---------------------------------------------------------------- registry settings
+# What a pip requirement for evalreg may look like once it is interpolated into CI: a name
+# pinned with ``==``, a URL (``git+https://...@<sha>``, a wheel's ``https://...whl``) or a
+# path. No whitespace, quotes, ``$``, backticks, ``;``, ``|``, ``&``, ``<``, ``>`` or
+# newlines, and no leading ``-`` (pip would read it as an option).
+_INSTALL_SPEC = re.compile(r"^[A-Za-z0-9./][A-Za-z0-9._+\-=@:/#%\[\],]{0,499}$")
+_PINNED_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*(\[[A-Za-z0-9._,-]+\])?==[A-Za-z0-9.+!_-]+$")
+
+
+def install_spec_problem(spec: str) -> str | None:
+    """Why ``spec`` cannot be CI's evalreg install, or None when it can.
+
+    The spec must name one exact build: ``evalreg==X.Y.Z`` (on PyPI or an index the team
+    controls), ``git+https://host/org/evalreg@<commit>``, a wheel URL or a local path. An
+    unpinned name would install whatever whoever owns that name publishes next.
+    """
+    if not _INSTALL_SPEC.match(spec):
+        return (
+            f"{spec!r} is not a pip requirement evalreg can put in a workflow: use letters, "
+            "digits and . _ + - = @ : / # % [ ] , only (no spaces, quotes or shell "
+            "characters), not starting with '-'"
+        )
+    if spec.startswith(("git+", "hg+", "svn+", "bzr+")):
+        if "@" not in spec.partition("://")[2].rpartition("/")[2]:
+            return f"{spec!r} names no commit: add @<commit sha> (or a tag) after the repository"
+        return None
+    if "://" in spec or "/" in spec or spec.startswith("."):
+        return None  # a wheel or sdist URL, or a path: one exact build
+    if not _PINNED_NAME.match(spec):
+        return f"{spec!r} is not pinned: name one exact version, e.g. evalreg==X.Y.Z"
+    return None
+
+
+def _install_spec(value: str) -> str:
+    problem = install_spec_problem(value)
+    if problem is not None:
+        raise PydanticCustomError("install_spec", "{problem}", {"problem": problem})
+    return value
+
+
+InstallSpec = Annotated[str, AfterValidator(_install_spec)]
+
+
+class Settings(VersionedFile):
+    """``registry/evalreg.yaml``: settings of the whole registry."""
+
+    install: InstallSpec | None = None
+    """The pip requirement CI installs evalreg from and the report's "How to reproduce"
+    names; absent, ``evalreg==<the version that wrote the report>``."""
+
+
+SETTINGS_FILE = "registry/evalreg.yaml"
 
 
 # ---------------------------------------------------------------- eval items

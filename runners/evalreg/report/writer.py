@@ -39,10 +39,21 @@ def input_digest(registry: Registry) -> str:
                 ("selections", "selections"),
             )
         },
+        # Only when present, so a registry without settings keeps its digest.
+        **(
+            {"settings": registry.settings.model_dump(mode="json", exclude_defaults=True)}
+            if registry.settings.install is not None
+            else {}
+        ),
         "evalsets": {path: e.md5 for path, e in sorted(registry.evalsets.items())},
         "results": {c.id: read_summary(registry.tree, c) for c in cells(registry)},
     }
     return "sha256:" + digest(parts)
+
+
+def install_spec(registry: Registry) -> str:
+    """The pip requirement that installs the evalreg this registry's results need."""
+    return registry.settings.install or f"evalreg=={__version__}"
 
 
 def render(registry: Registry) -> dict[str, bytes]:
@@ -53,9 +64,11 @@ def render(registry: Registry) -> dict[str, bytes]:
     evidences: list[UseCaseEvidence] = [
         gather(registry, sid, statuses) for sid in sorted(registry.selections)
     ]
+    install = install_spec(registry)
     files: dict[str, bytes] = {}
     for ev in evidences:
-        files[f"{REPORT_DIR}/{ev.selection_id}.md"] = page(ev, evalreg_version=__version__).encode()
+        text = page(ev, evalreg_version=__version__, install=install)
+        files[f"{REPORT_DIR}/{ev.selection_id}.md"] = text.encode()
         files[f"{REPORT_DIR}/{chart_name(ev)}"] = chart(ev).encode()
     files[INDEX] = index(evidences, input_digest(registry)).encode()
     return files

@@ -7,24 +7,45 @@ from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
+from evalreg import __version__
 from evalreg.errors import UsageError
+from evalreg.registry.schema import install_spec_problem
 
 _RENAMES = {"gitignore": ".gitignore", "gitattributes": ".gitattributes", "github": ".github"}
 EXAMPLE_EVALSET = "evalsets/faq-routing.jsonl"
+# Where the template names the pip requirement for evalreg (workflows, settings, README).
+SPEC_PLACEHOLDER = b"@EVALREG_SPEC@"
 
 
 @dataclass(frozen=True)
 class Scaffolded:
     root: Path
     remote: str
+    evalreg_spec: str
+    push_failed: str | None = None
+    """Why the example eval set could not be pushed to the remote, or None."""
 
 
-def init_registry(target: Path, *, remote: str | None = None) -> Scaffolded:
+def default_spec() -> str:
+    """The exact release of the evalreg running now, which writes the results."""
+    return f"evalreg=={__version__}"
+
+
+def init_registry(
+    target: Path, *, remote: str | None = None, evalreg_spec: str | None = None
+) -> Scaffolded:
     """Create a registry repository at ``target``: git, DVC, layout, example, README.
 
-    ``target`` must be absent or an empty directory. The example eval set is tracked
-    by DVC and pushed to the remote, so the new repository passes ``evalreg check``.
+    ``target`` must be absent or an empty directory. The example eval set is tracked by
+    DVC and pushed to the remote (the team's, with ``remote``), so the new repository
+    passes ``evalreg check`` and a fresh clone's ``dvc pull`` finds it. ``evalreg_spec``
+    is the pip requirement CI installs evalreg from (default: this exact version); it is
+    validated before anything is written.
     """
+    spec = default_spec() if evalreg_spec is None else evalreg_spec
+    problem = install_spec_problem(spec)
+    if problem is not None:
+        raise UsageError(f"--evalreg-spec: {problem}")
     if target.exists() and (not target.is_dir() or any(target.iterdir())):
         raise UsageError(f"{target} exists and is not an empty directory")
     import git
@@ -45,10 +66,15 @@ def init_registry(target: Path, *, remote: str | None = None) -> Scaffolded:
                     rel = Path(_RENAMES[rel.parts[0]], *rel.parts[1:])
                 dest = root / rel.parent / _RENAMES.get(rel.name, rel.name)
                 dest.parent.mkdir(parents=True, exist_ok=True)
-                shutil.copyfile(path, dest)
+                # The spec was validated above: it holds no quote, space or newline, so it
+                # is safe inside the double-quoted YAML scalars and shell words it fills.
+                dest.write_bytes(path.read_bytes().replace(SPEC_PLACEHOLDER, spec.encode()))
         where = dvcrepo.init(root, remote)
-        dvcrepo.track(root, [EXAMPLE_EVALSET], push=remote is None)
+        dvcrepo.track(root, [EXAMPLE_EVALSET], push=False)
     except BaseException:
         shutil.rmtree(root, ignore_errors=True)
         raise
-    return Scaffolded(root, where)
+    # Pushed to the team's remote too, not only the in-repository one: the first CI run on
+    # main pulls it. A remote not reachable from here keeps the scaffold; the caller says so.
+    failed = dvcrepo.push(root, [EXAMPLE_EVALSET])
+    return Scaffolded(root, where, spec, failed)

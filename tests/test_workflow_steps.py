@@ -1,0 +1,563 @@
+"""The scaffolded workflows, executed step by step as a fresh GitHub runner would run them.
+
+A registry made by ``evalreg init`` (two branches: main and a pull request that changes a
+result) is served as the "GitHub" repository; every ``run:`` step of each workflow runs in
+order in a fresh virtual environment whose evalreg comes from the workflow's own install
+step (``--evalreg-spec`` points at a wheel of this checkout, so no index is needed), with
+GitHub's variables and a realistic event payload, ``uses:`` steps replaced by local
+equivalents (``tests/support/actions.py``) and the GitHub API stand-in on loopback.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+import sysconfig
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from ruamel.yaml import YAML
+
+from support.actions import Job, run_job
+from support.github_api import GitHubAPI
+
+ROOT = Path(__file__).resolve().parents[1]
+REPO = "acme/registry"
+BOT = "github-actions[bot]"
+TOKEN = "ghs_workflowtoken0123456789"
+GIT = ["git", "-c", "user.name=Dana", "-c", "user.email=dana@example.com"]
+
+pytestmark = pytest.mark.skipif(shutil.which("bash") is None, reason="steps run under bash")
+
+
+def _git(cwd: Path, *args: str) -> str:
+    return subprocess.run(
+        [*GIT, *args], cwd=cwd, check=True, capture_output=True, text=True
+    ).stdout.strip()
+
+
+@dataclass
+class Runner:
+    """A fresh Python for the jobs, and the wheel its install step installs."""
+
+    bin: Path
+    wheel: Path
+
+
+@pytest.fixture(scope="session")
+def runner(tmp_path_factory: pytest.TempPathFactory) -> Runner:
+    base = tmp_path_factory.mktemp("runner")
+    # A wheel of this checkout as it is now, built from a copy so the tree stays clean.
+    source = base / "src"
+    files = subprocess.run(
+        [
+            "git",
+            "ls-files",
+            "-co",
+            "--exclude-standard",
+            "-z",
+            "pyproject.toml",
+            "README.md",
+            "runners",
+        ],
+        cwd=ROOT,
+        check=True,
+        capture_output=True,
+    ).stdout.split(b"\0")
+    for rel in filter(None, (f.decode() for f in files)):
+        if (ROOT / rel).is_file():
+            (source / rel).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(ROOT / rel, source / rel)
+    wheels = base / "wheels"
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "-q",
+            "--no-deps",
+            "--no-build-isolation",
+            str(source),
+            "-w",
+            str(wheels),
+        ],
+        check=True,
+        capture_output=True,
+    )
+    (wheel,) = wheels.glob("evalreg-*.whl")
+    venv = base / "venv"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    # An old bundled setuptools would shadow the one that builds evalreg (`pip install -e .`).
+    subprocess.run(
+        [str(venv / "bin" / "python"), "-m", "pip", "uninstall", "-q", "-y", "setuptools"],
+        check=True,
+        capture_output=True,
+    )
+    # evalreg's dependencies, already installed here, are visible to the fresh environment
+    # (pip finds them satisfied, so the install step needs no index); evalreg itself is not.
+    deps = base / "deps"
+    deps.mkdir()
+    for entry in Path(sysconfig.get_paths()["purelib"]).iterdir():
+        if not entry.name.lower().startswith(("evalreg", "__editable__")):
+            (deps / entry.name).symlink_to(entry)
+    (site,) = (venv / "lib").glob("python3*/site-packages")
+    (site / "outer-deps.pth").write_text(f"{deps}\n")
+    # What installing evalreg's dependency dvc would put on PATH, run by this Python.
+    dvc = venv / "bin" / "dvc"
+    dvc.write_text(f'#!/bin/sh\nexec "{venv / "bin" / "python"}" -m dvc "$@"\n')
+    dvc.chmod(0o755)
+    return Runner(venv / "bin", wheel)
+
+
+@dataclass
+class Registry:
+    origin: Path  # the "GitHub" repository (a bare clone of the author's)
+    author: Path
+    base_sha: str
+    pr_sha: str
+    broken_sha: str
+    main_after_merge: str
+
+
+def _evalreg(cwd: Path, *args: str) -> None:
+    proc = subprocess.run(
+        [sys.executable, "-m", "evalreg", *args], cwd=cwd, capture_output=True, text=True
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+@pytest.fixture(scope="module")
+def registry(runner: Runner, tmp_path_factory: pytest.TempPathFactory) -> Registry:
+    base = tmp_path_factory.mktemp("registry")
+    author = base / "author"
+    _evalreg(base, "init", str(author), f"--evalreg-spec={runner.wheel}")
+    _evalreg(author, "run")
+    # The example's baseline misses a gate, so keeping it as the declared choice takes a
+    # waiver, as it would in a team's registry.
+    _evalreg(
+        author,
+        "select",
+        "faq-routing",
+        "keyword-router",
+        "--reason",
+        "baseline until a model is approved",
+        "--approver",
+        "dana",
+    )
+    _evalreg(author, "report")
+    _git(author, "add", "-A")
+    _git(author, "commit", "-qm", "Start an eval registry")
+    base_sha = _git(author, "rev-parse", "HEAD")
+    # The pull request: a rule of the keyword router changes, its results are re-run.
+    _git(author, "checkout", "-qb", "better-router")
+    router = author / "registry/systems/keyword_router.py"
+    text = router.read_text()
+    router.write_text(text + "\n# Also route refunds.\n")
+    _evalreg(author, "run")
+    _evalreg(author, "report")
+    _git(author, "add", "-A")
+    _git(author, "commit", "-qm", "Keyword router: note on refunds")
+    pr_sha = _git(author, "rev-parse", "HEAD")
+    # A pull request whose numbers nobody can reproduce: the remote points nowhere.
+    _git(author, "checkout", "-qb", "broken-remote", base_sha)
+    config = author / ".dvc/config"
+    config.write_text(config.read_text().replace("../dvc-storage", "../no-such-remote"))
+    _git(author, "commit", "-qam", "Move the DVC remote")
+    broken_sha = _git(author, "rev-parse", "HEAD")
+    # What main becomes when the pull request merges (for the push-to-main job).
+    _git(author, "checkout", "-qb", "merged", "main")
+    _git(author, "merge", "-q", "--no-ff", "better-router", "-m", "Merge pull request #7")
+    main_after_merge = _git(author, "rev-parse", "HEAD")
+    _git(author, "checkout", "-q", "main")
+    origin = base / "origin.git"
+    subprocess.run(["git", "clone", "-q", "--bare", str(author), str(origin)], check=True)
+    return Registry(origin, author, base_sha, pr_sha, broken_sha, main_after_merge)
+
+
+def _workflow(path: Path) -> dict[str, Any]:
+    data = YAML(typ="safe").load(path.read_text(encoding="utf-8"))
+    assert isinstance(data, dict)
+    return data
+
+
+class Actions:
+    """Local stand-ins for the actions the workflows use."""
+
+    def __init__(self, origin: Path, ref: str, artifacts: Path) -> None:
+        self.origin, self.ref, self.artifacts = origin, ref, artifacts
+
+    def __call__(self, action: str, given: dict[str, str], workspace: Path) -> None:
+        if action == "actions/checkout":
+            assert given.get("fetch-depth") == "0" and given.get("persist-credentials") == "false"
+            subprocess.run(["git", "clone", "-q", str(self.origin), str(workspace)], check=True)
+            _git(workspace, "checkout", "-q", self.ref)
+        elif action == "actions/setup-python":
+            pass  # the fresh virtual environment leads PATH
+        elif action == "actions/upload-artifact":
+            target = self.artifacts / given["name"]
+            if target.exists():
+                assert given.get("overwrite") == "true", "artifact uploaded twice"
+                shutil.rmtree(target)
+            target.mkdir(parents=True)
+            paths = [p.strip() for p in given["path"].splitlines() if p.strip()]
+            for raw in paths:
+                src = Path(raw) if Path(raw).is_absolute() else workspace / raw
+                if src.is_dir():
+                    shutil.copytree(src, target, dirs_exist_ok=True)
+                elif src.is_file():
+                    shutil.copyfile(src, target / src.name)
+            if given.get("if-no-files-found") == "error" and not any(target.iterdir()):
+                raise RuntimeError(f"no files found for artifact {given['name']}")
+        elif action == "actions/download-artifact":
+            source = self.artifacts / given["name"]
+            if not source.is_dir():
+                raise RuntimeError(f"artifact {given['name']} not found")
+            shutil.copytree(source, Path(given["path"]), dirs_exist_ok=True)
+        else:
+            raise AssertionError(f"no local stand-in for {action}")
+
+
+def _pull_request_event(registry: Registry, sha: str, branch: str, *, fork: bool) -> dict[str, Any]:
+    head_repo = "outsider/registry" if fork else REPO
+    return {
+        "action": "synchronize",
+        "number": 7,
+        "pull_request": {
+            "number": 7,
+            "title": "Keyword router: note on refunds",
+            "head": {"ref": branch, "sha": sha, "repo": {"full_name": head_repo, "fork": fork}},
+            "base": {"ref": "main", "sha": registry.base_sha, "repo": {"full_name": REPO}},
+        },
+        "repository": {"full_name": REPO, "default_branch": "main"},
+    }
+
+
+def _run(
+    runner: Runner,
+    registry: Registry,
+    tmp: Path,
+    name: str,
+    *,
+    event_name: str,
+    event: dict[str, Any],
+    ref: str,
+    sha: str,
+    api: GitHubAPI,
+    artifacts: Path,
+) -> Job:
+    # The workflows `evalreg init` wrote into the registry, spec filled in.
+    workflow = _workflow(registry.author / ".github" / "workflows" / name)
+    (job_id,) = workflow["jobs"]
+    workspace = tmp / f"work-{name}"
+    return run_job(
+        workflow,
+        job_id,
+        workspace=workspace,
+        event_name=event_name,
+        event=event,
+        repository=REPO,
+        sha=sha,
+        ref=f"refs/heads/{ref}",
+        api_url=api.url,
+        runner_temp=tmp / f"temp-{name}",
+        path=str(runner.bin),
+        uses=Actions(registry.origin, sha, artifacts),
+        secrets={"GITHUB_TOKEN": TOKEN},
+    )
+
+
+@pytest.fixture
+def api() -> Iterator[GitHubAPI]:
+    with GitHubAPI(tokens={TOKEN: BOT}, repository=REPO) as gh:
+        yield gh
+
+
+def test_a_pull_request_is_checked_reproduced_diffed_and_commented_on(
+    runner: Runner, registry: Registry, api: GitHubAPI, tmp_path: Path
+):
+    artifacts = tmp_path / "artifacts"
+    event = _pull_request_event(registry, registry.pr_sha, "better-router", fork=False)
+    pr = _run(
+        runner,
+        registry,
+        tmp_path,
+        "evalreg-pr.yml",
+        event_name="pull_request",
+        event=event,
+        ref="better-router",
+        sha=registry.pr_sha,
+        api=api,
+        artifacts=artifacts,
+    )
+    assert pr.conclusion == "success", pr.log
+    assert pr.step("Install evalreg").outcome == "success"
+    assert pr.step("evalreg reproduce HEAD").outcome == "success", pr.log
+    diff = json.loads((artifacts / "evalreg-diff" / "diff.json").read_text())
+    assert diff["reproduction"]["status"] == "reproduced"
+    assert json.loads((artifacts / "evalreg-diff" / "pr.json").read_text()) == {
+        "pr_number": 7,
+        "head_sha": registry.pr_sha,
+    }
+    assert "### Reproduction: reproduced" in pr.summary
+
+    # The comment job: default-branch code, the artifact as data, a write token.
+    api.add_pull(7, registry.pr_sha)
+    run_event = {
+        "action": "completed",
+        "workflow_run": {
+            "id": 4242,
+            "event": "pull_request",
+            "conclusion": pr.conclusion,
+            "head_sha": registry.pr_sha,
+            "head_branch": "better-router",
+            "head_repository": {"full_name": REPO},
+        },
+        "repository": {"full_name": REPO},
+    }
+    comment = _run(
+        runner,
+        registry,
+        tmp_path,
+        "evalreg-comment.yml",
+        event_name="workflow_run",
+        event=run_event,
+        ref="main",
+        sha=registry.base_sha,
+        api=api,
+        artifacts=artifacts,
+    )
+    assert comment.conclusion == "success", comment.log
+    (posted,) = api.comments(7)
+    assert posted.login == BOT
+    assert posted.body.startswith("<!-- evalreg:diff -->\n## evalreg: eval diff")
+    assert "| messy | 3 |" in posted.body
+
+
+def test_a_same_repository_pull_request_that_cannot_be_reproduced_fails(
+    runner: Runner, registry: Registry, api: GitHubAPI, tmp_path: Path
+):
+    artifacts = tmp_path / "artifacts"
+    event = _pull_request_event(registry, registry.broken_sha, "broken-remote", fork=False)
+    pr = _run(
+        runner,
+        registry,
+        tmp_path,
+        "evalreg-pr.yml",
+        event_name="pull_request",
+        event=event,
+        ref="broken-remote",
+        sha=registry.broken_sha,
+        api=api,
+        artifacts=artifacts,
+    )
+    assert pr.conclusion == "failure", pr.log
+    assert pr.step("evalreg reproduce HEAD").outcome == "skipped"
+    assert "::error title=Results not reproduced::dvc pull could not read" in pr.log
+    # The diff is still uploaded, so the comment can say why the check failed.
+    diff = json.loads((artifacts / "evalreg-diff" / "diff.json").read_text())
+    assert diff["reproduction"]["status"] == "failed"
+    assert "dvc pull could not read the DVC remote" in diff["reproduction"]["reason"]
+
+
+def test_a_fork_pull_request_is_labelled_as_its_own_unreproduced_claims(
+    runner: Runner, registry: Registry, api: GitHubAPI, tmp_path: Path
+):
+    artifacts = tmp_path / "artifacts"
+    event = _pull_request_event(registry, registry.broken_sha, "broken-remote", fork=True)
+    pr = _run(
+        runner,
+        registry,
+        tmp_path,
+        "evalreg-pr.yml",
+        event_name="pull_request",
+        event=event,
+        ref="broken-remote",
+        sha=registry.broken_sha,
+        api=api,
+        artifacts=artifacts,
+    )
+    assert pr.conclusion == "success", pr.log
+    assert "::warning title=Results not reproduced::A pull request from a fork" in pr.log
+    assert "### Reproduction: not_attempted" in pr.summary
+    assert "not reproduced" in pr.summary
+    diff = json.loads((artifacts / "evalreg-diff" / "diff.json").read_text())
+    assert diff["reproduction"]["status"] == "not_attempted"
+    assert "own claims, not reproduced" in diff["reproduction"]["reason"]
+
+
+def test_the_push_to_main_reverifies_and_writes_the_audit_record(
+    runner: Runner, registry: Registry, api: GitHubAPI, tmp_path: Path
+):
+    artifacts = tmp_path / "artifacts"
+    event = {
+        "ref": "refs/heads/main",
+        "before": registry.base_sha,
+        "after": registry.main_after_merge,
+        "repository": {"full_name": REPO, "default_branch": "main"},
+        "head_commit": {"id": registry.main_after_merge},
+    }
+    main = _run(
+        runner,
+        registry,
+        tmp_path,
+        "evalreg-main.yml",
+        event_name="push",
+        event=event,
+        ref="main",
+        sha=registry.main_after_merge,
+        api=api,
+        artifacts=artifacts,
+    )
+    assert main.conclusion == "success", main.log
+    assert main.step("evalreg reproduce HEAD").outcome == "success"
+    assert (artifacts / "evalreg-audit" / "index.html").is_file()
+    assert (artifacts / "evalreg-audit" / "audit.md").is_file()
+
+
+def test_the_drift_job_installs_pulls_and_re_asks(
+    runner: Runner, registry: Registry, api: GitHubAPI, tmp_path: Path
+):
+    artifacts = tmp_path / "artifacts"
+    event = {"schedule": "17 6 * * 1", "repository": {"full_name": REPO}}
+    drift = _run(
+        runner,
+        registry,
+        tmp_path,
+        "evalreg-drift.yml",
+        event_name="schedule",
+        event=event,
+        ref="main",
+        sha=registry.base_sha,
+        api=api,
+        artifacts=artifacts,
+    )
+    assert drift.step("Install evalreg").outcome == "success", drift.log
+    assert drift.step("Fetch eval sets and stored responses (DVC)").outcome == "success", drift.log
+    assert drift.step("evalreg drift").outcome in ("success", "failure"), drift.log
+    # Whatever it found, the report reached the summary and the artifact.
+    assert (artifacts / "evalreg-drift" / "drift.md").is_file(), drift.log
+    assert drift.summary.strip()
+
+
+# --- this repository's own workflows ----------------------------------------------------
+
+OWN = ROOT / ".github" / "workflows"
+
+
+@pytest.fixture(scope="module")
+def own_repository(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str, str]:
+    """A "GitHub" copy of this repository at its last commit, and a pull request on it."""
+    base = tmp_path_factory.mktemp("own")
+    author = base / "author"
+    subprocess.run(["git", "clone", "-q", str(ROOT), str(author)], check=True)
+    _git(author, "checkout", "-qB", "main")
+    base_sha = _git(author, "rev-parse", "HEAD")
+    _git(author, "checkout", "-qb", "docs")
+    (author / "README.md").write_text((author / "README.md").read_text() + "\nA note.\n")
+    _git(author, "commit", "-qam", "README: a note")
+    head_sha = _git(author, "rev-parse", "HEAD")
+    origin = base / "origin.git"
+    subprocess.run(["git", "clone", "-q", "--bare", str(author), str(origin)], check=True)
+    return origin, base_sha, head_sha
+
+
+def test_this_repositorys_pull_request_workflow_runs_on_a_fresh_runner(
+    runner: Runner, own_repository: tuple[Path, str, str], api: GitHubAPI, tmp_path: Path
+):
+    origin, base_sha, head_sha = own_repository
+    workflow = _workflow(OWN / "evalreg-pr.yml")
+    artifacts = tmp_path / "artifacts"
+    event = {
+        "number": 3,
+        "pull_request": {
+            "number": 3,
+            "head": {"ref": "docs", "sha": head_sha, "repo": {"full_name": REPO}},
+            "base": {"ref": "main", "sha": base_sha, "repo": {"full_name": REPO}},
+        },
+        "repository": {"full_name": REPO},
+    }
+    job = run_job(
+        workflow,
+        "evalreg",
+        workspace=tmp_path / "work",
+        event_name="pull_request",
+        event=event,
+        repository=REPO,
+        sha=head_sha,
+        ref="refs/pull/3/merge",
+        api_url=api.url,
+        runner_temp=tmp_path / "temp",
+        path=str(runner.bin),
+        uses=Actions(origin, head_sha, artifacts),
+        # `pip install -e .` builds with the setuptools already here instead of an index.
+        extra_env={"PIP_NO_BUILD_ISOLATION": "0"},
+    )
+    assert job.conclusion == "success", job.log
+    assert job.step("evalreg reproduce HEAD").outcome == "success"
+    diff = json.loads((artifacts / "evalreg-diff" / "diff.json").read_text())
+    assert diff["reproduction"]["status"] == "reproduced"
+
+
+@pytest.mark.parametrize(("tag", "ok"), [("v0.1.0", True), ("v9.9.9", False)])
+def test_the_release_refuses_a_tag_that_is_not_the_packages_version(
+    tag: str, ok: bool, runner: Runner, api: GitHubAPI, tmp_path: Path
+):
+    from evalreg import __version__
+
+    assert __version__ == "0.1.0" or tag != "v0.1.0", "update this test's tag"
+    workflow = _workflow(OWN / "release.yml")
+    # The version check only: building needs an index, which a test has not.
+    build = workflow["jobs"]["build"]
+    build["steps"] = [
+        s for s in build["steps"] if s.get("name") == "The tag names the version being built"
+    ]
+    assert build["steps"]
+    shutil.copytree(ROOT, tmp_path / "work", ignore=shutil.ignore_patterns(".venv", ".git"))
+    job = run_job(
+        workflow,
+        "build",
+        workspace=tmp_path / "work",
+        event_name="push",
+        event={"ref": f"refs/tags/{tag}"},
+        repository=REPO,
+        sha="0" * 40,
+        ref=f"refs/tags/{tag}",
+        api_url=api.url,
+        runner_temp=tmp_path / "temp",
+        path=str(runner.bin),
+        uses=Actions(tmp_path, "HEAD", tmp_path / "artifacts"),
+    )
+    assert (job.conclusion == "success") is ok, job.log
+    if not ok:
+        assert "::error title=Tag and version differ::" in job.log
+
+
+def test_this_repositorys_ci_commands_exist_where_ci_installs_them():
+    # Running them here would run this test suite inside itself: check that each command
+    # CI runs is installed by the extra CI installs, and that the extras exist.
+    import tomllib
+
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"][
+        "optional-dependencies"
+    ]
+    workflow = _workflow(OWN / "ci.yml")
+    for job in workflow["jobs"].values():
+        scripts = [str(s["run"]) for s in job["steps"] if "run" in s]
+        installs = [s for s in scripts if "pip install -e" in s]
+        assert installs, job
+        for script in scripts:
+            for command in script.split("&&"):
+                words = command.split()
+                if words[:3] == ["python", "-m", "pip"]:
+                    extra = words[-1].strip("\"'").removeprefix(".[").removesuffix("]")
+                    assert words[-1] == "." or extra in extras, command
+                elif words[:2] == ["python", "-m"]:
+                    __import__(words[2])
+                else:
+                    assert shutil.which(words[0], path=str(Path(sys.executable).parent)), words
