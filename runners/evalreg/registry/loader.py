@@ -44,6 +44,10 @@ class Registry:
     rubrics: dict[str, schema.Rubric] = field(default_factory=dict)
     selections: dict[str, schema.Selection] = field(default_factory=dict)
     evalsets: dict[str, EvalSet] = field(default_factory=dict)
+    settings: schema.Settings = field(
+        default_factory=lambda: schema.Settings(schema_version=schema.SCHEMA_VERSION)
+    )
+    """``registry/evalreg.yaml``, or the defaults when there is none."""
     missing_data: list[str] = field(default_factory=list)
     """DVC-tracked files that could not be read here (only when that is allowed)."""
     documents: dict[tuple[str, str], Document] = field(default_factory=dict)
@@ -97,6 +101,8 @@ class _Loader:
     def run(self) -> None:
         for kind, model in schema.KINDS.items():
             self._load_kind(kind, model)
+        if self.tree.is_file(schema.SETTINGS_FILE):
+            self._load_file("settings", "evalreg", schema.SETTINGS_FILE, schema.Settings)
         self._check_pins()
         self._check_rubrics()
         self._check_tasks()
@@ -165,7 +171,10 @@ class _Loader:
             self.broken.add((kind, ident))
             return
         self.registry.documents[(kind, ident)] = doc
-        getattr(self.registry, _ATTR[kind])[ident] = obj
+        if isinstance(obj, schema.Settings):
+            self.registry.settings = obj
+        else:
+            getattr(self.registry, _ATTR[kind])[ident] = obj
 
     # ------------------------------------------------------------ helpers
     def _doc(self, kind: str, ident: str) -> Document:

@@ -580,6 +580,22 @@ class Item(Model):
         return self
 
 
+# ---------------------------------------------------------------- registry settings
+class Privacy(Model):
+    snippets: bool = True
+    """Item text and model output in pull-request comments. Off for a public repository
+    whose eval data (on a private DVC remote) must stay private."""
+
+
+class Settings(VersionedFile):
+    """``registry/evalreg.yaml``: settings of the registry as a whole (optional file)."""
+
+    privacy: Privacy = Field(default_factory=Privacy)
+
+
+SETTINGS_FILE = "registry/evalreg.yaml"
+
+
 KINDS: dict[str, type[VersionedFile]] = {
     "models": Pin,
     "tasks": Task,
