@@ -409,7 +409,9 @@ def test_a_fork_without_the_dvc_data_gets_a_diff_of_the_summaries(branch: Repo, 
     assert result.code == 0, result.err
     data = json.loads(result.out)
     assert data["mode"] == "summaries"
-    assert "Per-item data could not be read here" in " ".join(data["warnings"])
+    # The data is unreadable here, which is not a change of the evidence.
+    assert "evalsets/messages.jsonl" in data["data_unavailable"]
+    assert data["warnings"] == []
     mini = next(c for c in data["cells"] if c["id"] == "labels/mini")
     assert mini["status"] == "compared" and mini["fingerprint_changes"] == ["pin"]
     assert "flips" not in mini
@@ -430,5 +432,6 @@ def test_a_fork_without_the_dvc_data_gets_a_diff_of_the_summaries(branch: Repo, 
     assert data["selections"][0]["declared"] == full["selections"][0]["declared"]
     text = cli(branch, "diff", "main").out
     assert "Compared from the committed summaries only" in text
+    assert "Data not readable here" in text and "Evidence changed" not in text
     assert "not tested (summaries only)" in text
     assert any(t.type == "table_open" for t in md_tokens(text))

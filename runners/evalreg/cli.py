@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, NoReturn
 
 from evalreg import __version__
 from evalreg.errors import EvalregError
+from evalreg.report.diff_markdown import REPRODUCTION_STATUSES
 
 if TYPE_CHECKING:
     from evalreg.importers import ImportResult
@@ -93,7 +94,7 @@ def cmd_check(args: argparse.Namespace) -> int:
     from evalreg.check import check
     from evalreg.render import print_check
 
-    result = check(_repaired(_root(args)))
+    result = check(_repaired(_root(args)), remote=args.remote)
     if args.json:
         _emit(json.dumps(result.as_dict(strict=args.strict), indent=2) + "\n")
     else:
@@ -329,7 +330,15 @@ def cmd_diff(args: argparse.Namespace) -> int:
     from evalreg.report.diff_markdown import diff_markdown
     from evalreg.report.escape import json_text
 
-    data = diff(_repaired(_root(args)), args.base, args.head)
+    what = "the output of `evalreg check --json`"
+    checked = _read_json_arg("--check", args.check, what) if args.check else None
+    data = diff(
+        _repaired(_root(args)),
+        args.base,
+        args.head,
+        check=checked,
+        reproduction=(args.reproduction, args.reproduction_reason),
+    )
     _emit(json_text(data) + "\n" if args.format == "json" else diff_markdown(data), args.output)
     return 0
 
@@ -389,6 +398,25 @@ def _print_import(result: ImportResult) -> None:
 COMMENT_MARKER = "<!-- evalreg:diff -->"
 
 
+def _read_json_arg(flag: str, name: str, what: str) -> dict[str, object]:
+    """The JSON object in the file ``name`` given to ``flag``, which should hold ``what``;
+    a usage error otherwise."""
+    from evalreg.errors import UsageError
+
+    path = Path(name)
+    try:
+        if path.stat().st_size > 50_000_000:
+            raise UsageError(f"{flag} {name}: larger than 50 MB, not {what}")
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError, RecursionError) as exc:
+        raise UsageError(
+            f"{flag} {name}: not {what}, unreadable as JSON ({type(exc).__name__})"
+        ) from None
+    if not isinstance(data, dict):
+        raise UsageError(f"{flag} {name}: not {what} (not a JSON object)")
+    return data
+
+
 def cmd_comment(args: argparse.Namespace) -> int:
     import os
     import re
@@ -404,16 +432,8 @@ def cmd_comment(args: argparse.Namespace) -> int:
     from evalreg.render import console, shown
     from evalreg.report.diff_markdown import diff_markdown
 
-    path = Path(args.diff)
-    try:
-        if path.stat().st_size > 50_000_000:
-            raise UsageError(f"--diff {args.diff}: larger than 50 MB, not an evalreg diff")
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError, RecursionError) as exc:
-        raise UsageError(
-            f"--diff {args.diff}: not a readable JSON diff ({type(exc).__name__})"
-        ) from None
-    if not isinstance(data, dict) or data.get("schema_version") != 1:
+    data = _read_json_arg("--diff", args.diff, "an evalreg diff")
+    if data.get("schema_version") != 1:
         raise UsageError(f"--diff {args.diff}: not an evalreg diff (schema_version 1)")
     if args.head_sha is not None and not re.fullmatch(r"[0-9a-f]{40}", args.head_sha):
         raise UsageError("--head-sha must be a full 40-character commit SHA")
@@ -577,6 +597,12 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("check", help="validate the registry and summarise it")
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.add_argument("--strict", action="store_true", help="warnings fail the check (exit 1)")
+    p.add_argument(
+        "--remote",
+        action="store_true",
+        help="also fail when an object the results or eval sets point at is not on the "
+        "default DVC remote (needs read access to it)",
+    )
     p.set_defaults(handler=cmd_check)
 
     p = sub.add_parser("init", help="scaffold a new registry repository")
@@ -692,6 +718,24 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("head", metavar="HEAD", nargs="?", help="head revision (default: working tree)")
     p.add_argument("--format", choices=("md", "json"), default="md")
     p.add_argument("-o", "--output", metavar="FILE", help="write to FILE instead of stdout")
+    p.add_argument(
+        "--check",
+        metavar="FILE",
+        help="the output of `evalreg check --json` for HEAD, stated in the diff with its findings",
+    )
+    p.add_argument(
+        "--reproduction",
+        choices=REPRODUCTION_STATUSES,
+        default="not_attempted",
+        help="whether `evalreg reproduce` reproduced HEAD's results (default not_attempted: "
+        "the numbers are shown as the pull request's own claims)",
+    )
+    p.add_argument(
+        "--reproduction-reason",
+        default="",
+        metavar="TEXT",
+        help="why, in a few words (e.g. 'a fork cannot read the DVC remote')",
+    )
     p.set_defaults(handler=cmd_diff)
 
     p = sub.add_parser("comment", help="post the diff as one sticky pull-request comment")

@@ -10,11 +10,14 @@ The output has the shape of ``evalreg diff``'s, with ``"mode": "summaries"``.
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from evalreg import stats
 from evalreg.plan import Cell, cells
 from evalreg.registry.loader import Registry
+from evalreg.registry.schema import Selection, Waiver
+from evalreg.registry.tree import PathEscapes, Tree
 from evalreg.results import ALL, read_summary
 
 MODE = "summaries"
@@ -84,9 +87,62 @@ def _items_md5(summary: dict[str, Any]) -> str | None:
 
 
 def _waived(selection: Any) -> bool:
-    return selection is not None and any(
-        w.candidate == selection.selected for w in selection.waivers
-    )
+    return _waiver(selection) is not None
+
+
+def _waiver(selection: Selection | None) -> Waiver | None:
+    """The waiver of the declared candidate, if it has one."""
+    if selection is None:
+        return None
+    return next((w for w in selection.waivers if w.candidate == selection.selected), None)
+
+
+def waiver_entry(waiver: Waiver | None) -> dict[str, str] | None:
+    """A waiver as the diff states it: who approved which candidate, when and why."""
+    if waiver is None:
+        return None
+    return {
+        "candidate": waiver.candidate,
+        "approver": waiver.approver,
+        "date": str(waiver.date),
+        "reason": waiver.reason,
+    }
+
+
+DVC_CONFIG = ".dvc/config"
+
+
+def remote_config_change(base: Tree, head: Tree) -> dict[str, Any]:
+    """The DVC remotes (default and URLs) each side's ``.dvc/config`` configures, and
+    whether they differ: results read from another remote are not the team's evidence."""
+    sides = {"base": _remotes(base), "head": _remotes(head)}
+    return {**sides, "changed": sides["base"] != sides["head"]}
+
+
+def _remotes(tree: Tree) -> dict[str, Any]:
+    from configobj import ConfigObj, ConfigObjError
+
+    try:
+        text = tree.read(DVC_CONFIG).decode("utf-8") if tree.is_file(DVC_CONFIG) else ""
+        conf = ConfigObj(text.splitlines(), list_values=False, interpolation=False)
+    except (OSError, UnicodeDecodeError, ConfigObjError, PathEscapes):
+        return {"default": None, "remotes": {}, "unreadable": True}
+    remotes = {}
+    for section, values in conf.items():
+        found = _REMOTE_SECTION.fullmatch(section.strip())
+        if found and isinstance(values, dict):
+            remotes[found.group(1)] = _without_password(str(values.get("url", "")))
+    core = conf.get("core")
+    default = core.get("remote") if isinstance(core, dict) else None
+    return {"default": str(default) if default is not None else None, "remotes": remotes}
+
+
+_REMOTE_SECTION = re.compile(r"""['"]?remote\s+"([^"]*)"['"]?""")
+
+
+def _without_password(url: str) -> str:
+    """``url`` with any password in it replaced: the comment is public."""
+    return re.sub(r"^([a-z0-9+.-]+://[^/@:]*):[^/@]*@", r"\1:[redacted]@", url, flags=re.I)
 
 
 def summary_diff(
@@ -95,12 +151,7 @@ def summary_diff(
     """The diff of two revisions' committed summaries (see the module docstring)."""
     base_cells: dict[str, Cell] = {c.id: c for c in cells(base)}
     head_cells: dict[str, Cell] = {c.id: c for c in cells(head)}
-    warnings = [
-        "Per-item data could not be read here (" + ", ".join(sorted(set(missing))[:3]) + "): "
-        "slices are compared as unpaired per-sample pass rates from the committed summaries, "
-        "with no paired test and no flipped items. Run `evalreg diff` where the DVC remote "
-        "is readable for the full comparison."
-    ]
+    warnings: list[str] = []
     out_cells = []
     for cid in sorted(base_cells.keys() | head_cells.keys()):
         b, h = base_cells.get(cid), head_cells.get(cid)
@@ -146,12 +197,15 @@ def summary_diff(
                 "declared": [bsel.selected if bsel else None, hsel.selected if hsel else None],
                 "recommended": [None, None],
                 "waiver": [_waived(bsel), _waived(hsel)],
+                "waivers": [waiver_entry(_waiver(bsel)), waiver_entry(_waiver(hsel))],
                 "policy_changed": bool(bsel and hsel and bsel.policy != hsel.policy),
                 "gates": [],
             }
         )
     return {
         "mode": MODE,
+        # Not a change of the evidence: this machine cannot read it (a fork's pull request).
+        "data_unavailable": sorted(set(missing)),
         "cells": out_cells,
         "selections": selections,
         "warnings": sorted(set(warnings)),
