@@ -107,10 +107,27 @@ def cmd_init(args: argparse.Namespace) -> int:
     from evalreg.scaffold import init_registry
 
     target = Path(args.path)
-    created = init_registry(target, remote=args.remote)
+    snippets = args.snippets
+    if snippets is None and sys.stdin.isatty():
+        # Whether the repository will be public is not known here: ask.
+        answer = input(
+            "Will this repository be public while its eval data stays private? Then pull-"
+            "request comments should show no item text or model output. [y/N] "
+        )
+        snippets = answer.strip().lower() not in ("y", "yes")
+    created = init_registry(target, remote=args.remote, snippets=snippets is not False)
     out = console()
     out.print(f"Initialised an evalreg registry in [bold]{shown(created.root)}[/bold]")
     out.print(f"  DVC remote: {shown(created.remote)}")
+    if snippets is False:
+        out.print("  Snippets: off in pull-request comments (registry/evalreg.yaml)")
+    else:
+        out.print(
+            "  Snippets: pull-request comments quote item text and model output. For a public "
+            "repository with private eval data, turn them off: `privacy: {snippets: false}` "
+            "in registry/evalreg.yaml (or `evalreg init --no-snippets`)",
+            markup=False,
+        )
     out.print("Next steps:")
     out.print(f"  cd {shown(args.path)}")
     out.print("  evalreg check")
@@ -612,6 +629,22 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="URL",
         help="DVC remote for eval data and responses (s3://, gs://, azure://, a path); "
         "default: a folder inside the repository",
+    )
+    snippets = p.add_mutually_exclusive_group()
+    snippets.add_argument(
+        "--no-snippets",
+        dest="snippets",
+        action="store_false",
+        default=None,
+        help="keep item text and model output out of pull-request comments (a public "
+        "repository with private eval data); asked when run in a terminal",
+    )
+    snippets.add_argument(
+        "--snippets",
+        dest="snippets",
+        action="store_true",
+        default=None,
+        help="quote item text and model output in pull-request comments",
     )
     p.set_defaults(handler=cmd_init)
 

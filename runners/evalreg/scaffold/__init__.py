@@ -8,6 +8,7 @@ from importlib import resources
 from pathlib import Path
 
 from evalreg.errors import UsageError
+from evalreg.registry.schema import SCHEMA_VERSION, SETTINGS_FILE
 
 _RENAMES = {"gitignore": ".gitignore", "gitattributes": ".gitattributes", "github": ".github"}
 EXAMPLE_EVALSET = "evalsets/faq-routing.jsonl"
@@ -19,11 +20,12 @@ class Scaffolded:
     remote: str
 
 
-def init_registry(target: Path, *, remote: str | None = None) -> Scaffolded:
+def init_registry(target: Path, *, remote: str | None = None, snippets: bool = True) -> Scaffolded:
     """Create a registry repository at ``target``: git, DVC, layout, example, README.
 
     ``target`` must be absent or an empty directory. The example eval set is tracked
     by DVC and pushed to the remote, so the new repository passes ``evalreg check``.
+    Without ``snippets``, pull-request comments show no item text or model output.
     """
     if target.exists() and (not target.is_dir() or any(target.iterdir())):
         raise UsageError(f"{target} exists and is not an empty directory")
@@ -46,9 +48,27 @@ def init_registry(target: Path, *, remote: str | None = None) -> Scaffolded:
                 dest = root / rel.parent / _RENAMES.get(rel.name, rel.name)
                 dest.parent.mkdir(parents=True, exist_ok=True)
                 shutil.copyfile(path, dest)
+        if not snippets:
+            _settings_privacy(root / SETTINGS_FILE)
         where = dvcrepo.init(root, remote)
         dvcrepo.track(root, [EXAMPLE_EVALSET], push=remote is None)
     except BaseException:
         shutil.rmtree(root, ignore_errors=True)
         raise
     return Scaffolded(root, where)
+
+
+def _settings_privacy(path: Path) -> None:
+    """Turn snippets off in the settings file, creating it if the template has none."""
+    text = (
+        path.read_text(encoding="utf-8")
+        if path.is_file()
+        else f"schema_version: {SCHEMA_VERSION}\n"
+    )
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(
+        text.rstrip("\n")
+        + "\n# A public repository whose eval data stays private: no item text or model output\n"
+        "# in pull-request comments.\nprivacy:\n  snippets: false\n",
+        encoding="utf-8",
+    )
