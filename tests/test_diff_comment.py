@@ -306,8 +306,35 @@ def _diff_data() -> dict:
     }
     return {
         "schema_version": 1,
-        "base": {"label": "main", "rev": "a" * 40},
-        "head": {"label": "pr", "rev": None},
+        "base": {
+            "label": "main",
+            "rev": "a" * 40,
+            "commit": "a" * 40,
+            "subject": "s",
+            "merge_base": True,
+        },
+        "head": {
+            "label": "pr",
+            "rev": None,
+            "commit": "b" * 40,
+            "subject": "t",
+            "uncommitted": True,
+        },
+        "reproduction": {"status": "failed", "reason": "r"},
+        "check": {
+            "ok": False,
+            "exit_code": 1,
+            "findings": [{"path": "p", "line": 2, "col": 1, "message": "m", "severity": "finding"}],
+            "remote": None,
+        },
+        "remote_objects": {"remote": "r", "checked": 3, "missing": [{"path": "p", "md5": "m"}]},
+        "dvc_remote": {
+            "base": {"default": "a", "remotes": {"a": "u"}},
+            "head": {"default": "b", "remotes": {"b": "v"}},
+            "changed": True,
+        },
+        "data_unavailable": ["evalsets/x.jsonl"],
+        "snippets": False,
         "warnings": ["w"],
         "selections": [
             {
@@ -316,6 +343,7 @@ def _diff_data() -> dict:
                 "declared": ["a", "b"],
                 "recommended": ["a", None],
                 "waiver": [False, True],
+                "waivers": [None, {"candidate": "b", "approver": "x", "date": "d", "reason": "y"}],
                 "policy_changed": True,
                 "gates": [{"candidate": "a", "gate": "g", "before": "pass", "after": "fail"}],
             }
@@ -648,3 +676,41 @@ def test_init_can_turn_snippets_off_and_says_how_otherwise(cli, tmp_path):
     assert result.code == 0, result.err
     assert "`privacy: {snippets: false}`" in result.out and "--no-snippets" in result.out
     assert load_registry(tmp_path / "open").settings.privacy.snippets is True
+
+
+def test_the_posted_comment_states_the_check_and_the_reproduction(
+    branch: Repo, cli, github, tmp_path
+):
+    gh, head = github
+    branch.write(
+        "registry/selections/labels.yaml",
+        branch.read("registry/selections/labels.yaml").replace("selected: rules", "selected: mini"),
+    )
+    check = cli(branch, "check", "--json")
+    (tmp_path / "check.json").write_text(check.out)
+    diff_file = tmp_path / "diff.json"
+    made = cli(
+        branch,
+        "diff",
+        "main",
+        "--format",
+        "json",
+        "-o",
+        str(diff_file),
+        "--check",
+        str(tmp_path / "check.json"),
+        "--reproduction",
+        "not_attempted",
+        "--reproduction-reason",
+        "a fork cannot read the DVC remote",
+    )
+    assert made.code == 0, made.err
+    result = cli(branch, "comment", "--diff", str(diff_file), "--pr", "12", "--head-sha", head)
+    assert result.code == 0, result.err
+    [comment] = gh.comments(12)
+    body = comment.body
+    assert (
+        body.index("Not reproduced") < body.index("evalreg check` failed") < body.index("### Cells")
+    )
+    assert "a fork cannot read the DVC remote" in body and "add a waiver for it" in body
+    assert "identical results" not in body
