@@ -306,8 +306,35 @@ def _diff_data() -> dict:
     }
     return {
         "schema_version": 1,
-        "base": {"label": "main", "rev": "a" * 40},
-        "head": {"label": "pr", "rev": None},
+        "base": {
+            "label": "main",
+            "rev": "a" * 40,
+            "commit": "a" * 40,
+            "subject": "s",
+            "merge_base": True,
+        },
+        "head": {
+            "label": "pr",
+            "rev": None,
+            "commit": "b" * 40,
+            "subject": "t",
+            "uncommitted": True,
+        },
+        "reproduction": {"status": "failed", "reason": "r"},
+        "check": {
+            "ok": False,
+            "exit_code": 1,
+            "findings": [{"path": "p", "line": 2, "col": 1, "message": "m", "severity": "finding"}],
+            "remote": None,
+        },
+        "remote_objects": {"remote": "r", "checked": 3, "missing": [{"path": "p", "md5": "m"}]},
+        "dvc_remote": {
+            "base": {"default": "a", "remotes": {"a": "u"}},
+            "head": {"default": "b", "remotes": {"b": "v"}},
+            "changed": True,
+        },
+        "data_unavailable": ["evalsets/x.jsonl"],
+        "snippets": False,
         "warnings": ["w"],
         "selections": [
             {
@@ -316,6 +343,7 @@ def _diff_data() -> dict:
                 "declared": ["a", "b"],
                 "recommended": ["a", None],
                 "waiver": [False, True],
+                "waivers": [None, {"candidate": "b", "approver": "x", "date": "d", "reason": "y"}],
                 "policy_changed": True,
                 "gates": [{"candidate": "a", "gate": "g", "before": "pass", "after": "fail"}],
             }
@@ -409,7 +437,9 @@ def test_a_fork_without_the_dvc_data_gets_a_diff_of_the_summaries(branch: Repo, 
     assert result.code == 0, result.err
     data = json.loads(result.out)
     assert data["mode"] == "summaries"
-    assert "Per-item data could not be read here" in " ".join(data["warnings"])
+    # The data is unreadable here, which is not a change of the evidence.
+    assert "evalsets/messages.jsonl" in data["data_unavailable"]
+    assert data["warnings"] == []
     mini = next(c for c in data["cells"] if c["id"] == "labels/mini")
     assert mini["status"] == "compared" and mini["fingerprint_changes"] == ["pin"]
     assert "flips" not in mini
@@ -430,5 +460,260 @@ def test_a_fork_without_the_dvc_data_gets_a_diff_of_the_summaries(branch: Repo, 
     assert data["selections"][0]["declared"] == full["selections"][0]["declared"]
     text = cli(branch, "diff", "main").out
     assert "Compared from the committed summaries only" in text
+    assert "Data not readable here" in text and "Evidence changed" not in text
     assert "not tested (summaries only)" in text
     assert any(t.type == "table_open" for t in md_tokens(text))
+
+
+# ---------------------------------------------------------------- the whole decision
+def _diff_json(cli, repo: Repo, *args: str) -> dict:
+    result = cli(repo, "diff", "main", *args, "--format", "json")
+    assert result.code == 0, result.err
+    return json.loads(result.out)
+
+
+def _visible_summaries(markdown: str) -> list[str]:
+    """The text GitHub shows on each ``<details>`` line: rendered as HTML, tags removed."""
+    import html
+    import re
+
+    rendered = MarkdownIt("commonmark").enable("table").render(markdown)
+    return [
+        html.unescape(re.sub(r"<[^>]+>", "", found))
+        for found in re.findall(r"<summary>(.*?)</summary>", rendered, flags=re.S)
+    ]
+
+
+def test_a_failed_check_is_stated_in_the_comment_with_its_message(branch: Repo, cli, tmp_path):
+    # The warmer pin lost the lead: declaring it needs a waiver, and there is none.
+    branch.write(
+        "registry/selections/labels.yaml",
+        branch.read("registry/selections/labels.yaml").replace("selected: rules", "selected: mini"),
+    )
+    branch.commit("declare the cheaper model, without a waiver")
+    check = cli(branch, "check", "--json")
+    assert check.code == 1, check.out
+    (tmp_path / "check.json").write_text(check.out)
+    data = _diff_json(cli, branch, "--check", str(tmp_path / "check.json"))
+    assert data["check"]["ok"] is False and data["check"]["exit_code"] == 1
+    [finding] = [f for f in data["check"]["findings"] if f["severity"] == "finding"]
+    assert "add a waiver" in finding["message"]
+    text = diff_markdown(data)
+    assert "`evalreg check` failed** (exit 1)" in text
+    assert "registry/selections/labels.yaml:" in text.replace("\\", "")
+    assert "add a waiver for it" in text
+    assert text.index("evalreg check` failed") < text.index("### Cells")
+
+
+def test_check_output_that_is_not_check_output_is_refused(branch: Repo, cli, tmp_path):
+    (tmp_path / "check.json").write_text('{"ok": true}')
+    result = cli(branch, "diff", "main", "--check", str(tmp_path / "check.json"))
+    assert result.code == 2 and "not the output of `evalreg check --json`" in result.err
+    assert "Traceback" not in result.err
+
+
+def test_a_waiver_shows_approver_reason_and_date(branch: Repo, cli):
+    result = cli(
+        branch, "select", "labels", "mini", "--reason", "cheaper at volume", "--approver", "Dana"
+    )
+    assert result.code == 0, result.err
+    branch.commit("declare the warmer pin, waived")
+    data = _diff_json(cli, branch)
+    waiver = data["selections"][0]["waivers"][1]
+    assert waiver["approver"] == "Dana" and waiver["reason"] == "cheaper at volume"
+    assert waiver["candidate"] == "mini" and len(waiver["date"]) == 10
+    text = diff_markdown(data)
+    date = waiver["date"].replace("-", "\\-")
+    assert f"mini approved by Dana on {date}: cheaper at volume" in text
+
+
+def test_the_header_names_the_commits_compared_not_the_working_tree(branch: Repo, cli):
+    base = branch.git("merge-base", "main", "HEAD").strip()
+    head = branch.git("rev-parse", "HEAD").strip()
+    data = _diff_json(cli, branch)
+    assert data["base"]["commit"] == base and data["base"]["subject"] == "results on main"
+    assert data["head"]["commit"] == head and data["head"]["subject"] == "a warmer pin"
+    assert data["head"]["uncommitted"] is False
+    text = diff_markdown(data)
+    assert f"base `{base[:12]}` “results on main” (the merge-base with main)" in text
+    assert f"head `{head[:12]}` “a warmer pin”." in text
+    assert "working tree" not in text
+    branch.write("registry/selections/labels.yaml", branch.read("registry/selections/labels.yaml"))
+    branch.write("notes.txt", "not committed yet")
+    text = diff_markdown(_diff_json(cli, branch))
+    assert "plus uncommitted changes in the working tree" in text
+    committed = diff_markdown(_diff_json(cli, branch, "HEAD"))
+    assert "working tree" not in committed
+
+
+def test_details_summaries_show_no_backslashes_on_github():
+    data = _diff_data()
+    data["cells"][0]["id"] = "route-v2.1/gpt-4.1-mini_(eu) <b>x</b> @octocat"
+    text = diff_markdown(data)
+    [summary] = _visible_summaries(text)
+    assert "\\" not in summary
+    assert summary.replace("\u200b", "") == (
+        "route-v2.1/gpt-4.1-mini_(eu) <b>x</b> @octocat: 1 regressions, 0 improvements"
+    )
+    assert "@octocat" not in summary  # a zero-width space keeps it from pinging
+
+
+def test_unreproduced_numbers_are_the_prs_claims_never_identical(branch: Repo, cli):
+    text = cli(branch, "diff", "main").out
+    assert "Not reproduced: these numbers are the pull request's own claims" in text
+    assert text.index("Not reproduced") < text.index("### Cells")
+    assert "identical results" not in text
+    assert "| labels/rules | unchanged |" in text.replace("\\/", "/")
+    failed = _diff_json(
+        cli, branch, "--reproduction", "failed", "--reproduction-reason", "responses missing"
+    )
+    assert failed["reproduction"] == {"status": "failed", "reason": "responses missing"}
+    text = diff_markdown(failed)
+    assert "could not be reproduced here (responses missing)" in text
+    assert "identical results" not in text
+    reproduced = _diff_json(cli, branch, "--reproduction", "reproduced")
+    text = diff_markdown(reproduced)
+    assert "Not reproduced" not in text and "identical results" in text
+    assert _diff_json(cli, branch)["reproduction"] == {
+        "status": "not_attempted",
+        "reason": "evalreg diff was not told whether these results were reproduced",
+    }
+
+
+def test_a_changed_dvc_remote_is_named_in_the_diff_and_the_comment(branch: Repo, cli):
+    assert _diff_json(cli, branch)["dvc_remote"]["changed"] is False
+    config = branch.read(".dvc/config")
+    branch.write(
+        ".dvc/config",
+        config
+        + "['remote \"elsewhere\"']\n    url = https://bot:hunter2secret@dvc.evil.test/store\n",
+    )
+    branch.write(
+        ".dvc/config", branch.read(".dvc/config").replace("remote = storage", "remote = elsewhere")
+    )
+    branch.commit("read the data from elsewhere")
+    data = _diff_json(cli, branch)
+    change = data["dvc_remote"]
+    assert change["changed"] is True
+    assert (change["base"]["default"], change["head"]["default"]) == ("storage", "elsewhere")
+    assert change["head"]["remotes"]["elsewhere"] == "https://bot:[redacted]@dvc.evil.test/store"
+    text = diff_markdown(data)
+    assert "The DVC remote configuration changed" in text
+    assert "default remote storage → elsewhere" in text
+    assert "hunter2secret" not in text and "hunter2secret" not in json.dumps(data)
+    assert text.index("DVC remote configuration changed") < text.index("### Cells")
+
+
+def test_check_remote_finds_objects_the_remote_lacks_and_the_comment_says_so(
+    branch: Repo, cli, tmp_path
+):
+    ok = cli(branch, "check", "--remote", "--json")
+    remote = json.loads(ok.out)["remote"]
+    assert remote["missing"] == [] and remote["checked"] >= 3 and remote["error"] is None
+    # A results file whose object never reached the team's remote.
+    [pointer] = sorted(branch.root.glob("reports/results/labels/mini.items.jsonl.dvc"))
+    md5 = next(
+        line.split(":")[1].strip() for line in pointer.read_text().splitlines() if "md5" in line
+    )
+    for found in (branch.root / "dvc-storage").rglob(md5[2:]):
+        found.unlink()
+    result = cli(branch, "check", "--remote", "--json")
+    assert result.code == 1
+    checked = json.loads(result.out)
+    assert checked["remote"]["missing"] == [
+        {"path": "reports/results/labels/mini.items.jsonl.dvc", "md5": md5}
+    ]
+    assert any("is not on the remote" in f["message"] for f in checked["findings"])
+    plain = cli(branch, "check")
+    assert "is not on the" not in plain.out  # only asked for
+    (tmp_path / "check.json").write_text(result.out)
+    data = _diff_json(cli, branch, "--check", str(tmp_path / "check.json"))
+    assert data["remote_objects"]["missing"][0]["md5"] == md5
+    text = diff_markdown(data)
+    assert "are not on the team's remote" in text
+    assert "A maintainer must run `evalreg run` (and push) before merging" in text
+
+
+def test_check_remote_fails_when_the_remote_cannot_be_read(branch: Repo, cli):
+    config = branch.read(".dvc/config")
+    branch.write(".dvc/config", config.replace("remote = storage", "remote = nowhere"))
+    result = cli(branch, "check", "--remote", "--json")
+    assert result.code == 1
+    data = json.loads(result.out)
+    assert data["remote"]["error"] and data["remote"]["missing"] == []
+    assert any("cannot tell whether" in f["message"] for f in data["findings"])
+
+
+def test_a_registry_can_keep_snippets_out_of_comments(branch: Repo, cli):
+    full = _diff_json(cli, branch)
+    assert full["snippets"] is True
+    mini = next(c for c in full["cells"] if c["id"] == "labels/mini")
+    assert mini["flips"]["regressions"][0]["input"] is not None
+    branch.write("registry/evalreg.yaml", "schema_version: 1\nprivacy:\n  snippets: false\n")
+    data = _diff_json(cli, branch)
+    assert data["snippets"] is False
+    mini = next(c for c in data["cells"] if c["id"] == "labels/mini")
+    flip = mini["flips"]["regressions"][0]
+    assert flip["item"] == "m-001"
+    assert (flip["input"], flip["base_output"], flip["head_output"]) == (None, None, None)
+    text = diff_markdown(data)
+    assert "Item text and model output are not shown" in text
+    assert "| head output |" not in text and "onerror" not in text
+
+
+def test_the_settings_file_is_strict(branch: Repo, cli):
+    branch.write("registry/evalreg.yaml", "schema_version: 1\nprivacy:\n  snipets: false\n")
+    result = cli(branch, "check")
+    assert result.code == 2
+    assert "registry/evalreg.yaml:3" in result.err and "Traceback" not in result.err
+
+
+def test_init_can_turn_snippets_off_and_says_how_otherwise(cli, tmp_path):
+    from evalreg.registry.loader import load_registry
+
+    result = cli(None, "init", str(tmp_path / "private"), "--no-snippets")
+    assert result.code == 0, result.err
+    assert load_registry(tmp_path / "private").settings.privacy.snippets is False
+    assert cli(tmp_path / "private", "check").code == 0
+    result = cli(None, "init", str(tmp_path / "open"))
+    assert result.code == 0, result.err
+    assert "`privacy: {snippets: false}`" in result.out and "--no-snippets" in result.out
+    assert load_registry(tmp_path / "open").settings.privacy.snippets is True
+
+
+def test_the_posted_comment_states_the_check_and_the_reproduction(
+    branch: Repo, cli, github, tmp_path
+):
+    gh, head = github
+    branch.write(
+        "registry/selections/labels.yaml",
+        branch.read("registry/selections/labels.yaml").replace("selected: rules", "selected: mini"),
+    )
+    check = cli(branch, "check", "--json")
+    (tmp_path / "check.json").write_text(check.out)
+    diff_file = tmp_path / "diff.json"
+    made = cli(
+        branch,
+        "diff",
+        "main",
+        "--format",
+        "json",
+        "-o",
+        str(diff_file),
+        "--check",
+        str(tmp_path / "check.json"),
+        "--reproduction",
+        "not_attempted",
+        "--reproduction-reason",
+        "a fork cannot read the DVC remote",
+    )
+    assert made.code == 0, made.err
+    result = cli(branch, "comment", "--diff", str(diff_file), "--pr", "12", "--head-sha", head)
+    assert result.code == 0, result.err
+    [comment] = gh.comments(12)
+    body = comment.body
+    assert (
+        body.index("Not reproduced") < body.index("evalreg check` failed") < body.index("### Cells")
+    )
+    assert "a fork cannot read the DVC remote" in body and "add a waiver for it" in body
+    assert "identical results" not in body

@@ -28,6 +28,27 @@ class UseCaseRow:
     selected: str
 
 
+@dataclass(frozen=True)
+class RemoteObjects:
+    """The DVC objects that pointers under ``evalsets/`` and ``reports/`` name, looked up on
+    the default remote: a merge whose objects are not there leaves main unreproducible."""
+
+    remote: str
+    checked: int
+    missing: list[tuple[str, str]]
+    """(pointer, md5) of each object the remote lacks."""
+    error: str | None = None
+    """Why the remote could not be read (then nothing is known about ``missing``)."""
+
+    def as_dict(self) -> dict[str, object]:
+        return {
+            "remote": self.remote,
+            "checked": self.checked,
+            "missing": [{"path": p, "md5": m} for p, m in self.missing],
+            "error": self.error,
+        }
+
+
 @dataclass
 class CheckResult:
     """What ``check`` found: findings, counts and one row per use case."""
@@ -35,6 +56,8 @@ class CheckResult:
     findings: list[Finding]
     counts: dict[str, int] = field(default_factory=dict)
     use_cases: list[UseCaseRow] = field(default_factory=list)
+    remote: RemoteObjects | None = None
+    """Whether the DVC objects the results and eval sets use are on the remote (``--remote``)."""
 
     def exit_code(self, *, strict: bool = False) -> int:
         severities = {f.severity for f in self.findings}
@@ -51,11 +74,13 @@ class CheckResult:
             "findings": [f.as_dict() for f in self.findings],
             "counts": self.counts,
             "use_cases": [row.__dict__ for row in self.use_cases],
+            **({"remote": self.remote.as_dict()} if self.remote is not None else {}),
         }
 
 
-def check(root: str | Path | Tree = ".") -> CheckResult:
-    """Load the registry at ``root`` and run every check that needs no results."""
+def check(root: str | Path | Tree = ".", *, remote: bool = False) -> CheckResult:
+    """Load the registry at ``root`` and run every check that needs no results; with
+    ``remote``, also ask the default DVC remote for every object the pointers name."""
     registry, findings = inspect_registry(root, allow_missing_data=True)
     if registry.missing_data and not any(f.severity is Severity.ERROR for f in findings):
         findings.append(
@@ -78,7 +103,66 @@ def check(root: str | Path | Tree = ".") -> CheckResult:
                 + _result_findings(registry)
                 + _workspace_findings(registry)
             )
-    return CheckResult(sorted(set(findings)), _counts(registry), _use_cases(registry))
+    objects = _remote_objects(registry) if remote else None
+    if objects is not None:
+        findings = findings + _remote_findings(objects)
+    return CheckResult(
+        sorted(set(findings)), _counts(registry), _use_cases(registry), remote=objects
+    )
+
+
+POINTER_DIRS = ("evalsets", "reports")
+
+
+def _remote_objects(registry: Registry) -> RemoteObjects | None:
+    """Look up on the default remote the object of every pointer under ``POINTER_DIRS``."""
+    from evalreg.dvcrepo import missing_on_remote, pointer_md5, remote_description
+    from evalreg.errors import DataMissingError
+    from evalreg.registry.tree import WorkspaceTree
+
+    tree = registry.tree
+    if not isinstance(tree, WorkspaceTree):
+        return None
+    root = tree.root
+    pointers: dict[str, str] = {}
+    for top in POINTER_DIRS:
+        for path in sorted((root / top).rglob("*.dvc")):
+            md5 = pointer_md5(path.read_bytes()) if path.is_file() else None
+            if md5 is not None:
+                pointers[path.relative_to(root).as_posix()] = md5
+    where = remote_description(root)
+    try:
+        missing = set(missing_on_remote(root, sorted(set(pointers.values()))))
+    except DataMissingError as exc:
+        return RemoteObjects(where, len(pointers), [], error=str(exc))
+    return RemoteObjects(
+        where, len(pointers), [(p, m) for p, m in sorted(pointers.items()) if m in missing]
+    )
+
+
+def _remote_findings(objects: RemoteObjects) -> list[Finding]:
+    if objects.error is not None:
+        return [
+            Finding(
+                ".dvc/config",
+                0,
+                0,
+                f"cannot tell whether the DVC objects of the results and eval sets are on the "
+                f"remote: {objects.error}",
+                Severity.FINDING,
+            )
+        ]
+    return [
+        Finding(
+            path,
+            0,
+            0,
+            f"its DVC object (md5 {md5}) is not on the {objects.remote}: merged, main could "
+            "not reproduce it. Run `evalreg run` (and `dvc push`) where it was produced",
+            Severity.FINDING,
+        )
+        for path, md5 in objects.missing
+    ]
 
 
 def _counts(registry: Registry) -> dict[str, int]:

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, NoReturn
 
 from evalreg import __version__
 from evalreg.errors import EvalregError
+from evalreg.report.diff_markdown import REPRODUCTION_STATUSES
 
 if TYPE_CHECKING:
     from evalreg.importers import ImportResult
@@ -93,7 +94,7 @@ def cmd_check(args: argparse.Namespace) -> int:
     from evalreg.check import check
     from evalreg.render import print_check
 
-    result = check(_repaired(_root(args)))
+    result = check(_repaired(_root(args)), remote=args.remote)
     if args.json:
         _emit(json.dumps(result.as_dict(strict=args.strict), indent=2) + "\n")
     else:
@@ -106,11 +107,30 @@ def cmd_init(args: argparse.Namespace) -> int:
     from evalreg.scaffold import init_registry
 
     target = Path(args.path)
-    created = init_registry(target, remote=args.remote, evalreg_spec=args.evalreg_spec)
+    snippets = args.snippets
+    if snippets is None and sys.stdin.isatty():
+        # Whether the repository will be public is not known here: ask.
+        answer = input(
+            "Will this repository be public while its eval data stays private? Then pull-"
+            "request comments should show no item text or model output. [y/N] "
+        )
+        snippets = answer.strip().lower() not in ("y", "yes")
+    created = init_registry(
+        target, remote=args.remote, evalreg_spec=args.evalreg_spec, snippets=snippets is not False
+    )
     out = console()
     out.print(f"Initialised an evalreg registry in [bold]{shown(created.root)}[/bold]")
     out.print(f"  DVC remote: {shown(created.remote)}")
     out.print(f"  CI installs: {shown(created.evalreg_spec)}")
+    if snippets is False:
+        out.print("  Snippets: off in pull-request comments (registry/evalreg.yaml)")
+    else:
+        out.print(
+            "  Snippets: pull-request comments quote item text and model output. For a public "
+            "repository with private eval data, turn them off: `privacy: {snippets: false}` "
+            "in registry/evalreg.yaml (or `evalreg init --no-snippets`)",
+            markup=False,
+        )
     if created.push_failed is not None:
         error_console().print(
             f"warning: the example eval set was not pushed to {shown(created.remote)}: "
@@ -334,19 +354,19 @@ def cmd_audit(args: argparse.Namespace) -> int:
 
 
 def cmd_diff(args: argparse.Namespace) -> int:
-    from evalreg.diff import NOT_STATED, Reproduction, diff
-    from evalreg.errors import UsageError
+    from evalreg.diff import diff
     from evalreg.report.diff_markdown import diff_markdown
     from evalreg.report.escape import json_text
 
-    if args.reproduction_reason is not None and args.reproduction is None:
-        raise UsageError("--reproduction-reason needs --reproduction STATUS")
-    reproduction = (
-        Reproduction(args.reproduction, args.reproduction_reason or NOT_STATED)
-        if args.reproduction is not None
-        else None
+    what = "the output of `evalreg check --json`"
+    checked = _read_json_arg("--check", args.check, what) if args.check else None
+    data = diff(
+        _repaired(_root(args)),
+        args.base,
+        args.head,
+        check=checked,
+        reproduction=(args.reproduction, args.reproduction_reason),
     )
-    data = diff(_repaired(_root(args)), args.base, args.head, reproduction=reproduction)
     _emit(json_text(data) + "\n" if args.format == "json" else diff_markdown(data), args.output)
     return 0
 
@@ -406,6 +426,25 @@ def _print_import(result: ImportResult) -> None:
 COMMENT_MARKER = "<!-- evalreg:diff -->"
 
 
+def _read_json_arg(flag: str, name: str, what: str) -> dict[str, object]:
+    """The JSON object in the file ``name`` given to ``flag``, which should hold ``what``;
+    a usage error otherwise."""
+    from evalreg.errors import UsageError
+
+    path = Path(name)
+    try:
+        if path.stat().st_size > 50_000_000:
+            raise UsageError(f"{flag} {name}: larger than 50 MB, not {what}")
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError, RecursionError) as exc:
+        raise UsageError(
+            f"{flag} {name}: not {what}, unreadable as JSON ({type(exc).__name__})"
+        ) from None
+    if not isinstance(data, dict):
+        raise UsageError(f"{flag} {name}: not {what} (not a JSON object)")
+    return data
+
+
 def cmd_comment(args: argparse.Namespace) -> int:
     import os
     import re
@@ -421,16 +460,8 @@ def cmd_comment(args: argparse.Namespace) -> int:
     from evalreg.render import console, shown
     from evalreg.report.diff_markdown import diff_markdown
 
-    path = Path(args.diff)
-    try:
-        if path.stat().st_size > 50_000_000:
-            raise UsageError(f"--diff {args.diff}: larger than 50 MB, not an evalreg diff")
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError, RecursionError) as exc:
-        raise UsageError(
-            f"--diff {args.diff}: not a readable JSON diff ({type(exc).__name__})"
-        ) from None
-    if not isinstance(data, dict) or data.get("schema_version") != 1:
+    data = _read_json_arg("--diff", args.diff, "an evalreg diff")
+    if data.get("schema_version") != 1:
         raise UsageError(f"--diff {args.diff}: not an evalreg diff (schema_version 1)")
     if args.head_sha is not None and not re.fullmatch(r"[0-9a-f]{40}", args.head_sha):
         raise UsageError("--head-sha must be a full 40-character commit SHA")
@@ -594,6 +625,12 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("check", help="validate the registry and summarise it")
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.add_argument("--strict", action="store_true", help="warnings fail the check (exit 1)")
+    p.add_argument(
+        "--remote",
+        action="store_true",
+        help="also fail when an object the results or eval sets point at is not on the "
+        "default DVC remote (needs read access to it)",
+    )
     p.set_defaults(handler=cmd_check)
 
     p = sub.add_parser("init", help="scaffold a new registry repository")
@@ -610,6 +647,22 @@ def build_parser() -> argparse.ArgumentParser:
         help=f"the pip requirement CI installs evalreg from: evalreg==X.Y.Z on an index you "
         f"control, git+https://host/org/evalreg@<commit>, or a wheel URL "
         f"(default: evalreg=={__version__}, the version writing the results)",
+    )
+    snippets = p.add_mutually_exclusive_group()
+    snippets.add_argument(
+        "--no-snippets",
+        dest="snippets",
+        action="store_false",
+        default=None,
+        help="keep item text and model output out of pull-request comments (a public "
+        "repository with private eval data); asked when run in a terminal",
+    )
+    snippets.add_argument(
+        "--snippets",
+        dest="snippets",
+        action="store_true",
+        default=None,
+        help="quote item text and model output in pull-request comments",
     )
     p.set_defaults(handler=cmd_init)
 
@@ -717,13 +770,22 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--format", choices=("md", "json"), default="md")
     p.add_argument("-o", "--output", metavar="FILE", help="write to FILE instead of stdout")
     p.add_argument(
-        "--reproduction",
-        choices=("reproduced", "failed", "not_attempted"),
-        help="whether HEAD's results were reproduced (evalreg reproduce HEAD), recorded in the "
-        "diff for the comment; default: not_attempted",
+        "--check",
+        metavar="FILE",
+        help="the output of `evalreg check --json` for HEAD, stated in the diff with its findings",
     )
     p.add_argument(
-        "--reproduction-reason", metavar="TEXT", help="one sentence saying why, for the comment"
+        "--reproduction",
+        choices=REPRODUCTION_STATUSES,
+        default="not_attempted",
+        help="whether `evalreg reproduce` reproduced HEAD's results (default not_attempted: "
+        "the numbers are shown as the pull request's own claims)",
+    )
+    p.add_argument(
+        "--reproduction-reason",
+        default="",
+        metavar="TEXT",
+        help="why, in a few words (e.g. 'a fork cannot read the DVC remote')",
     )
     p.set_defaults(handler=cmd_diff)
 

@@ -27,7 +27,14 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from evalreg.diff_summaries import UNEXPLAINED, fingerprint_changes, ruler_changes, unexplained
+from evalreg.diff_summaries import (
+    UNEXPLAINED,
+    fingerprint_changes,
+    remote_config_change,
+    ruler_changes,
+    unexplained,
+    waiver_entry,
+)
 from evalreg.dvcrepo import read_ahead
 from evalreg.errors import RegistryError, UsageError
 from evalreg.evidence import OutcomeCache, UseCaseEvidence, gather, read_outcomes, read_records
@@ -39,12 +46,12 @@ from evalreg.registry import schema
 from evalreg.registry.diagnostics import Severity
 from evalreg.registry.loader import Registry, inspect_registry
 from evalreg.registry.tree import GitTree, Tree, WorkspaceTree
+from evalreg.report.diff_markdown import REPRODUCTION_STATUSES
 from evalreg.results import read_summary
 from evalreg.selection import Decision, fmt
 from evalreg.store import Prefetch, ResponseStore, SegmentKeys, lookup
 
 DIFF_SCHEMA = 1
-REPRODUCTION_STATUSES = ("reproduced", "failed", "not_attempted")
 NOT_STATED = "evalreg diff was not told whether these results were reproduced"
 SNIPPET = 300
 MAX_FLIPS = 20
@@ -67,6 +74,12 @@ class Side:
     store: ResponseStore | None = None
     scanned: dict[str, SegmentKeys] | None = None
     """Its store's segments, scanned in the background while the diff is computed."""
+    commit: dict[str, Any] | None = None
+    """The commit compared: sha, subject, and for the working tree whether it has
+    uncommitted changes."""
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"label": self.label, "rev": self.rev, **(self.commit or {})}
 
     def responses(self) -> ResponseStore:
         if self.store is None:
@@ -98,15 +111,38 @@ def resolve(root: Path, base: str, head: str | None) -> tuple[tuple[Side, Side],
     # The snippets' responses are looked up at the end; their segments (the bulk of what
     # a diff reads) are read and scanned on another core meanwhile.
     scans = Prefetch([base_tree, head_tree], root)
+    head_sha = repo.commit(head_commit)
     try:
         sides = (
-            Side(f"{base} (merge-base {base_tree.rev[:12]})", base_tree.rev, _load(base_tree)),
-            Side(head or "working tree", head_rev, _load(head_tree)),
+            Side(base, base_tree.rev, _load(base_tree), commit=_commit(bases[0], merge_base=True)),
+            Side(
+                head or "HEAD",
+                head_rev,
+                _load(head_tree),
+                commit=_commit(
+                    head_sha,
+                    uncommitted=None if head else repo.is_dirty(untracked_files=True),
+                ),
+            ),
         )
     except BaseException:
         scans.cancel()
         raise
     return sides, scans
+
+
+def _commit(
+    commit: Any, *, merge_base: bool = False, uncommitted: bool | None = None
+) -> dict[str, Any]:
+    """What the header says of one side: the commit and its subject; the base is the
+    merge-base, the head may be the working tree with changes not yet committed."""
+    message = commit.message if isinstance(commit.message, str) else commit.message.decode()
+    out: dict[str, Any] = {"commit": commit.hexsha, "subject": message.split("\n", 1)[0]}
+    if merge_base:
+        out["merge_base"] = True
+    if uncommitted is not None:
+        out["uncommitted"] = uncommitted
+    return out
 
 
 def _load(tree: Tree) -> Registry:
@@ -194,10 +230,10 @@ def _flips(
     b: Outcomes,
     h: Outcomes,
     pass_level: str,
-    snippets: list[Snippet],
+    snippets: list[Snippet] | None,
 ) -> dict[str, Any]:
     """The items that flipped between the sides; their outputs are added to ``snippets``
-    for ``_fill_outputs``."""
+    for ``_fill_outputs`` (None: the registry shows no snippets, not even the input)."""
     index, same = aligned(h, b)  # base's index of each head item, and whether it pairs
     b_ids = set(b.ids)
     in_base = np.array([i in b_ids for i in h.ids], dtype=bool)
@@ -216,7 +252,7 @@ def _flips(
     shown = regressed[:MAX_FLIPS] + improved[:MAX_FLIPS]
     entries = {}
     h_index = {item: i for i, item in enumerate(h.ids)} if shown else {}
-    texts = _item_texts(head.registry, cell, shown) if shown else {}
+    texts = _item_texts(head.registry, cell, shown) if shown and snippets is not None else {}
     for item in shown:
         at = h_index[item]
         b_row, h_row = int(b_first[index[at]]), int(h_first[at])
@@ -230,8 +266,9 @@ def _flips(
             "base_output": None,
             "head_output": None,
         }
-        snippets.append((entries[item], "base_output", base, _key(b, b_row), cell))
-        snippets.append((entries[item], "head_output", head, _key(h, h_row), cell))
+        if snippets is not None:
+            snippets.append((entries[item], "base_output", base, _key(b, b_row), cell))
+            snippets.append((entries[item], "head_output", head, _key(h, h_row), cell))
     regressions = [entries[i] for i in regressed[:MAX_FLIPS]]
     improvements = [entries[i] for i in improved[:MAX_FLIPS]]
     return {
@@ -334,44 +371,63 @@ def _pass_rate(outcomes: Outcomes, cell: Cell, pass_level: str) -> float:
     return cell_metrics(outcomes, cell.task, cell.rubric, pass_level)["all"]["pass_rate"].value
 
 
-@dataclass(frozen=True)
-class Reproduction:
-    """Whether HEAD's results were reproduced (see the module docstring)."""
-
-    status: str = "not_attempted"
-    reason: str = NOT_STATED
-
-    def __post_init__(self) -> None:
-        if self.status not in REPRODUCTION_STATUSES:
-            raise UsageError(
-                f"reproduction status {self.status!r}: expected one of "
-                + ", ".join(REPRODUCTION_STATUSES)
-            )
-        if not self.reason.strip():
-            raise UsageError("reproduction reason is empty: say in a sentence why")
-
-    def as_dict(self) -> dict[str, str]:
-        return {"status": self.status, "reason": redact(self.reason)}
-
-
 def diff(
     root: Path,
     base_ref: str,
     head_ref: str | None = None,
     *,
-    reproduction: Reproduction | None = None,
+    check: dict[str, Any] | None = None,
+    reproduction: tuple[str, str] = ("not_attempted", ""),
 ) -> dict[str, Any]:
-    """The diff of recorded results between the merge-base of BASE and HEAD, and HEAD."""
+    """The diff of recorded results between the merge-base of BASE and HEAD, and HEAD.
+
+    ``check`` is ``evalreg check --json``'s output for HEAD and ``reproduction`` what
+    ``evalreg reproduce`` made of HEAD (status, reason): both go into the diff as they are,
+    so the comment states the whole decision.
+    """
     from evalreg.dvcrepo import remembering_reads
 
+    status_, reason = reproduction
+    if status_ not in REPRODUCTION_STATUSES:
+        raise UsageError(f"reproduction status must be one of {', '.join(REPRODUCTION_STATUSES)}")
+    checked = _check_entry(check) if check is not None else None
     with remembering_reads():
         (base, head), scans = resolve(root, base_ref, head_ref)
         try:
             data = _diff(root, base, head, scans)
         finally:
             scans.cancel()
-    data["reproduction"] = (reproduction or Reproduction()).as_dict()
+    data["reproduction"] = {"status": status_, "reason": redact(reason.strip() or NOT_STATED)}
+    data["check"] = checked
+    data["remote_objects"] = checked.get("remote") if checked else None
+    data["dvc_remote"] = remote_config_change(base.registry.tree, head.registry.tree)
     return data
+
+
+def _check_entry(data: dict[str, Any]) -> dict[str, Any]:
+    """The parts of ``evalreg check --json`` output the comment states."""
+    findings = data.get("findings")
+    code = data.get("exit_code")
+    if not isinstance(findings, list) or not isinstance(code, int) or isinstance(code, bool):
+        raise UsageError("--check: not the output of `evalreg check --json`")
+    out: dict[str, Any] = {
+        "ok": code == 0,
+        "exit_code": code,
+        "findings": [
+            {k: f.get(k) for k in ("path", "line", "col", "message", "severity")}
+            for f in findings
+            if isinstance(f, dict)
+        ],
+    }
+    remote = data.get("remote")
+    out["remote"] = remote if isinstance(remote, dict) else None
+    return out
+
+
+def snippets_shown(base: Registry, head: Registry) -> bool:
+    """Item and output snippets go into the diff unless either side's settings turn them
+    off: a pull request cannot turn them back on for itself."""
+    return base.settings.privacy.snippets and head.settings.privacy.snippets
 
 
 def _diff(root: Path, base: Side, head: Side, scans: Prefetch) -> dict[str, Any]:
@@ -383,8 +439,9 @@ def _diff(root: Path, base: Side, head: Side, scans: Prefetch) -> dict[str, Any]
         return {
             "schema_version": DIFF_SCHEMA,
             **data,
-            "base": {"label": base.label, "rev": base.rev},
-            "head": {"label": head.label, "rev": head.rev},
+            "snippets": snippets_shown(base.registry, head.registry),
+            "base": base.as_dict(),
+            "head": head.as_dict(),
         }
     base_status = {s.cell.id: s for s in status(base.registry)}
     head_status = {s.cell.id: s for s in status(head.registry)}
@@ -406,6 +463,7 @@ def _diff(root: Path, base: Side, head: Side, scans: Prefetch) -> dict[str, Any]
     out_cells = []
     ruled: set[str] = set()
     snippets: list[Snippet] = []
+    show = snippets_shown(base.registry, head.registry)
     for cid in sorted(set(base_cells) | set(head_cells)):
         b, h = base_cells.get(cid), head_cells.get(cid)
         entry: dict[str, Any] = {"id": cid}
@@ -443,7 +501,9 @@ def _diff(root: Path, base: Side, head: Side, scans: Prefetch) -> dict[str, Any]
         }
         if b_out is not None and h_out is not None and b is not None and h is not None:
             entry["slices"] = _slice_rows(compare(b_out, h_out, pass_level))
-            entry["flips"] = _flips(base, head, h, b_out, h_out, pass_level, snippets)
+            entry["flips"] = _flips(
+                base, head, h, b_out, h_out, pass_level, snippets if show else None
+            )
             if entry["ruler_changed"]:
                 entry["counterfactual"] = _counterfactual(base, head, b, h, h_out, pass_level, root)
         out_cells.append(entry)
@@ -453,8 +513,9 @@ def _diff(root: Path, base: Side, head: Side, scans: Prefetch) -> dict[str, Any]
     _fill_outputs(snippets)
     return {
         "schema_version": DIFF_SCHEMA,
-        "base": {"label": base.label, "rev": base.rev},
-        "head": {"label": head.label, "rev": head.rev},
+        "snippets": show,
+        "base": base.as_dict(),
+        "head": head.as_dict(),
         "warnings": sorted(set(warnings)),
         "selections": selections_diff(base_ev, head_ev, ruled),
         "cells": out_cells,
@@ -560,6 +621,10 @@ def selections_diff(
                     h.decision.recommended if h else None,
                 ],
                 "waiver": [bool(b and b.decision.waiver), bool(h and h.decision.waiver)],
+                "waivers": [
+                    waiver_entry(b.decision.waiver) if b else None,
+                    waiver_entry(h.decision.waiver) if h else None,
+                ],
                 "policy_changed": bool(b and h and b.selection.policy != h.selection.policy),
                 "ruler_changed": sid in ruled,
                 "gates": gates,

@@ -15,6 +15,7 @@ numbers moved while its fingerprint stayed is a hand edit, or results from other
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -23,6 +24,8 @@ from evalreg.metrics import Metric, SliceMetrics
 from evalreg.plan import Cell, cells
 from evalreg.registry import schema
 from evalreg.registry.loader import Registry
+from evalreg.registry.schema import Waiver
+from evalreg.registry.tree import PathEscapes, Tree
 from evalreg.results import ALL, VERDICT_CHARS, read_summary
 from evalreg.selection import Decision, decide
 
@@ -222,18 +225,61 @@ def summary_decisions(registry: Registry) -> dict[str, Decided]:
     return out
 
 
+def waiver_entry(waiver: Waiver | None) -> dict[str, str] | None:
+    """A waiver as the diff states it: who approved which candidate, when and why."""
+    if waiver is None:
+        return None
+    return {
+        "candidate": waiver.candidate,
+        "approver": waiver.approver,
+        "date": str(waiver.date),
+        "reason": waiver.reason,
+    }
+
+
+DVC_CONFIG = ".dvc/config"
+
+
+def remote_config_change(base: Tree, head: Tree) -> dict[str, Any]:
+    """The DVC remotes (default and URLs) each side's ``.dvc/config`` configures, and
+    whether they differ: results read from another remote are not the team's evidence."""
+    sides = {"base": _remotes(base), "head": _remotes(head)}
+    return {**sides, "changed": sides["base"] != sides["head"]}
+
+
+def _remotes(tree: Tree) -> dict[str, Any]:
+    from configobj import ConfigObj, ConfigObjError
+
+    try:
+        text = tree.read(DVC_CONFIG).decode("utf-8") if tree.is_file(DVC_CONFIG) else ""
+        conf = ConfigObj(text.splitlines(), list_values=False, interpolation=False)
+    except (OSError, UnicodeDecodeError, ConfigObjError, PathEscapes):
+        return {"default": None, "remotes": {}, "unreadable": True}
+    remotes = {}
+    for section, values in conf.items():
+        found = _REMOTE_SECTION.fullmatch(section.strip())
+        if found and isinstance(values, dict):
+            remotes[found.group(1)] = _without_password(str(values.get("url", "")))
+    core = conf.get("core")
+    default = core.get("remote") if isinstance(core, dict) else None
+    return {"default": str(default) if default is not None else None, "remotes": remotes}
+
+
+_REMOTE_SECTION = re.compile(r"""['"]?remote\s+"([^"]*)"['"]?""")
+
+
+def _without_password(url: str) -> str:
+    """``url`` with any password in it replaced: the comment is public."""
+    return re.sub(r"^([a-z0-9+.-]+://[^/@:]*):[^/@]*@", r"\1:[redacted]@", url, flags=re.I)
+
+
 def summary_diff(
     base: Registry, head: Registry, base_label: str, head_label: str, missing: list[str]
 ) -> dict[str, Any]:
     """The diff of two revisions' committed summaries (see the module docstring)."""
     base_cells: dict[str, Cell] = {c.id: c for c in cells(base)}
     head_cells: dict[str, Cell] = {c.id: c for c in cells(head)}
-    warnings = [
-        "Per-item data could not be read here (" + ", ".join(sorted(set(missing))[:3]) + "): "
-        "slices are compared as unpaired per-sample pass rates from the committed summaries, "
-        "with no paired test and no flipped items. Run `evalreg diff` where the DVC remote "
-        "is readable for the full comparison."
-    ]
+    warnings: list[str] = []
     out_cells = []
     ruled: set[str] = set()
     for cid in sorted(base_cells.keys() | head_cells.keys()):
@@ -281,6 +327,8 @@ def summary_diff(
     selections = selections_diff(summary_decisions(base), summary_decisions(head), ruled)
     return {
         "mode": MODE,
+        # Not a change of the evidence: this machine cannot read it (a fork's pull request).
+        "data_unavailable": sorted(set(missing)),
         "cells": out_cells,
         "selections": selections,
         "warnings": sorted(set(warnings)),

@@ -231,6 +231,30 @@ def remote_description(root: Path) -> str:
     return f"remote '{name}' ({url})" if name else "no default DVC remote configured"
 
 
+def missing_on_remote(root: Path, md5s: list[str]) -> list[str]:
+    """The md5s of ``md5s`` that the default DVC remote holds under neither DVC 3's layout
+    nor the legacy one, sorted. Raises ``DataMissingError`` when the remote cannot be read
+    (none configured, unreachable, no credentials): then nothing is known."""
+    if not md5s:
+        return []
+    try:
+        with quiet():
+            repo = open_repo(root)
+            try:
+                remote = repo.cloud.get_remote(command="check --remote")
+                wanted = set(md5s)
+                found = set(remote.odb.oids_exist(sorted(wanted)))
+                if wanted - found:
+                    found |= set(remote.legacy_odb.oids_exist(sorted(wanted - found)))
+            finally:
+                repo.close()
+    except Exception as exc:  # DVC raises many unrelated types for "cannot read the remote"
+        raise DataMissingError(
+            f"the {remote_description(root)} could not be read ({type(exc).__name__}: {exc})"
+        ) from None
+    return sorted(wanted - found)
+
+
 def _missing_message(root: Path, rel: str, md5: str, exc: Exception) -> str:
     remote = remote_description(root)
     here = (root / rel).resolve()

@@ -614,12 +614,19 @@ def _install_spec(value: str) -> str:
 InstallSpec = Annotated[str, AfterValidator(_install_spec)]
 
 
+class Privacy(Model):
+    snippets: bool = True
+    """Item text and model output in pull-request comments. Off for a public repository
+    whose eval data (on a private DVC remote) must stay private."""
+
+
 class Settings(VersionedFile):
-    """``registry/evalreg.yaml``: settings of the whole registry."""
+    """``registry/evalreg.yaml``: settings of the whole registry (an optional file)."""
 
     install: InstallSpec | None = None
     """The pip requirement CI installs evalreg from and the report's "How to reproduce"
     names; absent, ``evalreg==<the version that wrote the report>``."""
+    privacy: Privacy = Field(default_factory=Privacy)
 
 
 SETTINGS_FILE = "registry/evalreg.yaml"

@@ -8,15 +8,24 @@ The result always fits GitHub's comment limit.
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Sequence
 from typing import Any
 
-from evalreg.report.escape import COMMENT_LIMIT, cell, cut_to_fit, inline
+from evalreg.report.escape import COMMENT_LIMIT, cell, cut_to_fit, html_inline, inline
 
 RESERVED = 200
 """Room left for the sticky marker and a cut note."""
 UNEXPLAINED = "changed without a cause"
 """A cell's status when its results moved and its fingerprint did not (``evalreg.diff``)."""
+
+REPRODUCTION_STATUSES = ("reproduced", "failed", "not_attempted")
+"""What ``evalreg reproduce`` made of HEAD's results, as ``evalreg diff --reproduction`` says."""
+
+MAX_FINDINGS = 20
+"""Findings of a failed check listed in the comment; the rest are counted."""
+
+_SHA = re.compile(r"[0-9a-f]{7,40}")
 
 
 def _float(x: Any) -> float | None:
@@ -129,11 +138,12 @@ def _ruled_verdict(e: dict[str, Any]) -> str:
     return f"ruler: {_pts(cf.get('ruler'))}, model: {_pts(cf.get('model'))}{tested}"
 
 
-def _cell_verdict(e: dict[str, Any]) -> str:
+def _cell_verdict(e: dict[str, Any], reproduced: bool) -> str:
     if e.get("unexplained") or e.get("status") == UNEXPLAINED:
         return "🚨 results changed without a cause"
     if e.get("status") == "unchanged":
-        return "identical results"
+        # Identical is what reproduce proves; unreproduced, only the files are the same.
+        return "identical results" if reproduced else "same committed results (unverified)"
     if e.get("ruler_changed") is True and e.get("status") == "compared":
         return _ruled_verdict(e)
     all_slice = next(
@@ -160,17 +170,139 @@ def diff_markdown(data: dict[str, Any], *, limit: int = COMMENT_LIMIT - RESERVED
             "Holm across slices); otherwise the minimum detectable effect (MDE) says how big "
             "a change these items could have shown.\n"
         )
-    out.append(f"Base: {_s(base.get('label'), 120)} → head: {_s(head.get('label'), 120)}. {how}")
+    compared = [c for c in _list(data.get("cells")) if isinstance(c, dict)]
+    reproduced = _dict(data.get("reproduction")).get("status") == "reproduced"
+    out += _notices(data, compared, reproduced)
+    out.append(f"{_header(base, head)} {how}")
     for warning in _list(data.get("warnings")):
         out.append(f"> **⚠ Evidence changed:** {inline(str(warning), limit=300)}\n")
     out.append(_unexplained(_list(data.get("cells"))))
     out.append(_selections(_list(data.get("selections"))))
-    compared = [c for c in _list(data.get("cells")) if isinstance(c, dict)]
-    out.append(_cells_table(compared))
+    out.append(_cells_table(compared, reproduced))
+    snippets = data.get("snippets") is not False
+    if not snippets:
+        out.append(
+            "Item text and model output are not shown: this registry keeps them out of "
+            "comments (`privacy: {snippets: false}` in `registry/evalreg.yaml`).\n"
+        )
     for entry in compared:
         if entry.get("status") in ("compared", UNEXPLAINED):
-            out.append(_cell_details(entry))
+            out.append(_cell_details(entry, snippets))
     return cut_to_fit("\n".join(out), limit, note="… cut to fit GitHub's comment limit")
+
+
+def _commit(side: dict[str, Any]) -> str:
+    """One side of the header: short SHA and subject of the commit compared."""
+    sha = side.get("commit")
+    subject = side.get("subject")
+    text = f"`{sha[:12]}`" if isinstance(sha, str) and _SHA.fullmatch(sha) else "–"
+    if isinstance(subject, str) and subject.strip():
+        text += f" “{inline(subject, limit=100)}”"
+    return text
+
+
+def _header(base: dict[str, Any], head: dict[str, Any]) -> str:
+    where = f" (the merge-base with {_s(base.get('label'), 60)})" if base.get("label") else ""
+    dirty = ""
+    if head.get("uncommitted") is True:
+        dirty = " plus uncommitted changes in the working tree"
+    return f"Compared: base {_commit(base)}{where} → head {_commit(head)}{dirty}."
+
+
+def _changed_results(cells: list[dict[str, Any]]) -> bool:
+    return any(c.get("status") in ("compared", "new results", "added") for c in cells)
+
+
+def _notices(data: dict[str, Any], cells: list[dict[str, Any]], reproduced: bool) -> list[str]:
+    """What must be read before any number: results not reproduced, a failed check, data
+    missing from the remote, a changed remote, data this machine could not read."""
+    out = []
+    repro = _dict(data.get("reproduction"))
+    status = repro.get("status")
+    reason = repro.get("reason")
+    why = f" ({inline(reason, limit=200)})" if isinstance(reason, str) and reason.strip() else ""
+    remote = _dict(data.get("remote_objects"))
+    missing = [m for m in _list(remote.get("missing")) if isinstance(m, dict)]
+    if not reproduced:
+        what = "could not be reproduced" if status == "failed" else "were not reproduced"
+        text = (
+            f"> [!CAUTION]\n> **Not reproduced: these numbers are the pull request's own "
+            f"claims.** Its committed results {what} here{why}; nothing below was recomputed "
+            "from the stored responses."
+        )
+        if _changed_results(cells) and not missing:
+            text += (
+                " Whether their data is on the team's DVC remote is not known: a maintainer "
+                "must run `evalreg run` (and push) before merging."
+            )
+        out.append(text + "\n")
+    check = data.get("check")
+    if isinstance(check, dict) and check.get("ok") is not True:
+        findings = [f for f in _list(check.get("findings")) if isinstance(f, dict)]
+        failing = [f for f in findings if f.get("severity") != "warning"] or findings
+        lines = [
+            f"> [!CAUTION]\n> **`evalreg check` failed** (exit {_int(check.get('exit_code'))}):"
+        ]
+        for f in failing[:MAX_FINDINGS]:
+            where = _s(f.get("path"), 120)
+            if isinstance(f.get("line"), int) and f["line"] > 0:
+                where += f":{_int(f['line'])}"
+            lines.append(f"> - {where}: {inline(str(f.get('message', '')), limit=400)}")
+        if len(failing) > MAX_FINDINGS:
+            lines.append(f"> - … and {len(failing) - MAX_FINDINGS} more")
+        out.append("\n".join(lines) + "\n")
+    if missing:
+        lines = [
+            f"> [!CAUTION]\n> **{len(missing)} DVC object(s) this pull request's results use "
+            f"are not on the team's remote** ({_s(remote.get('remote'), 120)}): merged, main "
+            "could not reproduce them. A maintainer must run `evalreg run` (and push) before "
+            "merging."
+        ]
+        lines += [
+            f"> - {_s(m.get('path'), 120)} (md5 {_s(m.get('md5'), 40)})"
+            for m in missing[:MAX_FINDINGS]
+        ]
+        if len(missing) > MAX_FINDINGS:
+            lines.append(f"> - … and {len(missing) - MAX_FINDINGS} more")
+        out.append("\n".join(lines) + "\n")
+    dvc_remote = _dict(data.get("dvc_remote"))
+    if dvc_remote.get("changed") is True:
+        out.append(
+            "> [!WARNING]\n> **The DVC remote configuration changed** (`.dvc/config`): "
+            + _remote_change(_dict(dvc_remote.get("base")), _dict(dvc_remote.get("head")))
+            + ". Data read from another remote is not the team's evidence.\n"
+        )
+    unreadable = [str(p) for p in _list(data.get("data_unavailable"))]
+    if unreadable:
+        shown = ", ".join(_s(p, 100) for p in unreadable[:3])
+        more = f" and {len(unreadable) - 3} more" if len(unreadable) > 3 else ""
+        out.append(
+            f"> **ℹ Data not readable here:** {shown}{more} (not on this machine, and the DVC "
+            "remote could not be read). This is not a change of the evidence: slices are "
+            "compared as unpaired per-sample pass rates from the committed summaries, with no "
+            "paired test and no flipped items. Run `evalreg diff` where the DVC remote is "
+            "readable for the full comparison.\n"
+        )
+    return out
+
+
+def _remote_change(base: dict[str, Any], head: dict[str, Any]) -> str:
+    parts = []
+    if base.get("default") != head.get("default"):
+        parts.append(
+            f"default remote {_s(base.get('default') or 'none')} → "
+            f"{_s(head.get('default') or 'none')}"
+        )
+    b, h = _dict(base.get("remotes")), _dict(head.get("remotes"))
+    for name in sorted(set(b) | set(h), key=str):
+        if b.get(name) != h.get(name):
+            parts.append(
+                f"remote {_s(name)}: {_s(b.get(name) or 'absent', 120)} → "
+                f"{_s(h.get(name) or 'absent', 120)}"
+            )
+    if base.get("unreadable") or head.get("unreadable"):
+        parts.append("the file cannot be read on one side")
+    return "; ".join(parts) or "its contents differ"
 
 
 def _selections(selections: list[Any]) -> str:
@@ -200,6 +332,14 @@ def _selections(selections: list[Any]) -> str:
             ]
         )
     out.append(_table(["use case", "declared", "policy recommends", "waiver", "criteria"], rows))
+    for s in selections:
+        waiver = _dict(_pair(_dict(s).get("waivers"))[1])
+        if waiver:
+            out.append(
+                f"Waiver for {_s(_dict(s).get('use_case'))}: {_s(waiver.get('candidate'))} "
+                f"approved by {_s(waiver.get('approver'))} on {_s(waiver.get('date'))}: "
+                f"{inline(str(waiver.get('reason', '')), limit=300)}\n"
+            )
     gates = [
         (s, g)
         for s in selections
@@ -227,12 +367,12 @@ def _selections(selections: list[Any]) -> str:
     return "\n".join(out)
 
 
-def _cells_table(entries: list[dict[str, Any]]) -> str:
+def _cells_table(entries: list[dict[str, Any]], reproduced: bool) -> str:
     rows = []
     for e in entries:
         overall = _dict(e.get("overall"))
         b, h = _dict(overall.get("base")), _dict(overall.get("head"))
-        verdict = _cell_verdict(e)
+        verdict = _cell_verdict(e, reproduced)
         flips = _dict(e.get("flips"))
         rows.append(
             [
@@ -302,13 +442,15 @@ def _slices_table(slices: list[Any], *, tested: bool) -> str:
     return _table([*headers, "verdict"], rows)
 
 
-def _cell_details(e: dict[str, Any]) -> str:
+def _cell_details(e: dict[str, Any], snippets: bool = True) -> str:
     flips = _dict(e.get("flips"))
+    # Raw HTML: Markdown's backslash escapes would show, so HTML's character references.
+    name = html_inline(str(e.get("id")), limit=80) if e.get("id") is not None else "–"
     summary = (
-        f"{_s(e.get('id'))}: {_int(flips.get('regressions_total', 0))} regressions, "
+        f"{name}: {_int(flips.get('regressions_total', 0))} regressions, "
         f"{_int(flips.get('improvements_total', 0))} improvements"
         if flips
-        else f"{_s(e.get('id'))}: pass rate per slice"
+        else f"{name}: pass rate per slice"
     )
     out = [f"<details><summary>{summary}</summary>\n"]
     ruled = e.get("ruler_changed") is True
@@ -329,6 +471,7 @@ def _cell_details(e: dict[str, Any]) -> str:
             "attributable.\n"
         )
     headers = ["item", "slices", "level", "failed criteria", "input", "base output", "head output"]
+    width = len(headers) if snippets else 4
     for key, title in (("regressions", "Regressions"), ("improvements", "Improvements")):
         listed = _list(flips.get(key))
         if listed:
@@ -339,7 +482,7 @@ def _cell_details(e: dict[str, Any]) -> str:
                 else ""
             )
             out.append(f"{title}{more}:\n")
-            out.append(_table(headers, _flip_rows(listed)))
+            out.append(_table(headers[:width], [r[:width] for r in _flip_rows(listed)]))
     changed = _dict(flips.get("changed_items"))
     if changed.get("count"):
         ids = ", ".join(_s(i) for i in _list(changed.get("ids")))

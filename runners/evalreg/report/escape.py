@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import html
 import json
 import re
 from typing import TYPE_CHECKING, Any
@@ -18,6 +19,7 @@ __all__ = [
     "cell",
     "cut_to_fit",
     "fits",
+    "html_inline",
     "inline",
     "json_text",
     "strip_controls",
@@ -114,12 +116,15 @@ def inline(text: str, *, limit: int = 200) -> str:
     ``limit`` visible characters is cut to ``limit`` of them, the last being ``…``; the cut
     is made before escaping, so it never splits an escape.
     """
-    if limit < 1:
-        raise ValueError(f"limit must be at least 1, got {limit!r}")
-    visible = _SPACES.sub(" ", _LINE_BREAK.sub(f" {RETURN_SYMBOL} ", strip_controls(text).strip()))
-    if len(visible) > limit:
-        visible = visible[: limit - 1].rstrip() + "…"
-    return _AUTOLINKS.sub(_break_autolink, visible).translate(_MARKDOWN)
+    return _AUTOLINKS.sub(_break_autolink, _visible(text, limit)).translate(_MARKDOWN)
+
+
+def html_inline(text: str, *, limit: int = 200) -> str:
+    """``inline`` for text inside raw HTML, such as a ``<summary>``: there Markdown is not
+    parsed, so a backslash escape would show as a backslash; character references are
+    what keeps it literal. The same visible text, the same breaks against mentions,
+    references and autolinks."""
+    return html.escape(_AUTOLINKS.sub(_break_autolink, _visible(text, limit)), quote=True)
 
 
 def cell(text: str, *, limit: int = 80) -> str:
@@ -197,6 +202,14 @@ def cut_to_fit(markdown: str, limit: int = COMMENT_LIMIT, note: str = "…") -> 
     head = "\n".join([*lines[:k], closers[k]] if closers[k] else lines[:k])
     sections = [head] if head else []
     return "\n\n".join([*sections, *[_DETAILS_CLOSE] * depths[k], note]) + "\n"
+
+
+def _visible(text: str, limit: int) -> str:
+    """What ``inline`` and ``html_inline`` show of ``text``, before escaping."""
+    if limit < 1:
+        raise ValueError(f"limit must be at least 1, got {limit!r}")
+    visible = _SPACES.sub(" ", _LINE_BREAK.sub(f" {RETURN_SYMBOL} ", strip_controls(text).strip()))
+    return visible if len(visible) <= limit else visible[: limit - 1].rstrip() + "…"
 
 
 def _break_autolink(match: re.Match[str]) -> str:

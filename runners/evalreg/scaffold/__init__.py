@@ -9,7 +9,7 @@ from pathlib import Path
 
 from evalreg import __version__
 from evalreg.errors import UsageError
-from evalreg.registry.schema import install_spec_problem
+from evalreg.registry.schema import SCHEMA_VERSION, SETTINGS_FILE, install_spec_problem
 
 _RENAMES = {"gitignore": ".gitignore", "gitattributes": ".gitattributes", "github": ".github"}
 EXAMPLE_EVALSET = "evalsets/faq-routing.jsonl"
@@ -32,7 +32,11 @@ def default_spec() -> str:
 
 
 def init_registry(
-    target: Path, *, remote: str | None = None, evalreg_spec: str | None = None
+    target: Path,
+    *,
+    remote: str | None = None,
+    evalreg_spec: str | None = None,
+    snippets: bool = True,
 ) -> Scaffolded:
     """Create a registry repository at ``target``: git, DVC, layout, example, README.
 
@@ -41,6 +45,7 @@ def init_registry(
     passes ``evalreg check`` and a fresh clone's ``dvc pull`` finds it. ``evalreg_spec``
     is the pip requirement CI installs evalreg from (default: this exact version); it is
     validated before anything is written.
+    Without ``snippets``, pull-request comments show no item text or model output.
     """
     spec = default_spec() if evalreg_spec is None else evalreg_spec
     problem = install_spec_problem(spec)
@@ -69,6 +74,8 @@ def init_registry(
                 # The spec was validated above: it holds no quote, space or newline, so it
                 # is safe inside the double-quoted YAML scalars and shell words it fills.
                 dest.write_bytes(path.read_bytes().replace(SPEC_PLACEHOLDER, spec.encode()))
+        if not snippets:
+            _settings_privacy(root / SETTINGS_FILE)
         where = dvcrepo.init(root, remote)
         dvcrepo.track(root, [EXAMPLE_EVALSET], push=False)
     except BaseException:
@@ -78,3 +85,19 @@ def init_registry(
     # main pulls it. A remote not reachable from here keeps the scaffold; the caller says so.
     failed = dvcrepo.push(root, [EXAMPLE_EVALSET])
     return Scaffolded(root, where, spec, failed)
+
+
+def _settings_privacy(path: Path) -> None:
+    """Turn snippets off in the settings file, creating it if the template has none."""
+    text = (
+        path.read_text(encoding="utf-8")
+        if path.is_file()
+        else f"schema_version: {SCHEMA_VERSION}\n"
+    )
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(
+        text.rstrip("\n")
+        + "\n# A public repository whose eval data stays private: no item text or model output\n"
+        "# in pull-request comments.\nprivacy:\n  snippets: false\n",
+        encoding="utf-8",
+    )
