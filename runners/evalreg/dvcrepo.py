@@ -45,9 +45,15 @@ def open_repo(root: str | Path) -> Any:
 
 
 def init(root: Path, remote: str | None) -> str:
-    """``dvc init`` in the git repository ``root`` and set its default remote; return its URL."""
+    """``dvc init`` in the git repository ``root`` and set its default remote; return its URL.
+
+    Also ignores raw run output by pattern (``ignores``), once, before any run writes.
+    """
     from dvc.repo import Repo
 
+    from evalreg.ignores import ensure_ignored
+
+    ensure_ignored(Path(root))
     with quiet():
         repo = Repo.init(str(root))
         # DVC reads a local path relative to the working directory and stores it
