@@ -82,6 +82,27 @@ def track(root: Path, paths: list[str], *, push: bool = True) -> None:
             repo.close()
 
 
+def clear_torn_rwlock(root: Path) -> bool:
+    """Remove DVC's lock table (``.dvc/tmp/rwlock``) if it does not parse; return whether.
+
+    DVC rewrites that file in place, without a temporary name, as each ``dvc add`` starts
+    and ends; a SIGKILL in between leaves it empty or half written, and every later DVC
+    command then refuses to run. A torn table records no holder worth keeping, so the
+    recovery of an interrupted run (under the repository lock) clears it.
+    """
+    import json
+
+    path = Path(root) / ".dvc" / "tmp" / "rwlock"
+    try:
+        json.loads(path.read_bytes())
+    except FileNotFoundError:
+        return False
+    except ValueError:
+        path.unlink(missing_ok=True)
+        return True
+    return False
+
+
 def untrack(root: Path, pointers: list[str]) -> None:
     """``dvc remove`` each pointer: the pointer and its .gitignore entry go; the cached
     and pushed data stay, so revisions that point at it still read it."""

@@ -288,6 +288,9 @@ def recover_locked(root: Path, add: Add | None = None) -> Recovery | None:
     journal = Journal.load(root)
     if journal is None:
         return None
+    from evalreg import dvcrepo
+
+    dvcrepo.clear_torn_rwlock(root)  # a `dvc add` killed mid-write of DVC's own lock table
     if journal.phase == "commit":
         results = tuple(s.path for s in (*journal.items, *journal.summaries))
         return Recovery("completed", tracked=tuple(journal._roll_forward(add)), results=results)
