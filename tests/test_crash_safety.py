@@ -160,7 +160,9 @@ def test_a_file_size_limit_mid_run_ends_with_a_message_and_the_next_run_complete
 def test_check_reports_data_left_untracked_outside_any_run(registry: Repo, server: LLMServer):
     assert runs.evalreg(registry, "run").returncode == 0
     stray = registry.root / STORE_DIR / "20260101T000000Z-run-0badc0de.jsonl"
-    stray.write_bytes((registry.root / STORE_DIR).glob("*.jsonl").__next__().read_bytes())
+    # Responses no revision tracks (a copy of a tracked segment would be in DVC's cache).
+    tracked = (registry.root / STORE_DIR).glob("*.jsonl").__next__().read_bytes()
+    stray.write_bytes(tracked.splitlines(keepends=True)[0])
     check = runs.evalreg(registry, "check")
     assert check.returncode == 1
     (line,) = [x for x in check.stderr.splitlines() if stray.name in x and "dvc add" in x]

@@ -81,6 +81,10 @@ class CheckResult:
 def check(root: str | Path | Tree = ".", *, remote: bool = False) -> CheckResult:
     """Load the registry at ``root`` and run every check that needs no results; with
     ``remote``, also ask the default DVC remote for every object the pointers name."""
+    if isinstance(root, str | Path):
+        merged = _merge_findings(Path(root))
+        if merged:  # the files it would check are half one branch's, half the other's
+            return CheckResult(merged)
     registry, findings = inspect_registry(root, allow_missing_data=True)
     if registry.missing_data and not any(f.severity is Severity.ERROR for f in findings):
         findings.append(
@@ -102,6 +106,7 @@ def check(root: str | Path | Tree = ".", *, remote: bool = False) -> CheckResult
                 + _data_findings(registry)
                 + _result_findings(registry)
                 + _workspace_findings(registry)
+                + _raw_output_in_git(registry)
             )
     objects = _remote_objects(registry) if remote else None
     if objects is not None:
@@ -162,6 +167,22 @@ def _remote_findings(objects: RemoteObjects) -> list[Finding]:
             Severity.FINDING,
         )
         for path, md5 in objects.missing
+    ]
+
+
+def _merge_findings(root: Path) -> list[Finding]:
+    """Generated files a ``git merge`` left conflicted, with the command that fixes them."""
+    from evalreg.merging import RESOLVE_HINT, conflicts
+
+    return [
+        Finding(
+            rel,
+            0,
+            0,
+            f"generated file left conflicted by a merge: {RESOLVE_HINT}",
+            Severity.FINDING,
+        )
+        for rel in conflicts(root.resolve())
     ]
 
 
@@ -378,6 +399,7 @@ def _result_findings(registry: Registry) -> list[Finding]:
 
 def _workspace_findings(registry: Registry) -> list[Finding]:
     """Run output in the working tree that DVC does not track, and pushes still owed."""
+    from evalreg.ignores import missing_patterns
     from evalreg.journal import unpushed
     from evalreg.plan import RESULTS_DIR
     from evalreg.registry.tree import WorkspaceTree
@@ -390,16 +412,31 @@ def _workspace_findings(registry: Registry) -> list[Finding]:
     out = []
     data = [*(root / STORE_DIR).glob(f"*{SEGMENT_SUFFIX}"), *(root / RESULTS_DIR).glob("*/*.jsonl")]
     for path in sorted(data):
-        if not path.with_name(path.name + ".dvc").is_file():
-            rel = path.relative_to(root).as_posix()
+        if path.with_name(path.name + ".dvc").is_file() or _tracked_elsewhere(root, path):
+            continue
+        rel = path.relative_to(root).as_posix()
+        out.append(
+            Finding(
+                rel,
+                0,
+                0,
+                "not tracked by DVC, here or on any branch (never commit it to git): "
+                f"`dvc add {rel}` and commit its pointer to keep it, or delete it",
+                Severity.FINDING,
+            )
+        )
+    if (root / ".dvc").is_dir():
+        missing = missing_patterns(root)
+        if missing:
             out.append(
                 Finding(
-                    rel,
+                    ".gitignore",
                     0,
                     0,
-                    "not tracked by DVC (never commit it to git): `evalreg run` tracks what a "
-                    f"run left behind, or `dvc add {rel}`",
-                    Severity.FINDING,
+                    "raw run output is not ignored by pattern, so `git add -A` can commit a "
+                    "store segment or records file before DVC tracks it: add these lines: "
+                    + "  ".join(missing),
+                    Severity.WARNING,
                 )
             )
     owed = unpushed(root)
@@ -415,3 +452,66 @@ def _workspace_findings(registry: Registry) -> list[Finding]:
             )
         )
     return out
+
+
+def _tracked_elsewhere(root: Path, path: Path) -> bool:
+    """Whether DVC's cache holds ``path``'s content: another branch or revision tracks it
+    (its pointer stayed there; the ignored file stays in the working tree)."""
+    import hashlib
+
+    from evalreg import dvcrepo
+
+    with path.open("rb") as f:
+        md5 = hashlib.file_digest(f, lambda: hashlib.md5(usedforsecurity=False)).hexdigest()
+    return dvcrepo.cached(root, md5) is not None
+
+
+def _raw_output_in_git(registry: Registry) -> list[Finding]:
+    """Store segments and per-item records committed to git instead of DVC: in the index
+    of a working tree, or in the tree of a revision."""
+    from evalreg.plan import RESULTS_DIR
+    from evalreg.registry.tree import WorkspaceTree
+    from evalreg.store import SEGMENT_SUFFIX, STORE_DIR
+
+    tree = registry.tree
+    if isinstance(tree, WorkspaceTree):
+        import subprocess
+
+        done = subprocess.run(
+            [
+                "git",
+                "ls-files",
+                "-z",
+                "--",
+                f"{STORE_DIR}/*{SEGMENT_SUFFIX}",
+                f"{RESULTS_DIR}/*.jsonl",
+            ],
+            cwd=tree.root,
+            capture_output=True,
+        )
+        listed = done.stdout.decode("utf-8", "replace").split("\0") if done.returncode == 0 else []
+        in_git = [
+            p
+            for p in listed
+            if (p.startswith(f"{STORE_DIR}/") and p.count("/") == 2 and p.endswith(SEGMENT_SUFFIX))
+            or (p.startswith(f"{RESULTS_DIR}/") and p.endswith(".items.jsonl"))
+        ]
+    else:
+        in_git = [
+            f"{STORE_DIR}/{n}" for n in tree.list_dir(STORE_DIR) if n.endswith(SEGMENT_SUFFIX)
+        ]
+        for task in sorted(registry.tasks):
+            folder = f"{RESULTS_DIR}/{task}"
+            in_git += [f"{folder}/{n}" for n in tree.list_dir(folder) if n.endswith(".items.jsonl")]
+    return [
+        Finding(
+            rel,
+            0,
+            0,
+            "raw run output is committed to git, where DVC must track it (it holds model "
+            f"responses and grows with every run): `git rm --cached {rel}`, then `dvc add {rel}` "
+            "and commit the pointer",
+            Severity.FINDING,
+        )
+        for rel in sorted(set(in_git))
+    ]

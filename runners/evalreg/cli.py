@@ -307,6 +307,31 @@ def cmd_report(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_resolve(args: argparse.Namespace) -> int:
+    from evalreg.merging import resolve
+    from evalreg.render import console, shown
+
+    root = _root(args)
+    with _writing(root):
+        done = resolve(root, push=not args.no_push)
+    out = console()
+    if done.set_aside:
+        out.print(f"Conflicted generated files set aside: {len(done.set_aside)}")
+    if done.regraded:
+        out.print("Re-graded offline: " + ", ".join(shown(c) for c in done.regraded))
+    out.print(f"Report rewritten; {len(done.staged)} generated files staged.")
+    if done.still_stale:
+        out.print(
+            "Still stale (their merged requests were never bought): "
+            + ", ".join(shown(c) for c in done.still_stale)
+            + ". Run `evalreg run` where the keys are, then commit."
+        )
+        return 1
+    if done.merging:
+        out.print("Conclude the merge: `git commit`")
+    return 0
+
+
 def cmd_select(args: argparse.Namespace) -> int:
     from evalreg.render import console, shown
     from evalreg.select_edit import select_candidate
@@ -731,6 +756,12 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("report", help="write the governance report into reports/")
     p.set_defaults(handler=cmd_report)
 
+    p = sub.add_parser(
+        "resolve",
+        help="after a git merge: regenerate results and reports offline, and stage them",
+    )
+    p.add_argument("--no-push", action="store_true", help="do not push to the DVC remote")
+    p.set_defaults(handler=cmd_resolve)
     p = sub.add_parser("select", help="change a use case's declared candidate")
     p.add_argument("use_case", metavar="USE_CASE", help="the selection id")
     p.add_argument("candidate", metavar="CANDIDATE", help="the candidate to declare")

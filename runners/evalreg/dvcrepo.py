@@ -45,9 +45,15 @@ def open_repo(root: str | Path) -> Any:
 
 
 def init(root: Path, remote: str | None) -> str:
-    """``dvc init`` in the git repository ``root`` and set its default remote; return its URL."""
+    """``dvc init`` in the git repository ``root`` and set its default remote; return its URL.
+
+    Also ignores raw run output by pattern (``ignores``), once, before any run writes.
+    """
     from dvc.repo import Repo
 
+    from evalreg.ignores import ensure_ignored
+
+    ensure_ignored(Path(root))
     with quiet():
         repo = Repo.init(str(root))
         # DVC reads a local path relative to the working directory and stores it
@@ -74,6 +80,27 @@ def track(root: Path, paths: list[str], *, push: bool = True) -> None:
                 repo.push([str(root / p) for p in paths])
         finally:
             repo.close()
+
+
+def clear_torn_rwlock(root: Path) -> bool:
+    """Remove DVC's lock table (``.dvc/tmp/rwlock``) if it does not parse; return whether.
+
+    DVC rewrites that file in place, without a temporary name, as each ``dvc add`` starts
+    and ends; a SIGKILL in between leaves it empty or half written, and every later DVC
+    command then refuses to run. A torn table records no holder worth keeping, so the
+    recovery of an interrupted run (under the repository lock) clears it.
+    """
+    import json
+
+    path = Path(root) / ".dvc" / "tmp" / "rwlock"
+    try:
+        json.loads(path.read_bytes())
+    except FileNotFoundError:
+        return False
+    except ValueError:
+        path.unlink(missing_ok=True)
+        return True
+    return False
 
 
 def untrack(root: Path, pointers: list[str]) -> None:

@@ -9,7 +9,12 @@ which stage the run had reached and what it wrote:
 
 - ``fetch``: the run's segments are listed. A run that stops here is rolled back: its
   temporary results are removed (the previous results stand), and its segments are kept
-  and tracked, so no response that reached a segment is ever bought again.
+  and tracked, so no response that reached a segment is ever bought again. Only the
+  segments the journal names: a segment on disk that no journal names and no pointer
+  here tracks is another branch's (its pointer is on that branch) or one an older evalreg
+  left behind. It is read like any other, so its responses are never bought again, and a
+  run tracks it when its results use it (``runner``); recovery never sweeps it into this
+  branch.
 - ``commit``: the results are complete and their temporary files are listed, with the
   content of ``dvc.yaml`` to write. A run that stops here is rolled forward: results are
   moved into place, every file is tracked, the summaries are written last. Before DVC
@@ -34,7 +39,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from evalreg.lock import state_dir, try_lock
-from evalreg.store import STORE_DIR, keepable, untracked_segments
+from evalreg.store import keepable
 
 JOURNAL = "journal.json"
 UNPUSHED = "unpushed.json"
@@ -268,12 +273,6 @@ class Recovery:
         )
 
 
-def _orphans(root: Path) -> list[str]:
-    """Segments on disk with no pointer and no journal: left by a run killed before it
-    wrote its journal, or by an older evalreg."""
-    return [f"{STORE_DIR}/{name}" for name in untracked_segments(root)]
-
-
 def _dvc_add(root: Path) -> Add:
     def add(paths: list[str]) -> None:
         from evalreg import dvcrepo
@@ -283,33 +282,18 @@ def _dvc_add(root: Path) -> Add:
     return add
 
 
-def _repair_dvc_rwlock(root: Path) -> None:
-    """Remove DVC's read/write lock table if a killed process left it half written.
-
-    DVC rewrites ``.dvc/tmp/rwlock`` in place, so a SIGKILL mid-write leaves a file every
-    later DVC command refuses ("JSON structure is corrupted"). It only lists the locks of
-    live DVC processes; the interrupted run's were its own, and it is gone.
-    """
-    path = root / ".dvc" / "tmp" / "rwlock"
-    try:
-        json.loads(path.read_bytes())
-    except FileNotFoundError:
-        return
-    except ValueError:
-        path.unlink(missing_ok=True)
-
-
 def recover_locked(root: Path, add: Add | None = None) -> Recovery | None:
     """Finish or roll back an interrupted run; the caller holds the repository lock."""
     add = add or _dvc_add(root)
     journal = Journal.load(root)
     if journal is None:
         return None
-    _repair_dvc_rwlock(root)
+    from evalreg import dvcrepo
+
+    dvcrepo.clear_torn_rwlock(root)  # a `dvc add` killed mid-write of DVC's own lock table
     if journal.phase == "commit":
         results = tuple(s.path for s in (*journal.items, *journal.summaries))
         return Recovery("completed", tracked=tuple(journal._roll_forward(add)), results=results)
-    journal.segments = sorted(set(journal.segments) | set(_orphans(root)))
     return Recovery("rolled back", tracked=tuple(journal._roll_back(add)))
 
 

@@ -290,6 +290,8 @@ def run(
         if outcome != "error" and cell_id in streams:
             streams[cell_id].advance()
 
+    judge_keys: dict[str, set[str]] = {}
+
     def judge_jobs() -> list[Job]:
         """Judge requests for every graded output of this run (after phase one)."""
         out = []
@@ -297,10 +299,13 @@ def run(
             grader = graders[plan.status.cell.id]
             if not _judged(plan.status.cell):
                 continue
+            mine = judge_keys.setdefault(plan.status.cell.id, set())
             for item, sample, key in plan.samples():
                 stored = store.get(key) if _in_shard(key, options.shard) else None
                 if stored is not None:
-                    out.extend(grader.judge_jobs(item, sample, stored))
+                    jobs = grader.judge_jobs(item, sample, stored)
+                    mine.update(job.key for job in jobs)
+                    out.extend(jobs)
         return out
 
     async def go() -> tuple[FetchReport, FetchReport | None]:
@@ -372,6 +377,10 @@ def run(
         if journal is not None:
             assert tracker is not None
             index = metrics_index(root, registry, {s.path for _, s in staged}) if staged else None
+            written = [o.plan for o in result.outcomes if o.written]
+            for rel in _untracked_segments_used(root, store, written, judge_keys):
+                if rel not in journal.segments:
+                    journal.segments.append(rel)
             # The closing step runs to its end whatever signal arrives (but SIGKILL, which
             # the journal repairs): results in place, everything tracked.
             with interrupts.deferred():
@@ -387,6 +396,33 @@ def run(
                 mark_pushed(root, owed)
                 result.pushed = owed
     return result
+
+
+def _untracked_segments_used(
+    root: Path, store: ResponseStore, plans: list[CellPlan], judge_keys: dict[str, set[str]]
+) -> list[str]:
+    """Segments on disk without a pointer here whose responses the written results use.
+
+    The store reads every segment in the working tree, another branch's included (its
+    pointer stays on that branch; the file stays, ignored). Results that use one of its
+    responses need it tracked on this branch too, or a clean clone could not reproduce
+    them; a segment nothing here uses is left alone, so it never joins an unrelated PR.
+    The pointer is the same file on both branches, so they still merge cleanly.
+    """
+    numbers: set[int] = set()
+    for plan in plans:
+        keys = [*plan.keys, *judge_keys.get(plan.status.cell.id, ())]
+        for key in keys:
+            where = store.index.get(key)
+            if where is not None:
+                numbers.add(where[0])
+    out = []
+    for number in sorted(numbers):
+        name = store.names[number]  # "" for a record this run wrote: its own segment
+        rel = f"{STORE_DIR}/{name}"
+        if name and (root / rel).is_file() and not (root / f"{rel}.dvc").exists():
+            out.append(rel)
+    return out
 
 
 def _push_here(root: Path, paths: list[str]) -> str | None:
