@@ -300,6 +300,7 @@ def test_a_pull_request_is_checked_reproduced_diffed_and_commented_on(
     assert pr.step("evalreg reproduce HEAD").outcome == "success", pr.log
     diff = json.loads((artifacts / "evalreg-diff" / "diff.json").read_text())
     assert diff["reproduction"]["status"] == "reproduced"
+    assert diff["check"]["ok"] is True  # checked with --remote: every object is there
     assert json.loads((artifacts / "evalreg-diff" / "pr.json").read_text()) == {
         "pr_number": 7,
         "head_sha": registry.pr_sha,
@@ -363,6 +364,9 @@ def test_a_same_repository_pull_request_that_cannot_be_reproduced_fails(
     diff = json.loads((artifacts / "evalreg-diff" / "diff.json").read_text())
     assert diff["reproduction"]["status"] == "failed"
     assert "dvc pull could not read the DVC remote" in diff["reproduction"]["reason"]
+    # `check --remote` cannot find the objects either: the comment states that failure.
+    assert pr.step("evalreg check").outcome == "failure"
+    assert diff["check"]["ok"] is False
 
 
 def test_a_fork_pull_request_is_labelled_as_its_own_unreproduced_claims(
@@ -389,6 +393,7 @@ def test_a_fork_pull_request_is_labelled_as_its_own_unreproduced_claims(
     diff = json.loads((artifacts / "evalreg-diff" / "diff.json").read_text())
     assert diff["reproduction"]["status"] == "not_attempted"
     assert "own claims, not reproduced" in diff["reproduction"]["reason"]
+    assert diff["check"] is not None  # checked, without asking a remote it cannot read
 
 
 def test_the_push_to_main_reverifies_and_writes_the_audit_record(

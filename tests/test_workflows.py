@@ -235,7 +235,9 @@ def test_pr_workflow_validates_reproduces_diffs_and_uploads(kind: str):
     scripts = "\n".join(str(s.get("run", "")) for s in steps)
     # A pull request cannot read a team's remote (no secrets here): that must not stop CI.
     assert re.search(r"^(dvc pull \|\| |if dvc pull; then$)", scripts, re.M), scripts
-    assert re.search(r"^evalreg check$", scripts, re.M)
+    assert 'evalreg check "$@" --json > "$ARTIFACT_DIR/check.json"' in scripts
+    assert "set -- --remote" in scripts  # a same-repository PR leaves its objects on the remote
+    assert '--check "$ARTIFACT_DIR/check.json"' in scripts
     reproduce = next(s for s in steps if s.get("run") == "evalreg reproduce HEAD")
     # Without the stored responses there is nothing to re-grade: skipped, and said so.
     assert "steps.dvc.outputs.pulled == 'true'" in reproduce["if"]
