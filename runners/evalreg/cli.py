@@ -46,6 +46,20 @@ def _root(args: argparse.Namespace) -> Path:
     return find_root(Path.cwd())
 
 
+def _registry_root(args: argparse.Namespace) -> Path:
+    """``_root``, refused (exit 2) unless it holds a registry: ``find_root`` stops at any
+    git repository, and ``-C`` takes any directory."""
+    root = _root(args)
+    if not (root / "registry").is_dir():
+        from evalreg.errors import UsageError
+
+        raise UsageError(
+            f"{root}: not an evalreg registry (no registry/ directory); "
+            "`evalreg init DIR` creates one"
+        )
+    return root
+
+
 def _note(text: str) -> None:
     sys.stderr.write(f"evalreg: note: {text}\n")
 
@@ -94,7 +108,7 @@ def cmd_check(args: argparse.Namespace) -> int:
     from evalreg.check import check
     from evalreg.render import print_check
 
-    result = check(_repaired(_root(args)), remote=args.remote)
+    result = check(_repaired(_registry_root(args)), remote=args.remote)
     if args.json:
         _emit(json.dumps(result.as_dict(strict=args.strict), indent=2) + "\n")
     else:
@@ -224,8 +238,8 @@ def _shard(text: str | None) -> tuple[int, int] | None:
 def cmd_run(args: argparse.Namespace) -> int:
     from evalreg.dvcworker import Tracker
     from evalreg.registry.loader import load_registry
-    from evalreg.render import RunProgress, print_run
-    from evalreg.runner import RunOptions, prepare, run
+    from evalreg.render import RunProgress, plain, print_run
+    from evalreg.runner import RunInterrupted, RunOptions, prepare, run
 
     root = _root(args)
     options = RunOptions(
@@ -257,16 +271,59 @@ def cmd_run(args: argparse.Namespace) -> int:
                     result = run(
                         root, options, progress=progress.advance, prepared=prepared, tracker=tracker
                     )
-            except KeyboardInterrupt:
+            except RunInterrupted as exc:
                 _note(
-                    "interrupted: the responses bought so far are kept in the store; the next "
-                    "evalreg command tracks them, and `evalreg run` buys only what is missing"
+                    f"interrupted: {exc.stored} responses bought by this run are kept in the "
+                    "store; the next evalreg command tracks them. Resume with "
+                    f"`{_resume_command(args)}`: it buys only what is missing"
                 )
                 raise
     print_run(result)
-    # Cells nobody here can run (no key) stay pending: a note, not a failure.
     failed = any(o.errors or o.note.startswith("incomplete") for o in result.outcomes)
+    # Cells nobody here can run (no key) stay pending: a note, not a failure, unless the
+    # user named them (then the run did not do what was asked) or asked for --strict.
+    asked = bool(options.tasks or options.candidates)
+    for o in result.outcomes:
+        plan = o.plan
+        if plan.blocked is None:
+            continue
+        if args.strict or (asked and plan.unset_key is not None):
+            sys.stderr.write(
+                plain(f"evalreg: error: {plan.status.cell.id} cannot run: {plan.blocked}") + "\n"
+            )
+            failed = True
     return 1 if failed else 0
+
+
+def _resume_command(args: argparse.Namespace) -> str:
+    """The ``evalreg run`` command line that continues an interrupted run."""
+    import shlex
+
+    words = ["evalreg"]
+    if args.directory is not None:
+        words += ["-C", args.directory]
+    words.append("run")
+    for flag, values in (("--task", args.task), ("--candidate", args.candidate)):
+        for value in values or ():
+            words += [flag, value]
+    for flag, value in (
+        ("--limit", args.limit),
+        ("--max-cost", args.max_cost),
+        ("--shard", args.shard),
+        ("--max-concurrency", None if args.max_concurrency == 64 else args.max_concurrency),
+    ):
+        if value is not None:
+            words += [flag, str(value)]
+    for flag, on in (
+        ("--offline", args.offline),
+        ("--force", args.force),
+        ("--no-push", args.no_push),
+        ("--holdout", args.holdout),
+        ("--strict", args.strict),
+    ):
+        if on:
+            words.append(flag)
+    return shlex.join(words)
 
 
 def cmd_reproduce(args: argparse.Namespace) -> int:
@@ -746,6 +803,12 @@ def build_parser() -> argparse.ArgumentParser:
         "--holdout",
         action="store_true",
         help="run the sealed hold-out cells (when deciding, not while tuning)",
+    )
+    p.add_argument(
+        "--strict",
+        action="store_true",
+        help="a cell left pending (its key unset, or never run under --offline) fails the "
+        "run (exit 1); without it only cells named by --task/--candidate do",
     )
     p.set_defaults(handler=cmd_run)
 

@@ -199,10 +199,21 @@ def print_run(result: RunResult, *, dry_run: bool = False) -> None:
             f"Requests: {f.fetched} bought, {f.cached} from the store, "
             f"{f.shared} shared; errors: {kinds}"
         )
-        for error in f.errors[:20]:
+        # A pin whose endpoint is down fails every remaining request alike: one line each.
+        unreachable: dict[str, tuple[str, int]] = {}
+        errors = []
+        for error in f.errors:
+            if error.kind == "unreachable":
+                message, count = unreachable.get(error.pin_id, (error.message, 0))
+                unreachable[error.pin_id] = message, count + 1
+            else:
+                errors.append(error)
+        for message, count in unreachable.values():
+            error_console().print(Text(plain(f"error: {message}; {count} requests not sent")))
+        for error in errors[:20]:
             error_console().print(Text(plain(f"{error.label}: {error.kind}: {error.message}")))
-        if len(f.errors) > 20:
-            error_console().print(f"... and {len(f.errors) - 20} more errors")
+        if len(errors) > 20:
+            error_console().print(f"... and {len(errors) - 20} more errors")
     if result.push_error:
         error_console().print(
             Text(

@@ -70,6 +70,10 @@ class CellPlan:
     estimated_micro_usd: int = 0
     blocked: str | None = None
     """Why this cell's missing responses cannot be bought here (a key that is not set)."""
+    unset_key: str | None = None
+    """The environment variable whose absence blocks the cell, when that is why."""
+    output_tokens: str = ""
+    """Where the cost estimate's output tokens come from (``OutputTokens.source``)."""
 
     def samples(self) -> Iterator[tuple[schema.Item, int, str]]:
         """(item, sample, key) of every request, in (item, sample) order."""
@@ -103,6 +107,14 @@ class RunResult:
     @property
     def estimated_micro_usd(self) -> int:
         return sum(p.estimated_micro_usd for p in self.plans)
+
+
+class RunInterrupted(KeyboardInterrupt):
+    """Ctrl-C (or SIGTERM) during a run, saying how many responses it had stored."""
+
+    def __init__(self, stored: int) -> None:
+        super().__init__(stored)
+        self.stored = stored
 
 
 Progress = Callable[[str, str, int], None]
@@ -228,6 +240,8 @@ def prepare(
                 plan.estimated_micro_usd += estimate_micro_usd(cell.pin, job)
         if plan.missing and not options.offline:
             plan.blocked = _missing_key(cell.pin)
+            if plan.blocked is not None:
+                plan.unset_key = cell.pin.api_key_env
         elif options.offline and st.state == "pending" and plan.missing == plan.in_shard:
             plan.blocked = "never run, and --offline buys nothing"
         plans.append(plan)
@@ -308,6 +322,8 @@ def run(
                     out.extend(jobs)
         return out
 
+    writers: list[SegmentWriter] = []
+
     async def go() -> tuple[FetchReport, FetchReport | None]:
         from evalreg.providers.http import HttpLayer
 
@@ -316,6 +332,7 @@ def run(
             writer = None
             if not options.offline:
                 writer = SegmentWriter(root, label=label)
+                writers.append(writer)
                 assert journal is not None
                 journal.add_segment(f"{STORE_DIR}/{writer.name}")
             try:
@@ -361,7 +378,10 @@ def run(
         # DVC gets ready in a child process while this one fetches and grades.
         if tracker is None and runnable:
             tracker = cleanup.enter_context(Tracker(root))
-        report, result.judge_fetch = asyncio.run(go()) if runnable else (FetchReport(), None)
+        try:
+            report, result.judge_fetch = asyncio.run(go()) if runnable else (FetchReport(), None)
+        except KeyboardInterrupt as exc:
+            raise RunInterrupted(sum(w.written for w in writers)) from exc
         result.fetch = report
         failed = {e.key: e.kind for e in report.errors}
         staged: list[tuple[Staged, Staged]] = []
@@ -556,7 +576,12 @@ def _finish(
             else f"incomplete ({len(unresolved)} responses missing: "
             f"{', '.join(sorted(s or 'unsent' for s in stopped))}); no results written"
         )
-        outcome.errors = len(unresolved)
+        # Requests that failed count as well: a smoke test that bought nothing is no success.
+        outcome.errors = sum(
+            1
+            for k in plan.keys
+            if _in_shard(k, options.shard) and (store is None or k not in store)
+        )
         return outcome
     assert stream is not None
     stream.drain(failed)

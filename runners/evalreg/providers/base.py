@@ -55,8 +55,9 @@ class ProviderError(Exception):
 
     ``kind`` is one of: rate_limited, server, timeout, connection, malformed, too_large (a
     body longer than the pin's ``limits.max_response_bytes``), client, auth, system (a
-    ``python`` callable raised). The message is redacted here, once: a provider may quote
-    the key it was sent (a 401 body, a URL in a connection error).
+    ``python`` callable raised), unreachable (not sent: the pin's endpoint refused its last
+    connections, ``http.UNREACHABLE_AFTER`` of them). The message is redacted here, once: a
+    provider may quote the key it was sent (a 401 body, a URL in a connection error).
     """
 
     def __init__(

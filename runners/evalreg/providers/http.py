@@ -12,6 +12,10 @@ backoff and jitter, honouring ``Retry-After``. Per-pin concurrency is a semaphor
 and tokens-per-minute are leaky buckets (aiolimiter). A response body longer than the pin's
 ``limits.max_response_bytes`` (on the wire or decoded) is read no further: a ``too_large``
 error for that request, not retried.
+
+A pin whose endpoint refuses or drops ``UNREACHABLE_AFTER`` connections in a row, with no
+answer between, is taken for down: its remaining requests fail at once as ``unreachable``
+instead of each retrying for half a minute against a server that is not there.
 """
 
 from __future__ import annotations
@@ -35,6 +39,8 @@ from evalreg.redaction import redact
 from evalreg.registry.schema import Limits
 
 MAX_RETRY_AFTER_S = 120.0
+UNREACHABLE_AFTER = 5
+"""Consecutive connection failures of one pin (no answer between) that open its breaker."""
 
 
 @dataclass(frozen=True)
@@ -118,6 +124,7 @@ class HttpLayer:
         self._timeout_dicts: dict[int, dict[str, float | None]] = {}
         """``as_dict()`` of each timeout in ``_timeouts``, by identity (they live as long)."""
         self._merged_headers: dict[tuple[tuple[str, str], ...], httpx.Headers] = {}
+        self._breakers: dict[str, _Breaker] = {}
 
     async def aclose(self) -> None:
         await self._client.aclose()
@@ -182,10 +189,14 @@ class HttpLayer:
         target = self._url(url)
         timeout = self._timeout(limits.timeout_s)
         send_headers = {"content-type": "application/json", **headers}
+        breaker = self._breakers.get(pin_id)
+        if breaker is None:
+            breaker = self._breakers[pin_id] = _Breaker()
         attempt = 1
         while True:
+            breaker.check(pin_id, url)
             try:
-                return await self._attempt(
+                reply = await self._attempt(
                     gate,
                     target,
                     send_headers,
@@ -197,9 +208,13 @@ class HttpLayer:
                     attempt,
                 )
             except ProviderError as exc:
+                breaker.record(exc.kind == "connection")
                 if not exc.retryable or attempt > limits.max_retries:
                     raise
                 await asyncio.sleep(self._delay(exc, attempt))
+            else:
+                breaker.record(False)
+                return reply
             attempt += 1
 
     async def _attempt(
@@ -301,6 +316,27 @@ class HttpLayer:
         if exc.retry_after is not None:
             return min(exc.retry_after, MAX_RETRY_AFTER_S)
         return self._backoff.delay(attempt)
+
+
+class _Breaker:
+    """Counts one pin's consecutive connection failures; any answer from the server (a
+    200, a 429, a 500) closes it again. Once open it stays open for the rest of the run:
+    a server that refused five connections in a row is not coming back within it."""
+
+    def __init__(self) -> None:
+        self.failures = 0
+
+    def record(self, connection_failed: bool) -> None:
+        if self.failures < UNREACHABLE_AFTER:
+            self.failures = self.failures + 1 if connection_failed else 0
+
+    def check(self, pin_id: str, url: str) -> None:
+        if self.failures >= UNREACHABLE_AFTER:
+            raise ProviderError(
+                "unreachable",
+                f"pin {pin_id}: cannot connect to {url}: is the server running? (not sent: "
+                f"{UNREACHABLE_AFTER} connections in a row failed)",
+            )
 
 
 class ResponseTooLarge(httpx.TransportError):
