@@ -181,7 +181,8 @@ def print_run(result: RunResult, *, dry_run: bool = False) -> None:
         row = [st.cell.id, st.state, str(plan.missing), usd(plan.estimated_micro_usd)]
         blocked = f"pending: {plan.blocked}" if plan.blocked else ""
         if dry_run:
-            row.append(shown("; ".join([*st.reasons, *([blocked] if blocked else [])])))
+            tokens = [f"estimate: {plan.output_tokens}"] if plan.output_tokens else []
+            row.append(shown("; ".join([*st.reasons, *([blocked] if blocked else []), *tokens])))
         else:
             o = outcomes.get(st.cell.id)
             if o is not None:

@@ -73,7 +73,9 @@ class CellPlan:
     unset_key: str | None = None
     """The environment variable whose absence blocks the cell, when that is why."""
     output_tokens: str = ""
-    """Where the cost estimate's output tokens come from (``OutputTokens.source``)."""
+    """Where the cost estimate's output tokens come from, for ``--dry-run``."""
+    observed_tokens: int | None = None
+    """Mean output tokens of stored responses of the cell or pin; None without history."""
 
     def samples(self) -> Iterator[tuple[schema.Item, int, str]]:
         """(item, sample, key) of every request, in (item, sample) order."""
@@ -121,18 +123,45 @@ Progress = Callable[[str, str, int], None]
 """Called with (cell id, outcome, jobs) as jobs finish: cached, fetched, shared or error."""
 
 
-def estimate_micro_usd(pin: schema.Pin, job: Job) -> int:
-    """A conservative cost estimate for one request, before it is sent."""
+HISTORY_SAMPLE = 200
+"""Stored responses read to learn a cell's output length: enough for a mean, and planning
+stays fast however large the store is."""
+
+
+def observed_output_tokens(store: ResponseStore, keys: Iterable[str]) -> int | None:
+    """Mean output (and reasoning) tokens of up to ``HISTORY_SAMPLE`` stored responses
+    among ``keys``; None when none is stored."""
+    total = count = 0
+    for key in keys:
+        if key not in store:
+            continue
+        stored = store.get(key)
+        usage = ((stored or {}).get("response") or {}).get("usage") or {}
+        total += int(usage.get("output_tokens") or 0) + int(usage.get("reasoning_tokens") or 0)
+        count += 1
+        if count >= HISTORY_SAMPLE:
+            break
+    return round(total / count) if count else None
+
+
+def estimate_micro_usd(pin: schema.Pin, job: Job, output_tokens: int | None = None) -> int:
+    """A cost estimate for one request, before it is sent: ``output_tokens`` is what the
+    store has seen for the cell (or pin); without history, the request's ``max_tokens``."""
     price = pin.price
     if price is None:
         return 0
     input_tokens = len(job.content) // 3
-    output_tokens = int(
-        job.body.get("max_tokens") or job.body.get("max_completion_tokens") or DEFAULT_OUTPUT_TOKENS
-    )
+    if output_tokens is None:
+        output_tokens = _max_output_tokens(job)
     out_price = max(price.output_per_mtok, price.reasoning_per_mtok or 0.0)
     return round(
         input_tokens * price.input_per_mtok + output_tokens * out_price + price.per_call * 1_000_000
+    )
+
+
+def _max_output_tokens(job: Job) -> int:
+    return int(
+        job.body.get("max_tokens") or job.body.get("max_completion_tokens") or DEFAULT_OUTPUT_TOKENS
     )
 
 
@@ -209,6 +238,9 @@ def prepare(
     store = ResponseStore.open(root)
     providers = {name: get_provider(name, root) for name in ("openai", "anthropic", "python")}
     plans = []
+    # Output length seen per pin (any task), from the cells planned so far: the fallback
+    # for a cell of its own that has no stored response yet.
+    seen_by_pin: dict[str, list[str]] = {}
     for st in status(registry, split="holdout" if options.holdout else "dev"):
         cell = st.cell
         if options.tasks and cell.task_id not in options.tasks:
@@ -224,6 +256,18 @@ def prepare(
             items = items[: options.limit]
         plan.items = items
         plan.keys = request_keys(cell, provider, items, store)
+        pin_keys = seen_by_pin.setdefault(cell.candidate.pin, [])
+        observed = observed_output_tokens(store, plan.keys)
+        if observed is not None:
+            plan.output_tokens = f"{observed} output tokens: mean of stored responses of the cell"
+        else:
+            observed = observed_output_tokens(store, pin_keys)
+            if observed is not None:
+                plan.output_tokens = (
+                    f"{observed} output tokens: mean of stored responses of the pin"
+                )
+        pin_keys.extend(plan.keys[: HISTORY_SAMPLE * 4])
+        plan.observed_tokens = observed
         repeats = cell.task.repeats
         request: tuple[schema.Item, Request] | None = None
         for index, key in enumerate(plan.keys):
@@ -237,7 +281,11 @@ def prepare(
                 job = request[1].job(sample, f"{cell.id}/{item.id}#{sample}", key)
                 plan.to_buy.append(job)
                 plan.missing += 1
-                plan.estimated_micro_usd += estimate_micro_usd(cell.pin, job)
+                plan.estimated_micro_usd += estimate_micro_usd(cell.pin, job, observed)
+                if not plan.output_tokens:
+                    plan.output_tokens = (
+                        f"{_max_output_tokens(job)} output tokens: max_tokens, no history"
+                    )
         if plan.missing and not options.offline:
             plan.blocked = _missing_key(cell.pin)
             if plan.blocked is not None:
@@ -282,6 +330,7 @@ def run(
         options.max_cost_usd, {p.status.cell.candidate.pin: p.status.cell.pin for p in plans}
     )
     cell_of = {job.key: p.status.cell.id for p in runnable for job in p.to_buy}
+    budget.output_tokens = {job.key: p.observed_tokens for p in runnable for job in p.to_buy}
     graders = {
         p.status.cell.id: cell_grader(p.status.cell, registry, store, root) for p in runnable
     }
@@ -600,9 +649,11 @@ class _Budget:
         self.limit = round((max_usd or 0.0) * 1_000_000)
         self.committed = 0
         self.pins = pins
+        self.output_tokens: dict[str, int | None] = {}
+        """Each job's output estimate, as planned (``CellPlan.observed_tokens``)."""
 
     def admit(self, job: Job) -> bool:
-        cost = estimate_micro_usd(self.pins[job.pin_id], job)
+        cost = estimate_micro_usd(self.pins[job.pin_id], job, self.output_tokens.get(job.key))
         if self.committed + cost > self.limit:
             return False
         self.committed += cost
