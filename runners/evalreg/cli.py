@@ -46,6 +46,15 @@ def _root(args: argparse.Namespace) -> Path:
     return find_root(Path.cwd())
 
 
+def _path(args: argparse.Namespace, name: str) -> Path:
+    """A path from the command line: with ``-C DIR`` a relative one is read from DIR, as
+    ``git -C`` does for every path."""
+    path = Path(name)
+    if args.directory is not None and not path.is_absolute():
+        return Path(args.directory) / path
+    return path
+
+
 def _registry_root(args: argparse.Namespace) -> Path:
     """``_root``, refused (exit 2) unless it holds a registry: ``find_root`` stops at any
     git repository, and ``-C`` takes any directory."""
@@ -166,7 +175,7 @@ def cmd_evalset_add(args: argparse.Namespace) -> int:
 
     root = _root(args)
     with _writing(root):
-        added = add_evalset(root, Path(args.file), push=not args.no_push)
+        added = add_evalset(root, _path(args, args.file), push=not args.no_push)
     out = console()
     out.print(
         f"Tracked [bold]{shown(added.path)}[/bold] with DVC: {added.items} items, md5 "
@@ -449,7 +458,8 @@ def cmd_diff(args: argparse.Namespace) -> int:
         check=checked,
         reproduction=(args.reproduction, args.reproduction_reason),
     )
-    _emit(json_text(data) + "\n" if args.format == "json" else diff_markdown(data), args.output)
+    output = str(_path(args, args.output)) if args.output else None
+    _emit(json_text(data) + "\n" if args.format == "json" else diff_markdown(data), output)
     return 0
 
 
@@ -461,7 +471,7 @@ def cmd_drift(args: argparse.Namespace) -> int:
         _root(args), sample=args.sample, seed=args.seed, cells=args.cell, threshold=args.threshold
     )
     text = json_text(drift_json(report)) + "\n" if args.json else render_drift(report)
-    _emit(text, args.output)
+    _emit(text, str(_path(args, args.output)) if args.output else None)
     return report.exit_code
 
 
@@ -470,7 +480,7 @@ def cmd_import_promptfoo(args: argparse.Namespace) -> int:
 
     root = _root(args)
     with _writing(root):
-        result = import_promptfoo(Path(args.config), root, name=args.name, judge=args.judge)
+        result = import_promptfoo(_path(args, args.config), root, name=args.name, judge=args.judge)
     _print_import(result)
     return 0
 
@@ -481,7 +491,7 @@ def cmd_import_openai_evals(args: argparse.Namespace) -> int:
     root = _root(args)
     with _writing(root):
         result = import_openai_evals(
-            Path(args.samples), root, name=args.name, pins=args.pin, kind=args.kind
+            _path(args, args.samples), root, name=args.name, pins=args.pin, kind=args.kind
         )
     _print_import(result)
     return 0
@@ -633,7 +643,9 @@ def cmd_evalset_stats(args: argparse.Namespace) -> int:
         evalsets = load_registry(root).evalsets
     else:
         try:
-            rel = clean_relpath((Path.cwd() / args.file).resolve().relative_to(root).as_posix())
+            rel = clean_relpath(
+                (Path.cwd() / _path(args, args.file)).resolve().relative_to(root).as_posix()
+            )
             data = WorkspaceTree(root).read_data(rel)
         except (ValueError, PathEscapes, FileNotFoundError):
             raise UsageError(f"{args.file}: no eval set in the repository {root}") from None
@@ -700,7 +712,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"evalreg {__version__}")
     parser.add_argument(
-        "-C", dest="directory", metavar="DIR", help="run as if started in DIR (the repo root)"
+        "-C",
+        dest="directory",
+        metavar="DIR",
+        help="run as if started in DIR (the repo root): relative paths given to any command "
+        "are read from DIR too, as with git -C",
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
