@@ -252,3 +252,46 @@ def test_summary_samples_give_the_same_metrics_as_the_records(
     assert from_summary(summary, shuffled, "m2", CRITERIA, bytes) is None
     assert from_summary(summary, shuffled[1:], "m1", CRITERIA, bytes) is None
     assert from_summary({**summary, "samples": None}, shuffled, "m1", CRITERIA, bytes) is None
+
+
+def _sample(item: str, sample: int, error: bool, cluster: str | None = None) -> dict[str, Any]:
+    record: dict[str, Any] = {
+        "item": item,
+        "content": f"h-{item}",
+        "sample": sample,
+        "tags": [],
+        "cluster": cluster,
+        "key": f"k-{item}-{sample}",
+        "tokens": {"input": 1, "output": 1, "reasoning": 0},
+    }
+    if error:
+        record.update(error="timeout", criteria={}, level=None, latency_ms=0)
+        record.update(cost_micro_usd=0, score=0.0)
+    else:
+        record.update(error=None, criteria={}, level="correct", latency_ms=100)
+        record.update(cost_micro_usd=1, score=1.0)
+    return record
+
+
+def test_error_rate_is_a_rate_over_items_not_samples() -> None:
+    # 10 errors in 100 samples, all from 2 of 20 items: two items in twenty erred, which
+    # is Wilson's 2/20, not 10/100 treated as 100 independent samples ([0.055, 0.174]).
+    records = [_sample(f"i-{i:02d}", s, error=i < 2) for i in range(20) for s in range(5)]
+    got = metrics.cell_metrics(from_records(records, CRITERIA), _task(), _rubric())
+    rate = got["all"]["error_rate"]
+    assert rate.value == pytest.approx(0.1)
+    assert rate.n == 20
+    assert (rate.lo, rate.hi) == pytest.approx((0.027866, 0.301034), abs=1e-6)
+
+
+def test_error_rate_is_clustered_like_the_pass_rate() -> None:
+    # Both erring items share a cluster: the interval widens as the pass rate's would.
+    records = [
+        _sample(f"i-{i:02d}", s, error=i < 2, cluster="c0" if i < 4 else None)
+        for i in range(20)
+        for s in range(5)
+    ]
+    got = metrics.cell_metrics(from_records(records, CRITERIA), _task(), _rubric())
+    rate = got["all"]["error_rate"]
+    assert rate.value == pytest.approx(0.1)
+    assert rate.hi > 0.301034

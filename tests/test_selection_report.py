@@ -252,3 +252,83 @@ def test_summary_metrics_in_the_report_match_the_results(reported: Repo):
     summary = json.loads(reported.read("reports/results/labels/mini.json"))
     assert summary["totals"]["levels"]["correct"] == 4
     assert "| `mini` | 100.0% (" in reported.read("reports/labels.md")
+
+
+# ---------------------------------------------------------------- what a gate compared
+
+
+def _bound_gate_decision():
+    """``good`` fails an upper-bound gate: point 0.62, upper bound 0.709."""
+    gates = [{"metric": "unacceptable_rate", "max": 0.5, "on": "upper_bound"}]
+    sel = selection(gates=gates)
+    failing = {"all": {"unacceptable_rate": Metric(0.62, 0.53, 0.709, 400)}}
+    passing = {"all": {"unacceptable_rate": Metric(0.1, 0.07, 0.13, 400)}}
+    return sel, decide(sel, {"good": failing, "great": passing}, {"cheap", "new"})
+
+
+def test_a_failed_bound_gate_names_the_bound_and_the_point_estimate():
+    _, d = _bound_gate_decision()
+    assert (
+        "good fails gate 1 (unacceptable_rate on all (upper bound) ≤ 0.5): "
+        "upper bound 0.709 (point estimate 0.62)"
+    ) in d.reasons
+
+
+def test_a_failed_point_gate_says_measured():
+    gates = [{"metric": "pass_rate", "min": 0.85}]
+    d = decide(selection(gates=gates), {"good": metrics(0.8)}, {"cheap", "great", "new"})
+    assert "good fails gate 1 (pass_rate on all ≥ 0.85): measured 0.8" in d.reasons
+
+
+def test_the_reports_gate_table_shows_the_bound_and_the_point_estimate():
+    from types import SimpleNamespace
+
+    from evalreg.report import governance
+
+    sel, d = _bound_gate_decision()
+    text = governance._gates(SimpleNamespace(selection=sel, decision=d))  # type: ignore[arg-type]
+    assert "❌ fail: upper bound 0.709 (point estimate 0.62)" in text
+    assert "✅ pass: upper bound 0.13 (point estimate 0.1)" in text
+
+
+def test_the_diff_markdown_shows_what_a_changed_gate_compared():
+    from types import SimpleNamespace
+
+    from evalreg.diff import selections_diff
+    from evalreg.report.diff_markdown import _selections
+
+    sel, after = _bound_gate_decision()
+    before = decide(
+        sel,
+        {
+            "good": {"all": {"unacceptable_rate": Metric(0.1, 0.07, 0.13, 400)}},
+            "great": {"all": {"unacceptable_rate": Metric(0.1, 0.07, 0.13, 400)}},
+        },
+        {"cheap", "new"},
+    )
+    data = selections_diff(
+        {"labels": SimpleNamespace(selection=sel, decision=before)},  # type: ignore[dict-item]
+        {"labels": SimpleNamespace(selection=sel, decision=after)},  # type: ignore[dict-item]
+        set(),
+    )
+    # Escaped as every cell of the comment is; it renders as the plain text.
+    text = _selections(data)
+    assert r"| pass | fail: upper bound 0\.709 \(point estimate 0\.62\) |" in text
+
+
+def test_check_names_the_bound_and_the_point_estimate_of_a_failed_gate(reported: Repo, cli):
+    import re
+
+    path = "registry/selections/labels.yaml"
+    reported.write(
+        path, reported.read(path).replace("min: 0.5", "min: 0.99\n      on: lower_bound")
+    )
+    result = cli(reported, "check")
+    assert result.code == 1
+    said = re.search(
+        r"declared candidate 'rules' is not what the policy recommends \([^)]*\); it fails gate 1 "
+        r"\(pass_rate on common \(lower bound\) ≥ 0\.99\): lower bound [0-9.]+ "
+        r"\(point estimate [0-9.]+\)",
+        result.err,
+    )
+    assert said, result.err

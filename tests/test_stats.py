@@ -9,6 +9,7 @@ import sys
 from fractions import Fraction
 
 import pytest
+from scipy.stats import t as t_dist
 
 from evalreg.stats import (
     DISCORDANCE_FLOOR,
@@ -16,6 +17,7 @@ from evalreg.stats import (
     PairedDiff,
     Rate,
     binary_rate,
+    clustered_mcnemar,
     clustered_rate,
     consistency,
     difference_interval,
@@ -164,11 +166,80 @@ def test_paired_comparison_clustered_by_hand() -> None:
     got = paired_comparison(A, B, clusters=["x", "x", "y", "y", "z"])
     se = math.sqrt(0.2736)
     assert got.se == pytest.approx(se)
-    assert (got.lo, got.hi) == pytest.approx((0.2 - Z95 * se, min(1.0, 0.2 + Z95 * se)))
     assert got.mean == pytest.approx(0.2)
     assert (got.b, got.c) == (1, 2)
-    # Singleton clusters are the unclustered estimator.
+    # Cluster sums S = -1, 2, 0: X² = 1² / max(1 + 4 + 0, Σd² = 3) = 0.2 on G = 3 clusters,
+    # t = sqrt(2 · 0.2 / 2.8) on 2 degrees of freedom.
+    assert clustered_mcnemar([0.0, -1.0, 1.0, 1.0, 0.0], ["x", "x", "y", "y", "z"]) == 0.2
+    assert got.p_value == pytest.approx(2 * t_dist.sf(math.sqrt(0.4 / 2.8), 2))
+    # Interval: n²(0.2 - δ)² ≤ x·(5 - 2·2δ + 9δ²) with x = 3t²/(2 + t²), t = t_{2, 0.975}
+    # (the cluster bound; the pair bound, 3 - 2δ + 5δ², is narrower here).
+    t = t_dist.ppf(0.975, 2)
+    x = 3 * t * t / (2 + t * t)
+    qa, qb, qc = 25 - 9 * x, 25 * 0.2 - 2 * x, 25 * 0.04 - 5 * x
+    half = math.sqrt(qb * qb - qa * qc)
+    assert (got.lo, got.hi) == pytest.approx(
+        (max(-1.0, (qb - half) / qa), min(1.0, (qb + half) / qa))
+    )
+    # Singleton clusters are the unclustered estimator and exact McNemar.
     assert paired_comparison(A, B, clusters=list("abcde")) == paired_comparison(A, B)
+
+
+def test_clustered_mcnemar_with_singleton_clusters_is_mcnemars_statistic() -> None:
+    for b, c, ties in ((0, 0, 3), (1, 0, 0), (3, 7, 5), (12, 2, 40), (9, 9, 1)):
+        diffs = [-1.0] * b + [1.0] * c + [0.0] * ties
+        expected = (c - b) ** 2 / (b + c) if b + c else 0.0
+        assert clustered_mcnemar(diffs) == pytest.approx(expected)
+        assert clustered_mcnemar(diffs, [str(i) for i in range(len(diffs))]) == pytest.approx(
+            expected
+        )
+
+
+def test_clustered_mcnemar_by_hand() -> None:
+    # Clusters g1 [1, 1, 0], g2 [1, -1], g3 [-1], g4 [1, 1]: S = 2, 0, -1, 2; ΣS = 3,
+    # ΣS² = 9 (≥ Σd² = 7), so X² = 9 / 9 = 1, where McNemar ignoring the clusters
+    # ((5 - 2)² / 7 ≈ 1.29) would count the pairs of one cluster as independent.
+    diffs = [1.0, 1.0, 0.0, 1.0, -1.0, -1.0, 1.0, 1.0]
+    clusters = ["g1", "g1", "g1", "g2", "g2", "g3", "g4", "g4"]
+    assert clustered_mcnemar(diffs, clusters) == 1.0
+    assert clustered_mcnemar(diffs) == pytest.approx(9 / 7)
+    # Discordance that cancels within clusters is floored at independent pairs' variance.
+    assert clustered_mcnemar([1.0, -1.0, 1.0, -1.0, 1.0], ["a", "a", "b", "b", "c"]) == 1 / 5
+    with pytest.raises(ValueError):
+        clustered_mcnemar([1.0], ["a", "b"])
+
+
+def test_clustered_interval_excludes_zero_exactly_when_the_test_rejects() -> None:
+    rng = random.Random(4)
+    checked = 0
+    for _ in range(3000):
+        groups = rng.randint(2, 12)
+        sizes = [rng.randint(1, 6) for _ in range(groups - 1)] + [rng.randint(2, 6)]
+        clusters = [f"g{g}" for g, size in enumerate(sizes) for _ in range(size)]
+        lean = rng.random()
+        d = [rng.choice((-1.0, 0.0, 1.0, 1.0)) if rng.random() < lean else 0.0 for _ in clusters]
+        a = [1.0 if x < 0 else 0.0 for x in d]
+        b = [1.0 if x > 0 else 0.0 for x in d]
+        for confidence in (0.95, 0.99):
+            got = paired_comparison(a, b, clusters, confidence)
+            excludes = got.lo > 0.0 or got.hi < 0.0
+            assert excludes == (got.p_value < 1 - confidence), (d, clusters, got)
+            assert got.lo <= got.mean <= got.hi
+            checked += excludes
+    assert checked > 100  # the grid holds many significant tables, not only null ones
+
+
+def test_clustered_pairs_do_not_count_as_independent_evidence() -> None:
+    # 4 clusters of 10 items; B wins every discordant pair of two clusters and A every one
+    # of a third: McNemar over items says p < 0.01, the clustered test does not reject.
+    d = [1.0] * 10 + [1.0] * 10 + [-1.0] * 4 + [0.0] * 6 + [0.0] * 10
+    a = [1.0 if x < 0 else 0.0 for x in d]
+    b = [1.0 if x > 0 else 0.0 for x in d]
+    clusters = [f"g{i // 10}" for i in range(40)]
+    assert mcnemar_exact(4, 20) < 0.01
+    got = paired_comparison(a, b, clusters)
+    assert got.p_value > 0.05
+    assert got.lo < 0.0 < got.hi
 
 
 def test_paired_comparison_is_antisymmetric() -> None:
@@ -185,13 +256,19 @@ def test_paired_comparison_is_antisymmetric() -> None:
         assert backward.p_value == forward.p_value
 
 
-def test_paired_comparison_pass_threshold_and_mcnemar() -> None:
-    # Score >= 0.5 passes: only B passes items 0..8, only A passes item 9.
+def test_paired_comparison_with_repeats_tests_the_mean_not_the_dichotomy() -> None:
+    # Score >= 0.5 passes: only B passes items 0..8, only A passes item 9. Yet B's mean is
+    # lower (-0.041): McNemar on the dichotomy (p = 22/1024) would call B better. Repeats
+    # are tested on the mean differences: X² = 0.041² / (9 · 0.01² + 0.5²).
     a = [0.49] * 9 + [0.5]
     b = [0.5] * 9 + [0.0]
     got = paired_comparison(a, b)
     assert (got.b, got.c) == (1, 9)
-    assert got.p_value == pytest.approx(22 / 1024)
+    assert got.mean == pytest.approx(-0.041)
+    x = 0.41**2 / (9 * 0.01**2 + 0.5**2)
+    assert clustered_mcnemar([y - v for v, y in zip(a, b, strict=True)]) == pytest.approx(x)
+    assert got.p_value == pytest.approx(2 * t_dist.sf(math.sqrt(9 * x / (10 - x)), 9))
+    assert got.p_value > 0.05
 
 
 def test_paired_comparison_edges() -> None:

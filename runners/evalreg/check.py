@@ -368,14 +368,20 @@ def _result_findings(registry: Registry) -> list[Finding]:
             doc = registry.documents[("selections", sid)]
             line, col = doc.locate(("selected",))
             recommended = repr(decision.recommended) if decision.recommended else "no candidate"
+            declared = decision.assessments.get(decision.declared)
+            fails = "".join(
+                f"; it fails gate {g.index} ({g.describe()}): {g.why()}"
+                for g in (declared.gates if declared else ())
+                if not g.passed
+            )
             out.append(
                 Finding(
                     doc.path,
                     line,
                     col,
                     f"declared candidate {decision.declared!r} is not what the policy recommends "
-                    f"({recommended}): add a waiver for it (candidate, reason, approver, date) or "
-                    "change the declared candidate",
+                    f"({recommended}){fails}: add a waiver for it (candidate, reason, approver, "
+                    "date) or change the declared candidate",
                     Severity.FINDING,
                 )
             )

@@ -48,7 +48,7 @@ from evalreg.registry.loader import Registry, inspect_registry
 from evalreg.registry.tree import GitTree, Tree, WorkspaceTree
 from evalreg.report.diff_markdown import REPRODUCTION_STATUSES
 from evalreg.results import read_summary
-from evalreg.selection import Decision, fmt
+from evalreg.selection import Decision
 from evalreg.store import Prefetch, ResponseStore, SegmentKeys, lookup
 
 DIFF_SCHEMA = 1
@@ -574,7 +574,7 @@ def _gate_state(ev: Decided | None, cand: str) -> list[tuple[str, str]]:
     return [
         (
             f"gate {g.index}: {g.describe()}",
-            "pass" if g.passed else ("too small" if g.too_small else f"fail ({fmt(g.value)})"),
+            "pass" if g.passed else ("too small" if g.too_small else f"fail: {g.compared()}"),
         )
         for g in a.gates
     ]

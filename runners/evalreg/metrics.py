@@ -95,6 +95,9 @@ class _Cell:
         kinds = np.bincount(o.item * _KINDS + o.level, minlength=size * _KINDS)
         self.by_level = kinds.reshape(size, _KINDS)
         self.graded_n: Ints = self.by_level.sum(axis=1) - self.by_level[:, ERROR]
+        # Per item, its error share: an item erroring on every repeat is one item, not
+        # many independent failures, as with every other rate.
+        self.errors = ItemCounts(self.by_level[:, ERROR], self.by_level.sum(axis=1))
         self.own_cluster = o.items.own_cluster
         self.alone = o.items.alone
         self._levels: dict[frozenset[str], ItemCounts] = {}
@@ -193,11 +196,8 @@ def _slice_metrics(
             ("unacceptable_rate", _UNACCEPTABLE),
         )
     }
-    n_samples = int(np.count_nonzero(samples))
     n_graded = int(np.count_nonzero(graded))
-    errors = n_samples - n_graded
-    lo, hi = stats.wilson(errors, n_samples, confidence)
-    out["error_rate"] = Metric(errors / n_samples if n_samples else 0.0, lo, hi, n_samples)
+    out["error_rate"] = cell.rate(cell.errors, items, confidence)
     n_items = out["pass_rate"].n
     if passing.binary:
         agreeing = n_items

@@ -23,12 +23,31 @@ class GateResult:
     passed: bool
     too_small: bool = False
     note: str = ""
+    point: float | None = None
+    """The metric's point estimate (``value`` itself for a gate on the point)."""
 
     def describe(self) -> str:
         g = self.gate
         op, threshold = ("≥", g.min) if g.min is not None else ("≤", g.max)
         where = "" if g.on == "point" else f" ({g.on.replace('_', ' ')})"
         return f"{g.metric} on {g.slice}{where} {op} {fmt(threshold)}"
+
+    def compared(self) -> str:
+        """What was compared with the threshold, named: ``measured 0.62`` for a gate on the
+        point, ``upper bound 0.709 (point estimate 0.62)`` for one on a bound, so a bound is
+        never read as the estimate."""
+        if self.value is None:
+            return "not measured"
+        if self.gate.on == "point" or self.point is None:
+            return f"measured {fmt(self.value)}"
+        bound = self.gate.on.replace("_", " ")
+        return f"{bound} {fmt(self.value)} (point estimate {fmt(self.point)})"
+
+    def why(self) -> str:
+        """Why the gate failed: what it compared, and the note when there is one."""
+        if self.value is None:
+            return self.note or self.compared()
+        return f"{self.compared()}; {self.note}" if self.note else self.compared()
 
 
 @dataclass(frozen=True)
@@ -89,7 +108,9 @@ def check_gate(
         if small and not passed
         else ""
     )
-    return GateResult(gate, index, value, metric.n, passed, small and not passed, note)
+    return GateResult(
+        gate, index, value, metric.n, passed, small and not passed, note, point=metric.value
+    )
 
 
 def _value(metrics: dict[str, SliceMetrics], metric: str) -> float:
@@ -134,8 +155,7 @@ def decide(
         assessments[cand.id] = Assessment(cand.id, False, results)
         for r in results:
             if not r.passed:
-                why = r.note or f"measured {fmt(r.value)}"
-                reasons.append(f"{cand.id} fails gate {r.index} ({r.describe()}): {why}")
+                reasons.append(f"{cand.id} fails gate {r.index} ({r.describe()}): {r.why()}")
     eligible = [c for c, a in assessments.items() if a.eligible]
     ranking = sorted(eligible, key=lambda c: _objective_key(policy.objective, metrics[c], c))
     recommended = ranking[0] if ranking else None

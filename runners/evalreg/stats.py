@@ -13,6 +13,7 @@ __all__ = [
     "PairedDiff",
     "Rate",
     "binary_rate",
+    "clustered_mcnemar",
     "clustered_rate",
     "consistency",
     "difference_interval",
@@ -434,10 +435,12 @@ def paired_comparison(
       and the interval is the point; the McNemar p-value and :func:`mde_paired` then carry
       the uncertainty.
     - ``b``, ``c``: items where only A passes / only B passes, a score ``≥ 0.5`` counting
-      as a pass; ``p_value`` is :func:`mcnemar_exact` on them. McNemar treats pairs as
-      independent, so with ``clusters`` it ignores the clustering (it can be
-      anti-conservative when clusters are large); and with repeats it tests the
-      dichotomised pass/fail, which may disagree with the sign of ``mean``.
+      as a pass; ``p_value`` is :func:`mcnemar_exact` on them when every item is a single
+      pass/fail pair in a cluster of its own.
+    - With repeats (a fractional score) or a cluster holding more than one item, pairs are
+      not independent: the test, the interval and ``p_value`` are those of
+      :func:`_clustered_paired` instead (the clustered McNemar statistic with a ``t``
+      reference on ``G - 1`` degrees of freedom), which honour the clustering.
 
     Edge cases: no items gives all zeros with ``p_value`` 1.0. With one item, or all items
     in one cluster, the variance cannot be estimated: ``se`` is reported as 1.0 (the largest
@@ -460,6 +463,8 @@ def paired_comparison(
     se = 1.0 if estimated is None else estimated
     only_a = sum(1 for x, y in zip(a, b, strict=True) if x >= _PASS_SCORE > y)
     only_b = sum(1 for x, y in zip(a, b, strict=True) if y >= _PASS_SCORE > x)
+    if _grouped(diffs, clusters):
+        return _clustered_paired(n, diffs, mean, se, only_a, only_b, clusters, confidence)
     return _paired(n, mean, se, only_a, only_b, z)
 
 
@@ -494,6 +499,159 @@ def _paired(n: int, mean: float, se: float, b: int, c: int, z: float) -> PairedD
         b=b,
         c=c,
         p_value=mcnemar_exact(b, c),
+    )
+
+
+# ---------------------------------------------------------------- clustered pairs
+
+
+def _cluster_sums(
+    diffs: Sequence[float], clusters: Sequence[str] | None
+) -> tuple[list[float], list[int]]:
+    """Per cluster (in order of first appearance): the sum of its differences, its size."""
+    if clusters is None:
+        return list(diffs), [1] * len(diffs)
+    sums: dict[str, list[float]] = {}
+    for d, label in zip(diffs, clusters, strict=True):
+        sums.setdefault(label, []).append(d)
+    return [math.fsum(v) for v in sums.values()], [len(v) for v in sums.values()]
+
+
+def _grouped(diffs: Sequence[float], clusters: Sequence[str] | None) -> bool:
+    """Whether some paired unit is not independent of another: an item's score averages
+    repeats (a difference other than -1, 0, 1), or a cluster holds more than one item."""
+    if any(d not in (-1.0, 0.0, 1.0) for d in diffs):
+        return True
+    return clusters is not None and len(set(clusters)) < len(clusters)
+
+
+def clustered_mcnemar(diffs: Sequence[float], clusters: Sequence[str] | None = None) -> float:
+    """The clustered McNemar statistic for per-item differences ``diffs`` (``B - A``, each
+    in ``[-1, 1]``) grouped by ``clusters`` (each item its own cluster when None).
+
+    Method: Durkalski, Palesch, Lipsitz & Rust (2003), "Analysis of clustered matched-pair
+    data", Stat. Med. 22:2417-2428: with ``S_g = Σ_{i∈g} d_i`` (for pass/fail pairs the
+    discordant pairs won by B minus those won by A in cluster ``g``),
+    ``X² = (Σ_g S_g)² / Σ_g S_g²``. The denominator estimates the variance of ``Σ S_g``
+    under the null hypothesis from the clusters, so correlated discordance within a cluster
+    widens it (Obuchowski 1998 is the same idea for clustered ROC data). As in
+    :func:`clustered_rate`, the design effect is floored at 1: the denominator is never
+    below ``Σ_i d_i²``, the variance of independent pairs, so discordance that cancels
+    within clusters cannot make the test surer than unclustered pairs would. With one pair
+    per cluster both are ``b + c`` and ``X² = (c - b)² / (b + c)``, McNemar's statistic.
+    An item's mean over repeats enters as its difference of means, so repeats of one item
+    count as one unit of evidence, as everywhere else.
+
+    Edge cases: no discordance gives 0. Raises ValueError for a cluster list of the wrong
+    length.
+    """
+    _check_clusters(clusters, len(diffs))
+    sums, _ = _cluster_sums(diffs, clusters)
+    spread = max(math.fsum(s * s for s in sums), math.fsum(d * d for d in diffs))
+    return math.fsum(sums) ** 2 / spread if spread > 0.0 else 0.0
+
+
+def _accepted(
+    n: int, mean: float, spread: float, cross: float, squares: float, c2: float
+) -> tuple[float, float]:
+    """The piece holding ``mean`` of the set of ``δ`` in ``[-1, 1]`` with
+    ``n²(mean - δ)² ≤ c2 · (spread - 2·cross·δ + squares·δ²)``: the interval of a score
+    test whose variance at ``δ`` is ``Σ_g (S_g - n_g δ)²``. With few or unequal clusters
+    the variance can grow faster than the numerator and the set is unbounded on one side
+    (or on both), and a ``δ`` far from ``mean`` is accepted again; only the piece around
+    ``mean`` is an interval for it."""
+    qa = n * n - c2 * squares
+    qb = n * n * mean - c2 * cross
+    qc = n * n * mean * mean - c2 * spread
+    # qa·δ² - 2·qb·δ + qc ≤ 0
+    disc = qb * qb - qa * qc
+    if qa > 0.0:
+        half = math.sqrt(max(0.0, disc))
+        return min((qb - half) / qa, mean), max((qb + half) / qa, mean)
+    if qa == 0.0:
+        if qb == 0.0:
+            return -1.0, 1.0
+        edge = qc / (2.0 * qb)
+        return (min(edge, mean), 1.0) if qb > 0.0 else (-1.0, max(edge, mean))
+    if disc <= 0.0:
+        return -1.0, 1.0
+    half = math.sqrt(disc)
+    low, high = (qb + half) / qa, (qb - half) / qa  # qa < 0: accepted outside (low, high)
+    return (-1.0, max(low, mean)) if mean <= low else (min(high, mean), 1.0)
+
+
+def _clustered_paired(
+    n: int,
+    diffs: Sequence[float],
+    mean: float,
+    se: float,
+    b: int,
+    c: int,
+    clusters: Sequence[str] | None,
+    confidence: float,
+) -> PairedDiff:
+    """The ``PairedDiff`` of clustered or repeated pairs, its interval the inversion of its
+    test, so "the interval excludes 0" and "p < 1 - confidence" are the same statement.
+
+    Test: :func:`clustered_mcnemar` ``X²`` referred to Student's ``t`` with ``G - 1``
+    degrees of freedom (``G`` clusters) rather than to χ²(1): with few clusters the
+    variance is estimated from few sums and the χ² reference rejects far too often (the
+    small-sample correction of Bell & McCaffrey 2002 and Cameron & Miller 2015 §VI). For
+    ``G`` equal clusters ``X² = G·t² / (G - 1 + t²)`` where ``t`` is the ordinary
+    ``t`` statistic of the cluster sums, so ``t = sqrt((G - 1)·X² / (G - X²))`` has the
+    ``t`` distribution with ``G - 1`` degrees of freedom when the sums are normal; a
+    reference on ``X²`` itself would be far too conservative (``X² ≤ G`` always, so 5
+    clusters could never reject at 5 %).
+
+    Interval: every ``δ`` that the same test does not reject for ``H0: E[d] = δ``, i.e.
+    ``T(δ)² = n²(mean - δ)² / max(Σ_g (S_g - n_g δ)², Σ_i (d_i - δ)²) ≤ x`` with ``x`` the
+    critical ``X²`` above: the union of two quadratic inequalities, each solved in closed
+    form, both holding ``mean`` (see :func:`_accepted` for the pieces kept when clusters
+    are so unequal, ``n² ≤ x · Σ n_g²``, that a set is unbounded). When the test does not
+    reject, the interval is widened to hold 0 if it does not already.
+
+    ``se`` is the CR1 standard error of the mean, reported as it is.
+    """
+    sums, sizes = _cluster_sums(diffs, clusters)
+    groups = len(sums)
+    if groups < 2:
+        return PairedDiff(n=n, mean=mean, lo=-1.0, hi=1.0, se=se, b=b, c=c, p_value=1.0)
+    from scipy.stats import t as student_t  # type: ignore[import-untyped,unused-ignore]
+
+    df = groups - 1
+    crit = float(student_t.ppf(1.0 - (1.0 - confidence) / 2.0, df))
+    statistic = clustered_mcnemar(diffs, clusters)
+    p_value = 1.0
+    if statistic >= groups:
+        p_value = 0.0
+    elif statistic > 0.0:
+        wald = math.sqrt(df * statistic / (groups - statistic))
+        p_value = _clamp(2.0 * float(student_t.sf(wald, df)), 0.0, 1.0)
+    # The critical X² that the same t quantile maps to, so test and interval agree.
+    c2 = groups * crit * crit / (df + crit * crit)
+    by_cluster = _accepted(
+        n,
+        mean,
+        math.fsum(s * s for s in sums),
+        math.fsum(s * m for s, m in zip(sums, sizes, strict=True)),
+        float(sum(m * m for m in sizes)),
+        c2,
+    )
+    by_pair = _accepted(n, mean, math.fsum(d * d for d in diffs), math.fsum(diffs), n, c2)
+    lo, hi = min(by_cluster[0], by_pair[0]), max(by_cluster[1], by_pair[1])
+    if p_value >= 1.0 - confidence:
+        # 0 is accepted, though perhaps in another piece of the set: the interval holds it,
+        # so it never excludes 0 beside a test that does not reject.
+        lo, hi = min(lo, 0.0), max(hi, 0.0)
+    return PairedDiff(
+        n=n,
+        mean=mean,
+        lo=_clamp(lo, -1.0, 1.0),
+        hi=_clamp(hi, -1.0, 1.0),
+        se=se,
+        b=b,
+        c=c,
+        p_value=p_value,
     )
 
 

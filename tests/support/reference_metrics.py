@@ -146,6 +146,17 @@ def _level_rate(items: _Items, accepted: frozenset[str], confidence: float) -> M
     return _metric(items.ids, _level_scores(items, accepted), clusters, confidence)
 
 
+def _error_rate(records: Sequence[dict[str, Any]], confidence: float) -> Metric:
+    """Mean over items of each item's share of samples that errored, clustered like a rate."""
+    samples: dict[str, list[dict[str, Any]]] = {}
+    for r in records:
+        samples.setdefault(r["item"], []).append(r)
+    ids = sorted(samples)
+    scores = [sum(1.0 for r in samples[i] if r["error"] is not None) / len(samples[i]) for i in ids]
+    clusters = [samples[i][-1].get("cluster") or i for i in ids]
+    return _metric(ids, scores, _clustered(ids, clusters), confidence)
+
+
 def slice_metrics(
     records: Sequence[dict[str, Any]],
     task: schema.Task,
@@ -163,9 +174,7 @@ def slice_metrics(
         "acceptable_rate": _level_rate(items, _ACCEPTABLE, confidence),
         "unacceptable_rate": _level_rate(items, _UNACCEPTABLE, confidence),
     }
-    errors = len(records) - len(graded)
-    lo, hi = stats.wilson(errors, len(records), confidence)
-    out["error_rate"] = Metric(errors / len(records) if records else 0.0, lo, hi, len(records))
+    out["error_rate"] = _error_rate(records, confidence)
     n_items = len(items.ids)
     out["consistency"] = Metric(
         stats.consistency(

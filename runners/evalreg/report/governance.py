@@ -433,7 +433,7 @@ def _gates(ev: UseCaseEvidence) -> str:
         row = [f"{code(cid)}"]
         for g in a.gates:
             mark = "✅ pass" if g.passed else ("❔ too small to tell" if g.too_small else "❌ fail")
-            row.append(f"{mark} ({fmt(g.value)})")
+            row.append(f"{mark}: {g.compared()}")
         rows.append(row)
     headers = ["candidate", *[f"gate {i}" for i in range(1, len(ev.selection.policy.gates) + 1)]]
     return "### Gate results\n\n" + table(headers, rows)
