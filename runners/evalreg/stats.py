@@ -543,7 +543,9 @@ def paired_comparison(
       are summed within each cluster and their variance taken across the ``G`` clusters
       with the ``G / (G - 1)`` factor (see :func:`_cluster_se`). Without ``clusters`` each
       item is its own cluster, which is exactly the ordinary ``stdev(d) / sqrt(n)``.
-    - ``lo``, ``hi`` and ``p_value``: one Wald statistic ``mean / se`` (method ``"wald"``):
+    - pass/fail scores without clusters: exactly :func:`paired_binary` (method
+      ``"score"``);
+    - otherwise ``lo``, ``hi`` and ``p_value``: one Wald statistic ``mean / se`` (method ``"wald"``):
       ``mean ± z·se`` clamped to ``[-1, 1]`` and ``P(|Z| ≥ |mean| / se)``, so the test
       honours the clusters as the interval does and the two agree. When every difference
       is equal ``se`` is 0: the interval is the point, and the test is significant unless
@@ -566,12 +568,16 @@ def paired_comparison(
     _check_clusters(clusters, n)
     if n == 0:
         return PairedDiff(n=0, mean=0.0, lo=0.0, hi=0.0, se=0.0, b=0, c=0, p_value=1.0)
+    only_a = sum(1 for x, y in zip(a, b, strict=True) if x >= _PASS_SCORE > y)
+    only_b = sum(1 for x, y in zip(a, b, strict=True) if y >= _PASS_SCORE > x)
+    if clusters is not None and len(set(clusters)) == n:
+        clusters = None  # singleton clusters are no clustering
+    if clusters is None and all(score in (0.0, 1.0) for score in (*a, *b)):
+        return paired_binary(n, only_a, only_b, confidence)
     diffs = [y - x for x, y in zip(a, b, strict=True)]
     mean = math.fsum(diffs) / n
     estimated = _cluster_se(diffs, mean, clusters)
     se = 1.0 if estimated is None else estimated
-    only_a = sum(1 for x, y in zip(a, b, strict=True) if x >= _PASS_SCORE > y)
-    only_b = sum(1 for x, y in zip(a, b, strict=True) if y >= _PASS_SCORE > x)
     lo, hi = _wald_interval(mean, se, z)
     if se > 0.0:
         p_value = _clamp(math.erfc(abs(mean) / se / math.sqrt(2.0)), 0.0, 1.0)
