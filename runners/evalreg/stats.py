@@ -545,8 +545,8 @@ def paired_comparison(
       item is its own cluster, which is exactly the ordinary ``stdev(d) / sqrt(n)``.
     - pass/fail scores without clusters: exactly :func:`paired_binary` (method
       ``"score"``);
-    - otherwise ``lo``, ``hi`` and ``p_value``: one Wald statistic ``mean / se`` (method ``"wald"``):
-      ``mean ± z·se`` clamped to ``[-1, 1]`` and ``P(|Z| ≥ |mean| / se)``, so the test
+    - otherwise ``lo``, ``hi`` and ``p_value``: one Wald statistic ``mean / se`` (method
+      ``"wald"``): ``mean ± z·se`` clamped to ``[-1, 1]`` and ``P(|Z| ≥ |mean| / se)``, so the test
       honours the clusters as the interval does and the two agree. When every difference
       is equal ``se`` is 0: the interval is the point, and the test is significant unless
       the difference is 0.
