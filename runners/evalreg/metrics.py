@@ -14,9 +14,41 @@ from statistics import NormalDist
 import numpy as np
 
 from evalreg import stats
+from evalreg.families import (
+    MIN_SLICE_ITEMS,
+    NONE_DETECTABLE,
+    PRIMARY,
+    SLICES,
+    TOO_SMALL_TO_TEST,
+    UNTESTED,
+    family_sentence,
+    holm_levels,
+)
 from evalreg.outcomes import ERROR, FAILED, Ints, Mask, Outcomes
 from evalreg.registry import schema
 from evalreg.results import LEVELS
+
+__all__ = [
+    "LOWER_IS_BETTER",
+    "MIN_SLICE_ITEMS",
+    "NONE_DETECTABLE",
+    "PRIMARY",
+    "RATE_METRICS",
+    "SLICES",
+    "TOO_SMALL_TO_TEST",
+    "UNTESTED",
+    "Comparison",
+    "ItemCounts",
+    "Metric",
+    "SliceMetrics",
+    "aligned",
+    "cell_metrics",
+    "compare",
+    "family_sentence",
+    "pass_levels",
+    "passing",
+    "verdicts",
+]
 
 LOWER_IS_BETTER = frozenset(
     {
@@ -240,21 +272,6 @@ def cell_metrics(
     }
 
 
-#: Slices with fewer paired items than this are shown but not tested (nor, in the
-#: governance report, listed): too small to tell anything.
-MIN_SLICE_ITEMS = 10
-
-PRIMARY = "primary"
-"""The comparison of two candidates on all their items: one test at the stated level."""
-SLICES = "slices"
-"""Slices with at least ``MIN_SLICE_ITEMS`` items: one Holm family of their own."""
-UNTESTED = "untested"
-"""Slices below ``MIN_SLICE_ITEMS``: shown, not tested."""
-
-TOO_SMALL_TO_TEST = "too small to test"
-NONE_DETECTABLE = "too few items to detect any difference"
-
-
 @dataclass(frozen=True)
 class Comparison:
     """Paired comparison of two candidates on one slice's shared, unchanged items.
@@ -276,17 +293,6 @@ class Comparison:
     family: str = PRIMARY
     level: float | None = None
     mde_note: str | None = None
-
-
-def family_sentence(confidence: float = 0.95) -> str:
-    """The families the comparisons are tested in, in one sentence for a reader."""
-    alpha = 1 - confidence
-    return (
-        f"The comparison on all items is the primary test, at α = {alpha:.2g} on its own; "
-        f"slices with at least {MIN_SLICE_ITEMS} items form a separate Holm-corrected "
-        "family (each interval is at the level Holm tested its slice at, so it excludes 0 "
-        f"exactly when the verdict is better or worse); smaller slices are shown, not tested."
-    )
 
 
 def aligned(base: Outcomes, other: Outcomes) -> tuple[Ints, Mask]:
@@ -364,7 +370,7 @@ def verdicts(diffs: dict[str, stats.PairedDiff], alpha: float) -> list[Compariso
     """
     family = {k: d.p_value for k, d in diffs.items() if k != "all" and d.n >= MIN_SLICE_ITEMS}
     adjusted = stats.holm(family) if family else {}
-    levels = _holm_levels(family, alpha)
+    levels = holm_levels(family, alpha)
     if "all" in diffs:
         adjusted["all"], levels["all"] = diffs["all"].p_value, alpha
     out = []
@@ -384,20 +390,6 @@ def verdicts(diffs: dict[str, stats.PairedDiff], alpha: float) -> list[Compariso
         kind = PRIMARY if name == "all" else SLICES
         out.append(Comparison(name, shown, adjusted[name], mde, verdict, kind, level, note))
     return out
-
-
-def _holm_levels(pvalues: dict[str, float], alpha: float) -> dict[str, float]:
-    """The level Holm's step-down procedure tests each hypothesis at (see ``verdicts``);
-    ties are ordered by key as :func:`stats.holm` orders them."""
-    ordered = sorted(pvalues.items(), key=lambda item: (item[1], item[0]))
-    m, levels = len(ordered), {}
-    stopped: float | None = None
-    for index, (key, p) in enumerate(ordered):
-        level = alpha / (m - index)
-        if stopped is None and not p < level:
-            stopped = level
-        levels[key] = level if stopped is None else stopped
-    return levels
 
 
 def _mde(d: stats.PairedDiff, level: float) -> float | None:

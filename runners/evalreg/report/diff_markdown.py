@@ -12,7 +12,7 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-from evalreg.metrics import MIN_SLICE_ITEMS, TOO_SMALL_TO_TEST, family_sentence
+from evalreg.families import MIN_SLICE_ITEMS, TOO_SMALL_TO_TEST, family_sentence
 from evalreg.report.escape import COMMENT_LIMIT, cell, cut_to_fit, html_inline, inline
 
 RESERVED = 200

@@ -11,7 +11,8 @@ import re
 from collections.abc import Sequence
 
 from evalreg.evidence import UseCaseEvidence
-from evalreg.metrics import MIN_SLICE_ITEMS, NONE_DETECTABLE, Metric, family_sentence
+from evalreg.families import MIN_SLICE_ITEMS, NONE_DETECTABLE, family_sentence
+from evalreg.metrics import Metric
 from evalreg.report.chart import Bar, bar_chart
 from evalreg.report.escape import block, cell, inline
 from evalreg.selection import fmt
