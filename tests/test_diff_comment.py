@@ -63,7 +63,13 @@ def test_diff_reports_flips_regressions_first_and_honest_verdicts(branch: Repo, 
     assert base_output is not None and not base_output.startswith('{"label": "b"')
     overall = next(s for s in mini["slices"] if s["slice"] == "all")
     assert overall["verdict"] == "no detectable difference"  # 4 items cannot show it
-    assert overall["mde"] > 0.3
+    # 4 items: the test run cannot detect any difference, and the diff says so.
+    assert overall["mde"] is None
+    assert overall["mde_note"] == "too few items to detect any difference"
+    assert overall["family"] == "primary" and overall["level"] == pytest.approx(0.05)
+    text = diff_markdown(data)
+    assert "no detectable difference (too few items to detect any difference)" in text
+    assert "the primary test" in text and "Holm-corrected" in text
     rules = next(c for c in data["cells"] if c["id"] == "labels/rules")
     assert rules["status"] == "unchanged"  # the same items file on both sides
     assert rules["flips"]["regressions_total"] == 0

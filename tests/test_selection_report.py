@@ -155,6 +155,10 @@ def test_the_report_has_every_section_and_parses_as_markdown(reported: Repo):
     ):
         assert section in headings
     assert sum(t.type == "table_open" for t in tokens) >= 5
+    # The families the comparisons are tested in are stated where the reader meets them.
+    from evalreg.metrics import family_sentence
+
+    assert page.count(family_sentence()) == 2
     assert not [t for t in tokens if t.type in ("html_block", "html_inline")]
     inline_children = [c for t in tokens if t.children for c in t.children]
     assert not [

@@ -11,6 +11,7 @@ from fractions import Fraction
 import pytest
 from scipy.stats import t as t_dist
 
+from evalreg import stats
 from evalreg.stats import (
     DISCORDANCE_FLOOR,
     EXACT_MCNEMAR_LIMIT,
@@ -155,9 +156,9 @@ def test_paired_comparison_by_hand() -> None:
     assert (got.n, got.b, got.c) == (5, 1, 2)
     assert got.mean == pytest.approx(0.2)
     assert got.se == pytest.approx(se)
-    assert got.lo == pytest.approx(0.2 - Z95 * se)
-    assert got.hi == pytest.approx(0.2 + Z95 * se)
-    assert got.p_value == pytest.approx(1.0)  # 2 * P(X <= 1 | 3, 1/2) = 2 * 4/8
+    # Pass/fail without clusters: Tango's interval and the McNemar score test it inverts.
+    assert (got.lo, got.hi) == stats.tango_interval(5, 1, 2)
+    assert got.p_value == pytest.approx(math.erfc(1 / math.sqrt(6)))  # z = 1 / sqrt(3)
 
 
 def test_paired_comparison_clustered_by_hand() -> None:
@@ -269,16 +270,16 @@ def test_paired_comparison_with_repeats_tests_the_mean_not_the_dichotomy() -> No
     assert clustered_mcnemar([y - v for v, y in zip(a, b, strict=True)]) == pytest.approx(x)
     assert got.p_value == pytest.approx(2 * t_dist.sf(math.sqrt(9 * x / (10 - x)), 9))
     assert got.p_value > 0.05
+    assert got.method == "clustered"
 
 
 def test_paired_comparison_edges() -> None:
     assert paired_comparison([], []) == PairedDiff(0, 0.0, 0.0, 0.0, 0.0, 0, 0, 1.0)
     same = paired_comparison([1.0, 0.0, 1.0], [1.0, 0.0, 1.0])
-    assert (same.mean, same.se, same.lo, same.hi, same.p_value) == (0.0, 0.0, 0.0, 0.0, 1.0)
-    # Variance not estimable: one item, or a single cluster -> conservative se of 1.
+    assert (same.mean, same.se, same.p_value) == (0.0, 0.0, 1.0)
+    assert same.lo < 0.0 < same.hi  # never a zero-width interval
     one = paired_comparison([0.0], [1.0])
-    assert (one.se, one.hi) == (1.0, 1.0)
-    assert one.lo == pytest.approx(1.0 - Z95)
+    assert one.se == 1.0 and one.lo < 0.0 < one.hi == 1.0
     assert paired_comparison(A, B, clusters=["k"] * 5).se == 1.0
     with pytest.raises(ValueError):
         paired_comparison([1.0], [1.0, 0.0])
@@ -492,3 +493,119 @@ def test_difference_interval_matches_newcombe_method_10() -> None:
     assert lo < -0.4 and hi > 0.4
     with pytest.raises(ValueError):
         difference_interval(5, 4, 1, 2)
+
+
+# ---------------------------------------------------------------- paired interval and verdict
+
+
+def test_tango_interval_matches_the_published_example_and_is_never_a_point() -> None:
+    # Fagerland, Lydersen & Laake 2014, Stat. Med. 33:2850-2875, airway hyper-responsiveness
+    # example (n11=1, n12=1, n21=7, n22=12): Tango's score interval -0.517 to -0.026.
+    lo, hi = stats.tango_interval(21, 7, 1)
+    assert (lo, hi) == (pytest.approx(-0.5172, abs=1e-4), pytest.approx(-0.0260, abs=1e-4))
+    for n, b, c in ((100, 0, 0), (5, 0, 5), (5, 5, 0), (1, 0, 0)):
+        lo, hi = stats.tango_interval(n, b, c)
+        assert hi - lo > 0.02, (n, b, c)
+    assert stats.tango_interval(100, 0, 0)[1] == pytest.approx(0.037, abs=1e-3)
+
+
+def test_tango_statistic_at_zero_is_mcnemar_as_statsmodels_computes_it() -> None:
+    from statsmodels.stats.contingency_tables import mcnemar
+
+    for b, c in ((0, 1), (3, 9), (7, 1), (20, 20), (0, 60), (13, 40)):
+        n = b + c + 17
+        ref = mcnemar([[5, b], [c, 12]], exact=False, correction=False)
+        assert stats.tango_statistic(n, b, c, 0.0) ** 2 == pytest.approx(ref.statistic)
+        assert stats.mcnemar_score(b, c) == pytest.approx(ref.pvalue, rel=1e-12)
+
+
+def test_interval_excludes_zero_exactly_when_significant_over_a_grid() -> None:
+    from evalreg.metrics import verdicts
+
+    for n in (1, 2, 5, 10, 20, 37, 60, 100):
+        for b in range(0, min(n, 60) + 1):
+            for c in range(0, min(n - b, 60) + 1):
+                d = stats.paired_binary(n, b, c)
+                for alpha in (0.05, 0.05 / 3, 0.01):
+                    lo, hi = d.interval(1 - alpha)
+                    assert lo <= d.mean <= hi
+                    assert (lo > 0 or hi < 0) == (d.p_value < alpha), (n, b, c, alpha)
+                (row,) = verdicts({"all": d}, 0.05)
+                excluded = row.diff.lo > 0 or row.diff.hi < 0
+                assert excluded == (row.verdict != "no detectable difference")
+                assert excluded == (row.p_adjusted is not None and row.p_adjusted < 0.05)
+
+
+def test_holm_family_intervals_agree_with_holm_verdicts() -> None:
+    from evalreg.metrics import SLICES, verdicts
+
+    rng = random.Random(5)
+    for _ in range(300):
+        diffs = {"all": stats.paired_binary(400, rng.randint(0, 60), rng.randint(0, 60))}
+        for i in range(rng.randint(1, 12)):
+            n = rng.randint(10, 100)
+            b = rng.randint(0, n // 2)
+            diffs[f"s{i}"] = stats.paired_binary(n, b, rng.randint(0, min(n - b, 60)))
+        for row in verdicts(diffs, 0.05):
+            assert row.p_adjusted is not None
+            excluded = row.diff.lo > 0 or row.diff.hi < 0
+            assert excluded == (row.p_adjusted < 0.05), row
+            if row.slice != "all":
+                assert row.family == SLICES
+            else:  # the primary test is not corrected with the slices
+                assert row.p_adjusted == diffs["all"].p_value and row.level == 0.05
+
+
+def test_small_slices_are_shown_not_tested_and_mde_never_contradicts_the_verdict() -> None:
+    from evalreg.metrics import NONE_DETECTABLE, TOO_SMALL_TO_TEST, verdicts
+
+    diffs = {"all": stats.paired_binary(500, 30, 31), "tiny": stats.paired_binary(9, 0, 8)}
+    diffs |= {f"s{i}": stats.paired_binary(10, 0, 8) for i in range(55)}
+    rows = {r.slice: r for r in verdicts(diffs, 0.05)}
+    assert rows["tiny"].verdict == TOO_SMALL_TO_TEST and rows["tiny"].p_adjusted is None
+    # "+80 pts (8 flips to 0) ... no detectable difference (MDE 79.2 pts)" cannot appear:
+    # at the Holm level 10 items detect nothing, and say so.
+    s0 = rows["s0"]
+    assert s0.verdict == "no detectable difference"
+    assert s0.mde is None and s0.mde_note == NONE_DETECTABLE
+    for n in (10, 20, 40, 100):
+        for b in range(0, n + 1, 3):
+            for c in range(0, n - b + 1, 2):
+                for row in verdicts({"all": stats.paired_binary(n, b, c)}, 0.05 / 20):
+                    if row.verdict == "no detectable difference" and row.mde is not None:
+                        assert abs(row.diff.mean) < row.mde, (n, b, c)
+
+
+def test_mde_is_exact_power_of_the_score_test() -> None:
+    from scipy.stats import binom
+
+    assert stats.mde_mcnemar(20, 0) is None  # 2 discordant pairs can never be significant
+    mde = stats.mde_mcnemar(100, 20)
+    assert mde is not None
+    pi = (1 + mde * 100 / 20) / 2
+    z = 1.959963984540054
+    reject = [k for k in range(21) if abs(2 * k - 20) > z * math.sqrt(20)]
+    assert sum(binom.pmf(k, 20, pi) for k in reject) == pytest.approx(0.8, abs=1e-6)
+
+
+def test_a_clustered_comparison_at_another_level_agrees_with_its_test():
+    # Holm gives each slice its own level: the clustered interval at that level must still
+    # exclude 0 exactly when the clustered test rejects there.
+    import random
+
+    rng = random.Random(7)
+    checked = 0
+    for _ in range(300):
+        groups = rng.randint(2, 8)
+        size = rng.randint(1, 5)
+        clusters = [f"g{g}" for g in range(groups) for _ in range(size)]
+        lean = rng.uniform(-0.4, 0.4)
+        a = [float(rng.random() < 0.5) for _ in clusters]
+        b = [float(rng.random() < 0.5 + lean) for _ in clusters]
+        got = paired_comparison(a, b, clusters)
+        if got.method != "clustered":
+            continue
+        for alpha in (0.05, 0.025, 0.0125, 0.01):
+            assert got.significant(alpha) == (got.p_value < alpha), (a, b, clusters, alpha)
+        checked += 1
+    assert checked > 200

@@ -362,6 +362,9 @@ def _slice_rows(comparisons: list[Comparison]) -> list[dict[str, Any]]:
             "p_adjusted": c.p_adjusted,
             "verdict": c.verdict,
             "mde": c.mde,
+            "mde_note": c.mde_note,
+            "family": c.family,
+            "level": c.level,
         }
         for c in comparisons
     ]

@@ -8,14 +8,47 @@ errors are kept out of the quality denominators, money is USD.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from statistics import NormalDist
 
 import numpy as np
 
 from evalreg import stats
+from evalreg.families import (
+    MIN_SLICE_ITEMS,
+    NONE_DETECTABLE,
+    PRIMARY,
+    SLICES,
+    TOO_SMALL_TO_TEST,
+    UNTESTED,
+    family_sentence,
+    holm_levels,
+)
 from evalreg.outcomes import ERROR, FAILED, Ints, Mask, Outcomes
 from evalreg.registry import schema
 from evalreg.results import LEVELS
+
+__all__ = [
+    "LOWER_IS_BETTER",
+    "MIN_SLICE_ITEMS",
+    "NONE_DETECTABLE",
+    "PRIMARY",
+    "RATE_METRICS",
+    "SLICES",
+    "TOO_SMALL_TO_TEST",
+    "UNTESTED",
+    "Comparison",
+    "ItemCounts",
+    "Metric",
+    "SliceMetrics",
+    "aligned",
+    "cell_metrics",
+    "compare",
+    "family_sentence",
+    "pass_levels",
+    "passing",
+    "verdicts",
+]
 
 LOWER_IS_BETTER = frozenset(
     {
@@ -241,14 +274,25 @@ def cell_metrics(
 
 @dataclass(frozen=True)
 class Comparison:
-    """Paired comparison of two candidates on one slice's shared, unchanged items."""
+    """Paired comparison of two candidates on one slice's shared, unchanged items.
+
+    ``diff`` carries the interval at ``level`` (``1 - level`` confidence): the stated
+    level for the primary comparison, the level Holm tested this slice at for the slice
+    family (see :func:`verdicts`), so the interval excludes 0 exactly when the verdict is
+    better or worse. ``mde`` is what that test, at that level, detects with 80 % power
+    (None, with ``mde_note``, when it can detect nothing).
+    """
 
     slice: str
     diff: stats.PairedDiff
-    p_adjusted: float
-    mde: float
+    p_adjusted: float | None
+    mde: float | None
     verdict: str
-    """better | worse | no detectable difference (from the second candidate's side)."""
+    """better | worse | no detectable difference | too small to test (from the second
+    candidate's side)."""
+    family: str = PRIMARY
+    level: float | None = None
+    mde_note: str | None = None
 
 
 def aligned(base: Outcomes, other: Outcomes) -> tuple[Ints, Mask]:
@@ -274,8 +318,9 @@ def compare(
     pass_level: str,
     confidence: float = 0.95,
 ) -> list[Comparison]:
-    """``other`` against ``base`` per slice: difference with CI, McNemar exact, Holm across
-    slices, and the minimum detectable effect. Items pair by id *and* content hash."""
+    """``other`` against ``base`` per slice: difference with its interval, test and
+    minimum detectable effect, in the families :func:`verdicts` describes. Items pair by
+    id *and* content hash."""
     ok = pass_levels(pass_level)
     alpha = 1 - confidence
     if not base.ids or not other.ids:
@@ -312,18 +357,51 @@ def compare(
 
 
 def verdicts(diffs: dict[str, stats.PairedDiff], alpha: float) -> list[Comparison]:
-    """Per slice's paired difference: Holm across the slices, the minimum detectable
-    effect, and "better" or "worse" only when significant."""
-    adjusted = stats.holm({k: d.p_value for k, d in diffs.items()}) if diffs else {}
+    """Per slice's paired difference: its family, the interval at the level it is tested
+    at, "better" or "worse" only when that interval excludes 0, and the MDE there.
+
+    ``all`` is the primary test at ``alpha``. The other slices with at least
+    :data:`MIN_SLICE_ITEMS` items are one Holm family: sorted by raw p-value, the ``i``-th
+    (0-based) of ``m`` is tested at ``alpha / (m - i)`` until the first that is not
+    rejected, and it and every later one at that first failing level. A slice's adjusted
+    p-value is below ``alpha`` exactly when its raw p-value is below its level, so the
+    interval at that level (the same statistic inverted, see :class:`stats.PairedDiff`)
+    agrees with Holm's verdict. Smaller slices are shown with their raw interval, untested.
+    """
+    family = {k: d.p_value for k, d in diffs.items() if k != "all" and d.n >= MIN_SLICE_ITEMS}
+    adjusted = stats.holm(family) if family else {}
+    levels = holm_levels(family, alpha)
+    if "all" in diffs:
+        adjusted["all"], levels["all"] = diffs["all"].p_value, alpha
     out = []
     for name, d in diffs.items():
-        mde = stats.mde_paired(d.n, (d.b + d.c) / d.n if d.n else 0.0, alpha=alpha)
-        if adjusted[name] < alpha and d.mean != 0:
-            verdict = "better" if d.mean > 0 else "worse"
+        if name not in levels:
+            out.append(Comparison(name, d, None, None, TOO_SMALL_TO_TEST, UNTESTED))
+            continue
+        level = levels[name]
+        lo, hi = d.interval(1.0 - level)
+        shown = replace(d, lo=lo, hi=hi)
+        if lo > 0.0 or hi < 0.0:
+            verdict = "better" if lo > 0.0 else "worse"
         else:
             verdict = "no detectable difference"
-        out.append(Comparison(name, d, adjusted[name], mde, verdict))
+        mde = _mde(d, level)
+        note = NONE_DETECTABLE if mde is None else None
+        kind = PRIMARY if name == "all" else SLICES
+        out.append(Comparison(name, shown, adjusted[name], mde, verdict, kind, level, note))
     return out
+
+
+def _mde(d: stats.PairedDiff, level: float) -> float | None:
+    """The minimum detectable effect of the test ``d`` comes from, at ``level``."""
+    if d.method == "score":
+        return stats.mde_mcnemar(d.n, d.b + d.c, alpha=level)
+    # The Wald z test: (z_{1-level/2} + z_{0.8}) standard errors, with the planning floor
+    # of stats.mde_paired where the sample shows no spread at all.
+    floor = stats.mde_paired(d.n, 0.0, alpha=level)
+    normal = NormalDist()
+    scale = normal.inv_cdf(1.0 - level / 2.0) + normal.inv_cdf(0.8)
+    return min(1.0, max(scale * d.se, floor))
 
 
 def passing(outcomes: Outcomes, pass_level: str) -> tuple[Mask, Mask]:

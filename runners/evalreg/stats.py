@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import functools
 import math
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from fractions import Fraction
 from statistics import NormalDist
 
@@ -19,10 +20,14 @@ __all__ = [
     "difference_interval",
     "holm",
     "mcnemar_exact",
+    "mcnemar_score",
+    "mde_mcnemar",
     "mde_paired",
     "mde_rate",
     "paired_binary",
     "paired_comparison",
+    "tango_interval",
+    "tango_statistic",
     "too_small",
     "wilson",
 ]
@@ -401,8 +406,19 @@ class PairedDiff:
     """Paired comparison of candidates A and B on the same ``n`` items.
 
     ``mean`` is the mean of ``B - A`` (positive: B scores higher) with its interval
-    ``[lo, hi]`` and standard error ``se``. ``b`` counts items only A passes, ``c`` items only
-    B passes, and ``p_value`` is the exact McNemar test on them.
+    ``[lo, hi]`` at the confidence it was computed for, and standard error ``se``. ``b``
+    counts items only A passes, ``c`` items only B passes. ``method`` names the statistic
+    both the interval and ``p_value`` come from, so they always agree:
+
+    - ``"score"`` (pass/fail items, no clusters): Tango's score interval and the
+      asymptotic McNemar test it inverts (see :func:`tango_interval`);
+    - ``"clustered"`` (repeats, or clusters of several items): the clustered McNemar test
+      with a ``t`` reference and the interval that inverts it (:func:`_clustered_paired`);
+    - ``"wald"`` (the rest: fractional scores whose differences are all -1, 0 or 1 without
+      clusters): ``mean ± z·se`` and the z test ``mean / se``.
+
+    :meth:`interval` gives the interval at another confidence (a multiplicity-adjusted
+    one); it excludes 0 exactly when ``p_value`` is below ``1 - confidence``.
     """
 
     n: int
@@ -413,6 +429,114 @@ class PairedDiff:
     b: int
     c: int
     p_value: float
+    method: str = "score"
+    refit: Callable[[float], PairedDiff] | None = field(default=None, compare=False, repr=False)
+    """For ``"clustered"``: the same comparison at another confidence (the interval is
+    the test's inversion, so it needs the per-item differences again)."""
+
+    def interval(self, confidence: float) -> tuple[float, float]:
+        """The interval of ``mean`` at ``confidence``, from the same statistic."""
+        if self.n == 0:
+            return 0.0, 0.0
+        if self.method == "score":
+            return tango_interval(self.n, self.b, self.c, confidence)
+        if self.refit is not None:
+            again = self.refit(confidence)
+            return again.lo, again.hi
+        return _wald_interval(self.mean, self.se, _z_two_sided(confidence))
+
+    def significant(self, alpha: float) -> bool:
+        """Whether the interval at ``1 - alpha`` excludes 0 (the test at level ``alpha``)."""
+        lo, hi = self.interval(1.0 - alpha)
+        return lo > 0.0 or hi < 0.0
+
+
+def mcnemar_score(b: int, c: int) -> float:
+    """Two-sided asymptotic McNemar p-value (no continuity correction) for ``b`` and ``c``.
+
+    ``z = (c - b) / sqrt(b + c)``, ``p = P(|Z| ≥ |z|) = erfc(|z| / √2)``. This is the
+    score test of ``H0: p_A = p_B`` that :func:`tango_interval` inverts. Fagerland,
+    Lydersen & Laake (2013), "The McNemar test for binary matched-pairs data: mid-p and
+    asymptotic are better than exact conditional", BMC Med. Res. Methodol. 13:91, show it
+    keeps close to the nominal level down to small samples, where the exact conditional
+    test is needlessly conservative. ``b + c == 0`` gives 1.0.
+    """
+    _check_count("b", b)
+    _check_count("c", c)
+    if b + c == 0:
+        return 1.0
+    return _clamp(math.erfc(abs(c - b) / math.sqrt(2.0 * (b + c))), 0.0, 1.0)
+
+
+def tango_statistic(n: int, b: int, c: int, delta: float) -> float:
+    """Tango's score statistic for ``H0: p_B - p_A = delta`` (``n`` pairs, ``b`` only A
+    passes, ``c`` only B passes); decreasing in ``delta``, and McNemar's ``z`` at 0.
+
+    ``Z = (c - b - n·delta) / sqrt(n·(2q + delta·(1 - delta)))`` with ``q`` the maximum
+    likelihood estimate of P(only A passes) under ``H0``: the root of
+    ``2n q² + W q - b·delta·(1 - delta) = 0``, ``W = -(b + c) + (2n - c + b)·delta``
+    (Tango 1998, "Equivalence test and confidence interval for the difference in
+    proportions for the paired-sample design", Stat. Med. 17:891-908, eqs. 3-5, with his
+    ``x12 = c`` and ``x21 = b``). A zero variance (at ``delta = ±1``) gives ``±inf`` or 0.
+    """
+    w = -(b + c) + (2 * n - c + b) * delta
+    q = (math.sqrt(max(0.0, w * w + 8.0 * n * b * delta * (1.0 - delta))) - w) / (4.0 * n)
+    variance = n * (2.0 * q + delta * (1.0 - delta))
+    numerator = c - b - n * delta
+    if variance <= 0.0:
+        return 0.0 if numerator == 0 else math.copysign(math.inf, numerator)
+    return numerator / math.sqrt(variance)
+
+
+def tango_interval(n: int, b: int, c: int, confidence: float = 0.95) -> tuple[float, float]:
+    """Tango's asymptotic score interval for ``p_B - p_A`` from ``n`` pass/fail pairs.
+
+    The set of ``delta`` whose score test (:func:`tango_statistic`) is not rejected,
+    ``|Z(delta)| ≤ z``; Fagerland, Lydersen & Laake (2014), "Recommended tests and
+    confidence intervals for paired binomial proportions", Stat. Med. 33:2850-2875,
+    recommend it. Because ``Z(0)`` is McNemar's statistic, the interval excludes 0 exactly
+    when :func:`mcnemar_score` is below ``1 - confidence``: each bound is found by
+    bisection in a bracket whose ends lie on either side of it, 0 being one end whenever
+    it is outside, and the end inside the interval is returned, so the bound never lands
+    on the wrong side of 0. It never has zero width: (100, 0, 0) gives about ±0.037.
+
+    Raises ValueError for negative counts, ``b + c > n``, ``n == 0`` or an invalid
+    ``confidence``.
+    """
+    z = _z_two_sided(confidence)
+    for name, value in (("n", n), ("b", b), ("c", c)):
+        _check_count(name, value)
+    if b + c > n or n == 0:
+        raise ValueError(f"need 0 < n and b + c <= n, got n={n}, b={b}, c={c}")
+    estimate = (c - b) / n
+
+    def beyond(delta: float, limit: float) -> bool:
+        # Rejected on the side of ``limit``: Z too large for the lower bound, too small
+        # for the upper one.
+        value = tango_statistic(n, b, c, delta)
+        return value > z if limit < 0.0 else value < -z
+
+    def side(limit: float) -> float:
+        if not beyond(limit, limit):
+            return limit
+        outside, inside = limit, estimate
+        if (limit < 0.0 < estimate) or (estimate < 0.0 < limit):
+            # 0 as a bracket end, so the bound ends up on the same side of 0 as the test.
+            if beyond(0.0, limit):
+                outside = 0.0
+            else:
+                inside = 0.0
+        for _ in range(200):
+            middle = (outside + inside) / 2.0
+            if middle in (outside, inside):
+                break
+            if beyond(middle, limit):
+                outside = middle
+            else:
+                inside = middle
+        return inside
+
+    return side(-1.0), side(1.0)
 
 
 def paired_comparison(
@@ -430,17 +554,20 @@ def paired_comparison(
       are summed within each cluster and their variance taken across the ``G`` clusters
       with the ``G / (G - 1)`` factor (see :func:`_cluster_se`). Without ``clusters`` each
       item is its own cluster, which is exactly the ordinary ``stdev(d) / sqrt(n)``.
-    - ``lo``, ``hi``: ``mean ± z·se`` with the normal quantile for ``confidence``, clamped to
-      ``[-1, 1]``. When every difference is equal (e.g. the two never disagree) ``se`` is 0
-      and the interval is the point; the McNemar p-value and :func:`mde_paired` then carry
-      the uncertainty.
+    - pass/fail scores without clusters: exactly :func:`paired_binary` (method
+      ``"score"``);
+    - otherwise ``lo``, ``hi`` and ``p_value``: one Wald statistic ``mean / se`` (method
+      ``"wald"``): ``mean ± z·se`` clamped to ``[-1, 1]`` and ``P(|Z| ≥ |mean| / se)``, so the test
+      honours the clusters as the interval does and the two agree. When every difference
+      is equal ``se`` is 0: the interval is the point, and the test is significant unless
+      the difference is 0.
     - ``b``, ``c``: items where only A passes / only B passes, a score ``≥ 0.5`` counting
-      as a pass; ``p_value`` is :func:`mcnemar_exact` on them when every item is a single
-      pass/fail pair in a cluster of its own.
+      as a pass (shown beside the difference).
     - With repeats (a fractional score) or a cluster holding more than one item, pairs are
       not independent: the test, the interval and ``p_value`` are those of
-      :func:`_clustered_paired` instead (the clustered McNemar statistic with a ``t``
-      reference on ``G - 1`` degrees of freedom), which honour the clustering.
+      :func:`_clustered_paired` instead (method ``"clustered"``: the clustered McNemar
+      statistic with a ``t`` reference on ``G - 1`` degrees of freedom, the interval its
+      inversion), which honour the clustering.
 
     Edge cases: no items gives all zeros with ``p_value`` 1.0. With one item, or all items
     in one cluster, the variance cannot be estimated: ``se`` is reported as 1.0 (the largest
@@ -457,20 +584,36 @@ def paired_comparison(
     _check_clusters(clusters, n)
     if n == 0:
         return PairedDiff(n=0, mean=0.0, lo=0.0, hi=0.0, se=0.0, b=0, c=0, p_value=1.0)
+    only_a = sum(1 for x, y in zip(a, b, strict=True) if x >= _PASS_SCORE > y)
+    only_b = sum(1 for x, y in zip(a, b, strict=True) if y >= _PASS_SCORE > x)
+    if clusters is not None and len(set(clusters)) == n:
+        clusters = None  # singleton clusters are no clustering
+    if clusters is None and all(score in (0.0, 1.0) for score in (*a, *b)):
+        return paired_binary(n, only_a, only_b, confidence)
     diffs = [y - x for x, y in zip(a, b, strict=True)]
     mean = math.fsum(diffs) / n
     estimated = _cluster_se(diffs, mean, clusters)
     se = 1.0 if estimated is None else estimated
-    only_a = sum(1 for x, y in zip(a, b, strict=True) if x >= _PASS_SCORE > y)
-    only_b = sum(1 for x, y in zip(a, b, strict=True) if y >= _PASS_SCORE > x)
     if _grouped(diffs, clusters):
         return _clustered_paired(n, diffs, mean, se, only_a, only_b, clusters, confidence)
-    return _paired(n, mean, se, only_a, only_b, z)
+    lo, hi = _wald_interval(mean, se, z)
+    if se > 0.0:
+        p_value = _clamp(math.erfc(abs(mean) / se / math.sqrt(2.0)), 0.0, 1.0)
+    else:
+        p_value = 1.0 if mean == 0.0 else 0.0
+    return PairedDiff(n, mean, lo, hi, se, only_a, only_b, p_value, "wald")
+
+
+def _wald_interval(mean: float, se: float, z: float) -> tuple[float, float]:
+    """``mean ± z·se`` clamped to ``[-1, 1]``."""
+    return _clamp(mean - z * se, -1.0, 1.0), _clamp(mean + z * se, -1.0, 1.0)
 
 
 def paired_binary(n: int, b: int, c: int, confidence: float = 0.95) -> PairedDiff:
-    """:func:`paired_comparison` of ``n`` pass/fail pairs without clusters, from the counts:
-    ``b`` items only A passes, ``c`` only B passes. The same ``PairedDiff``, bit for bit.
+    """``n`` pass/fail pairs without clusters, from the counts: ``b`` items only A passes,
+    ``c`` only B passes. Method ``"score"``: :func:`tango_interval` and
+    :func:`mcnemar_score`; ``se`` is the plug-in standard error of ``(c - b) / n``
+    (the same value :func:`paired_comparison` reports), shown only.
 
     Raises ValueError for negative counts, ``b + c > n`` or an invalid ``confidence``.
     """
@@ -478,28 +621,14 @@ def paired_binary(n: int, b: int, c: int, confidence: float = 0.95) -> PairedDif
         _check_count(name, value)
     if b + c > n:
         raise ValueError(f"b + c ({b + c}) must not exceed n ({n})")
-    z = _z_two_sided(confidence)
+    _z_two_sided(confidence)
     if n == 0:
         return PairedDiff(n=0, mean=0.0, lo=0.0, hi=0.0, se=0.0, b=0, c=0, p_value=1.0)
     mean = float(c - b) / n
     estimated = _repeated_se(((1.0 - mean, c), (-1.0 - mean, b), (0.0 - mean, n - b - c)), n)
     se = 1.0 if estimated is None else estimated
-    return _paired(n, mean, se, b, c, z)
-
-
-def _paired(n: int, mean: float, se: float, b: int, c: int, z: float) -> PairedDiff:
-    """The ``PairedDiff`` of a mean difference with its standard error and discordant
-    counts: ``mean ± z·se`` clamped to ``[-1, 1]``, and McNemar's exact p-value."""
-    return PairedDiff(
-        n=n,
-        mean=mean,
-        lo=_clamp(mean - z * se, -1.0, 1.0),
-        hi=_clamp(mean + z * se, -1.0, 1.0),
-        se=se,
-        b=b,
-        c=c,
-        p_value=mcnemar_exact(b, c),
-    )
+    lo, hi = tango_interval(n, b, c, confidence)
+    return PairedDiff(n, mean, lo, hi, se, b, c, mcnemar_score(b, c), "score")
 
 
 # ---------------------------------------------------------------- clustered pairs
@@ -615,7 +744,9 @@ def _clustered_paired(
     sums, sizes = _cluster_sums(diffs, clusters)
     groups = len(sums)
     if groups < 2:
-        return PairedDiff(n=n, mean=mean, lo=-1.0, hi=1.0, se=se, b=b, c=c, p_value=1.0)
+        return PairedDiff(
+            n=n, mean=mean, lo=-1.0, hi=1.0, se=se, b=b, c=c, p_value=1.0, method="clustered"
+        )
     from scipy.stats import t as student_t  # type: ignore[import-untyped,unused-ignore]
 
     df = groups - 1
@@ -652,6 +783,8 @@ def _clustered_paired(
         b=b,
         c=c,
         p_value=p_value,
+        method="clustered",
+        refit=functools.partial(_clustered_paired, n, diffs, mean, se, b, c, clusters),
     )
 
 
@@ -707,6 +840,63 @@ def mde_paired(
         return 1.0
     psi = max(discordance, discordance_floor)
     return _clamp(z_sum * math.sqrt(psi / n), 0.0, 1.0)
+
+
+def mde_mcnemar(
+    n: int,
+    discordant: int,
+    alpha: float = 0.05,
+    power: float = 0.8,
+    *,
+    discordance_floor: float = DISCORDANCE_FLOOR,
+) -> float | None:
+    """Smallest difference in pass rate :func:`mcnemar_score` at level ``alpha`` detects
+    with probability ``power`` on ``n`` items, or None when no difference is detectable.
+
+    Method: exact binomial power, no simulation and no normal approximation. With ``m``
+    discordant pairs (``discordant``, raised to ``ceil(discordance_floor · n)`` for the
+    reason :func:`mde_paired` gives), the number ``C`` of them B wins is
+    ``Binomial(m, π)``, the difference is ``δ = (m / n)(2π - 1)``, and the test rejects
+    when ``|2C - m| > z·sqrt(m)``; its power, two binomial tails, grows with ``π`` on
+    ``[1/2, 1]``, and bisection finds the smallest ``π`` with enough power. Even ``π = 1``
+    falls short when ``m ≤ z²`` (with ``z`` the critical value): then nothing is
+    detectable and the result is None ("too few items to detect any difference").
+
+    Raises ValueError for negative counts, ``discordant > n``, or ``alpha``/``power`` not
+    strictly between 0 and 1.
+    """
+    _check_count("n", n)
+    _check_count("discordant", discordant)
+    _check_unit("discordance_floor", discordance_floor)
+    if discordant > n:
+        raise ValueError(f"discordant ({discordant}) must not exceed n ({n})")
+    _z_power_sum(alpha, power)  # validates both
+    m = min(n, max(discordant, math.ceil(discordance_floor * n)))
+    if m == 0:
+        return None
+    from scipy.stats import binom  # type: ignore[import-untyped,unused-ignore]
+
+    z = _z_two_sided(1.0 - alpha)
+    reach = z * math.sqrt(m)
+    # Smallest C rejected above, largest rejected below: |2C - m| > reach.
+    upper = math.floor((m + reach) / 2.0) + 1
+    lower = math.ceil((m - reach) / 2.0) - 1
+
+    def power_at(pi: float) -> float:
+        return float(binom.sf(upper - 1, m, pi)) + (
+            float(binom.cdf(lower, m, pi)) if lower >= 0 else 0.0
+        )
+
+    if upper > m or power_at(1.0) < power:
+        return None
+    weak, strong = 0.5, 1.0
+    for _ in range(60):
+        middle = (weak + strong) / 2.0
+        if power_at(middle) >= power:
+            strong = middle
+        else:
+            weak = middle
+    return _clamp(m / n * (2.0 * strong - 1.0), 0.0, 1.0)
 
 
 def mde_rate(n: int, p: float, alpha: float = 0.05, power: float = 0.8) -> float:

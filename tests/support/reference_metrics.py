@@ -254,8 +254,8 @@ def compare(
     pass_level: str,
     confidence: float = 0.95,
 ) -> list[Comparison]:
-    """``other`` against ``base`` per slice: difference with CI, McNemar exact, Holm across
-    slices, and the minimum detectable effect. Items pair by id *and* content hash."""
+    """``other`` against ``base`` per slice, in ``metrics.verdicts``' families, from the
+    per-item records. Items pair by id *and* content hash."""
     ok = pass_levels(pass_level)
     alpha = 1 - confidence
     base_slices, other_slices = by_slice(base), by_slice(other)

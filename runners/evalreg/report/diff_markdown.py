@@ -12,6 +12,7 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
+from evalreg.families import MIN_SLICE_ITEMS, TOO_SMALL_TO_TEST, family_sentence
 from evalreg.report.escape import COMMENT_LIMIT, cell, cut_to_fit, html_inline, inline
 
 RESERVED = 200
@@ -97,6 +98,10 @@ def _verdict(entry: dict[str, Any]) -> str:
         return "🔻 worse"
     if verdict == "untested":
         return "not tested (summaries only)"
+    if verdict == TOO_SMALL_TO_TEST:
+        return f"not tested (under {MIN_SLICE_ITEMS} items)"
+    if entry.get("mde") is None and entry.get("mde_note"):
+        return f"no detectable difference ({_s(entry.get('mde_note'))})"
     return f"no detectable difference (MDE {_pts(entry.get('mde')).replace('+', '')})"
 
 
@@ -166,9 +171,9 @@ def diff_markdown(data: dict[str, Any], *, limit: int = COMMENT_LIMIT - RESERVED
         )
     else:
         how = (
-            "Differences are called better or worse only when significant (McNemar exact, "
-            "Holm across slices); otherwise the minimum detectable effect (MDE) says how big "
-            "a change these items could have shown.\n"
+            "Differences are called better or worse only when their paired interval, at the "
+            "level its test used, excludes 0; otherwise the minimum detectable effect (MDE) "
+            "says how big a change that test could have shown. " + family_sentence() + "\n"
         )
     compared = [c for c in _list(data.get("cells")) if isinstance(c, dict)]
     reproduced = _dict(data.get("reproduction")).get("status") == "reproduced"
@@ -438,7 +443,13 @@ def _slices_table(slices: list[Any], *, tested: bool) -> str:
         for s in slices
         if isinstance(s, dict)
     ]
-    headers = ["slice", "items", "head − base", "only base / only head passes", "p (Holm)"]
+    headers = [
+        "slice",
+        "items",
+        "head − base",
+        "only base / only head passes",
+        "p (Holm for slices)",
+    ]
     return _table([*headers, "verdict"], rows)
 
 

@@ -11,13 +11,14 @@ import re
 from collections.abc import Sequence
 
 from evalreg.evidence import UseCaseEvidence
+from evalreg.families import MIN_SLICE_ITEMS, NONE_DETECTABLE, family_sentence
 from evalreg.metrics import Metric
 from evalreg.report.chart import Bar, bar_chart
 from evalreg.report.escape import block, cell, inline
 from evalreg.selection import fmt
 
-MIN_SLICE_ITEMS = 10
-"""Slices with fewer items are listed under Limitations instead of the evidence tables."""
+# Slices with fewer than MIN_SLICE_ITEMS items are listed under Limitations instead of the
+# evidence tables (and are not tested).
 DETECT = 0.05
 
 
@@ -168,7 +169,8 @@ def _criteria(ev: UseCaseEvidence) -> str:
         + (" or better" if policy.pass_level == "acceptable" else "")
         + f". Intervals are {policy.confidence:.0%} (Wilson, clustered by item and by the "
         "item's `cluster` when given); differences are called better or worse only when "
-        "McNemar's exact test, Holm-corrected across slices, is significant.\n"
+        "their paired interval (Tango's score interval, or a cluster-robust one with "
+        "repeats or clusters) excludes 0. " + family_sentence(policy.confidence) + "\n"
     )
     if policy.gates:
         rows = []
@@ -447,9 +449,11 @@ def _comparisons(ev: UseCaseEvidence) -> str:
         )
     out = [
         f"### Paired comparisons against the declared {code(ev.selection.selected)}\n",
-        "Same items, difference in pass rate (other − declared) with its 95 % interval. "
-        '"No detectable difference" comes with the smallest difference these items could '
-        "have detected (MDE, α = 0.05, power 0.8).\n",
+        "Same items, difference in pass rate (other − declared) with its interval at the "
+        'level its test used. "No detectable difference" comes with the smallest difference '
+        "that test could have detected (MDE, power 0.8). "
+        + family_sentence(ev.selection.policy.confidence)
+        + "\n",
     ]
     big = set(_big_slices(ev)) | {"all"}
     for cid, comps in ev.comparisons.items():
@@ -464,13 +468,8 @@ def _comparisons(ev: UseCaseEvidence) -> str:
                     str(d.n),
                     f"{100 * d.mean:+.1f} pts ({100 * d.lo:+.1f} to {100 * d.hi:+.1f})",
                     f"{d.b} / {d.c}",
-                    f"{c.p_adjusted:.3g}",
-                    c.verdict
-                    + (
-                        f" (MDE {100 * c.mde:.1f} pts)"
-                        if c.verdict == "no detectable difference"
-                        else ""
-                    ),
+                    "–" if c.p_adjusted is None else f"{c.p_adjusted:.3g}",
+                    c.verdict + _mde_text(c.verdict, c.mde),
                 ]
             )
         out.append(f"{code(cid)} against {code(ev.selection.selected)}:\n")
@@ -481,13 +480,20 @@ def _comparisons(ev: UseCaseEvidence) -> str:
                     "items",
                     "difference",
                     "only declared / only other passes",
-                    "p (Holm)",
+                    "p (Holm for slices)",
                     "verdict",
                 ],
                 rows,
             )
         )
     return "\n".join(out)
+
+
+def _mde_text(verdict: str, mde: float | None) -> str:
+    """What a "no detectable difference" could have detected."""
+    if verdict != "no detectable difference":
+        return ""
+    return f" ({NONE_DETECTABLE})" if mde is None else f" (MDE {100 * mde:.1f} pts)"
 
 
 def _holdout(ev: UseCaseEvidence) -> str:
