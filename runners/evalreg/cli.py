@@ -148,16 +148,19 @@ def cmd_init(args: argparse.Namespace) -> int:
 
 def cmd_evalset_add(args: argparse.Namespace) -> int:
     from evalreg.evalset_ops import add_evalset
-    from evalreg.render import console, shown
+    from evalreg.render import console, plain, shown
 
     root = _root(args)
     with _writing(root):
-        added = add_evalset(root, Path(args.file), push=not args.no_push)
+        added = add_evalset(root, Path(args.file), push=not args.no_push, replace=args.replace)
     out = console()
     out.print(
         f"Tracked [bold]{shown(added.path)}[/bold] with DVC: {added.items} items, md5 "
         f"{added.md5}" + ("" if args.no_push else f", pushed to the {shown(added.remote)}")
     )
+    if added.changes is not None:
+        for line in added.changes.lines() or ["no item changed (only the file's bytes)"]:
+            out.print(f"  {plain(line)}", markup=False)
     out.print(f"Commit {shown(added.path)}.dvc (and .gitignore) to record this version.")
     return 0
 
@@ -898,6 +901,12 @@ def build_parser() -> argparse.ArgumentParser:
     p = evalset_sub.add_parser("add", help="validate a JSONL eval set and track it with DVC")
     p.add_argument("file", metavar="FILE", help="the JSONL file, inside the repository")
     p.add_argument("--no-push", action="store_true", help="do not push to the DVC remote")
+    p.add_argument(
+        "--replace",
+        action="store_true",
+        help="replace the tracked version even if the new content drops items, or the old "
+        "version is not here to compare with",
+    )
     p.set_defaults(handler=cmd_evalset_add)
 
     p = evalset_sub.add_parser(
