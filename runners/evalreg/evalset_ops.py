@@ -6,8 +6,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from evalreg.errors import RegistryError, UsageError
-from evalreg.evalsets import EvalSet, parse_evalset
-from evalreg.registry.diagnostics import Finding
+from evalreg.evalsets import EvalSet, item_content, parse_evalset
+from evalreg.registry.diagnostics import Finding, decode_utf8
 from evalreg.registry.tree import PathEscapes, clean_relpath
 
 SHOWN_IDS = 5
@@ -49,21 +49,25 @@ class AddedEvalSet:
     same content, or replaced without reading the old version)."""
 
 
-def item_changes(old: EvalSet, new: EvalSet) -> ItemChanges:
-    """Items added, removed and changed from ``old`` to ``new`` (ids in each file's order)."""
-    from evalreg.grading import item_content
-
+def item_changes(old: EvalSet, old_data: bytes, new: EvalSet, new_data: bytes) -> ItemChanges:
+    """Items added, removed and changed from ``old`` to ``new`` (ids in each file's order),
+    given the bytes each was parsed from."""
+    # An item whose line is unchanged has unchanged content: only the other lines are
+    # hashed, which keeps a large set with a few edits cheap.
+    old_lines = decode_utf8(old_data, old.path).split("\n")
+    new_lines = decode_utf8(new_data, new.path).split("\n")
     before = {item.id: item for item in old.items}
-    after = {item.id for item in new.items}
     changed = []
     added = []
     for item in new.items:
         was = before.get(item.id)
         if was is None:
             added.append(item.id)
-        elif item_content(was) != item_content(item):
+        elif old_lines[old.lines[was.id] - 1] != new_lines[new.lines[item.id] - 1] and (
+            item_content(was) != item_content(item)
+        ):
             changed.append(item.id)
-    removed = [item.id for item in old.items if item.id not in after]
+    removed = [item.id for item in old.items if item.id not in new.lines]
     return ItemChanges(tuple(added), tuple(removed), tuple(changed))
 
 
@@ -88,16 +92,17 @@ def add_evalset(
         raise UsageError(f"{file}: no such file")
     if not (root / ".dvc").is_dir():
         raise UsageError(f"{root} has no DVC repository: run `dvc init` (or `evalreg init`)")
-    evalset, findings = parse_evalset(path.read_bytes(), rel)
+    data = path.read_bytes()
+    evalset, findings = parse_evalset(data, rel)
     if evalset is None:
         raise RegistryError(findings or [Finding(rel, 0, 0, "not a valid eval set")])
-    changes = _changes_from_recorded(root, rel, evalset, replace=replace)
+    changes = _changes_from_recorded(root, rel, evalset, data, replace=replace)
     md5 = dvcrepo.add_and_push(root, rel, push=push)
     return AddedEvalSet(rel, len(evalset.items), md5, dvcrepo.remote_description(root), changes)
 
 
 def _changes_from_recorded(
-    root: Path, rel: str, evalset: EvalSet, *, replace: bool
+    root: Path, rel: str, evalset: EvalSet, new_data: bytes, *, replace: bool
 ) -> ItemChanges | None:
     """The changes from the version ``rel.dvc`` records; raises ``UsageError`` when the new
     content drops items, or the recorded version cannot be read, unless ``replace``."""
@@ -110,13 +115,13 @@ def _changes_from_recorded(
     if old_md5 == evalset.md5:
         return None
     # Only the local cache: ``dvc pull`` would overwrite the new file with the old one.
-    data = None if old_md5 is None else dvcrepo.cached(root, old_md5)
-    old = None if data is None else parse_evalset(data, rel)[0]
+    old_data = None if old_md5 is None else dvcrepo.cached(root, old_md5)
+    old = None if old_data is None else parse_evalset(old_data, rel)[0]
     again = f"`evalreg evalset add {rel} --replace`"
-    if old is None:
+    if old is None or old_data is None:
         if replace:
             return None
-        if data is not None:
+        if old_data is not None:
             raise UsageError(
                 f"{rel}: the version DVC tracks (md5 {old_md5}) is not a valid eval set here, "
                 f"so what the new content changes cannot be shown; replace it with {again}"
@@ -129,7 +134,7 @@ def _changes_from_recorded(
             f"and leaves your file alone) and add it again to see, or replace the recorded "
             f"version unseen with {again}"
         )
-    changes = item_changes(old, evalset)
+    changes = item_changes(old, old_data, evalset, new_data)
     if changes.removed and not replace:
         raise UsageError(
             "\n  ".join(
