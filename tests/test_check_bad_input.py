@@ -491,7 +491,9 @@ def test_scalars_resolve_by_the_yaml_core_schema():
 
 def nested(depth: int) -> str:
     """An item line whose ``input.a`` holds lists ``depth`` deep."""
-    return '{"id": "deep", "input": {"text": "x", "a": %s}}\n' % ("[" * depth + "]" * depth)
+    return '{"id": "deep", "input": {"text": "x", "a": %s}, "expected": {"label": "a"}}\n' % (
+        "[" * depth + "]" * depth
+    )
 
 
 def test_an_item_nested_10000_deep_is_refused_with_its_line(repo, cli):
@@ -528,7 +530,10 @@ def test_a_lone_surrogate_escape_is_refused_with_its_line_and_column(repo, cli):
 
 
 def test_an_escaped_surrogate_pair_is_one_character(repo, cli):
-    line = '{"id": "s", "input": {"text": "\\ud83d\\ude00 and \\\\ud800"}, "tags": ["common"]}\n'
+    line = (
+        '{"id": "s", "input": {"text": "\\ud83d\\ude00 and \\\\ud800"}, "tags": ["common"], '
+        '"expected": {"label": "a"}}\n'
+    )
     repo.write("evalsets/messages.jsonl", items_jsonl() + line)
     repo.commit("emoji")
     assert cli(repo, "check").code == 0
@@ -716,3 +721,55 @@ def test_a_loop_of_symlinks_is_refused(repo, cli):
         cli,
         "registry/tasks/labels.yaml:3:10: evalset: 'evalsets/a.jsonl' is a loop of symbolic links",
     )
+
+
+def test_an_item_lacking_the_expected_field_a_criterion_compares_is_an_error(repo, cli):
+    rows = items_jsonl().splitlines()
+    item = json.loads(rows[2])
+    item["expected"] = {"lable": "b"}
+    rows[2] = json.dumps(item, sort_keys=True)
+    repo.write("evalsets/messages.jsonl", "\n".join(rows) + "\n")
+    repo.commit("an item whose answer is misspelt")
+    err = assert_rejected(
+        repo,
+        cli,
+        "evalsets/messages.jsonl:3: item 'm-002' has no expected 'label', which criterion "
+        "'label' of rubric labels (registry/rubrics/labels.yaml:14) compares with",
+    )
+    assert "m-001" not in err
+
+
+def test_an_item_without_expected_is_an_error_only_for_criteria_that_apply_to_it(repo, cli):
+    rubric = repo.read("registry/rubrics/labels.yaml")
+    whole = (
+        "  - id: whole\n    description: All of it.\n    slices: [edge]\n"
+        "    grader: {type: exact}\nlevels:\n"
+    )
+    repo.write("registry/rubrics/labels.yaml", rubric.replace("levels:\n", whole, 1))
+    rows = [json.loads(r) for r in items_jsonl().splitlines()]
+    for row in rows[:2]:  # m-000 is tagged edge, m-001 common
+        del row["expected"]
+    repo.write("evalsets/messages.jsonl", "".join(json.dumps(r) + "\n" for r in rows))
+    repo.commit("items without answers")
+    err = assert_rejected(
+        repo,
+        cli,
+        "evalsets/messages.jsonl:1: item 'm-000' has no expected value, which criterion 'whole'",
+        "evalsets/messages.jsonl:2: item 'm-001' has no expected 'label'",
+    )
+    assert "item 'm-001' has no expected value" not in err
+
+
+def test_a_literal_value_needs_nothing_from_expected(repo, cli):
+    rubric = repo.read("registry/rubrics/labels.yaml").replace(
+        "      type: field_exact\n      field: label\n",
+        "      type: contains\n      value: label\n",
+    )
+    repo.write("registry/rubrics/labels.yaml", rubric)
+    rows = [json.loads(r) for r in items_jsonl().splitlines()]
+    for row in rows:
+        del row["expected"]
+    repo.write("evalsets/messages.jsonl", "".join(json.dumps(r) + "\n" for r in rows))
+    repo.commit("no answers needed")
+    result = cli(repo, "check")
+    assert result.code == 0, result.err

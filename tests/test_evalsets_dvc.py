@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import shutil
 from pathlib import Path
@@ -231,3 +232,99 @@ def test_items_hold_exactly_what_json_reads_from_their_lines():
         want = json.loads(line)["input"]
         assert repr(item.input) == repr(want)
         assert [type(v) for v in item.input.values()] == [type(v) for v in want.values()]
+
+
+# ---------------------------------------------------------------- replacing a tracked set
+def items(ids: list[str], *, label: str = "a") -> str:
+    rows = [
+        {"id": i, "input": {"text": i}, "expected": {"label": label}, "tags": ["common"]}
+        for i in ids
+    ]
+    return "".join(json.dumps(r, sort_keys=True) + "\n" for r in rows)
+
+
+@pytest.fixture
+def tracked(dvc_repo: Repo, cli) -> Repo:
+    """``evalsets/messages.jsonl`` tracked with seven items m-0 .. m-6."""
+    dvc_repo.write(EVALSET, items([f"m-{i}" for i in range(7)]))
+    result = cli(dvc_repo, "evalset", "add", str(dvc_repo.root / EVALSET), "--replace")
+    assert result.code == 0, result.err
+    dvc_repo.commit("seven items")
+    return dvc_repo
+
+
+def test_evalset_add_refuses_content_that_drops_items_and_shows_the_changes(tracked, cli):
+    kept = [f"m-{i}" for i in range(6) if i != 0]
+    tracked.write(EVALSET, items(kept[:-1]) + items(kept[-1:], label="b") + items(["n-1"]))
+    err = assert_refused(
+        tracked,
+        cli,
+        "evalset",
+        "add",
+        str(tracked.root / EVALSET),
+        expect=(
+            f"{EVALSET}: the new content drops 2 of the 7 items of the recorded version",
+            "added: 1 ('n-1')",
+            "removed: 2 ('m-0', 'm-6')",
+            "changed (same id, other content): 1 ('m-5')",
+            f"evalreg evalset add {EVALSET} --replace",
+        ),
+    )
+    assert "m-1" not in err
+
+
+def test_evalset_add_lists_the_first_ids_and_counts_the_rest(tracked, cli):
+    tracked.write(EVALSET, items(["m-6"]))
+    assert_refused(
+        tracked,
+        cli,
+        "evalset",
+        "add",
+        str(tracked.root / EVALSET),
+        expect=("removed: 6 ('m-0', 'm-1', 'm-2', 'm-3', 'm-4' and 1 more)",),
+    )
+
+
+def test_evalset_add_replace_drops_items_and_says_what_changed(tracked, cli):
+    tracked.write(EVALSET, items(["m-0", "m-1"]))
+    result = cli(tracked, "evalset", "add", str(tracked.root / EVALSET), "--replace")
+    assert result.code == 0, result.err
+    assert "removed: 5 ('m-2', 'm-3', 'm-4', 'm-5', 'm-6')" in result.out
+    md5 = dvcrepo.pointer_md5((tracked.root / f"{EVALSET}.dvc").read_bytes())
+    assert md5 == hashlib.md5((tracked.root / EVALSET).read_bytes()).hexdigest()
+
+
+def test_evalset_add_that_only_adds_or_changes_items_needs_no_replace(tracked, cli):
+    tracked.write(EVALSET, items([f"m-{i}" for i in range(7)], label="b") + items(["n-1"]))
+    result = cli(tracked, "evalset", "add", str(tracked.root / EVALSET))
+    assert result.code == 0, result.err
+    assert "added: 1 ('n-1')" in result.out
+    assert "changed (same id, other content): 7 (" in result.out
+
+
+def test_evalset_add_refuses_when_the_recorded_version_was_not_pulled(tracked, cli):
+    """A fresh clone without ``dvc pull``: the old version is not here, the file is new."""
+    shutil.rmtree(tracked.root / ".dvc" / "cache")
+    tracked.write(EVALSET, items(["x-1"]))
+    assert_refused(
+        tracked,
+        cli,
+        "evalset",
+        "add",
+        str(tracked.root / EVALSET),
+        expect=(
+            "which is not in the local DVC cache, so what the new content removes or changes "
+            "cannot be shown",
+            f"`dvc fetch {EVALSET}.dvc`",
+            "--replace",
+        ),
+    )
+    result = cli(tracked, "evalset", "add", str(tracked.root / EVALSET), "--replace")
+    assert result.code == 0, result.err
+    assert len(load_registry(tracked.root).evalset_of("labels").items) == 1
+
+
+def test_evalset_add_of_unchanged_content_succeeds_without_the_cache(tracked, cli):
+    shutil.rmtree(tracked.root / ".dvc" / "cache")
+    result = cli(tracked, "evalset", "add", str(tracked.root / EVALSET), "--no-push")
+    assert result.code == 0, result.err

@@ -135,7 +135,7 @@ def test_max_cost_stops_before_the_budget_is_exceeded(live: Repo, cli, server):
         live.read("registry/models/mini.yaml")
         .replace("input_per_mtok: 0.15", "input_per_mtok: 1000")
         .replace("output_per_mtok: 0.6", "output_per_mtok: 0")
-        .replace("temperature: 0", "temperature: 0\n  max_tokens: 0"),
+        .replace("temperature: 0", "temperature: 0\n  max_tokens: 1"),
     )
     dry = cli(live, "run", "--dry-run", "--candidate", "mini")
     per_request = float(dry.out.split("Estimated cost of missing responses: $")[1].split()[0]) / 4

@@ -99,7 +99,7 @@ def check(root: str | Path | Tree = ".", *, remote: bool = False) -> CheckResult
         )
     elif not findings:
         # With errors, "unused" is often only a consequence of a file that failed to load.
-        findings = _prompt_findings(registry)
+        findings = _prompt_findings(registry) + _expected_findings(registry)
         if not findings:
             findings = (
                 _warnings(registry)
@@ -301,6 +301,60 @@ def _prompt_findings(registry: Registry) -> list[Finding]:
                     "cannot be rendered",
                 )
             )
+    return out
+
+
+def _expected_findings(registry: Registry) -> list[Finding]:
+    """Items lacking the ``expected`` value a criterion of their task's rubric compares
+    with: graded, each would fail for want of an answer, not for a wrong output."""
+    from evalreg.graders.base import expected_needs, lacks
+    from evalreg.levels import applies
+    from evalreg.registry.loader import MAX_TEMPLATE_FINDINGS
+
+    out = []
+    seen = set()
+    for task_id, task in sorted(registry.tasks.items()):
+        rubric = registry.rubrics.get(task.rubric)
+        if rubric is None:
+            continue
+        doc = registry.documents[("rubrics", task.rubric)]
+        for split in ("dev", "holdout") if task.holdout is not None else ("dev",):
+            evalset = registry.evalset_of(task_id, split)
+            if (task.rubric, evalset.path) in seen:
+                continue
+            seen.add((task.rubric, evalset.path))
+            for index, criterion in enumerate(rubric.criteria):
+                needs = expected_needs(criterion.grader)
+                if needs is None:
+                    continue
+                what = "expected value" if needs.key is None else f"expected {needs.key!r}"
+                where = f"{doc.path}:{doc.locate(('criteria', index, 'grader'))[0]}"
+                lacking = [
+                    item
+                    for item in evalset.items
+                    if applies(criterion, item.tags) and lacks(item, needs)
+                ]
+                for item in lacking[:MAX_TEMPLATE_FINDINGS]:
+                    out.append(
+                        Finding(
+                            evalset.path,
+                            evalset.lines[item.id],
+                            0,
+                            f"item {item.id!r} has no {what}, which criterion "
+                            f"{criterion.id!r} of rubric {task.rubric} ({where}) compares with: "
+                            "it would fail whatever the model answers",
+                        )
+                    )
+                if len(lacking) > MAX_TEMPLATE_FINDINGS:
+                    out.append(
+                        Finding(
+                            evalset.path,
+                            0,
+                            0,
+                            f"{len(lacking) - MAX_TEMPLATE_FINDINGS} more items with no {what} "
+                            f"for criterion {criterion.id!r} ({where})",
+                        )
+                    )
     return out
 
 

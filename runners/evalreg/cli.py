@@ -171,16 +171,21 @@ def cmd_init(args: argparse.Namespace) -> int:
 
 def cmd_evalset_add(args: argparse.Namespace) -> int:
     from evalreg.evalset_ops import add_evalset
-    from evalreg.render import console, shown
+    from evalreg.render import console, plain, shown
 
     root = _root(args)
     with _writing(root):
-        added = add_evalset(root, _path(args, args.file), push=not args.no_push)
+        added = add_evalset(
+            root, _path(args, args.file), push=not args.no_push, replace=args.replace
+        )
     out = console()
     out.print(
         f"Tracked [bold]{shown(added.path)}[/bold] with DVC: {added.items} items, md5 "
         f"{added.md5}" + ("" if args.no_push else f", pushed to the {shown(added.remote)}")
     )
+    if added.changes is not None:
+        for line in added.changes.lines() or ["no item changed (only the file's bytes)"]:
+            out.print(f"  {plain(line)}", markup=False)
     out.print(f"Commit {shown(added.path)}.dvc (and .gitignore) to record this version.")
     return 0
 
@@ -435,11 +440,12 @@ def cmd_audit(args: argparse.Namespace) -> int:
     )
     with reviews if reviews is not None else nullcontext():
         record = build_audit(root, args.rev, github=reviews, verify=not args.no_verify)
-    if args.output:
-        Path(args.output).parent.mkdir(parents=True, exist_ok=True)
-    _emit(audit_markdown(record), args.output)
+    output = str(_path(args, args.output)) if args.output else None
+    if output:
+        Path(output).parent.mkdir(parents=True, exist_ok=True)
+    _emit(audit_markdown(record), output)
     if args.html:
-        write_html(record, Path(args.html))
+        write_html(record, _path(args, args.html))
     verdict = record.reproduction
     return 1 if verdict is not None and verdict.status in ("different", "error") else 0
 
@@ -450,7 +456,7 @@ def cmd_diff(args: argparse.Namespace) -> int:
     from evalreg.report.escape import json_text
 
     what = "the output of `evalreg check --json`"
-    checked = _read_json_arg("--check", args.check, what) if args.check else None
+    checked = _read_json_arg("--check", str(_path(args, args.check)), what) if args.check else None
     data = diff(
         _repaired(_root(args)),
         args.base,
@@ -552,7 +558,7 @@ def cmd_comment(args: argparse.Namespace) -> int:
     from evalreg.render import console, shown
     from evalreg.report.diff_markdown import diff_markdown
 
-    data = _read_json_arg("--diff", args.diff, "an evalreg diff")
+    data = _read_json_arg("--diff", str(_path(args, args.diff)), "an evalreg diff")
     if data.get("schema_version") != 1:
         raise UsageError(f"--diff {args.diff}: not an evalreg diff (schema_version 1)")
     if args.head_sha is not None and not re.fullmatch(r"[0-9a-f]{40}", args.head_sha):
@@ -598,8 +604,8 @@ def cmd_evalset_sample(args: argparse.Namespace) -> int:
     from evalreg.render import console, shown
 
     result = sample_logs(
-        Path(args.source),
-        Path(args.output),
+        _path(args, args.source),
+        _path(args, args.output),
         per_slice=args.per_slice,
         total=args.total,
         stratify_by=args.stratify_by,
@@ -977,6 +983,12 @@ def build_parser() -> argparse.ArgumentParser:
     p = evalset_sub.add_parser("add", help="validate a JSONL eval set and track it with DVC")
     p.add_argument("file", metavar="FILE", help="the JSONL file, inside the repository")
     p.add_argument("--no-push", action="store_true", help="do not push to the DVC remote")
+    p.add_argument(
+        "--replace",
+        action="store_true",
+        help="replace the tracked version even if the new content drops items, or the old "
+        "version is not here to compare with",
+    )
     p.set_defaults(handler=cmd_evalset_add)
 
     p = evalset_sub.add_parser(

@@ -13,7 +13,7 @@ from typing import Any
 import orjson
 from pydantic import ValidationError
 
-from evalreg.canonical import loads_finite
+from evalreg.canonical import canonical_bytes, digest, loads_finite
 from evalreg.registry.diagnostics import Finding, decode_utf8
 from evalreg.registry.schema import Item
 from evalreg.registry.validation import describe_errors
@@ -38,6 +38,25 @@ class EvalSet:
     def slices(self) -> Counter[str]:
         """Item counts per tag (counted once: do not modify)."""
         return Counter(tag for item in self.items for tag in item.tags)
+
+
+def item_content(item: Item) -> str:
+    """The hash that, with the id, identifies an item for pairing across revisions."""
+    messages = item.messages
+    try:
+        # Items read from JSON hold JSON values, which are their own JSON form.
+        data = canonical_bytes(
+            {
+                "input": item.input,
+                "messages": None
+                if messages is None
+                else [{"role": m.role, "content": m.content} for m in messages],
+                "expected": item.expected,
+            }
+        )
+    except (TypeError, ValueError):  # NaN, bytes, dates...: pydantic's JSON form decides
+        return digest(item.model_dump(mode="json", include={"input", "messages", "expected"}))[:16]
+    return hashlib.sha256(data).hexdigest()[:16]
 
 
 _RECENT: list[tuple[str, str, EvalSet]] = []

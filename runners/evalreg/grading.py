@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import contextlib
-import hashlib
 from pathlib import Path
 from typing import Any
 
-from evalreg.canonical import canonical_bytes, digest
+from evalreg.evalsets import item_content
 from evalreg.fetch import Job
 from evalreg.graders import GradingContext, Verdict, build_grader
 from evalreg.graders.base import GradeFn
@@ -21,25 +20,6 @@ from evalreg.registry import schema
 from evalreg.registry.loader import Registry
 from evalreg.results import rounded
 from evalreg.store import ResponseStore
-
-
-def item_content(item: schema.Item) -> str:
-    """The hash that, with the id, identifies an item for pairing across revisions."""
-    messages = item.messages
-    try:
-        # Items read from JSON hold JSON values, which are their own JSON form.
-        data = canonical_bytes(
-            {
-                "input": item.input,
-                "messages": None
-                if messages is None
-                else [{"role": m.role, "content": m.content} for m in messages],
-                "expected": item.expected,
-            }
-        )
-    except (TypeError, ValueError):  # NaN, bytes, dates...: pydantic's JSON form decides
-        return digest(item.model_dump(mode="json", include={"input", "messages", "expected"}))[:16]
-    return hashlib.sha256(data).hexdigest()[:16]
 
 
 def cost_micro_usd(price: schema.Price | None, completion: Completion) -> int:

@@ -312,7 +312,7 @@ def from_summary(
         )
 
     def content() -> list[str]:
-        from evalreg.grading import item_content
+        from evalreg.evalsets import item_content
 
         by_id = {i.id: i for i in items}
         return [item_content(by_id[i]) for i in known.ids]

@@ -14,6 +14,7 @@ from evalreg.graders.base import (
     answer,
     as_text,
     expected,
+    needs_expected_field,
     register,
     show,
 )
@@ -24,7 +25,7 @@ _ROUNDING = 1e-12
 """Relative slack on numeric tolerances, so a difference exactly at the bound passes."""
 
 
-@register("field_exact")
+@register("field_exact", needs=needs_expected_field)
 def field_exact(config: schema.FieldExactGrader, ctx: GradingContext) -> GradeFn:
     """Pass when the field equals the expected value as JSON (``true`` is not ``1``).
 
@@ -43,7 +44,7 @@ def field_exact(config: schema.FieldExactGrader, ctx: GradingContext) -> GradeFn
     return grade
 
 
-@register("field_numeric")
+@register("field_numeric", needs=needs_expected_field)
 def field_numeric(config: schema.FieldNumericGrader, ctx: GradingContext) -> GradeFn:
     """Pass when the field is a number within ``tolerance`` of the expected number.
 
@@ -72,7 +73,7 @@ def field_numeric(config: schema.FieldNumericGrader, ctx: GradingContext) -> Gra
     return grade
 
 
-@register("field_fuzzy")
+@register("field_fuzzy", needs=needs_expected_field)
 def field_fuzzy(config: schema.FieldFuzzyGrader, ctx: GradingContext) -> GradeFn:
     """Score the field's similarity to the expected text; pass at or above ``threshold``.
 
@@ -96,7 +97,7 @@ def field_fuzzy(config: schema.FieldFuzzyGrader, ctx: GradingContext) -> GradeFn
     return grade
 
 
-@register("field_set_f1")
+@register("field_set_f1", needs=needs_expected_field)
 def field_set_f1(config: schema.FieldSetF1Grader, ctx: GradingContext) -> GradeFn:
     """Score the F1 of the field's set of strings against the expected set.
 

@@ -12,6 +12,7 @@ from evalreg.graders.base import (
     answer,
     as_text,
     expected,
+    needs_expected_field,
     register,
     show,
 )
@@ -19,7 +20,7 @@ from evalreg.parsing import Parsed
 from evalreg.registry import schema
 
 
-@register("exact")
+@register("exact", needs=needs_expected_field)
 def exact(config: schema.ExactGrader, ctx: GradingContext) -> GradeFn:
     """Pass when the answer equals the expected value as JSON (``true`` is not ``1``).
 
@@ -43,7 +44,7 @@ def exact(config: schema.ExactGrader, ctx: GradingContext) -> GradeFn:
     return grade
 
 
-@register("normalized")
+@register("normalized", needs=needs_expected_field)
 def normalized(config: schema.NormalizedGrader, ctx: GradingContext) -> GradeFn:
     """Pass when answer and expected value agree after normalisation (see ``normal_form``).
 

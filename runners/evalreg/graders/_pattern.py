@@ -12,6 +12,7 @@ from evalreg.graders.base import (
     answer,
     as_text,
     expected,
+    needs_expected_field,
     register,
     show,
 )
@@ -46,7 +47,7 @@ def regex(config: schema.RegexGrader, ctx: GradingContext) -> GradeFn:
     return grade
 
 
-@register("contains")
+@register("contains", needs=needs_expected_field)
 def contains(config: schema.ContainsGrader, ctx: GradingContext) -> GradeFn:
     """Pass when every needle appears in the answer's string form.
 
@@ -68,7 +69,7 @@ def contains(config: schema.ContainsGrader, ctx: GradingContext) -> GradeFn:
     return grade
 
 
-@register("not_contains")
+@register("not_contains", needs=needs_expected_field)
 def not_contains(config: schema.ContainsGrader, ctx: GradingContext) -> GradeFn:
     """Pass when no needle appears in the answer's string form.
 

@@ -44,7 +44,17 @@ class GradingContext:
 GradeFn = Callable[[Parsed, schema.Item], Verdict]
 Factory = TypeVar("Factory", bound=Callable[..., GradeFn])
 
+
+@dataclass(frozen=True)
+class Needs:
+    """What a grader reads from each item's ``expected``: the value at ``key`` (a key or
+    dotted path, as ``expected`` reads it), or the whole of it when ``key`` is None."""
+
+    key: str | None
+
+
 _FACTORIES: dict[str, Callable[..., GradeFn]] = {}
+_NEEDS: dict[str, Callable[[Any], Needs | None]] = {}
 _GRADED_ELSEWHERE = {
     "llm_judge": "the judge model's stored responses",
     "human": "the imported file of human grades",
@@ -56,18 +66,47 @@ class Ungradable(Exception):
     """The output or the item lacks what a grader compares: the criterion fails, saying why."""
 
 
-def register(type_name: str) -> Callable[[Factory], Factory]:
+def register(
+    type_name: str, *, needs: Callable[[Any], Needs | None] | None = None
+) -> Callable[[Factory], Factory]:
     """Decorator: make a grader factory available under ``type: <type_name>``.
 
     A factory takes ``(config, ctx)``, checks the config once, and returns the grading
     function. Inside it, ``Ungradable`` turns into a failing verdict with its message.
+    ``needs`` says, from the config, what the grader reads from every item's ``expected``
+    (None: nothing), so ``check`` finds an item lacking it before any run.
     """
 
     def decorate(factory: Factory) -> Factory:
         _FACTORIES[type_name] = factory
+        if needs is not None:
+            _NEEDS[type_name] = needs
         return factory
 
     return decorate
+
+
+def expected_needs(config: schema.Grader) -> Needs | None:
+    """What the grader of ``config`` reads from every item's ``expected``, or None."""
+    needs = _NEEDS.get(config.type)
+    return None if needs is None else needs(config)
+
+
+def lacks(item: schema.Item, needs: Needs) -> bool:
+    """Whether ``item`` has no expected value where ``needs`` says the grader reads one."""
+    try:
+        expected(item, needs.key)
+    except Ungradable:
+        return True
+    return False
+
+
+def needs_expected_field(config: Any) -> Needs | None:
+    """The ``needs`` of a grader that compares with ``value`` when the config gives one,
+    else with the item's ``expected[expected_field or field]`` (all of it without either)."""
+    if getattr(config, "value", None) is not None:
+        return None
+    return Needs(config.expected_field or config.field)
 
 
 def build_grader(config: schema.Grader, ctx: GradingContext) -> GradeFn:

@@ -26,6 +26,7 @@ class AnthropicProvider:
         if system:
             body["system"] = system
         body.update(pin.params)
+        body.update(pin.extra_params)
         body.setdefault("max_tokens", DEFAULT_MAX_TOKENS)
         return body
 

@@ -18,7 +18,7 @@ class OpenAIProvider:
     def body(
         self, pin: Pin, messages: Messages, item_input: dict[str, Any] | None
     ) -> dict[str, Any]:
-        return {"model": pin.model, "messages": messages, **pin.params}
+        return {"model": pin.model, "messages": messages, **pin.params, **pin.extra_params}
 
     def endpoint(self, pin: Pin) -> str:
         return (pin.base_url or DEFAULT_BASE_URL).rstrip("/") + "/chat/completions"

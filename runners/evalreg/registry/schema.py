@@ -21,6 +21,8 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
+from evalreg.registry.params import KNOWN, param_problem
+
 SCHEMA_VERSION = 1
 
 ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$"
@@ -138,6 +140,10 @@ class Pin(VersionedFile):
     callable: Annotated[str, Field(pattern=r"^[^:\s]+\.py:[A-Za-z_][A-Za-z0-9_]*$")] | None = None
     files: list[RelPath] = Field(default_factory=list)
     params: dict[str, Any] = Field(default_factory=dict)
+    """The provider's well-known request parameters, checked (``registry/params.py``)."""
+    extra_params: dict[str, Any] = Field(default_factory=dict)
+    """Parameters sent as given, unchecked: ones the endpoint takes that evalreg does not
+    know (a vLLM server's ``top_k``, say). Sent after ``params``."""
     price: Price | None = None
     limits: Limits = Field(default_factory=Limits)
     benchmarks: list[Benchmark] = Field(default_factory=list)
@@ -179,7 +185,7 @@ class Pin(VersionedFile):
             )
         return value
 
-    @field_validator("params")
+    @field_validator("params", "extra_params")
     @classmethod
     def _no_credentials(cls, value: dict[str, Any]) -> dict[str, Any]:
         found = _credential_at(value)
@@ -210,10 +216,36 @@ class Pin(VersionedFile):
                     "an HTTP pin needs 'api_key_env': the NAME of the environment variable "
                     "holding the key (the key itself never goes in a file)"
                 )
-        reserved = sorted(set(self.params) & _RESERVED_PARAMS)
-        if reserved:
-            raise ValueError(f"params may not set {', '.join(reserved)}: evalreg sets them")
+        for key, given in (("params", self.params), ("extra_params", self.extra_params)):
+            reserved = sorted(set(given) & _RESERVED_PARAMS)
+            if reserved:
+                raise ValueError(f"{key} may not set {', '.join(reserved)}: evalreg sets them")
+        self._check_params()
         return self
+
+    def _check_params(self) -> None:
+        """Each of ``params`` must be a well-known parameter of the provider, of its type;
+        ``extra_params`` must not hide one (there it would go unchecked) or repeat one."""
+        known = KNOWN.get(self.provider)
+        if known is None:
+            if self.extra_params:
+                raise ValueError(
+                    f"a '{self.provider}' pin's params are all passed as given: write them "
+                    "under 'params', not 'extra_params'"
+                )
+            return
+        for name, value in self.params.items():
+            problem = param_problem(self.provider, name, value)
+            if problem is not None:
+                raise PydanticCustomError("param", problem, {"at": ("params", name)})
+        for name in self.extra_params:
+            if name in known or name in self.params:
+                where = "is also under 'params'" if name in self.params else "is well known"
+                raise PydanticCustomError(
+                    "param",
+                    f"{name!r} {where}: write it under 'params' only, where it is checked",
+                    {"at": ("extra_params", name)},
+                )
 
 
 # ---------------------------------------------------------------- graders
