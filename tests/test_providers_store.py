@@ -25,13 +25,31 @@ from evalreg.store import (
     ResponseStore,
     SegmentWriter,
     encode_record,
+    keepable,
     lookup,
     request_key,
-    track_segments,
 )
 
 from conftest import Repo
 from support.llm_server import LLMServer
+
+
+def track_segments(root: Path) -> list[str]:
+    """Give every segment on disk without a pointer its own (torn tails repaired first),
+    as a run does for the segment it wrote."""
+    from evalreg import dvcrepo
+
+    store = root / STORE_DIR
+    untracked = sorted(
+        f"{STORE_DIR}/{p.name}"
+        for p in store.glob("*.jsonl")
+        if not p.with_name(p.name + ".dvc").exists()
+    )
+    paths = keepable(root, untracked)
+    if paths:
+        dvcrepo.track(root, paths, push=False)
+    return paths
+
 
 KEY = "sk-test-SECRET-7f3a9c1e5b"
 HERE = Path(__file__).parent

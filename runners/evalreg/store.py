@@ -408,18 +408,6 @@ class SegmentWriter:
         self.close()
 
 
-def untracked_segments(root: Path) -> list[str]:
-    """Segments on disk without a DVC pointer yet (this run's, or a killed run's)."""
-    directory = root / STORE_DIR
-    if not directory.is_dir():
-        return []
-    return sorted(
-        p.name
-        for p in directory.iterdir()
-        if p.name.endswith(SEGMENT_SUFFIX) and not (directory / (p.name + ".dvc")).exists()
-    )
-
-
 def repair_torn_tail(path: Path) -> int:
     """Truncate a segment after its last complete line; return the bytes dropped."""
     data = path.read_bytes()
@@ -448,21 +436,6 @@ def keepable(root: Path, rels: Iterable[str]) -> list[str]:
             continue
         keep.append(rel)
     return keep
-
-
-def segments_to_track(root: Path) -> list[str]:
-    """The untracked segments, ready for ``dvc add``: torn tails repaired, empty ones gone."""
-    return keepable(root, (f"{STORE_DIR}/{name}" for name in untracked_segments(root)))
-
-
-def track_segments(root: Path, *, push: bool = False) -> list[str]:
-    """Give every untracked segment its own DVC pointer (repairing torn tails first)."""
-    from evalreg import dvcrepo
-
-    paths = segments_to_track(root)
-    if paths:
-        dvcrepo.track(root, paths, push=push)
-    return paths
 
 
 @dataclass(frozen=True)
