@@ -691,8 +691,10 @@ def cmd_store_purge(args: argparse.Namespace) -> int:
         )
     out = console()
     out.print(
-        f"Purged {record.keys_removed} stored responses of item {shown(record.item)} "
-        f"({shown(record.evalset)}); logged in {PURGE_LOG}."
+        f"Purged {record.keys_removed} stored records of item {shown(record.item)} "
+        f"({shown(record.evalset)}): {record.removed.get('candidate', 0)} candidate "
+        f"responses, {record.removed.get('judge', 0)} judge verdicts, no drift records "
+        f"(drift checks store none); logged in {PURGE_LOG}."
     )
     if record.segments_removed:
         out.print(

@@ -7,13 +7,13 @@ import json
 import re
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from evalreg import __version__
 from evalreg.canonical import canonical_bytes
-from evalreg.errors import DataMissingError, UsageError
+from evalreg.errors import DataMissingError, EvalregError, UsageError
 from evalreg.plan import PURGE_LOG, RESULTS_DIR, cells
 from evalreg.registry.schema import ID_PATTERN, Item
 from evalreg.registry.tree import GitTree, PathEscapes, Tree, WorkspaceTree, clean_relpath
@@ -27,6 +27,12 @@ if TYPE_CHECKING:
 
 _GC = "dvc gc --workspace --all-branches --all-tags --cloud"
 
+KINDS = ("candidate", "judge")
+"""The kinds of stored record a purge counts: the item's own requests, and verdicts on them."""
+
+Version = tuple[Tree, set[tuple[str, int, str]]]
+"""A tree and the item's recorded samples in it: (cell, sample, response key)."""
+
 
 @dataclass(frozen=True)
 class PurgeRecord:
@@ -36,7 +42,7 @@ class PurgeRecord:
     evalset: str
     reason: str
     keys_removed: int
-    """Distinct stored responses removed."""
+    """Distinct stored records removed, of every kind."""
     cells: list[str]
     """Cells that requested responses for the item (recorded or rendered now)."""
     results: dict[str, str]
@@ -52,6 +58,10 @@ class PurgeRecord:
     next_steps: list[str]
     """Shell commands, in order, that finish the purge (commit, push, garbage-collect)."""
     notes: list[str]
+    removed: dict[str, int] = field(default_factory=dict)
+    """Stored records removed by kind: ``candidate`` (requests made for the item) and
+    ``judge`` (verdicts on its outputs); they add up to ``keys_removed``. Absent from log
+    lines written before judge verdicts were purged."""
     push_error: str | None = None
 
     def log_entry(self) -> dict[str, Any]:
@@ -69,22 +79,40 @@ def purge_item(
     at: str | None = None,
     push: bool = True,
 ) -> PurgeRecord:
-    """Remove every stored response requested for item ``item_id`` and log the purge.
+    """Remove every stored record whose request was rendered from item ``item_id``, and
+    log the purge.
 
-    The responses are found three ways, for the eval set that holds the item (``evalset``,
-    needed only when the id is in more than one): the keys in every version of every
-    per-item record committed on this branch and in the working tree; the keys of the
-    requests the current registry renders for the item, in every cell and sample; and
-    stored requests that carry the item's input (``python`` systems) or its conversation.
-    A response bought under a prompt no longer in the registry and never graded is not
-    found. A response shared with another item of identical content is the same request,
-    and goes too.
+    Candidate responses and judge verdicts are found for the eval set that holds the item
+    (``evalset``, needed only when the id is in more than one), by key and by content:
+
+    * keys: those in every version of every per-item record committed on this branch and
+      in the working tree, and those of the requests the current registry renders for the
+      item (every cell and sample); then, for each of these outputs still stored, the
+      keys of the judge requests that grade it under the registry of the same version
+      (the judge prompt, pin and criteria of each commit, and the working tree's);
+    * content, for requests no registry version names (an earlier prompt never
+      committed): a request that carries the item's input (``python`` systems), or
+      exactly its conversation, or whose only turn is exactly one of the item's texts (an
+      input string or a message, compared as whole decoded strings); and any request a
+      turn of which quotes the item's whole input or conversation as a judge prompt
+      renders it (``tojson``, or ``{{ input }}``'s text). Whole values only: an item whose
+      input is "a" matches a turn that is exactly "a" or contains ``{"text": "a"}``, never
+      one that merely contains the letter. ``expected`` alone identifies nothing (labels
+      are shared, and a correct output quotes them); verdicts that quote it are found by
+      key, or by the input they quote beside it.
+
+    A response shared with another item of identical content is the same request, and
+    goes too. Drift checks store nothing of their own: they re-send the candidate's stored
+    requests (same keys) and keep the live answers and their verdicts in memory, so there
+    are no drift records to remove; their reports (CI job summaries, artifacts) may quote
+    the item's outputs.
 
     Store segments holding any of them are rewritten without them into one new segment
     (written and verified before anything is removed), the old segments' DVC pointers are
     removed and the new one is tracked (and pushed unless ``push`` is False), as
     :func:`evalreg.store.compact` does. Nothing else changes: results still name the
-    responses, so ``evalreg run --offline --force`` reports each one as missing.
+    responses, so ``evalreg run --offline --force`` reports each one as missing and
+    ``evalreg reproduce`` names the purge.
 
     This is not yet an erasure: the old segments stay in the DVC cache and on the remote,
     reachable from older commits, until ``dvc gc`` removes them; the record's
@@ -105,16 +133,20 @@ def purge_item(
         for path, es in registry.evalsets.items()
         if item_id in es.lines
     }
-    recorded, unread = _recorded_keys(root, item_id)
+    recorded, outputs, unread = _recorded_keys(root, item_id)
     target = _target(item_id, evalset, set(held) | set(recorded))
     keys_by_cell = recorded.get(target, defaultdict(set))
+    samples = outputs.get(target, {})
     item = held.get(target)
     if item is not None:
-        for cell_id, keys in _rendered_keys(root, registry, target, item).items():
-            keys_by_cell[cell_id] |= keys
+        _tree, workspace = samples.setdefault(WorkspaceTree.label, (WorkspaceTree(root), set()))
+        for cell_id, rendered in _rendered_keys(root, registry, target, item).items():
+            keys_by_cell[cell_id] |= {key for _sample, key in rendered}
+            workspace |= {(cell_id, sample, key) for sample, key in rendered}
     keys = set().union(*keys_by_cell.values())
     store = ResponseStore.open(root)
-    kept, removed = _without(store, keys, item)
+    judge_keys = _judge_keys(root, registry, store, target, item_id, samples) - keys
+    kept, removed = _without(store, keys, judge_keys, item)
     written: str | None = None
     objects: list[str] = []
     push_error: str | None = None
@@ -138,6 +170,7 @@ def purge_item(
         at=at,
         next_steps=_next_steps(item_id, written, objects, pushed=push and push_error is None),
         notes=notes,
+        removed={kind: sum(1 for k in removed.values() if k == kind) for kind in KINDS},
         push_error=push_error,
     )
     log = root / PURGE_LOG
@@ -168,13 +201,15 @@ def _target(item_id: str, evalset: str | None, found: set[str]) -> str:
 
 def _recorded_keys(
     root: Path, item_id: str
-) -> tuple[dict[str, defaultdict[str, set[str]]], list[str]]:
+) -> tuple[dict[str, defaultdict[str, set[str]]], dict[str, dict[str, Version]], list[str]]:
     """Response keys of ``item_id`` in per-item records, by eval set and cell, from the
-    working tree and every commit on this branch that changed a cell summary; and the
-    record files that could not be read."""
+    working tree and every commit on this branch that changed a cell summary; the same
+    samples by eval set and by the version (tree label) that recorded them; and the record
+    files that could not be read."""
     found: dict[str, defaultdict[str, set[str]]] = defaultdict(lambda: defaultdict(set))
+    outputs: dict[str, dict[str, Version]] = defaultdict(dict)
     unread: list[str] = []
-    seen: set[str] = set()
+    seen: set[tuple[str, str]] = set()
     needle = b'"item":' + json.dumps(item_id).encode()
     for tree, summary_path in _summaries(root):
         try:
@@ -183,20 +218,24 @@ def _recorded_keys(
             evalset = clean_relpath(summary["evalset"]["path"])
         except (ValueError, KeyError, TypeError, PathEscapes):
             continue  # not a cell summary
-        if items_md5 in seen:
+        # The same records under another version's registry may have other judge requests.
+        if (items_md5, tree.label) in seen:
             continue
         try:
             data = tree.read_data(items_path)
         except (DataMissingError, FileNotFoundError) as exc:
             unread.append(f"{items_path} in the {tree.label} ({exc})")
             continue
-        seen.add(items_md5)
+        seen.add((items_md5, tree.label))
+        cell = _cell_name(summary_path)
+        _tree, samples = outputs[evalset].setdefault(tree.label, (tree, set()))
         for line in data.splitlines():
             if needle in line:
                 record = json.loads(line)
                 if record.get("item") == item_id and record.get("key"):
-                    found[evalset][_cell_name(summary_path)].add(record["key"])
-    return found, unread
+                    found[evalset][cell].add(record["key"])
+                    samples.add((cell, int(record.get("sample", 0)), record["key"]))
+    return found, outputs, unread
 
 
 def _summaries(root: Path) -> list[tuple[Tree, str]]:
@@ -228,13 +267,15 @@ def _summaries(root: Path) -> list[tuple[Tree, str]]:
     return out
 
 
-def _rendered_keys(root: Path, registry: Registry, evalset: str, item: Item) -> dict[str, set[str]]:
-    """Keys of the requests each cell on ``evalset`` makes for ``item`` now, every sample."""
+def _rendered_keys(
+    root: Path, registry: Registry, evalset: str, item: Item
+) -> dict[str, set[tuple[int, str]]]:
+    """Sample and key of each request each cell on ``evalset`` makes for ``item`` now."""
     from evalreg.fetch import make_job
     from evalreg.prompting import render_messages
     from evalreg.providers import get_provider
 
-    out: dict[str, set[str]] = defaultdict(set)
+    out: dict[str, set[tuple[int, str]]] = defaultdict(set)
     for cell in cells(registry, "dev") + cells(registry, "holdout"):
         if registry.evalset_of(cell.task_id, cell.split).path != evalset:
             continue
@@ -244,7 +285,50 @@ def _rendered_keys(root: Path, registry: Registry, evalset: str, item: Item) -> 
             job = make_job(
                 cell.candidate.pin, cell.pin, provider, messages, item.input, sample, cell.id
             )
-            out[_cell_name(cell.summary_path)].add(job.key)
+            out[_cell_name(cell.summary_path)].add((sample, job.key))
+    return out
+
+
+def _judge_keys(
+    root: Path,
+    registry: Registry,
+    store: ResponseStore,
+    evalset: str,
+    item_id: str,
+    versions: dict[str, Version],
+) -> set[str]:
+    """Keys of the judge requests that grade the item's stored outputs, each under the
+    registry of the version that holds the output (``registry`` for the working tree).
+
+    A version whose registry no longer loads, or that has no such cell or item, adds
+    none: the purge's content rule still finds verdicts quoting the item's input.
+    """
+    from evalreg.grading import cell_grader
+    from evalreg.registry.loader import load_registry
+
+    out: set[str] = set()
+    for _label, (tree, samples) in sorted(versions.items()):
+        stored = {(c, n, k): r for c, n, k in samples if (r := store.get(k)) is not None}
+        if not stored:
+            continue
+        try:
+            loaded = registry if isinstance(tree, WorkspaceTree) else load_registry(tree)
+            es = loaded.evalsets.get(evalset)
+            item = next((i for i in es.items if i.id == item_id), None) if es else None
+            by_name = {
+                _cell_name(c.summary_path): c for c in cells(loaded) + cells(loaded, "holdout")
+            }
+            if item is None:
+                continue
+            names = {name for name, _n, _k in stored}
+            graders = {
+                n: cell_grader(c, loaded, None, root) for n, c in by_name.items() if n in names
+            }
+            for (name, sample, _key), response in sorted(stored.items()):
+                if name in graders:
+                    out |= {job.key for job in graders[name].judge_jobs(item, sample, response)}
+        except EvalregError:
+            continue  # an older registry that no longer loads here
     return out
 
 
@@ -264,16 +348,17 @@ def _cell_name(summary_path: str) -> str:
 
 
 def _without(
-    store: ResponseStore, keys: set[str], item: Item | None
-) -> tuple[dict[str, bytes], set[str]]:
-    """The complete lines each affected segment keeps, and the keys removed.
+    store: ResponseStore, keys: set[str], judge_keys: set[str], item: Item | None
+) -> tuple[dict[str, bytes], dict[str, str]]:
+    """The complete lines each affected segment keeps, and the kind of each key removed.
 
-    A line goes when its key is in ``keys`` or its request was made for ``item`` (see
-    :func:`_made_for`); a torn last line is dropped, as tracking would drop it.
+    A line goes when its key is in ``keys`` (a candidate's) or ``judge_keys``, or its
+    request was made for ``item`` (see :func:`_made_for`); a torn last line is dropped, as
+    tracking would drop it.
     """
-    needle = _needle(item)
+    quotes = _Quotes.of(item) if item is not None else None
     kept: dict[str, bytes] = {}
-    removed: set[str] = set()
+    removed: dict[str, str] = {}
     for name, data in zip(store.names, store.segments, strict=True):
         if not name:
             continue
@@ -282,11 +367,12 @@ def _without(
         spans = []
         for key, (_number, start, end) in index.index.items():
             line = data[start:end]
-            if key in keys or (
-                item is not None and (needle is None or needle in line) and _made_for(line, item)
-            ):
+            kind = "candidate" if key in keys else "judge" if key in judge_keys else None
+            if kind is None and quotes is not None and quotes.prefilter(line):
+                kind = _made_for(line, quotes)
+            if kind is not None:
                 spans.append((start, end + 1))
-                removed.add(key)
+                removed[key] = kind
         if spans:
             kept[name] = _cut(data[: data.rfind(b"\n") + 1], sorted(spans))
     return kept, removed
@@ -302,34 +388,104 @@ def _cut(data: bytes, spans: list[tuple[int, int]]) -> bytes:
     return b"".join(parts)
 
 
-def _needle(item: Item | None) -> bytes | None:
-    """Bytes every stored line made for ``item`` contains (its longest text, as JSON), if any."""
-    if item is None:
-        return None
-    texts = [m.content for m in item.messages or []] + [
-        value for value in (item.input or {}).values() if isinstance(value, str)
-    ]
-    longest = max(texts, key=len, default="")
-    return json.dumps(longest, ensure_ascii=False)[1:-1].encode() if longest else None
+@dataclass(frozen=True)
+class _Quotes:
+    """What a request rendered from one item carries, as whole values."""
+
+    item: Item
+    texts: frozenset[str]
+    """The item's input strings and message contents: a request whose only turn is one."""
+    quoted: tuple[str, ...]
+    """The item's whole input or conversation as a judge prompt renders it."""
+    needles: tuple[bytes, ...]
+    """Bytes one of which every such stored line holds (the values, JSON-encoded)."""
+
+    @classmethod
+    def of(cls, item: Item) -> _Quotes:
+        from evalreg.templating import render
+
+        conversation = [m.model_dump() for m in item.messages or []]
+        subject: Any = item.input if item.input is not None else conversation
+        texts = frozenset(
+            t
+            for t in [m.content for m in item.messages or []]
+            + [v for v in (item.input or {}).values() if isinstance(v, str)]
+            if t
+        )
+        # As Judges.job renders the subject: ``{{ input | tojson }}`` and ``{{ input }}``.
+        quoted = tuple(
+            sorted({render(source, {"input": subject}) for source in _QUOTE_TEMPLATES} - {""})
+        )
+        needles = [json.dumps(t, ensure_ascii=False).encode() for t in sorted(texts)]
+        needles += [json.dumps(q, ensure_ascii=False)[1:-1].encode() for q in quoted]
+        return cls(item, texts, quoted, tuple(needles))
+
+    def prefilter(self, line: bytes) -> bool:
+        return any(needle in line for needle in self.needles)
 
 
-def _made_for(line: bytes, item: Item) -> bool:
-    """Whether a stored line's request carries ``item``'s input (as a ``python`` system's
-    request does) or exactly its conversation (system turns aside)."""
+_QUOTE_TEMPLATES = ("{{ input | tojson }}", "{{ input }}")
+
+
+def _made_for(line: bytes, quotes: _Quotes) -> str | None:
+    """The kind of request a stored line holds, if it was rendered from ``quotes.item``.
+
+    A candidate's: it carries the item's input (as a ``python`` system's request does),
+    or exactly its conversation (system turns aside), or its only turn is exactly one of
+    the item's texts. A judge's (or any other): a turn's text contains the item's whole
+    input or conversation as a judge prompt quotes it.
+    """
     try:
         request = json.loads(line).get("request")
     except ValueError:
-        return False
+        return None
     if not isinstance(request, dict):
-        return False
-    if item.input is not None:
-        return bool(request.get("input") == item.input)
+        return None
+    item = quotes.item
     sent = request.get("messages")
-    if not isinstance(sent, list):
-        return False
-    turns = [m for m in sent if not isinstance(m, dict) or m.get("role") != "system"]
-    mine = [{"role": m.role, "content": m.content} for m in item.messages or []]
-    return turns == [m for m in mine if m["role"] != "system"]
+    turns = (
+        [m for m in sent if not isinstance(m, dict) or m.get("role") != "system"]
+        if isinstance(sent, list)
+        else []
+    )
+    if item.input is not None and request.get("input") == item.input:
+        return "candidate"
+    mine = [
+        {"role": m.role, "content": m.content} for m in item.messages or [] if m.role != "system"
+    ]
+    only = turns[0] if len(turns) == 1 and isinstance(turns[0], dict) else {}
+    text = only.get("content") if only.get("role") == "user" else None
+    if (turns and turns == mine) or (isinstance(text, str) and text in quotes.texts):
+        return "candidate"
+    said = [text for turn in turns for text in _texts(turn)]
+    if any(q in text for q in quotes.quoted for text in said):
+        return "judge" if _is_judge(request) else "candidate"
+    return None
+
+
+def _texts(turn: Any) -> list[str]:
+    """The text of a turn: its content, or its text blocks (Anthropic's form)."""
+    content = turn.get("content") if isinstance(turn, dict) else None
+    if isinstance(content, str):
+        return [content]
+    if isinstance(content, list):
+        return [
+            b["text"] for b in content if isinstance(b, dict) and isinstance(b.get("text"), str)
+        ]
+    return []
+
+
+def _is_judge(request: dict[str, Any]) -> bool:
+    """Whether a request carries the judge's instructions (as a system turn or field)."""
+    from evalreg.judging import JUDGE_INSTRUCTIONS
+
+    sent = request.get("messages")
+    system = [
+        m.get("content")
+        for m in (sent if isinstance(sent, list) else [])
+        if isinstance(m, dict) and m.get("role") == "system"
+    ]
+    return JUDGE_INSTRUCTIONS in [*system, request.get("system")]
 
 
 def _replace_segments(
