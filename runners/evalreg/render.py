@@ -16,6 +16,7 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
+from evalreg.plan import PURGE_LOG
 from evalreg.redaction import redact
 from evalreg.registry.diagnostics import Severity
 from evalreg.report.escape import strip_controls
@@ -242,6 +243,25 @@ def print_reproduction(rep: Reproduction) -> None:
             out.print(f"[red]{cell.cell}: {len(cell.differences)} differences[/red]")
             for d in cell.differences:
                 out.print(Text(plain("  " + d)))
+    for purge in rep.purges:
+        when = f", requested {shown(purge.at)}" if purge.at else ""
+        out.print(
+            f"[yellow]Evidence purged: the stored records of item {shown(purge.item)} "
+            f"({shown(purge.evalset)}) were removed{when} ({PURGE_LOG} line {purge.line}: "
+            f"{shown(purge.reason)}).[/yellow]"
+        )
+    if rep.segments_missing:
+        out.print(
+            f"[yellow]Store segments of {shown(rep.rev[:12])} retired by a purge are gone from "
+            f"this clone: {shown(', '.join(rep.segments_missing))}; read what the purge kept "
+            "of them instead.[/yellow]"
+        )
+    if rep.purges and not rep.identical:
+        out.print(
+            "Results recorded before a purge cannot be reproduced in full: the purged "
+            f"responses are gone by design. See {PURGE_LOG}; `evalreg run` re-grades the "
+            "cells without them once the item is out of the eval set."
+        )
     verdict = "identical" if rep.identical else "DIFFERENT"
     out.print(f"reproduce {shown(rep.rev[:12])}: {verdict} ({len(rep.cells)} cells with results)")
 

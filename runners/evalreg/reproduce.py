@@ -1,7 +1,8 @@
 """``evalreg reproduce REV``: recompute a revision's results offline and compare them.
 
 Everything is read as of REV (registry and code from git, eval sets, stored responses
-and recorded results through DVC); nothing is checked out and nothing is bought.
+and recorded results through DVC); nothing is checked out and nothing is bought. Responses
+that ``evalreg store purge`` removed since are named with the purge that removed them.
 """
 
 from __future__ import annotations
@@ -15,17 +16,17 @@ from pathlib import Path
 from typing import Any
 
 from evalreg import __version__
-from evalreg.errors import RegistryError
+from evalreg.errors import DataMissingError, RegistryError
 from evalreg.grading import cell_grader
-from evalreg.plan import Cell, cells, fingerprint, fingerprint_parts
+from evalreg.plan import PURGE_LOG, Cell, cells, fingerprint, fingerprint_parts
 from evalreg.providers import get_provider
 from evalreg.registry import schema
 from evalreg.registry.diagnostics import Finding
 from evalreg.registry.loader import load_registry
-from evalreg.registry.tree import GitTree, Tree
+from evalreg.registry.tree import GitTree, Tree, WorkspaceTree
 from evalreg.results import as_schema, items_bytes, read_summary, summary_bytes, summary_for
 from evalreg.runner import cell_jobs
-from evalreg.store import ResponseStore
+from evalreg.store import STORE_DIR, ResponseStore, collection_paused, segment_names
 
 MAX_DIFFERENCES_PER_CELL = 50
 
@@ -37,22 +38,42 @@ class CellReproduction:
     differences: list[str] = field(default_factory=list)
 
 
+@dataclass(frozen=True)
+class Purge:
+    """One line of :data:`PURGE_LOG` (in the working tree): an item whose stored records
+    were removed."""
+
+    line: int
+    item: str
+    evalset: str
+    reason: str
+    at: str | None
+    segments_removed: tuple[str, ...]
+    segment_written: str | None
+
+
 @dataclass
 class Reproduction:
     rev: str
     recorded_versions: list[str]
     running_version: str
     cells: list[CellReproduction]
+    purges: list[Purge] = field(default_factory=list)
+    """Purges that removed evidence REV's results rest on: responses they name, or the
+    store segments REV reads (then read from the segment the purge wrote, when it is here)."""
+    segments_missing: list[str] = field(default_factory=list)
+    """REV's store segments that purges retired and that are gone from this clone."""
 
     @property
     def identical(self) -> bool:
-        return all(c.identical for c in self.cells)
+        return all(c.identical for c in self.cells) and not self.segments_missing
 
 
 def reproduce(root: Path, rev: str) -> Reproduction:
     tree = GitTree(root, rev)
     registry = load_registry(tree)
-    store = ResponseStore.load(tree)
+    purges = purge_log(WorkspaceTree(root))
+    store, used, missing = _store(tree, WorkspaceTree(root), purges)
     versions: set[str] = set()
     outcomes = []
     all_cells = cells(registry) + cells(registry, "holdout")
@@ -64,9 +85,78 @@ def reproduce(root: Path, rev: str) -> Reproduction:
                 continue  # pending at REV: nothing was recorded, nothing to reproduce
             versions.add(str(recorded.get("evalreg_version")))
             outcomes.append(
-                _reproduce_cell(tree, registry, store, cell, recorded, providers, code_root)
+                _reproduce_cell(
+                    tree, registry, store, cell, recorded, providers, code_root, purges, used
+                )
             )
-    return Reproduction(tree.rev, sorted(versions), __version__, outcomes)
+    return Reproduction(
+        tree.rev,
+        sorted(versions),
+        __version__,
+        outcomes,
+        [p for p in purges if p.line in used],
+        missing,
+    )
+
+
+def purge_log(tree: Tree) -> list[Purge]:
+    """The purges :data:`PURGE_LOG` records in ``tree``, oldest first (none if absent)."""
+    if not tree.is_file(PURGE_LOG):
+        return []
+    out = []
+    for number, line in enumerate(tree.read(PURGE_LOG).splitlines(), start=1):
+        try:
+            entry = json.loads(line)
+            out.append(
+                Purge(
+                    number,
+                    str(entry["item"]),
+                    str(entry["evalset"]),
+                    str(entry["reason"]),
+                    entry.get("at"),
+                    tuple(entry.get("segments_removed") or ()),
+                    entry.get("segment_written"),
+                )
+            )
+        except (ValueError, KeyError, TypeError) as exc:
+            raise RegistryError(
+                [Finding(PURGE_LOG, number, 0, f"not a purge record ({type(exc).__name__})")]
+            ) from None
+    return out
+
+
+def _store(
+    tree: Tree, here: Tree, purges: list[Purge]
+) -> tuple[ResponseStore, set[int], list[str]]:
+    """REV's response store; the purges (log lines) that retired one of its segments; and
+    the retired segments that are gone.
+
+    A segment a purge retired reads from this clone's cache while ``dvc gc`` has not
+    removed it; once it is gone, the segment the purge wrote in its place (which holds
+    everything it kept, and may itself have been retired by a later purge) stands in.
+    """
+    store = ResponseStore()
+    used: set[int] = set()
+    missing: list[str] = []
+    with collection_paused():  # the index is 100,000s of acyclic tuples
+        for name in segment_names(tree):
+            retired = [p for p in purges if name in p.segments_removed]
+            used |= {p.line for p in retired}
+            try:
+                store.add_segment(name, tree.read_data(f"{STORE_DIR}/{name}"))
+                continue
+            except DataMissingError:
+                if not retired:
+                    raise
+            missing.append(name)
+            successor = retired[0].segment_written
+            while successor is not None and not here.is_file(f"{STORE_DIR}/{successor}.dvc"):
+                later = [p for p in purges if successor in p.segments_removed]
+                used |= {p.line for p in later}
+                successor = later[0].segment_written if later else None
+            if successor is not None and successor not in store.names:
+                store.add_segment(successor, here.read_data(f"{STORE_DIR}/{successor}"))
+    return store, used, missing
 
 
 def _reproduce_cell(
@@ -77,8 +167,12 @@ def _reproduce_cell(
     recorded: dict[str, Any],
     providers: dict[str, Any],
     code_root: Path,
+    purges: list[Purge],
+    used: set[int],
 ) -> CellReproduction:
     out = CellReproduction(cell.id, True)
+    evalset_path = registry.evalset_of(cell.task_id, cell.split).path
+    purged = {p.item: p for p in purges if p.evalset == evalset_path}
     recorded_items = (
         _records(tree.read_data(cell.items_path), cell.items_path)
         if tree.is_file(cell.items_path + ".dvc") or tree.is_file(cell.items_path)
@@ -94,7 +188,14 @@ def _reproduce_cell(
         error = failed.get(job.key)
         if stored is None and error is None:
             error = "missing"
-            out.differences.append(f"{item.id}#{sample}: no stored response (offline miss)")
+            if (purge := purged.get(item.id)) is not None:
+                used.add(purge.line)
+                out.differences.append(
+                    f"{item.id}#{sample}: no stored response: purged ({PURGE_LOG} line "
+                    f"{purge.line})"
+                )
+            else:
+                out.differences.append(f"{item.id}#{sample}: no stored response (offline miss)")
         records.append(grader.record(item, sample, job.key, stored, error))
     items = items_bytes(records)
     evalset = registry.evalset_of(cell.task_id, cell.split)
