@@ -6,15 +6,18 @@ import json
 import shlex
 import subprocess
 import sys
+from collections import Counter
 
 import pytest
+from test_judges_human import JUDGE_CRITERION, JUDGE_PIN, judge_or_label
 
-from evalreg import __version__
+from evalreg import __version__, dvcrepo
 from evalreg.errors import UsageError
+from evalreg.judging import JUDGE_INSTRUCTIONS
 from evalreg.purge import PURGE_LOG, purge_item
 from evalreg.store import STORE_DIR, ResponseStore
 
-from conftest import Repo
+from conftest import Repo, items_jsonl
 
 RESULTS = "reports/results/labels"
 
@@ -144,3 +147,199 @@ def test_an_item_with_nothing_stored_is_still_logged(live: Repo):
         "git push",
     ]
     assert json.loads(live.read(PURGE_LOG))["item"] == "m-003"
+
+
+# ---------------------------------------------------------------- judge verdicts
+
+SECRET = "Ada Lovelace asks us to refund order 4412"
+SECRET_EXPECTED = "refund-order-4412-lovelace"
+JUDGED_PROMPT = """\
+        Input: {{ input | tojson }}
+        Answer: {{ output }}
+        Expected: {{ expected | tojson }}
+"""
+
+
+def add_item(repo: Repo, cli, item_id: str, text: str, expected: str) -> None:
+    row = {"id": item_id, "input": {"text": text}, "expected": {"label": expected}}
+    repo.write(
+        "evalsets/messages.jsonl", items_jsonl() + json.dumps(row | {"tags": ["common"]}) + "\n"
+    )
+    assert cli(repo, "evalset", "add", str(repo.root / "evalsets/messages.jsonl")).code == 0
+
+
+@pytest.fixture
+def judged(live: Repo, cli, server) -> Repo:
+    """The live registry with a fifth item of distinctive text and expected value, and a
+    judge criterion whose prompt quotes the item's input, the output and the expected value."""
+    server.responder = judge_or_label
+    add_item(live, cli, "m-004", SECRET, SECRET_EXPECTED)
+    live.write("registry/models/judge.yaml", JUDGE_PIN.format(url=server.base_url))
+    criterion = JUDGE_CRITERION.replace(JUDGE_CRITERION.split("prompt: |\n")[1], JUDGED_PROMPT)
+    live.write(
+        "registry/rubrics/labels.yaml",
+        live.read("registry/rubrics/labels.yaml").replace("levels:", criterion + "levels:"),
+    )
+    live.commit("a fifth item and a judged criterion")
+    return live
+
+
+def store_files(repo: Repo) -> dict[str, bytes]:
+    """Every file under the store directory, and the DVC objects (in this clone's cache and
+    on the remote) that the store's current pointers name."""
+    out = {
+        p.relative_to(repo.root).as_posix(): p.read_bytes()
+        for p in sorted((repo.root / STORE_DIR).rglob("*"))
+        if p.is_file()
+    }
+    for rel, data in list(out.items()):
+        if rel.endswith(".dvc"):
+            md5 = dvcrepo.pointer_md5(data)
+            assert md5 is not None
+            for cache in (".dvc/cache/files/md5", "dvc-storage/files/md5"):
+                path = repo.root / cache / md5[:2] / md5[2:]
+                if path.exists():
+                    out[f"{cache}/{md5}"] = path.read_bytes()
+    return out
+
+
+def holding(repo: Repo, *texts: str) -> list[str]:
+    """The store files (see ``store_files``) that hold any of ``texts``, raw or JSON-escaped."""
+    needles = {t.encode() for t in texts} | {json.dumps(t)[1:-1].encode() for t in texts}
+    return [rel for rel, data in store_files(repo).items() if any(n in data for n in needles)]
+
+
+def stored_requests(repo: Repo) -> dict[str, dict]:
+    """Every stored record's request, by key."""
+    store = ResponseStore.open(repo.root)
+    keys = list(store.keys())
+    return {key: store.get(key)["request"] for key in keys}
+
+
+def is_judge(request: dict) -> bool:
+    return request["messages"][0]["content"] == JUDGE_INSTRUCTIONS
+
+
+def quotes(request: dict, text: str) -> bool:
+    return text in json.dumps(request, ensure_ascii=False)
+
+
+def test_a_purge_leaves_no_segment_holding_the_items_text(judged: Repo, cli):
+    assert cli(judged, "run").code == 1  # m-002's verdict is unusable (an error): see judging
+    judged.commit("judged results")
+    requests = stored_requests(judged)
+    judge_keys = {k for k, r in requests.items() if is_judge(r) and quotes(r, SECRET)}
+    assert len(judge_keys) == 2  # the two candidates answered differently
+    assert all(quotes(requests[k], SECRET_EXPECTED) for k in judge_keys)
+    assert holding(judged, SECRET) and holding(judged, SECRET_EXPECTED)
+
+    result = cli(judged, "store", "purge", "m-004", "--reason", "erasure request", "--no-push")
+
+    assert result.code == 0, result.err
+    assert holding(judged, SECRET, SECRET_EXPECTED) == []
+    remaining = stored_requests(judged)
+    assert not judge_keys & set(remaining)
+    assert set(remaining) == {k for k, r in requests.items() if not quotes(r, SECRET)}
+    (entry,) = (json.loads(x) for x in judged.read(PURGE_LOG).splitlines())
+    assert entry["removed"] == {"candidate": 2, "judge": 2} and entry["keys_removed"] == 4
+    assert (
+        "Purged 4 stored records of item m-004 (evalsets/messages.jsonl): 2 candidate "
+        "responses, 2 judge verdicts, no drift records (drift checks store none)"
+    ) in " ".join(result.out.split())
+
+
+def test_verdicts_under_an_earlier_judge_prompt_are_purged_too(judged: Repo, cli, server):
+    assert cli(judged, "run").code == 1
+    judged.commit("judged results")
+    rubric = "registry/rubrics/labels.yaml"
+    # v2 quotes no input: its verdicts are found by the keys computed from the outputs.
+    judged.write(
+        rubric,
+        judged.read(rubric)
+        .replace("prompt_version: v1", "prompt_version: v2")
+        .replace("        Input: {{ input | tojson }}\n", ""),
+    )
+    assert cli(judged, "run").code == 0  # m-002's verdict no longer quotes "message 2"
+    judged.commit("judge prompt v2")
+    verdicts = [r.body for r in server.requests if is_judge(r.body)]
+    mine = [b for b in verdicts if quotes(b, SECRET_EXPECTED)]
+    assert [quotes(b, SECRET) for b in mine] == [True, True, False, False]
+    # Candidates, verdicts under v1, under v2 (which, quoting no input, some items share).
+    assert len(ResponseStore.open(judged.root)) == 10 + 8 + 5
+
+    record = purge_item(judged.root, "m-004", reason="erasure request", push=False)
+
+    assert record.removed == {"candidate": 2, "judge": 4}
+    assert holding(judged, SECRET, SECRET_EXPECTED) == []
+    assert len(ResponseStore.open(judged.root)) == 23 - 6
+
+
+def test_other_items_keep_every_record_of_every_kind(judged: Repo, cli):
+    assert cli(judged, "run").code == 1
+    judged.commit("judged results")
+
+    def by_item(requests: dict[str, dict]) -> Counter[tuple[str, str]]:
+        counts: Counter[tuple[str, str]] = Counter()
+        for request in requests.values():
+            text = next(
+                t for t in [SECRET, *(f"message {i}" for i in range(4))] if quotes(request, t)
+            )
+            counts[text, "judge" if is_judge(request) else "candidate"] += 1
+        return counts
+
+    before = by_item(stored_requests(judged))
+    record = purge_item(judged.root, "m-004", reason="erasure request", push=False)
+    after = by_item(stored_requests(judged))
+
+    assert after == {k: n for k, n in before.items() if k[0] != SECRET}
+    assert (
+        record.removed
+        == {kind: before[SECRET, kind] for kind in ("candidate", "judge")}
+        == {"candidate": 2, "judge": 2}
+    )
+    assert sum(n for (_t, kind), n in after.items() if kind == "judge") == 6
+
+
+def test_a_short_input_purges_only_its_own_records(live: Repo, cli, server):
+    """An item whose input is "a" takes no record that merely holds the letter, or the
+    string "a" (the label every other verdict quotes): only whole values match."""
+    server.responder = judge_or_label
+    add_item(live, cli, "m-004", "a", "b")
+    live.write("registry/models/judge.yaml", JUDGE_PIN.format(url=server.base_url))
+    live.write(
+        "registry/rubrics/labels.yaml",
+        live.read("registry/rubrics/labels.yaml").replace("levels:", JUDGE_CRITERION + "levels:"),
+    )
+    live.commit("an item whose input is one letter, judged")
+    assert cli(live, "run").code == 1
+    live.commit("results")
+    # Prompts never committed, whose results are dropped: only content finds their records.
+    edits = {
+        "registry/tasks/labels.yaml": ('"Message: {{ text }}"', '"{{ text }}"'),
+        "registry/rubrics/labels.yaml": (
+            "Input: {{ input | tojson }}",
+            "Under review: {{ input }}",
+        ),
+    }
+    for path, (old, new) in edits.items():
+        live.write(path, live.read(path).replace(old, new))
+    assert cli(live, "run").code == 1
+    live.git("checkout", "--", "registry", "reports")
+    requests = stored_requests(live)
+    mine = {
+        k
+        for k, r in requests.items()
+        if r.get("input") == {"text": "a"}
+        or r["messages"][-1]["content"] in ("a", "Message: a")
+        or any(q in r["messages"][-1]["content"] for q in ('{"text": "a"}', "{'text': 'a'}"))
+    }
+    # Two candidates under two prompts; two outputs judged under two judge prompts.
+    assert len(mine) == 4 + 4
+    # Every other item's verdict on the rules candidate quotes its output {"label": "a"}.
+    others = [r for k, r in requests.items() if k not in mine]
+    assert sum(1 for r in others if is_judge(r) and '\\"a\\"' in json.dumps(r)) == 8
+
+    record = purge_item(live.root, "m-004", reason="erasure request", push=False)
+
+    assert set(stored_requests(live)) == set(requests) - mine
+    assert record.removed == {"candidate": 4, "judge": 4}
