@@ -343,3 +343,64 @@ def test_a_short_input_purges_only_its_own_records(live: Repo, cli, server):
 
     assert set(stored_requests(live)) == set(requests) - mine
     assert record.removed == {"candidate": 4, "judge": 4}
+
+
+# ---------------------------------------------------------------- reproduce
+
+
+def gc(repo: Repo, record) -> None:
+    for step in record.next_steps:
+        argv = shlex.split(step)
+        if argv[0] == "dvc":
+            subprocess.run(
+                [sys.executable, "-m", "dvc", *argv[1:]],
+                cwd=repo.root,
+                check=True,
+                capture_output=True,
+            )
+
+
+def test_reproducing_results_whose_responses_were_purged_names_the_purge(live: Repo, cli):
+    assert cli(live, "run").code == 0
+    live.commit("results")
+    purge_item(live.root, "m-001", reason="erasure request", at="2026-04-02")
+    live.commit("purge m-001")
+
+    result = cli(live, "reproduce", "HEAD")
+
+    assert result.code == 1, result.err
+    out = " ".join(result.out.split())
+    assert "m-001#0: no stored response: purged (reports/purges.jsonl line 1)" in out
+    assert "offline miss" not in out and "m-000#0" not in out
+    assert (
+        "Evidence purged: the stored records of item m-001 (evalsets/messages.jsonl) were "
+        "removed, requested 2026-04-02 (reports/purges.jsonl line 1: erasure request)."
+    ) in out
+    assert "cannot be reproduced in full" in out and out.endswith(
+        "DIFFERENT (2 cells with results)"
+    )
+
+
+def test_a_commit_before_the_purge_reproduces_until_gc_then_names_it(live: Repo, cli):
+    assert cli(live, "run").code == 0
+    before = live.commit("results")
+    record = purge_item(live.root, "m-001", reason="erasure request")
+    live.commit("purge m-001")
+
+    kept = cli(live, "reproduce", before)  # the retired segments are still in the cache
+    assert kept.code == 0, kept.out
+    assert "Evidence purged: the stored records of item m-001" in " ".join(kept.out.split())
+
+    gc(live, record)
+    result = cli(live, "reproduce", before)
+
+    assert result.code == 1 and result.err == ""
+    out = " ".join(result.out.split())
+    gone = ", ".join(record.segments_removed)
+    assert (
+        f"Store segments of {before[:12]} retired by a purge are gone from this clone: {gone}"
+        in out
+    )
+    # What the purge kept of them stands in: only the purged item cannot be reproduced.
+    assert "m-001#0: no stored response: purged (reports/purges.jsonl line 1)" in out
+    assert "offline miss" not in out and "m-000#0" not in out
