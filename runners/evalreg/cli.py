@@ -961,7 +961,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-push", action="store_true", help="do not push to the DVC remote")
     p.set_defaults(handler=cmd_store_compact)
     p = store_sub.add_parser(
-        "purge", help="remove every stored response of one item, and log the purge"
+        "purge",
+        help="remove every stored record rendered from one item (its responses and the judge "
+        "verdicts on them), and log the purge",
     )
     p.add_argument("item", metavar="ITEM", help="the item id")
     p.add_argument(
