@@ -404,3 +404,29 @@ def test_a_commit_before_the_purge_reproduces_until_gc_then_names_it(live: Repo,
     # What the purge kept of them stands in: only the purged item cannot be reproduced.
     assert "m-001#0: no stored response: purged (reports/purges.jsonl line 1)" in out
     assert "offline miss" not in out and "m-000#0" not in out
+
+
+def test_a_purge_logged_before_counts_by_kind_is_named_alike(live: Repo, cli):
+    assert cli(live, "run").code == 0
+    live.commit("results")
+    purge_item(live.root, "m-001", reason="erasure request")
+    entry = json.loads(live.read(PURGE_LOG))
+    del entry["removed"]  # as purges logged it before verdicts were counted apart
+    live.write(PURGE_LOG, "\n" + json.dumps(entry) + "\n")
+    live.commit("purge m-001")
+
+    result = cli(live, "reproduce", "HEAD")
+
+    assert result.code == 1
+    assert "purged (reports/purges.jsonl line 2)" in result.out
+
+
+def test_a_damaged_purge_log_is_named_at_its_line(live: Repo, cli):
+    assert cli(live, "run").code == 0
+    live.commit("results")
+    live.write(PURGE_LOG, '{"item": "m-001"}\n')
+
+    result = cli(live, "reproduce", "HEAD")
+
+    assert result.code == 2 and "Traceback" not in result.err
+    assert "reports/purges.jsonl:1" in result.err and "not a purge record (KeyError" in result.err

@@ -20,6 +20,7 @@ from evalreg.errors import DataMissingError, RegistryError
 from evalreg.grading import cell_grader
 from evalreg.plan import PURGE_LOG, Cell, cells, fingerprint, fingerprint_parts
 from evalreg.providers import get_provider
+from evalreg.purge import LoggedPurge, read_log
 from evalreg.registry import schema
 from evalreg.registry.diagnostics import Finding
 from evalreg.registry.loader import load_registry
@@ -38,27 +39,13 @@ class CellReproduction:
     differences: list[str] = field(default_factory=list)
 
 
-@dataclass(frozen=True)
-class Purge:
-    """One line of :data:`PURGE_LOG` (in the working tree): an item whose stored records
-    were removed."""
-
-    line: int
-    item: str
-    evalset: str
-    reason: str
-    at: str | None
-    segments_removed: tuple[str, ...]
-    segment_written: str | None
-
-
 @dataclass
 class Reproduction:
     rev: str
     recorded_versions: list[str]
     running_version: str
     cells: list[CellReproduction]
-    purges: list[Purge] = field(default_factory=list)
+    purges: list[LoggedPurge] = field(default_factory=list)
     """Purges that removed evidence REV's results rest on: responses they name, or the
     store segments REV reads (then read from the segment the purge wrote, when it is here)."""
     segments_missing: list[str] = field(default_factory=list)
@@ -72,7 +59,7 @@ class Reproduction:
 def reproduce(root: Path, rev: str) -> Reproduction:
     tree = GitTree(root, rev)
     registry = load_registry(tree)
-    purges = purge_log(WorkspaceTree(root))
+    purges = read_log(WorkspaceTree(root))
     store, used, missing = _store(tree, WorkspaceTree(root), purges)
     versions: set[str] = set()
     outcomes = []
@@ -99,34 +86,8 @@ def reproduce(root: Path, rev: str) -> Reproduction:
     )
 
 
-def purge_log(tree: Tree) -> list[Purge]:
-    """The purges :data:`PURGE_LOG` records in ``tree``, oldest first (none if absent)."""
-    if not tree.is_file(PURGE_LOG):
-        return []
-    out = []
-    for number, line in enumerate(tree.read(PURGE_LOG).splitlines(), start=1):
-        try:
-            entry = json.loads(line)
-            out.append(
-                Purge(
-                    number,
-                    str(entry["item"]),
-                    str(entry["evalset"]),
-                    str(entry["reason"]),
-                    entry.get("at"),
-                    tuple(entry.get("segments_removed") or ()),
-                    entry.get("segment_written"),
-                )
-            )
-        except (ValueError, KeyError, TypeError) as exc:
-            raise RegistryError(
-                [Finding(PURGE_LOG, number, 0, f"not a purge record ({type(exc).__name__})")]
-            ) from None
-    return out
-
-
 def _store(
-    tree: Tree, here: Tree, purges: list[Purge]
+    tree: Tree, here: Tree, purges: list[LoggedPurge]
 ) -> tuple[ResponseStore, set[int], list[str]]:
     """REV's response store; the purges (log lines) that retired one of its segments; and
     the retired segments that are gone.
@@ -167,7 +128,7 @@ def _reproduce_cell(
     recorded: dict[str, Any],
     providers: dict[str, Any],
     code_root: Path,
-    purges: list[Purge],
+    purges: list[LoggedPurge],
     used: set[int],
 ) -> CellReproduction:
     out = CellReproduction(cell.id, True)
