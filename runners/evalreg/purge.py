@@ -444,7 +444,7 @@ class _Quotes:
 
     @classmethod
     def of(cls, item: Item) -> _Quotes:
-        from evalreg.templating import render
+        from evalreg.templating import RenderError, render
 
         conversation = [m.model_dump() for m in item.messages or []]
         subject: Any = item.input if item.input is not None else conversation
@@ -455,11 +455,15 @@ class _Quotes:
             if t
         )
         # As Judges.job renders the subject: ``{{ input | tojson }}`` and ``{{ input }}``.
-        quoted = tuple(
-            sorted({render(source, {"input": subject}) for source in _QUOTE_TEMPLATES} - {""})
-        )
+        rendered = set()
+        for source in _QUOTE_TEMPLATES:
+            with contextlib.suppress(RenderError):  # too large for any prompt to quote
+                rendered.add(render(source, {"input": subject}))
+        quoted = tuple(sorted(rendered - {""}))
         needles = [json.dumps(t, ensure_ascii=False).encode() for t in sorted(texts)]
         needles += [json.dumps(q, ensure_ascii=False)[1:-1].encode() for q in quoted]
+        if item.input is not None:  # as a python system's request carries it
+            needles.append(canonical_bytes(item.input))
         return cls(item, texts, quoted, tuple(needles))
 
     def prefilter(self, line: bytes) -> bool:
@@ -496,8 +500,8 @@ def _made_for(line: bytes, quotes: _Quotes) -> str | None:
         {"role": m.role, "content": m.content} for m in item.messages or [] if m.role != "system"
     ]
     only = turns[0] if len(turns) == 1 and isinstance(turns[0], dict) else {}
-    text = only.get("content") if only.get("role") == "user" else None
-    if (turns and turns == mine) or (isinstance(text, str) and text in quotes.texts):
+    prompt = only.get("content") if only.get("role") == "user" else None
+    if (turns and turns == mine) or (isinstance(prompt, str) and prompt in quotes.texts):
         return "candidate"
     said = [text for turn in turns for text in _texts(turn)]
     if any(q in text for q in quotes.quoted for text in said):

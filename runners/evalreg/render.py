@@ -256,7 +256,13 @@ def print_reproduction(rep: Reproduction) -> None:
             f"this clone: {shown(', '.join(rep.segments_missing))}; read what the purge kept "
             "of them instead.[/yellow]"
         )
-    if rep.purges and not rep.identical:
+    if rep.purges and rep.identical:
+        out.print(
+            "The purged records were read from segments the purge retired, still in this "
+            "clone's DVC cache: once `dvc gc` (the purge's next steps) removes them, these "
+            "results no longer reproduce in full."
+        )
+    elif rep.purges:
         out.print(
             "Results recorded before a purge cannot be reproduced in full: the purged "
             f"responses are gone by design. See {PURGE_LOG}; `evalreg run` re-grades the "
