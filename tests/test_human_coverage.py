@@ -13,9 +13,14 @@ import pytest
 from test_holdout import holdout_items, with_holdout
 from test_judges_human import JUDGE_CRITERION, JUDGE_PIN
 
-from evalreg.evidence import gather
+from evalreg.diff_summaries import summary_metrics
+from evalreg.evidence import gather, read_outcomes
 from evalreg.judging import JUDGE_INSTRUCTIONS
+from evalreg.metrics import cell_metrics
+from evalreg.outcomes import from_records
+from evalreg.plan import cells
 from evalreg.registry.loader import load_registry
+from evalreg.results import read_summary
 
 from conftest import Repo, items_jsonl, label_of
 from support import runs
@@ -179,6 +184,26 @@ def test_grades_of_one_candidate_leave_the_other_not_graded_and_tracked(graded: 
             assert got[cid][tag] == expected_coverage(grades_csv, recs, tag)
     assert got["rules"] == {"all": (3, 4), "common": (1, 2), "edge": (2, 2)}
 
+    # The summary's columns, the per-item records and the summary's counts (what a fork's
+    # pull request reads) give the same coverage and the same pass rate of graded.
+    registry = load_registry(graded.root)
+    task = registry.tasks["labels"]
+    rubric = registry.rubrics["labels"]
+    policy = registry.selections["labels"].policy
+    for cid in CELLS:
+        cell = next(c for c in cells(registry) if c.id == f"labels/{cid}")
+        summary = read_summary(registry.tree, cell)
+        columns = cell_metrics(read_outcomes(registry, cell, summary), task, rubric)
+        recs = cell_metrics(from_records(records(graded, cid), ["human_ok"]), task, rubric)
+        counts = summary_metrics(summary, task, rubric, policy)
+        for name in ("all", "common", "edge"):
+            for metric in ("coverage:human_ok", "criterion:human_ok"):
+                assert columns[name][metric] == recs[name][metric]
+            assert (
+                counts[name]["coverage:human_ok"].value == columns[name]["coverage:human_ok"].value
+            )
+            assert counts[name]["coverage:human_ok"].n == columns[name]["coverage:human_ok"].n
+
     graded.commit("results")
     count = server.count()
     again = cli(graded, "run", "--offline", "--force")
@@ -218,7 +243,7 @@ def test_a_new_item_lowers_coverage_and_a_coverage_gate_fails(graded: Repo, cli)
     assert cli(graded, "run").code == 0
     assert coverage_metrics(graded)["rules"]["all"] == (4, 4)
     assert cli(graded, "check").code == 0
-    graded.commit("results")
+    graded_everything = graded.commit("results")
 
     # A fifth item, added after grading: its responses are not graded.
     graded.write("evalsets/messages.jsonl", items_jsonl(5))
@@ -232,6 +257,10 @@ def test_a_new_item_lowers_coverage_and_a_coverage_gate_fails(graded: Repo, cli)
     got = coverage_metrics(graded)
     assert got["rules"]["all"] == got["mini"]["all"] == (4, 5)  # 80 %: still passes
     assert got["rules"]["edge"] == (2, 3)  # m-004 is an edge item
+    graded.commit("results with the new item")
+    diff = cli(graded, "diff", graded_everything)
+    assert diff.code == 0, diff.err
+    assert "| labels/rules | human\\_ok | 4/4 (100.0%) → 4/5 (80.0%) |" in diff.out
 
     # The gate moves to the edge slice, where 2/3 is under 0.8.
     graded.write(
@@ -284,6 +313,7 @@ def test_a_coverage_gate_names_a_human_criterion(graded: Repo, cli, metric, prob
     assert "registry/selections/labels.yaml:" in result.err and problem in result.err
 
 
+@pytest.mark.filterwarnings("ignore:invalid value encountered:RuntimeWarning")  # statsmodels' SE
 def test_agreement_is_computed_on_the_graded_overlap_only(graded: Repo, cli):
     assert cli(graded, "run").code == 0
     # rules answers "a" throughout (the judge passes all four), mini labels right (the
@@ -371,3 +401,80 @@ def test_a_holdout_run_is_not_graded_and_succeeds(graded: Repo, cli, server):
     count = server.count()
     assert cli(graded, "run", "--holdout", "--offline", "--force").code == 0
     assert server.count() == count
+
+
+def test_unmeasured_calibration_stays_an_unmeasured_risk(live: Repo, cli, server):
+    server.responder = judge_every_answer
+    live.write("registry/models/judge.yaml", JUDGE_PIN.format(url=server.base_url))
+    live.write(
+        "registry/rubrics/labels.yaml",
+        live.read("registry/rubrics/labels.yaml").replace("levels:", JUDGE_CRITERION + "levels:"),
+    )
+    live.commit("a judge criterion, no human grades")
+    assert cli(live, "run").code == 0
+    assert cli(live, "report").code == 0
+    page = live.read("reports/labels.md")
+    assert "The judge is not calibrated against human grades yet." in page
+    assert "### Judge calibration" not in page and "### Human grades" not in page
+    assert (
+        "- Unmeasured risks: behaviour on inputs unlike this eval set; drift of hosted models "
+        "under the same name (`evalreg drift`); judge calibration against human grades "
+        "(`tone`).\n"
+    ) in page
+
+
+TABLES = [
+    [[5, 0], [0, 5]],  # perfect agreement
+    [[0, 5], [5, 0]],  # perfect disagreement
+    [[3, 2], [1, 4]],
+    [[7, 1], [2, 0]],
+    [[0, 0], [3, 7]],  # one rater gives one grade only
+    [[1, 0], [0, 0]],  # a single pair
+    [[20, 13], [4, 1]],
+]
+
+
+def _pairs_of(table: list[list[int]]) -> list[tuple[bool, bool]]:
+    return [(bool(a), bool(b)) for a in (0, 1) for b in (0, 1) for _ in range(table[a][b])]
+
+
+@pytest.mark.filterwarnings("ignore:invalid value encountered:RuntimeWarning")
+@pytest.mark.parametrize("table", TABLES)
+def test_cohen_kappa_matches_statsmodels(table):
+    from statsmodels.stats.inter_rater import cohens_kappa
+
+    from evalreg.human import cohen_kappa
+
+    reference = cohens_kappa(np.array(table, dtype=float)).kappa
+    got = cohen_kappa(_pairs_of(table))
+    if np.isnan(reference):
+        assert got is None
+    else:
+        assert got == pytest.approx(reference, abs=1e-12)
+
+
+@pytest.mark.parametrize(
+    "table",
+    [[[4, 0], [0, 0]], [[0, 0], [0, 9]], [[0, 0], [0, 0]]],
+)
+def test_cohen_kappa_is_undefined_for_one_grade_throughout(table):
+    from evalreg.human import cohen_kappa
+
+    # Both raters gave every unit the same single grade (or there is nothing): chance
+    # agreement is 1 and kappa 0/0; it is None (shown as n/a), never a made-up 1 or 0.
+    assert cohen_kappa(_pairs_of(table)) is None
+
+
+def test_two_human_raters_get_kappa_beside_alpha():
+    from statsmodels.stats.inter_rater import cohens_kappa
+
+    from evalreg.human import parse_grades, rater_agreement, rater_kappa
+
+    data = b"key,alice,bob\nk1,pass,pass\nk2,fail,pass\nk3,fail,fail\nk4,pass,\nk5,pass,pass\n"
+    grades = parse_grades(data, "grades/h.csv")
+    kappa, n = rater_kappa(grades) or (None, 0)
+    assert n == 4  # k4 has one grade: not a pair
+    assert kappa == pytest.approx(cohens_kappa(np.array([[1.0, 1.0], [0.0, 2.0]])).kappa)
+    assert rater_agreement(grades) is not None
+    three = parse_grades(b"key,a,b,c\nk1,pass,pass,fail\nk2,fail,fail,fail\n", "g.csv")
+    assert rater_kappa(three) is None  # kappa is for two raters; alpha covers more

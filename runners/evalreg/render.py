@@ -18,8 +18,8 @@ from rich.text import Text
 
 from evalreg.redaction import redact
 from evalreg.registry.diagnostics import Severity
+from evalreg.report.coverage import coverage_text
 from evalreg.report.escape import strip_controls
-from evalreg.results import coverage_text
 
 if TYPE_CHECKING:
     from evalreg.check import CheckResult

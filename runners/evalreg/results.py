@@ -128,12 +128,6 @@ def coverage_counts(totals: dict[str, Any], criteria: Iterable[str]) -> dict[str
     return out
 
 
-def coverage_text(graded: int, applicable: int) -> str:
-    """Coverage as every report shows it: ``graded/applicable (pct)``."""
-    share = 100 * graded / applicable if applicable else 0.0
-    return f"{graded}/{applicable} ({share:.1f}%)"
-
-
 def slices_of(records: Iterable[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
     out: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for r in records:

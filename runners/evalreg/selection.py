@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from evalreg import stats
 from evalreg.metrics import COVERAGE, LOWER_IS_BETTER, Metric, SliceMetrics, covered
 from evalreg.registry import schema
-from evalreg.results import coverage_text
+from evalreg.report.coverage import coverage_text
 
 
 @dataclass(frozen=True)

@@ -14,8 +14,8 @@ from evalreg.evidence import UseCaseEvidence
 from evalreg.families import MIN_SLICE_ITEMS, NONE_DETECTABLE, family_sentence
 from evalreg.metrics import COVERAGE, Metric, covered
 from evalreg.report.chart import Bar, bar_chart
+from evalreg.report.coverage import coverage_text
 from evalreg.report.escape import block, cell, inline
-from evalreg.results import coverage_text
 from evalreg.selection import fmt
 
 # Slices with fewer than MIN_SLICE_ITEMS items are listed under Limitations instead of the
