@@ -216,6 +216,14 @@ def test_grades_of_one_candidate_leave_the_other_not_graded_and_tracked(graded: 
     assert "### Human grades" in page
     section = page[page.index("### Human grades") : page.index("### Gate results")]
     assert section == HUMAN_SECTION
+    # Two raters: kappa beside alpha, on the 3 responses both graded (alice passes all
+    # three, bob fails m-003's: observed agreement 2/3 is what chance gives, kappa 0).
+    both = np.array([[1.0, 1.0, 1.0], [1.0, 1.0, 0.0]])
+    rater_alpha = krippendorff.alpha(reliability_data=both, level_of_measurement="nominal")
+    assert (
+        f"Agreement among the human raters of `grades/human.csv`: alpha {rater_alpha:.2f}, "
+        "Cohen's kappa 0.00 on 3 responses both graded."
+    ) in page
     # Measured on rules, not on mini (no response of mini has human grades).
     assert "judge calibration against human grades (`tone` on `mini`)." in page
 
