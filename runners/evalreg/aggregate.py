@@ -21,7 +21,7 @@ from evalreg.results import (
     LEVELS,
     SUMMARY_SCHEMA,
     UNGRADED_FIELD,
-    criterion_counts,
+    criterion_entry,
     level_char,
     rounded,
     verdict_char,
@@ -103,7 +103,7 @@ class SliceTally:
             "errors": self.samples - graded,
             "levels": self.levels,
             "criteria": {
-                cid: criterion_counts(counts) for cid, counts in sorted(self.criteria.items())
+                cid: criterion_entry(counts) for cid, counts in sorted(self.criteria.items())
             },
             "score_sum": rounded(math.fsum(self.scores)),
             "latency_ms": {"p50": self._percentile(50), "p95": self._percentile(95)},

@@ -144,6 +144,7 @@ class _Cell:
         self.alone = o.items.alone
         self._levels: dict[frozenset[str], ItemCounts] = {}
         self._criteria: dict[str, Ints] = {}
+        self._criterion_counts: dict[str, ItemCounts] = {}
         self._failures: list[tuple[float, Mask]] = []
         self._failures_key: object = None
 
@@ -173,8 +174,13 @@ class _Cell:
 
     def criterion_counts(self, cid: str) -> ItemCounts:
         """Per item: its samples criterion ``cid`` graded, and those it passed."""
-        table = self._criterion_table(cid)
-        return ItemCounts(table[:, 3], table[:, 2] + table[:, 3])
+        counts = self._criterion_counts.get(cid)
+        if counts is None:
+            table = self._criterion_table(cid)
+            counts = self._criterion_counts[cid] = ItemCounts(
+                table[:, 3], table[:, 2] + table[:, 3]
+            )
+        return counts
 
     def coverage(self, cid: str, items: Mask) -> Metric | None:
         """The share of the samples of ``items`` that criterion ``cid`` applies to which it

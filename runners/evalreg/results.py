@@ -97,7 +97,7 @@ def aggregate(records: Sequence[dict[str, Any]]) -> dict[str, Any]:
         "graded": len(scores),
         "errors": len(records) - len(scores),
         "levels": levels,
-        "criteria": {cid: criterion_counts(counts) for cid, counts in sorted(criteria.items())},
+        "criteria": {cid: criterion_entry(counts) for cid, counts in sorted(criteria.items())},
         # math.fsum is correctly rounded: the same float on every Python version (the
         # built-in sum of floats changed in 3.12) and in any order.
         "score_sum": rounded(math.fsum(scores)),
@@ -107,7 +107,7 @@ def aggregate(records: Sequence[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
-def criterion_counts(counts: Sequence[int]) -> dict[str, int]:
+def criterion_entry(counts: Sequence[int]) -> dict[str, int]:
     """A criterion's entry in a slice's aggregate, from its verdicts, passes and ungraded
     samples (``ungraded`` is written only when non-zero, so rubrics graded in full keep
     their bytes)."""
