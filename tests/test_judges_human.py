@@ -131,7 +131,7 @@ def test_human_grades_calibrate_the_judge_and_can_be_gated(judged: Repo, cli):
     assert cli(judged, "run", "--offline", "--force").code == 1  # the judge error remains
     assert cli(judged, "report").code == 0
     page = judged.read("reports/labels.md")
-    assert "Judge calibration against human grades (Krippendorff's alpha)" in page
+    assert "### Judge calibration" in page and "Cohen's kappa" in page
     assert "Agreement among the human raters of `grades/tone.csv`" in page
     mini = records(judged, MINI)
     assert mini[1]["criteria"]["tone_human"]["detail"] == "human majority"

@@ -16,7 +16,16 @@ from typing import Any
 
 from evalreg import __version__
 from evalreg.plan import Cell
-from evalreg.results import ALL, LEVELS, SUMMARY_SCHEMA, level_char, rounded, verdict_char
+from evalreg.results import (
+    ALL,
+    LEVELS,
+    SUMMARY_SCHEMA,
+    UNGRADED_FIELD,
+    criterion_entry,
+    level_char,
+    rounded,
+    verdict_char,
+)
 
 
 class SliceTally:
@@ -51,9 +60,11 @@ class SliceTally:
         for cid, verdict in r["criteria"].items():
             counts = self.criteria.get(cid)
             if counts is None:
-                counts = self.criteria[cid] = [0, 0]
+                counts = self.criteria[cid] = [0, 0, 0]
             counts[0] += 1
             counts[1] += bool(verdict["passed"])
+        for cid in r.get(UNGRADED_FIELD, ()):
+            self.criteria.setdefault(cid, [0, 0, 0])[2] += 1
         self.latencies[r["latency_ms"]] += 1
         self.scores.append(r["score"])
         used = r["tokens"]
@@ -73,10 +84,10 @@ class SliceTally:
         self.last_item = other.last_item
         for level, n in other.levels.items():
             self.levels[level] += n
-        for cid, (n, k) in other.criteria.items():
-            counts = self.criteria.setdefault(cid, [0, 0])
-            counts[0] += n
-            counts[1] += k
+        for cid, theirs in other.criteria.items():
+            counts = self.criteria.setdefault(cid, [0, 0, 0])
+            for i, n in enumerate(theirs):
+                counts[i] += n
         self.latencies.update(other.latencies)
         self.scores.extend(other.scores)  # fsum is exact: the split does not matter
         for kind, n in other.tokens.items():
@@ -92,7 +103,7 @@ class SliceTally:
             "errors": self.samples - graded,
             "levels": self.levels,
             "criteria": {
-                cid: {"applicable": n, "passed": k} for cid, (n, k) in sorted(self.criteria.items())
+                cid: criterion_entry(counts) for cid, counts in sorted(self.criteria.items())
             },
             "score_sum": rounded(math.fsum(self.scores)),
             "latency_ms": {"p50": self._percentile(50), "p95": self._percentile(95)},

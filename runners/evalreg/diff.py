@@ -38,7 +38,7 @@ from evalreg.diff_summaries import (
 from evalreg.dvcrepo import read_ahead
 from evalreg.errors import RegistryError, UsageError
 from evalreg.evidence import OutcomeCache, UseCaseEvidence, gather, read_outcomes, read_records
-from evalreg.metrics import Comparison, aligned, cell_metrics, compare, passing
+from evalreg.metrics import COVERAGE, Comparison, aligned, cell_metrics, compare, covered, passing
 from evalreg.outcomes import Outcomes, from_records
 from evalreg.plan import Cell, cells, status
 from evalreg.redaction import redact
@@ -289,6 +289,18 @@ def _overall(ev: UseCaseEvidence | None, cid: str) -> dict[str, float] | None:
     return {k: m[k].value for k in OVERALL if k in m}
 
 
+def _coverage(ev: UseCaseEvidence | None, cid: str) -> dict[str, list[int]]:
+    """Per human criterion: [graded, applicable] samples of the cell (slice ``all``)."""
+    if ev is None or cid not in ev.metrics:
+        return {}
+    m = ev.metrics[cid]["all"]
+    return {
+        k.removeprefix(COVERAGE): list(covered(v))
+        for k, v in sorted(m.items())
+        if k.startswith(COVERAGE)
+    }
+
+
 def _counterfactual(
     base: Side,
     head: Side,
@@ -502,6 +514,12 @@ def _diff(root: Path, base: Side, head: Side, scans: Prefetch) -> dict[str, Any]
             "base": _overall(base_ev.get(b.selection) if b else None, cid.split("/", 1)[1]),
             "head": _overall(head_ev.get(sel_id), cid.split("/", 1)[1]) if h else None,
         }
+        coverage = {
+            "base": _coverage(base_ev.get(b.selection) if b else None, cid.split("/", 1)[1]),
+            "head": _coverage(head_ev.get(sel_id), cid.split("/", 1)[1]) if h else {},
+        }
+        if coverage["base"] or coverage["head"]:
+            entry["coverage"] = coverage
         if b_out is not None and h_out is not None and b is not None and h is not None:
             entry["slices"] = _slice_rows(compare(b_out, h_out, pass_level))
             entry["flips"] = _flips(

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from evalreg import stats
-from evalreg.metrics import Metric, SliceMetrics
+from evalreg.metrics import COVERAGE, Metric, SliceMetrics
 from evalreg.plan import Cell, cells
 from evalreg.registry import schema
 from evalreg.registry.loader import Registry
@@ -202,6 +202,11 @@ def summary_metrics(
             applicable = int((counts.get(c.id) or {}).get("applicable", 0))
             passed = applicable - _criteria_failed(counts, c.id)
             m[f"criterion:{c.id}"] = _rate(passed, applicable, confidence)
+            if isinstance(c.grader, schema.HumanGrader):
+                ungraded = int((counts.get(c.id) or {}).get("ungraded", 0))
+                if applicable + ungraded:
+                    share = applicable / (applicable + ungraded)
+                    m[f"{COVERAGE}{c.id}"] = Metric(share, n=applicable + ungraded)
         out[name] = m
     return out
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from evalreg.calibration import add_agreement
+from evalreg.calibration import Calibration, add_agreement, calibrations
 from evalreg.evalsets import EvalSet
-from evalreg.human import parse_grades, rater_agreement
+from evalreg.human import parse_grades, rater_agreement, rater_kappa
 from evalreg.metrics import Comparison, SliceMetrics, cell_metrics, compare
 from evalreg.outcomes import Outcomes, from_records, from_summary
 from evalreg.plan import Cell, CellStatus, cells, status
@@ -45,6 +45,10 @@ class UseCaseEvidence:
     """Human grades file → Krippendorff's alpha among its raters."""
     holdout: dict[str, SliceMetrics] = field(default_factory=dict)
     """Candidate → metrics on the sealed hold-out set (slice ``all``), where it was run."""
+    calibrations: dict[str, list[Calibration]] = field(default_factory=dict)
+    """Candidate → judge criteria whose agreement with human grades was measured there."""
+    rater_kappa: dict[str, tuple[float | None, int]] = field(default_factory=dict)
+    """Human grades file with exactly two raters → their Cohen's kappa and shared grades."""
 
 
 def read_records(registry: Registry, cell: Cell) -> list[dict[str, Any]]:
@@ -143,12 +147,18 @@ def gather(
         and ev.outcomes is not None
         and declared is not None
     }
-    raters = {
-        c.grader.file: rater_agreement(
-            parse_grades(registry.tree.read_data(c.grader.file), c.grader.file)
-        )
+    grades = {
+        c.grader.file: parse_grades(registry.tree.read_data(c.grader.file), c.grader.file)
         for c in rubric.criteria
         if isinstance(c.grader, schema.HumanGrader)
+    }
+    raters = {path: rater_agreement(g) for path, g in grades.items()}
+    kappas = {path: k for path, g in grades.items() if (k := rater_kappa(g)) is not None}
+    calibrated = {
+        cid: found
+        for cid, ev in candidates.items()
+        if ev.outcomes is not None
+        and (found := calibrations(ev.outcomes, rubric, metrics[cid].get("all", {})))
     }
     holdout = {}
     for cell in cells(registry, "holdout"):
@@ -171,4 +181,6 @@ def gather(
         compared,
         raters,
         holdout,
+        calibrated,
+        kappas,
     )

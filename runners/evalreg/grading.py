@@ -18,7 +18,7 @@ from evalreg.plan import Cell
 from evalreg.providers.base import Completion
 from evalreg.registry import schema
 from evalreg.registry.loader import Registry
-from evalreg.results import rounded
+from evalreg.results import UNGRADED_FIELD, rounded
 from evalreg.store import ResponseStore
 
 
@@ -40,7 +40,8 @@ class CellGrader:
     """Grades responses for one cell under its rubric and the task's output parser.
 
     Judge criteria read the judge's stored verdict; human criteria read imported grades
-    for the exact response; every other criterion is graded by code.
+    for the exact response; every other criterion is graded by code. A human criterion
+    with too few grades for a response is listed in the record's ``ungraded``.
     """
 
     def __init__(
@@ -135,6 +136,7 @@ class CellGrader:
         completion = Completion.from_record(stored["response"])
         parsed = parse_output(completion.text, self.cell.task.output)
         applicable: dict[str, tuple[schema.Criterion, Verdict]] = {}
+        ungraded: list[str] = []
         for criterion, grade in self._graded:
             if grade is not None:
                 verdict = grade(parsed, item)
@@ -144,15 +146,18 @@ class CellGrader:
                 except JudgeFailed as exc:
                     return self._error(self._base(item, sample, key), f"judge: {exc}")
                 if special is None:
-                    continue  # no human grades for this response: the criterion is absent
+                    # Too few raters graded this response: left out of its level and score,
+                    # as a criterion that does not apply is, and recorded as not graded.
+                    ungraded.append(criterion.id)
+                    continue
                 verdict = special
             applicable[criterion.id] = (criterion, verdict)
-        if len(applicable) < len(self._graded):
-            missing = next(c.id for c, _ in self._graded if c.id not in applicable)
-            raise ValueError(f"criterion {missing!r} applies but has no verdict")
         level, score = self._rules.assign(applicable)
+        # Only when non-empty, so records of rubrics graded in full keep their bytes.
+        marker = {UNGRADED_FIELD: sorted(ungraded)} if ungraded else {}
         return {
             **self._base(item, sample, key),
+            **marker,
             "error": None,
             "criteria": {
                 cid: {"passed": v.passed, "score": rounded(v.score), "detail": v.detail}

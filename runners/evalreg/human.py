@@ -5,7 +5,7 @@ store key, so a grade never silently applies to a different output), optional ``
 and one column per rater holding pass/fail (``pass``/``fail``, ``1``/``0``,
 ``true``/``false``; blank for not graded). In JSONL each row is an object with the same
 fields. Agreement uses Krippendorff's alpha (nominal), which handles any number of raters
-and missing grades.
+and missing grades, and, between two raters, Cohen's kappa beside it.
 """
 
 from __future__ import annotations
@@ -123,6 +123,42 @@ def alpha(units: Sequence[Sequence[bool | None]]) -> float | None:
     return float(kalpha(reliability_data=matrix, level_of_measurement="nominal"))
 
 
+def cohen_kappa(pairs: Sequence[tuple[bool, bool]]) -> float | None:
+    """Cohen's kappa between two raters' pass/fail grades of the same units.
+
+    ``(p_o - p_e) / (1 - p_e)``: observed agreement ``p_o`` against the agreement ``p_e``
+    the raters' own pass rates give by chance. None when it is undefined: no pairs, or
+    both raters gave every unit one and the same grade (``p_e = 1``: they agree, but the
+    grades tell nothing; shown as n/a).
+    """
+    n = len(pairs)
+    if not n:
+        return None
+    agree = sum(a == b for a, b in pairs)
+    first = sum(a for a, _ in pairs) / n
+    second = sum(b for _, b in pairs) / n
+    chance = first * second + (1 - first) * (1 - second)
+    if chance >= 1.0:
+        return None
+    return (agree / n - chance) / (1 - chance)
+
+
 def rater_agreement(grades: HumanGrades) -> float | None:
+    """Krippendorff's alpha among every rater of ``grades``."""
     raters = grades.raters
     return alpha([[row.get(r) for r in raters] for row in grades.grades.values()])
+
+
+def rater_kappa(grades: HumanGrades) -> tuple[float | None, int] | None:
+    """Cohen's kappa between the two raters of ``grades`` on the responses both graded,
+    with how many those are; None unless there are exactly two raters."""
+    raters = grades.raters
+    if len(raters) != 2:
+        return None
+    first, second = raters
+    both = [
+        (row[first], row[second])
+        for row in grades.grades.values()
+        if first in row and second in row
+    ]
+    return cohen_kappa(both), len(both)

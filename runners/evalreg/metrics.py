@@ -29,6 +29,7 @@ from evalreg.registry import schema
 from evalreg.results import LEVELS
 
 __all__ = [
+    "COVERAGE",
     "LOWER_IS_BETTER",
     "MIN_SLICE_ITEMS",
     "NONE_DETECTABLE",
@@ -44,6 +45,7 @@ __all__ = [
     "aligned",
     "cell_metrics",
     "compare",
+    "covered",
     "family_sentence",
     "pass_levels",
     "passing",
@@ -64,6 +66,8 @@ LOWER_IS_BETTER = frozenset(
 RATE_METRICS = frozenset(
     {"pass_rate", "correct_rate", "acceptable_rate", "unacceptable_rate", "error_rate"}
 )
+COVERAGE = "coverage:"
+"""The prefix of a human criterion's coverage: graded / applicable samples."""
 _CORRECT = frozenset({"correct"})
 _ACCEPTABLE = frozenset({"correct", "acceptable"})
 _UNACCEPTABLE = frozenset({"unacceptable"})
@@ -87,6 +91,11 @@ class Metric:
 
 
 SliceMetrics = dict[str, Metric]
+
+
+def covered(m: Metric) -> tuple[int, int]:
+    """A ``coverage:<id>`` metric's counts: (graded, applicable) samples."""
+    return round(m.value * m.n), m.n
 
 
 def pass_levels(pass_level: str) -> frozenset[str]:
@@ -134,7 +143,8 @@ class _Cell:
         self.own_cluster = o.items.own_cluster
         self.alone = o.items.alone
         self._levels: dict[frozenset[str], ItemCounts] = {}
-        self._criteria: dict[str, ItemCounts] = {}
+        self._criteria: dict[str, Ints] = {}
+        self._criterion_counts: dict[str, ItemCounts] = {}
         self._failures: list[tuple[float, Mask]] = []
         self._failures_key: object = None
 
@@ -147,22 +157,38 @@ class _Cell:
             counts = self._levels[levels] = ItemCounts(k, self.graded_n)
         return counts
 
-    def criterion_counts(self, cid: str) -> ItemCounts:
-        """Per item: its samples criterion ``cid`` graded, and those it passed."""
-        counts = self._criteria.get(cid)
-        if counts is None:
+    def _criterion_table(self, cid: str) -> Ints:
+        """Per item, its samples of each code of criterion ``cid``, in columns ungraded,
+        absent, failed, passed (codes -2, -1, 0, 1)."""
+        table = self._criteria.get(cid)
+        if table is None:
             codes = self.o.criteria.get(cid)
             size = len(self.o.ids)
             if codes is None:
-                empty = np.zeros(size, dtype=np.int64)
-                counts = ItemCounts(empty, empty)
+                table = np.zeros((size, 4), dtype=np.int64)
             else:
-                # Columns: absent, failed, passed (codes -1, 0, 1).
-                table = np.bincount(self.o.item * 3 + (codes + 1), minlength=size * 3)
-                table = table.reshape(size, 3)
-                counts = ItemCounts(table[:, 2], table[:, 1] + table[:, 2])
-            self._criteria[cid] = counts
+                table = np.bincount(self.o.item * 4 + (codes + 2), minlength=size * 4)
+                table = table.reshape(size, 4)
+            self._criteria[cid] = table
+        return table
+
+    def criterion_counts(self, cid: str) -> ItemCounts:
+        """Per item: its samples criterion ``cid`` graded, and those it passed."""
+        counts = self._criterion_counts.get(cid)
+        if counts is None:
+            table = self._criterion_table(cid)
+            counts = self._criterion_counts[cid] = ItemCounts(
+                table[:, 3], table[:, 2] + table[:, 3]
+            )
         return counts
+
+    def coverage(self, cid: str, items: Mask) -> Metric | None:
+        """The share of the samples of ``items`` that criterion ``cid`` applies to which it
+        graded (``n``: the samples it applies to); None when it applies to none."""
+        table = self._criterion_table(cid)[items]
+        graded = int(table[:, 2:].sum())
+        applicable = graded + int(table[:, 0].sum())
+        return Metric(graded / applicable, n=applicable) if applicable else None
 
     def rate(
         self, counts: ItemCounts, where: Mask, confidence: float, has: Mask | None = None
@@ -212,6 +238,7 @@ def _slice_metrics(
     pass_level: str,
     confidence: float,
     criteria: Sequence[str],
+    human: Sequence[str],
 ) -> SliceMetrics:
     o = cell.o
     ok = pass_levels(pass_level)
@@ -253,6 +280,10 @@ def _slice_metrics(
     out["failure_cost_per_1k_usd"] = Metric(failure * 1000, n=n_graded)
     for cid in criteria:
         out[f"criterion:{cid}"] = cell.rate(cell.criterion_counts(cid), items, confidence)
+    for cid in human:
+        coverage = cell.coverage(cid, items)
+        if coverage is not None:
+            out[f"{COVERAGE}{cid}"] = coverage
     return out
 
 
@@ -263,11 +294,15 @@ def cell_metrics(
     pass_level: str = "correct",
     confidence: float = 0.95,
 ) -> dict[str, SliceMetrics]:
-    """Metrics for the whole cell (slice ``all``) and for every tag."""
+    """Metrics for the whole cell (slice ``all``) and for every tag.
+
+    A criterion's pass rate counts the samples it graded; for a human criterion,
+    ``coverage:<id>`` is the share of the samples it applies to that it graded."""
     criteria = [c.id for c in rubric.criteria]
+    human = [c.id for c in rubric.criteria if isinstance(c.grader, schema.HumanGrader)]
     cell = _Cell(outcomes)
     return {
-        name: _slice_metrics(cell, name, items, task, pass_level, confidence, criteria)
+        name: _slice_metrics(cell, name, items, task, pass_level, confidence, criteria, human)
         for name, items in outcomes.slices().items()
     }
 

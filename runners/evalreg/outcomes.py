@@ -26,6 +26,8 @@ from evalreg.results import (
     ERROR_CHAR,
     LEVEL_CHARS,
     LEVELS,
+    UNGRADED_CHAR,
+    UNGRADED_FIELD,
     VERDICT_CHARS,
     percentile,
 )
@@ -37,8 +39,9 @@ _LEVEL_CODE = {name: code for code, name in enumerate(LEVELS)}
 _UNLEVELLED = ERROR + 1
 """A graded sample whose level is missing or unknown: counted as graded, never as passing."""
 
-PASSED, FAILED, ABSENT = 1, 0, -1
-"""Criterion codes: the criterion passed, failed, or did not grade this sample."""
+PASSED, FAILED, ABSENT, UNGRADED = 1, 0, -1, -2
+"""Criterion codes: the criterion passed, failed, does not apply to this sample (or it is
+an error), or applies but did not grade it (a human criterion with too few grades)."""
 
 Mask = npt.NDArray[np.bool_]
 Codes = npt.NDArray[np.int8]
@@ -53,6 +56,7 @@ _VERDICT_TABLE = np.full(256, ABSENT, dtype=np.int8)
 _VERDICT_TABLE[ord(VERDICT_CHARS[True])] = PASSED
 _VERDICT_TABLE[ord(VERDICT_CHARS[False])] = FAILED
 _VERDICT_TABLE[ord(ABSENT_CHAR)] = ABSENT
+_VERDICT_TABLE[ord(UNGRADED_CHAR)] = UNGRADED
 
 
 @dataclass(frozen=True)
@@ -145,7 +149,7 @@ class Outcomes:
         self.level = level
         """Per sample, the index of its level in ``LEVELS``, ``ERROR`` or unknown."""
         self.criteria = criteria
-        """Per criterion id, per sample: ``PASSED``, ``FAILED`` or ``ABSENT``."""
+        """Per criterion id, per sample: ``PASSED``, ``FAILED``, ``ABSENT`` or ``UNGRADED``."""
         self.source = source
         """The eval set's md5 when the items are exactly that eval set's (then two outcomes
         with the same source have the same items with the same content)."""
@@ -235,6 +239,11 @@ def from_records(records: Sequence[dict[str, Any]], criteria: Sequence[str]) -> 
             if codes is None:
                 codes = verdicts[cid] = np.full(n, ABSENT, dtype=np.int8)
             codes[row] = PASSED if verdict["passed"] else FAILED
+        for cid in r.get(UNGRADED_FIELD, ()):
+            codes = verdicts.get(cid)
+            if codes is None:
+                codes = verdicts[cid] = np.full(n, ABSENT, dtype=np.int8)
+            codes[row] = UNGRADED
 
     def usage(_name: str, graded: Mask) -> Usage:
         latencies = latency[graded].tolist()

@@ -19,6 +19,7 @@ from rich.text import Text
 from evalreg.plan import PURGE_LOG
 from evalreg.redaction import redact
 from evalreg.registry.diagnostics import Severity
+from evalreg.report.coverage import coverage_text
 from evalreg.report.escape import strip_controls
 
 if TYPE_CHECKING:
@@ -191,6 +192,19 @@ def print_run(result: RunResult, *, dry_run: bool = False) -> None:
                 row += [str(o.errors), usd(o.cost_micro_usd), shown(result_text)]
         table.add_row(*row)
     out.print(table)
+    for o in result.outcomes:
+        if o.coverage:
+            out.print(
+                Text(
+                    plain(
+                        f"Human grades of {o.plan.status.cell.id}: "
+                        + ", ".join(
+                            f"{cid} {coverage_text(*counts)} graded"
+                            for cid, counts in sorted(o.coverage.items())
+                        )
+                    )
+                )
+            )
     if not result.plans:
         out.print("Nothing to run: every cell is fresh.")
     out.print(f"Estimated cost of missing responses: {usd(result.estimated_micro_usd)}")

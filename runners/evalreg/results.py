@@ -35,6 +35,12 @@ OTHER_CHAR = "?"
 VERDICT_CHARS = {True: "1", False: "0"}
 ABSENT_CHAR = "."
 """The verdict character of a criterion that did not grade a sample."""
+UNGRADED_CHAR = "-"
+"""The verdict character of a criterion that applies to a sample but did not grade it (a
+human criterion with too few grades for the response)."""
+UNGRADED_FIELD = "ungraded"
+"""The record field listing the criteria that apply but did not grade the sample (present
+only when some did not)."""
 
 
 def rounded(x: float) -> float:
@@ -53,7 +59,10 @@ def percentile(values: Sequence[int], p: float) -> int:
 
 
 def aggregate(records: Sequence[dict[str, Any]]) -> dict[str, Any]:
-    """Totals for one slice: levels, criteria, errors, latency, tokens and cost."""
+    """Totals for one slice: levels, criteria, errors, latency, tokens and cost.
+
+    Per criterion: ``applicable`` counts its verdicts, ``passed`` those that passed, and
+    ``ungraded`` (only when non-zero) the samples it applies to without a verdict."""
     items = set()
     levels = dict.fromkeys(LEVELS, 0)
     criteria: dict[str, list[int]] = {}
@@ -71,9 +80,11 @@ def aggregate(records: Sequence[dict[str, Any]]) -> dict[str, Any]:
         for cid, verdict in r["criteria"].items():
             counts = criteria.get(cid)
             if counts is None:
-                counts = criteria[cid] = [0, 0]
+                counts = criteria[cid] = [0, 0, 0]
             counts[0] += 1
             counts[1] += bool(verdict["passed"])
+        for cid in r.get(UNGRADED_FIELD, ()):
+            criteria.setdefault(cid, [0, 0, 0])[2] += 1
         latencies.append(r["latency_ms"])
         scores.append(r["score"])
         used = r["tokens"]
@@ -86,9 +97,7 @@ def aggregate(records: Sequence[dict[str, Any]]) -> dict[str, Any]:
         "graded": len(scores),
         "errors": len(records) - len(scores),
         "levels": levels,
-        "criteria": {
-            cid: {"applicable": n, "passed": k} for cid, (n, k) in sorted(criteria.items())
-        },
+        "criteria": {cid: criterion_entry(counts) for cid, counts in sorted(criteria.items())},
         # math.fsum is correctly rounded: the same float on every Python version (the
         # built-in sum of floats changed in 3.12) and in any order.
         "score_sum": rounded(math.fsum(scores)),
@@ -96,6 +105,27 @@ def aggregate(records: Sequence[dict[str, Any]]) -> dict[str, Any]:
         "tokens": tokens,
         "cost_micro_usd": cost,
     }
+
+
+def criterion_entry(counts: Sequence[int]) -> dict[str, int]:
+    """A criterion's entry in a slice's aggregate, from its verdicts, passes and ungraded
+    samples (``ungraded`` is written only when non-zero, so rubrics graded in full keep
+    their bytes)."""
+    applicable, passed, ungraded = counts
+    entry = {"applicable": applicable, "passed": passed}
+    if ungraded:
+        entry["ungraded"] = ungraded
+    return entry
+
+
+def coverage_counts(totals: dict[str, Any], criteria: Iterable[str]) -> dict[str, tuple[int, int]]:
+    """Per criterion of ``criteria`` in a slice's aggregate: (graded, applicable) samples."""
+    out = {}
+    for cid in criteria:
+        counts = totals["criteria"].get(cid) or {}
+        graded = int(counts.get("applicable", 0))
+        out[cid] = graded, graded + int(counts.get("ungraded", 0))
+    return out
 
 
 def slices_of(records: Iterable[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
@@ -145,9 +175,11 @@ def level_char(record: dict[str, Any]) -> str:
 
 def verdict_char(record: dict[str, Any], criterion: str) -> str:
     """A criterion's verdict on a sample as one character: ``1`` passed, ``0`` failed,
-    ``.`` not graded."""
+    ``.`` does not apply (or an error), ``-`` applies but not graded."""
     verdict = record["criteria"].get(criterion)
-    return ABSENT_CHAR if verdict is None else VERDICT_CHARS[bool(verdict["passed"])]
+    if verdict is not None:
+        return VERDICT_CHARS[bool(verdict["passed"])]
+    return UNGRADED_CHAR if criterion in record.get(UNGRADED_FIELD, ()) else ABSENT_CHAR
 
 
 def sample_columns(records: Sequence[dict[str, Any]], criteria: Sequence[str]) -> dict[str, Any]:

@@ -29,6 +29,7 @@ from evalreg.providers import get_provider
 from evalreg.providers.base import Provider
 from evalreg.registry import schema
 from evalreg.registry.loader import Registry, load_registry
+from evalreg.results import coverage_counts
 from evalreg.store import STORE_DIR, ResponseStore, SegmentWriter
 
 DEFAULT_OUTPUT_TOKENS = 256
@@ -93,6 +94,8 @@ class CellOutcome:
     errors: int = 0
     cost_micro_usd: int = 0
     note: str = ""
+    coverage: dict[str, tuple[int, int]] = field(default_factory=dict)
+    """Per human criterion of the cell's rubric: (graded, applicable) samples."""
 
 
 @dataclass
@@ -638,6 +641,8 @@ def _finish(
     outcome.written = True
     outcome.errors = summary["totals"]["errors"]
     outcome.cost_micro_usd = summary["totals"]["cost_micro_usd"]
+    human = [c.id for c in cell.rubric.criteria if isinstance(c.grader, schema.HumanGrader)]
+    outcome.coverage = coverage_counts(summary["totals"], human)
     return outcome
 
 

@@ -9,8 +9,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from evalreg import stats
-from evalreg.metrics import LOWER_IS_BETTER, Metric, SliceMetrics
+from evalreg.metrics import COVERAGE, LOWER_IS_BETTER, Metric, SliceMetrics, covered
 from evalreg.registry import schema
+from evalreg.report.coverage import coverage_text
 
 
 @dataclass(frozen=True)
@@ -38,6 +39,8 @@ class GateResult:
         never read as the estimate."""
         if self.value is None:
             return "not measured"
+        if self.gate.metric.startswith(COVERAGE) and self.point is not None:
+            return f"measured {coverage_text(round(self.point * self.n), self.n)}"
         if self.gate.on == "point" or self.point is None:
             return f"measured {fmt(self.value)}"
         bound = self.gate.on.replace("_", " ")
@@ -108,6 +111,13 @@ def check_gate(
         if small and not passed
         else ""
     )
+    if gate.metric.startswith(COVERAGE) and not passed:
+        small = False  # a count of the responses graded, not an estimate: never too small
+        graded, applicable = covered(metric)
+        note = (
+            f"{applicable - graded} of the {applicable} responses "
+            f"{gate.metric.removeprefix(COVERAGE)!r} applies to have no human grade"
+        )
     return GateResult(
         gate, index, value, metric.n, passed, small and not passed, note, point=metric.value
     )

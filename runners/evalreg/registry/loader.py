@@ -567,11 +567,11 @@ class _Loader:
             self._check_policy(ident, sel, task)
 
     def _check_policy(self, ident: str, sel: schema.Selection, task: schema.Task | None) -> None:
-        criteria: set[str] | None = None
+        criteria: dict[str, schema.Criterion] | None = None
         slices: set[str] | None = None
         if task is not None:
             rubric = self.registry.rubrics.get(task.rubric)
-            criteria = {c.id for c in rubric.criteria} if rubric else None
+            criteria = {c.id: c for c in rubric.criteria} if rubric else None
             evalset = self.registry.evalsets.get(_safe(task.evalset))
             slices = set(evalset.slices) if evalset else None
         policy = sel.policy
@@ -603,18 +603,30 @@ class _Loader:
                     )
 
 
-def metric_problem(metric: str, criteria: set[str] | None) -> str | None:
-    """Why ``metric`` is not a metric a policy can use, or None if it is."""
+def metric_problem(metric: str, criteria: dict[str, schema.Criterion] | None) -> str | None:
+    """Why ``metric`` is not a metric a policy can use, or None if it is (``criteria``: the
+    task's rubric's, by id, when known)."""
     if metric in schema.BASE_METRICS:
         return None
-    if metric.startswith("criterion:"):
-        cid = metric.partition(":")[2]
-        if criteria is None or cid in criteria:
+    kind, _, cid = metric.partition(":")
+    if kind in ("criterion", "coverage") and cid:
+        if criteria is None:
             return None
-        return f"criterion {cid!r} is not in the task's rubric ({', '.join(sorted(criteria))})"
+        if cid not in criteria:
+            return f"criterion {cid!r} is not in the task's rubric ({', '.join(sorted(criteria))})"
+        if kind == "coverage" and not isinstance(criteria[cid].grader, schema.HumanGrader):
+            human = sorted(
+                c for c, v in criteria.items() if isinstance(v.grader, schema.HumanGrader)
+            )
+            return (
+                f"coverage is measured for human criteria, and {cid!r} is graded by "
+                f"{criteria[cid].grader.type}"
+                + (f" (human criteria: {', '.join(human)})" if human else "")
+            )
+        return None
     return (
         f"unknown metric {metric!r}; expected one of: {', '.join(schema.BASE_METRICS)}, "
-        "or criterion:<id>"
+        "criterion:<id> or coverage:<human criterion id>"
     )
 
 

@@ -378,6 +378,16 @@ class JudgeGrader(_Grader):
 
 
 class HumanGrader(_Grader):
+    """Grades imported from a file, by response.
+
+    A response that fewer than ``min_raters`` graded is *not graded* for this criterion:
+    it is left out of that response's score and level, as a criterion that does not apply
+    is (its level comes from the criteria that graded it), and the record lists it in
+    ``ungraded``. The criterion's pass rate and the judge-human agreement count graded
+    responses only; ``coverage:<id>`` (graded / applicable) says how many those are, and a
+    gate can require a minimum of it.
+    """
+
     type: Literal["human"]
     file: RelPath
     """CSV or JSONL: a ``key`` column (the response's store key) and one column per rater."""
@@ -507,8 +517,11 @@ BASE_METRICS = (
     "monthly_cost_usd",
     "failure_cost_per_1k_usd",
     "judge_human_agreement",
+    "judge_human_kappa",
 )
-"""Metric names a gate or objective may use; ``criterion:<id>`` adds per-criterion pass rates."""
+"""Metric names a gate or objective may use; ``criterion:<id>`` adds per-criterion pass
+rates (on the samples the criterion graded), ``coverage:<id>`` a human criterion's share of
+graded samples among those it applies to."""
 
 
 class Gate(Model):

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from evalreg.families import MIN_SLICE_ITEMS, TOO_SMALL_TO_TEST, family_sentence
+from evalreg.report.coverage import coverage_text
 from evalreg.report.escape import COMMENT_LIMIT, cell, cut_to_fit, html_inline, inline
 
 RESERVED = 200
@@ -184,6 +185,7 @@ def diff_markdown(data: dict[str, Any], *, limit: int = COMMENT_LIMIT - RESERVED
     out.append(_unexplained(_list(data.get("cells"))))
     out.append(_selections(_list(data.get("selections"))))
     out.append(_cells_table(compared, reproduced))
+    out.append(_coverage_table(compared))
     snippets = data.get("snippets") is not False
     if not snippets:
         out.append(
@@ -370,6 +372,36 @@ def _selections(selections: list[Any]) -> str:
             )
         )
     return "\n".join(out)
+
+
+def _coverage_text(x: Any) -> str:
+    pair = _pair(x)
+    graded, applicable = (_float(v) for v in pair)
+    if graded is None or applicable is None or not 0 <= graded <= applicable <= 1e15:
+        return "–"
+    return coverage_text(int(graded), int(applicable))
+
+
+def _coverage_table(entries: list[dict[str, Any]]) -> str:
+    """Human criteria's coverage (graded / applicable) per cell, base and head."""
+    rows = []
+    for e in entries:
+        coverage = _dict(e.get("coverage"))
+        base, head = _dict(coverage.get("base")), _dict(coverage.get("head"))
+        for criterion in sorted(set(base) | set(head)):
+            rows.append(
+                [
+                    _s(e.get("id")),
+                    _s(criterion),
+                    f"{_coverage_text(base.get(criterion))} → "
+                    f"{_coverage_text(head.get(criterion))}",
+                ]
+            )
+    if not rows:
+        return ""
+    return "### Human grades\n\nCoverage: graded / applicable responses.\n\n" + _table(
+        ["cell", "criterion", "coverage"], rows
+    )
 
 
 def _cells_table(entries: list[dict[str, Any]], reproduced: bool) -> str:

@@ -12,8 +12,9 @@ from collections.abc import Sequence
 
 from evalreg.evidence import UseCaseEvidence
 from evalreg.families import MIN_SLICE_ITEMS, NONE_DETECTABLE, family_sentence
-from evalreg.metrics import Metric
+from evalreg.metrics import COVERAGE, Metric, covered
 from evalreg.report.chart import Bar, bar_chart
+from evalreg.report.coverage import coverage_text
 from evalreg.report.escape import block, cell, inline
 from evalreg.selection import fmt
 
@@ -360,6 +361,8 @@ def _evidence(ev: UseCaseEvidence, evalreg_version: str) -> str:
         )
     )
     out.append(_slices(ev))
+    out.append(_human(ev))
+    out.append(_calibration(ev))
     out.append(_gates(ev))
     out.append(_comparisons(ev))
     out.append(_holdout(ev))
@@ -382,24 +385,108 @@ def _judges(ev: UseCaseEvidence, judges: list[str]) -> str:
         + ", ".join(code(j) for j in judges)
         + f" (prompts: {', '.join(cell(p) for p in prompts)})."
     )
-    calibrated = [
-        (cid, m["all"]["judge_human_agreement"])
-        for cid, m in ev.metrics.items()
-        if "judge_human_agreement" in m.get("all", {})
-    ]
-    if calibrated:
+    measured = sorted({c.judge for found in ev.calibrations.values() for c in found})
+    if measured:
         text += (
-            " Judge calibration against human grades (Krippendorff's alpha): "
-            + ", ".join(f"{code(cid)} {m.value:.2f} on {m.n} samples" for cid, m in calibrated)
-            + "."
+            " Calibrated against human grades: "
+            + ", ".join(code(j) for j in measured)
+            + " (see Judge calibration)."
         )
     else:
         text += " The judge is not calibrated against human grades yet."
     for path, a in sorted(ev.rater_agreement.items()):
         text += f" Agreement among the human raters of {code(path)}: " + (
-            f"alpha {a:.2f}." if a is not None else "too few shared grades."
+            f"alpha {a:.2f}" if a is not None else "too few shared grades"
         )
+        if path in ev.rater_kappa and a is not None:
+            kappa, n = ev.rater_kappa[path]
+            text += f", Cohen's kappa {_agreement(kappa)} on {n} responses both graded"
+        text += "."
     return text
+
+
+def _calibration(ev: UseCaseEvidence) -> str:
+    """Judge-human agreement where it was measured: per judge criterion and candidate."""
+    rows = [
+        [
+            code(c.judge),
+            code(c.human),
+            code(cid),
+            str(c.n),
+            _agreement(c.alpha),
+            _agreement(c.kappa),
+            coverage_text(*covered(c.coverage)) if c.coverage is not None else "–",
+        ]
+        for cid, found in ev.calibrations.items()
+        for c in found
+    ]
+    if not rows:
+        return ""
+    headers = [
+        "judge criterion",
+        "human criterion",
+        "candidate",
+        "pairs",
+        "Krippendorff's alpha",
+        "Cohen's kappa",
+        "human coverage",
+    ]
+    return (
+        "### Judge calibration\n\n"
+        "Agreement of the judge's verdicts with the human majority on the responses both "
+        "graded (pairs); n/a where a statistic is undefined (fewer than two pairs, or a "
+        "single grade throughout).\n\n" + table(headers, rows)
+    )
+
+
+def _agreement(value: float | None) -> str:
+    """An agreement statistic, ``n/a`` where it is undefined (too few pairs, or one grade
+    only: agreement by construction, which tells nothing)."""
+    return "n/a" if value is None else f"{value:.2f}"
+
+
+def _uncalibrated(ev: UseCaseEvidence) -> list[str]:
+    """Judge criteria whose agreement with human grades was not measured on some candidate
+    with results, each with where it is missing."""
+    judged = [c.id for c in ev.rubric.criteria if c.grader.type == "llm_judge"]
+    ran = [cid for cid in ev.candidates if cid in ev.metrics]
+    out = []
+    for judge in judged:
+        missing = [
+            cid for cid in ran if judge not in {c.judge for c in ev.calibrations.get(cid, [])}
+        ]
+        if not ran or len(missing) == len(ran):
+            out.append(code(judge))
+        elif missing:
+            out.append(f"{code(judge)} on {', '.join(code(m) for m in missing)}")
+    return out
+
+
+def _human(ev: UseCaseEvidence) -> str:
+    """Human criteria: pass rate on the responses graded, and coverage per slice."""
+    human = [c.id for c in ev.rubric.criteria if c.grader.type == "human"]
+    ranked = [c for c in ev.candidates if c in ev.metrics]
+    if not human or not ranked:
+        return ""
+    slices = [s for s in _big_slices(ev) if s != "all"]
+    rows = []
+    for cid in ranked:
+        for hid in human:
+            m = ev.metrics[cid]
+            row = [code(cid), code(hid), pct(m["all"].get(f"criterion:{hid}"))]
+            for name in ("all", *slices):
+                coverage = m.get(name, {}).get(f"{COVERAGE}{hid}")
+                row.append(coverage_text(*covered(coverage)) if coverage is not None else "–")
+            rows.append(row)
+    headers = ["candidate", "criterion", "pass rate of graded (95 % CI)", "coverage"]
+    headers += [f"coverage {cell(s)}" for s in slices]
+    return (
+        "### Human grades\n\n"
+        "Coverage is graded / applicable responses. A response with too few human grades "
+        "is not graded for that criterion: it is left out of the response's score and "
+        "level, as a criterion that does not apply is, and out of the criterion's pass "
+        "rate and the judge-human agreement.\n\n" + table(headers, rows)
+    )
 
 
 def _big_slices(ev: UseCaseEvidence) -> list[str]:
@@ -594,11 +681,14 @@ def _limitations(ev: UseCaseEvidence) -> str:
             "on the same eval set that judges it."
         )
     judges = any(c.grader.type == "llm_judge" for c in ev.rubric.criteria)
+    uncalibrated = _uncalibrated(ev)
     bullets.append(
         "Unmeasured risks: behaviour on inputs unlike this eval set; drift of hosted "
         "models under the same name (`evalreg drift`)"
         + (
-            "; judge calibration against human grades."
+            f"; judge calibration against human grades ({', '.join(uncalibrated)})."
+            if uncalibrated
+            else "."
             if judges
             else "; qualities no criterion checks (tone, helpfulness of the summary)."
         )
