@@ -12,7 +12,8 @@ from typing import Any
 import pytest
 
 from evalreg import __version__
-from evalreg.curation import (
+from evalreg.errors import RegistryError, UsageError
+from evalreg.evalsets.curation import (
     BUILTIN_PII,
     REDACTED,
     evalset_stats,
@@ -21,8 +22,7 @@ from evalreg.curation import (
     sample_logs,
     scrub_pii,
 )
-from evalreg.errors import RegistryError, UsageError
-from evalreg.evalsets import parse_evalset
+from evalreg.evalsets.evalset import parse_evalset
 from evalreg.registry.schema import Item
 
 CATEGORIES = {"billing": 30, "Bug Report": 20, "account": 10}

@@ -11,8 +11,8 @@ import pytest
 
 from evalreg import __version__
 from evalreg.errors import UsageError
-from evalreg.purge import PURGE_LOG, purge_item
-from evalreg.store import STORE_DIR, ResponseStore
+from evalreg.store.purge import PURGE_LOG, purge_item
+from evalreg.store.segments import STORE_DIR, ResponseStore
 
 from conftest import Repo
 

@@ -130,7 +130,7 @@ def status(
     registry: Registry, committed: Tree | None = None, split: str = "dev"
 ) -> list[CellStatus]:
     """Each cell's state against the summaries in ``committed`` (default: the registry's tree)."""
-    from evalreg.results import read_summary
+    from evalreg.results.records import read_summary
 
     tree = committed or registry.tree
     purged = _purged(tree)

@@ -13,7 +13,7 @@ from evalreg.registry.tree import Tree
 from evalreg.registry.yamlio import Loc
 
 if TYPE_CHECKING:
-    from evalreg.plan import Cell
+    from evalreg.cells import Cell
 
 
 @dataclass(frozen=True)
@@ -172,7 +172,7 @@ def _remote_findings(objects: RemoteObjects) -> list[Finding]:
 
 def _merge_findings(root: Path) -> list[Finding]:
     """Generated files a ``git merge`` left conflicted, with the command that fixes them."""
-    from evalreg.merging import RESOLVE_HINT, conflicts
+    from evalreg.gitops.merging import RESOLVE_HINT, conflicts
 
     return [
         Finding(
@@ -261,7 +261,7 @@ def _warnings(registry: Registry) -> list[Finding]:
 def _prompt_findings(registry: Registry) -> list[Finding]:
     """Every item's prompt, rendered as ``run`` renders it: a template that fails for some
     item (a field it lacks, a bound it exceeds) is found here, not halfway into a run."""
-    from evalreg.plan import cells
+    from evalreg.cells import cells
     from evalreg.prompting import effective_prompt, render_messages
     from evalreg.registry.loader import MAX_TEMPLATE_FINDINGS
 
@@ -308,7 +308,7 @@ def _expected_findings(registry: Registry) -> list[Finding]:
     """Items lacking the ``expected`` value a criterion of their task's rubric compares
     with: graded, each would fail for want of an answer, not for a wrong output."""
     from evalreg.graders.base import expected_needs, lacks
-    from evalreg.levels import applies
+    from evalreg.graders.levels import applies
     from evalreg.registry.loader import MAX_TEMPLATE_FINDINGS
 
     out = []
@@ -390,9 +390,9 @@ def _data_findings(registry: Registry) -> list[Finding]:
 
 def _result_findings(registry: Registry) -> list[Finding]:
     """Stale and pending cells, missing waivers, and a stale governance report."""
-    from evalreg.evidence import gather
-    from evalreg.plan import status
+    from evalreg.cells import status
     from evalreg.report.writer import INDEX, input_digest, recorded_digest
+    from evalreg.selection.evidence import gather
 
     out = []
     statuses = status(registry)
@@ -459,11 +459,11 @@ def _result_findings(registry: Registry) -> list[Finding]:
 
 def _workspace_findings(registry: Registry) -> list[Finding]:
     """Run output in the working tree that DVC does not track, and pushes still owed."""
+    from evalreg.cells import RESULTS_DIR
     from evalreg.ignores import missing_patterns
-    from evalreg.journal import unpushed
-    from evalreg.plan import RESULTS_DIR
     from evalreg.registry.tree import WorkspaceTree
-    from evalreg.store import SEGMENT_SUFFIX, STORE_DIR
+    from evalreg.store.journal import unpushed
+    from evalreg.store.segments import SEGMENT_SUFFIX, STORE_DIR
 
     tree = registry.tree
     if not isinstance(tree, WorkspaceTree):
@@ -529,9 +529,9 @@ def _tracked_elsewhere(root: Path, path: Path) -> bool:
 def _raw_output_in_git(registry: Registry) -> list[Finding]:
     """Store segments and per-item records committed to git instead of DVC: in the index
     of a working tree, or in the tree of a revision."""
-    from evalreg.plan import RESULTS_DIR
+    from evalreg.cells import RESULTS_DIR
     from evalreg.registry.tree import WorkspaceTree
-    from evalreg.store import SEGMENT_SUFFIX, STORE_DIR
+    from evalreg.store.segments import SEGMENT_SUFFIX, STORE_DIR
 
     tree = registry.tree
     if isinstance(tree, WorkspaceTree):

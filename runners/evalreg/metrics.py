@@ -24,9 +24,9 @@ from evalreg.families import (
     family_sentence,
     holm_levels,
 )
-from evalreg.outcomes import ERROR, FAILED, Ints, Mask, Outcomes
 from evalreg.registry import schema
-from evalreg.results import LEVELS
+from evalreg.results.outcomes import ERROR, FAILED, Ints, Mask, Outcomes
+from evalreg.results.records import LEVELS
 
 __all__ = [
     "LOWER_IS_BETTER",

@@ -32,7 +32,7 @@ import httpx
 from pydantic import BaseModel
 
 from evalreg import __version__
-from evalreg.audit_changes import (
+from evalreg.audit.changes import (
     EvalsetVersion,
     count_items,
     describe,
@@ -40,16 +40,16 @@ from evalreg.audit_changes import (
     num,
 )
 from evalreg.canonical import digest
+from evalreg.cells import RESULTS_DIR
 from evalreg.errors import EvalregError, RegistryError
 from evalreg.gitops.github import DEFAULT_API_URL, GitHubClient
-from evalreg.plan import RESULTS_DIR
 from evalreg.registry import schema
 from evalreg.registry.loader import REGISTRY_DIR, YAML_SUFFIXES
 from evalreg.registry.migrations import upgrade
 from evalreg.registry.tree import GitTree, PathEscapes, clean_relpath
 from evalreg.registry.validation import validate
 from evalreg.registry.yamlio import parse_yaml
-from evalreg.reproduce import reproduce
+from evalreg.runner.reproduce import reproduce
 
 SELECTIONS_DIR = f"{REGISTRY_DIR}/selections"
 

@@ -27,7 +27,8 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from evalreg.diff_summaries import (
+from evalreg.cells import Cell, cells, status
+from evalreg.compare.summaries import (
     UNEXPLAINED,
     fingerprint_changes,
     remote_config_change,
@@ -37,19 +38,24 @@ from evalreg.diff_summaries import (
 )
 from evalreg.dvcrepo import read_ahead
 from evalreg.errors import RegistryError, UsageError
-from evalreg.evidence import OutcomeCache, UseCaseEvidence, gather, read_outcomes, read_records
 from evalreg.metrics import Comparison, aligned, cell_metrics, compare, passing
-from evalreg.outcomes import Outcomes, from_records
-from evalreg.plan import Cell, cells, status
 from evalreg.redaction import redact
 from evalreg.registry import schema
 from evalreg.registry.diagnostics import Severity
 from evalreg.registry.loader import Registry, inspect_registry
 from evalreg.registry.tree import GitTree, Tree, WorkspaceTree
 from evalreg.report.diff_markdown import REPRODUCTION_STATUSES
-from evalreg.results import read_summary
-from evalreg.selection import Decision
-from evalreg.store import Prefetch, ResponseStore, SegmentKeys, lookup
+from evalreg.results.outcomes import Outcomes, from_records
+from evalreg.results.records import read_summary
+from evalreg.selection.evidence import (
+    OutcomeCache,
+    UseCaseEvidence,
+    gather,
+    read_outcomes,
+    read_records,
+)
+from evalreg.selection.policy import Decision
+from evalreg.store.segments import Prefetch, ResponseStore, SegmentKeys, lookup
 
 DIFF_SCHEMA = 1
 NOT_STATED = "evalreg diff was not told whether these results were reproduced"
@@ -166,7 +172,7 @@ def snippet(text: str | None) -> str | None:
 
 def _item_texts(registry: Registry, cell: Cell, ids: list[str]) -> dict[str, str | None]:
     """The (redacted) input of each of the items ``ids``, for snippets."""
-    from evalreg.curation import redact
+    from evalreg.evalsets.curation import redact
 
     try:
         evalset = registry.evalset_of(cell.task_id, cell.split)
@@ -188,7 +194,7 @@ def _item_texts(registry: Registry, cell: Cell, ids: list[str]) -> dict[str, str
 
 def _redact_output(text: str | None, cell: Cell) -> str | None:
     """The output with the task's ``output.*`` fields redacted (all of it for ``output``)."""
-    from evalreg.curation import REDACTED, redact
+    from evalreg.evalsets.curation import REDACTED, redact
 
     paths = [p.partition(".")[2] for p in cell.task.redact if p.split(".")[0] == "output"]
     if text is None or not paths:
@@ -306,7 +312,7 @@ def _counterfactual(
     None when the base's records or responses cannot be read here: then no part of the
     change can be attributed.
     """
-    from evalreg.grading import cell_grader
+    from evalreg.runner.grading import cell_grader
 
     try:
         store = base.responses()
@@ -436,7 +442,7 @@ def snippets_shown(base: Registry, head: Registry) -> bool:
 def _diff(root: Path, base: Side, head: Side, scans: Prefetch) -> dict[str, Any]:
     missing = base.registry.missing_data + head.registry.missing_data
     if missing:
-        from evalreg.diff_summaries import summary_diff
+        from evalreg.compare.summaries import summary_diff
 
         data = summary_diff(base.registry, head.registry, base.label, head.label, missing)
         return {

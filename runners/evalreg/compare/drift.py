@@ -10,10 +10,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from evalreg.diff import snippet
+from evalreg.compare.diff import snippet
 from evalreg.errors import UsageError
-from evalreg.fetch import Job, JobError, fetch
-from evalreg.grading import CellGrader, cell_grader
 from evalreg.metrics import Metric
 from evalreg.providers import get_provider
 from evalreg.providers.base import api_key
@@ -22,10 +20,12 @@ from evalreg.registry import schema
 from evalreg.registry.loader import Registry
 from evalreg.report.escape import cell, inline
 from evalreg.report.governance import code, pct, table
-from evalreg.results import rounded
-from evalreg.runner import CellPlan, RunOptions, cell_jobs, prepare
+from evalreg.results.records import rounded
+from evalreg.runner.fetch import Job, JobError, fetch
+from evalreg.runner.grading import CellGrader, cell_grader
+from evalreg.runner.run import CellPlan, RunOptions, cell_jobs, prepare
 from evalreg.stats import wilson
-from evalreg.store import ResponseStore
+from evalreg.store.segments import ResponseStore
 
 DRIFT_SCHEMA = 1
 MAX_EXAMPLES = 5

@@ -20,14 +20,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from evalreg import stats
+from evalreg.cells import Cell, cells
 from evalreg.metrics import Metric, SliceMetrics
-from evalreg.plan import Cell, cells
 from evalreg.registry import schema
 from evalreg.registry.loader import Registry
 from evalreg.registry.schema import Waiver
 from evalreg.registry.tree import PathEscapes, Tree
-from evalreg.results import ALL, VERDICT_CHARS, read_summary
-from evalreg.selection import Decision, decide
+from evalreg.results.records import ALL, VERDICT_CHARS, read_summary
+from evalreg.selection.policy import Decision, decide
 
 MODE = "summaries"
 UNTESTED = "untested"
@@ -322,7 +322,7 @@ def summary_diff(
             confidence = policy.confidence if policy else 0.95
             entry["slices"] = _slices(bs, hs, pass_level, confidence)
         out_cells.append(entry)
-    from evalreg.diff import selections_diff
+    from evalreg.compare.diff import selections_diff
 
     selections = selections_diff(summary_decisions(base), summary_decisions(head), ruled)
     return {

@@ -23,7 +23,7 @@ from pydantic import BaseModel, ValidationError
 from evalreg import __version__, stats
 from evalreg.canonical import canonical_bytes, loads_finite
 from evalreg.errors import RegistryError, UsageError
-from evalreg.evalsets import MAX_LINE_FINDINGS, EvalSet, parse_evalset
+from evalreg.evalsets.evalset import MAX_LINE_FINDINGS, EvalSet, parse_evalset
 from evalreg.redaction import REDACTED
 from evalreg.registry.diagnostics import Finding, decode_utf8
 from evalreg.registry.schema import ID_PATTERN, Item

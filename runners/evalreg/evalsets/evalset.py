@@ -17,7 +17,7 @@ from evalreg.canonical import canonical_bytes, digest, loads_finite
 from evalreg.registry.diagnostics import Finding, decode_utf8
 from evalreg.registry.schema import Item
 from evalreg.registry.validation import describe_errors
-from evalreg.store import collection_paused, has_long_number
+from evalreg.store.segments import collection_paused, has_long_number
 
 MAX_LINE_FINDINGS = 50
 MAX_DEPTH = 100

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from evalreg.errors import RegistryError, UsageError
-from evalreg.evalsets import EvalSet, item_content, parse_evalset
+from evalreg.evalsets.evalset import EvalSet, item_content, parse_evalset
 from evalreg.registry.diagnostics import Finding, decode_utf8
 from evalreg.registry.tree import PathEscapes, clean_relpath
 

@@ -140,11 +140,11 @@ def resolve(root: Path, *, push: bool) -> Resolution:
     The caller holds the repository lock. Sources that still conflict are the user's to
     resolve first: the generated files are computed from them.
     """
-    from evalreg.journal import write_durably
-    from evalreg.plan import status
+    from evalreg.cells import status
     from evalreg.registry.loader import load_registry
     from evalreg.report.writer import write_report
-    from evalreg.runner import RunOptions, metrics_index, run
+    from evalreg.runner.run import RunOptions, metrics_index, run
+    from evalreg.store.journal import write_durably
 
     sources = [p for p in unmerged(root) if not is_generated(p)]
     if sources:

@@ -12,11 +12,11 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from evalreg.fetch import Job, make_job
 from evalreg.providers import get_provider
 from evalreg.providers.base import Provider
 from evalreg.registry import schema
-from evalreg.store import ResponseStore
+from evalreg.runner.fetch import Job, make_job
+from evalreg.store.segments import ResponseStore
 from evalreg.templating import RenderError, render
 
 JUDGE_INSTRUCTIONS = (
@@ -99,7 +99,7 @@ class Judges:
 
 def parse_verdict(text: str, threshold: float) -> JudgeVerdict:
     """``{"score": 0..1, "reason": ...}`` (also ``pass``/``verdict`` forms) from a judge."""
-    from evalreg.parsing import parse_output
+    from evalreg.graders.parsing import parse_output
 
     parsed = parse_output(text, schema.Output(parser="json"))
     data = parsed.value

@@ -16,7 +16,7 @@ from pydantic import BaseModel
 
 from evalreg import redaction
 from evalreg.errors import DataMissingError, RegistryError
-from evalreg.evalsets import EvalSet, parse_evalset
+from evalreg.evalsets.evalset import EvalSet, parse_evalset
 from evalreg.prompting import PARTS
 from evalreg.registry import schema
 from evalreg.registry.diagnostics import Finding, Severity
@@ -297,7 +297,7 @@ class _Loader:
                             )
 
     def _judge_prompt(self, ident: str, loc: Loc, prompt: str) -> None:
-        from evalreg.judging import TEMPLATE_VARIABLES
+        from evalreg.graders.llm_judge import TEMPLATE_VARIABLES
 
         try:
             names = variables(prompt)

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from markdown_it import MarkdownIt
 
-from evalreg.audit import (
+from evalreg.audit.record import (
     AuditRecord,
     Change,
     CommitInfo,

@@ -18,7 +18,7 @@ from evalreg.report.escape import COMMENT_LIMIT, cell, cut_to_fit, html_inline, 
 RESERVED = 200
 """Room left for the sticky marker and a cut note."""
 UNEXPLAINED = "changed without a cause"
-"""A cell's status when its results moved and its fingerprint did not (``evalreg.diff``)."""
+"""A cell's status when its results moved and its fingerprint did not (``evalreg.compare.diff``)."""
 
 REPRODUCTION_STATUSES = ("reproduced", "failed", "not_attempted")
 """What ``evalreg reproduce`` made of HEAD's results, as ``evalreg diff --reproduction`` says."""

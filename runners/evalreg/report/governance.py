@@ -10,12 +10,12 @@ import json
 import re
 from collections.abc import Sequence
 
-from evalreg.evidence import UseCaseEvidence
 from evalreg.families import MIN_SLICE_ITEMS, NONE_DETECTABLE, family_sentence
 from evalreg.metrics import Metric
 from evalreg.report.chart import Bar, bar_chart
 from evalreg.report.escape import block, cell, inline
-from evalreg.selection import fmt
+from evalreg.selection.evidence import UseCaseEvidence
+from evalreg.selection.policy import fmt
 
 # Slices with fewer than MIN_SLICE_ITEMS items are listed under Limitations instead of the
 # evidence tables (and are not tested).

@@ -21,11 +21,11 @@ from evalreg.registry.diagnostics import Severity
 from evalreg.report.escape import strip_controls
 
 if TYPE_CHECKING:
+    from evalreg.cells import CellStatus
     from evalreg.check import CheckResult
-    from evalreg.curation import ItemsNeeded, SliceStats
-    from evalreg.plan import CellStatus
-    from evalreg.reproduce import Reproduction
-    from evalreg.runner import CellPlan, RunResult
+    from evalreg.evalsets.curation import ItemsNeeded, SliceStats
+    from evalreg.runner.reproduce import Reproduction
+    from evalreg.runner.run import CellPlan, RunResult
 
 
 def plain(text: object) -> str:

@@ -11,11 +11,11 @@ from pathlib import Path
 
 from evalreg import __version__
 from evalreg.canonical import digest
-from evalreg.evidence import UseCaseEvidence, gather
-from evalreg.plan import cells, status
+from evalreg.cells import cells, status
 from evalreg.redaction import current
 from evalreg.registry.loader import Registry
-from evalreg.results import read_summary
+from evalreg.results.records import read_summary
+from evalreg.selection.evidence import UseCaseEvidence, gather
 
 REPORT_DIR = "reports"
 INDEX = f"{REPORT_DIR}/README.md"

@@ -20,7 +20,7 @@ import numpy as np
 import numpy.typing as npt
 
 from evalreg.registry import schema
-from evalreg.results import (
+from evalreg.results.records import (
     ABSENT_CHAR,
     ALL,
     ERROR_CHAR,
@@ -29,7 +29,7 @@ from evalreg.results import (
     VERDICT_CHARS,
     percentile,
 )
-from evalreg.store import load_json
+from evalreg.store.segments import load_json
 
 ERROR = len(LEVELS)
 """The level code of a sample that got no verdicts (a provider or judge error)."""
@@ -312,7 +312,7 @@ def from_summary(
         )
 
     def content() -> list[str]:
-        from evalreg.evalsets import item_content
+        from evalreg.evalsets.evalset import item_content
 
         by_id = {i.id: i for i in items}
         return [item_content(by_id[i]) for i in known.ids]

@@ -17,11 +17,11 @@ from typing import Any
 
 from evalreg import __version__
 from evalreg.canonical import canonical_bytes, loads_finite
+from evalreg.cells import Cell
 from evalreg.errors import RegistryError
-from evalreg.plan import Cell
 from evalreg.registry.diagnostics import Finding
 from evalreg.registry.tree import Tree
-from evalreg.store import collection_paused, load_json
+from evalreg.store.segments import collection_paused, load_json
 
 SUMMARY_SCHEMA = 2
 """2 added ``samples``: every sample's level and verdicts, one character each."""

@@ -15,8 +15,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from evalreg import __version__
-from evalreg.plan import Cell
-from evalreg.results import ALL, LEVELS, SUMMARY_SCHEMA, level_char, rounded, verdict_char
+from evalreg.cells import Cell
+from evalreg.results.records import ALL, LEVELS, SUMMARY_SCHEMA, level_char, rounded, verdict_char
 
 
 class SliceTally:

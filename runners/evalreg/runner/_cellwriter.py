@@ -17,11 +17,11 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, BinaryIO
 
-from evalreg.aggregate import CellTally
-from evalreg.evalsets import EvalSet
-from evalreg.journal import Staged
-from evalreg.plan import Cell, CellStatus
-from evalreg.results import item_line, summary_bytes
+from evalreg.cells import Cell, CellStatus
+from evalreg.evalsets.evalset import EvalSet
+from evalreg.results.records import item_line, summary_bytes
+from evalreg.results.tally import CellTally
+from evalreg.store.journal import Staged
 
 _FLUSH_BYTES = 1 << 20
 

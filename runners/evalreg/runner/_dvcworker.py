@@ -48,7 +48,7 @@ class Tracker:
         # With no process to spare, the work is done in this process instead.
         with contextlib.suppress(OSError):
             self.proc = subprocess.Popen(
-                [sys.executable, "-m", "evalreg.dvcworker", str(root)],
+                [sys.executable, "-m", "evalreg.runner._dvcworker", str(root)],
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,

@@ -18,7 +18,7 @@ from evalreg.canonical import canonical_bytes
 from evalreg.providers.base import Messages, Provider, ProviderError
 from evalreg.providers.http import HttpLayer, Reply
 from evalreg.registry.schema import Pin
-from evalreg.store import ResponseStore, SegmentWriter, encode_record, request_key, utc_now
+from evalreg.store.segments import ResponseStore, SegmentWriter, encode_record, request_key, utc_now
 
 
 @dataclass(frozen=True)

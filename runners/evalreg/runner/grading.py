@@ -6,20 +6,20 @@ import contextlib
 from pathlib import Path
 from typing import Any
 
-from evalreg.evalsets import item_content
-from evalreg.fetch import Job
+from evalreg.cells import Cell
+from evalreg.evalsets.evalset import item_content
 from evalreg.graders import GradingContext, Verdict, build_grader
 from evalreg.graders.base import GradeFn
-from evalreg.human import HumanGrades, parse_grades
-from evalreg.judging import JudgeFailed, Judges
-from evalreg.levels import LevelRules, applies
-from evalreg.parsing import parse_output
-from evalreg.plan import Cell
+from evalreg.graders.human import HumanGrades, parse_grades
+from evalreg.graders.levels import LevelRules, applies
+from evalreg.graders.llm_judge import JudgeFailed, Judges
+from evalreg.graders.parsing import parse_output
 from evalreg.providers.base import Completion
 from evalreg.registry import schema
 from evalreg.registry.loader import Registry
-from evalreg.results import rounded
-from evalreg.store import ResponseStore
+from evalreg.results.records import rounded
+from evalreg.runner.fetch import Job
+from evalreg.store.segments import ResponseStore
 
 
 def cost_micro_usd(price: schema.Price | None, completion: Completion) -> int:

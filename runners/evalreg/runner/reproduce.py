@@ -15,17 +15,17 @@ from pathlib import Path
 from typing import Any
 
 from evalreg import __version__
+from evalreg.cells import Cell, cells, fingerprint, fingerprint_parts
 from evalreg.errors import RegistryError
-from evalreg.grading import cell_grader
-from evalreg.plan import Cell, cells, fingerprint, fingerprint_parts
 from evalreg.providers import get_provider
 from evalreg.registry import schema
 from evalreg.registry.diagnostics import Finding
 from evalreg.registry.loader import load_registry
 from evalreg.registry.tree import GitTree, Tree
-from evalreg.results import as_schema, items_bytes, read_summary, summary_bytes, summary_for
-from evalreg.runner import cell_jobs
-from evalreg.store import ResponseStore
+from evalreg.results.records import as_schema, items_bytes, read_summary, summary_bytes, summary_for
+from evalreg.runner.grading import cell_grader
+from evalreg.runner.run import cell_jobs
+from evalreg.store.segments import ResponseStore
 
 MAX_DIFFERENCES_PER_CELL = 50
 

@@ -15,21 +15,22 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from evalreg import forked, interrupts
-from evalreg.aggregate import CellTally
-from evalreg.cellwriter import CellWriter
-from evalreg.dvcworker import Tracker
-from evalreg.fetch import FetchReport, Job, Request, fetch, make_request
-from evalreg.gradepool import grade_all
-from evalreg.grading import CellGrader, cell_grader
-from evalreg.journal import Journal, Staged, mark_pushed, unpushed
-from evalreg.plan import Cell, CellStatus, status
+from evalreg.cells import Cell, CellStatus, status
 from evalreg.prompting import render_messages
 from evalreg.providers import get_provider
 from evalreg.providers.base import Provider
 from evalreg.registry import schema
 from evalreg.registry.loader import Registry, load_registry
-from evalreg.store import STORE_DIR, ResponseStore, SegmentWriter
+from evalreg.results.tally import CellTally
+from evalreg.runner import _forked as forked
+from evalreg.runner import interrupts
+from evalreg.runner._cellwriter import CellWriter
+from evalreg.runner._dvcworker import Tracker
+from evalreg.runner._gradepool import grade_all
+from evalreg.runner.fetch import FetchReport, Job, Request, fetch, make_request
+from evalreg.runner.grading import CellGrader, cell_grader
+from evalreg.store.journal import Journal, Staged, mark_pushed, unpushed
+from evalreg.store.segments import STORE_DIR, ResponseStore, SegmentWriter
 
 DEFAULT_OUTPUT_TOKENS = 256
 _REPORT_EVERY = 1000
@@ -663,7 +664,7 @@ class _Budget:
 def metrics_index(root: Path, registry: Registry, also: set[str]) -> str:
     """``dvc.yaml`` listing every summary as a metrics file, for ``dvc metrics show/diff``:
     the summaries on disk, and ``also`` (those this run is about to put in place)."""
-    from evalreg.plan import cells
+    from evalreg.cells import cells
 
     paths = sorted(
         c.summary_path

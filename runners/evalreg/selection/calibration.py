@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from evalreg.human import alpha
+from evalreg.graders.human import alpha
 from evalreg.metrics import Metric, SliceMetrics
-from evalreg.outcomes import ABSENT, PASSED, Mask, Outcomes
 from evalreg.registry import schema
+from evalreg.results.outcomes import ABSENT, PASSED, Mask, Outcomes
 
 METRIC = "judge_human_agreement"
 

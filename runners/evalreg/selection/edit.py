@@ -21,8 +21,8 @@ def select_candidate(
     from ruamel.yaml.scalarstring import FoldedScalarString
     from ruamel.yaml.util import load_yaml_guess_indent
 
-    from evalreg.evidence import gather
     from evalreg.registry.loader import load_registry
+    from evalreg.selection.evidence import gather
 
     registry = load_registry(root)
     if use_case not in registry.selections:

@@ -38,8 +38,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from evalreg.lock import state_dir, try_lock
-from evalreg.store import keepable
+from evalreg.store.lock import state_dir, try_lock
+from evalreg.store.segments import keepable
 
 JOURNAL = "journal.json"
 UNPUSHED = "unpushed.json"

@@ -13,16 +13,16 @@ from typing import TYPE_CHECKING, Any
 
 from evalreg import __version__
 from evalreg.canonical import canonical_bytes
+from evalreg.cells import PURGE_LOG, RESULTS_DIR, cells
 from evalreg.errors import DataMissingError, UsageError
-from evalreg.plan import PURGE_LOG, RESULTS_DIR, cells
 from evalreg.registry.schema import ID_PATTERN, Item
 from evalreg.registry.tree import GitTree, PathEscapes, Tree, WorkspaceTree, clean_relpath
-from evalreg.store import STORE_DIR, ResponseStore, SegmentWriter
+from evalreg.store.segments import STORE_DIR, ResponseStore, SegmentWriter
 
 if TYPE_CHECKING:
     from evalreg.registry.loader import Registry
 
-# PURGE_LOG (from evalreg.plan): one canonical JSON line a purge, in git: what was purged,
+# PURGE_LOG (from evalreg.cells): one canonical JSON line a purge, in git: what was purged,
 # why, and what is left to do.
 
 _GC = "dvc gc --workspace --all-branches --all-tags --cloud"
@@ -83,7 +83,7 @@ def purge_item(
     Store segments holding any of them are rewritten without them into one new segment
     (written and verified before anything is removed), the old segments' DVC pointers are
     removed and the new one is tracked (and pushed unless ``push`` is False), as
-    :func:`evalreg.store.compact` does. Nothing else changes: results still name the
+    :func:`evalreg.store.segments.compact` does. Nothing else changes: results still name the
     responses, so ``evalreg run --offline --force`` reports each one as missing.
 
     This is not yet an erasure: the old segments stay in the DVC cache and on the remote,
@@ -230,9 +230,9 @@ def _summaries(root: Path) -> list[tuple[Tree, str]]:
 
 def _rendered_keys(root: Path, registry: Registry, evalset: str, item: Item) -> dict[str, set[str]]:
     """Keys of the requests each cell on ``evalset`` makes for ``item`` now, every sample."""
-    from evalreg.fetch import make_job
     from evalreg.prompting import render_messages
     from evalreg.providers import get_provider
+    from evalreg.runner.fetch import make_job
 
     out: dict[str, set[str]] = defaultdict(set)
     for cell in cells(registry, "dev") + cells(registry, "holdout"):

@@ -1,0 +1,1 @@
+"""Eval sets: parsing and tracking JSONL item files, and curating them."""
