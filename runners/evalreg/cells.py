@@ -1,14 +1,14 @@
-"""Planning: the cells of a registry, their fingerprints, and which are fresh, stale or pending.
+"""Cells: the (task, candidate) pairs of a registry, and their fingerprints.
 
 A cell is one (task, candidate). Its fingerprint hashes everything that can change its
-results; a cell is stale when that differs from the fingerprint its committed summary
-records, and pending when it has no committed summary at all.
+results; ``results.freshness`` compares it with the fingerprint a committed summary
+records.
 """
 
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from evalreg.canonical import digest
@@ -50,16 +50,6 @@ class Cell:
     @property
     def items_path(self) -> str:
         return f"{self._stem}.items.jsonl"
-
-
-@dataclass
-class CellStatus:
-    cell: Cell
-    state: str
-    """fresh | stale | pending"""
-    reasons: list[str] = field(default_factory=list)
-    fingerprint: str = ""
-    parts: dict[str, Any] = field(default_factory=dict)
 
 
 def cells(registry: Registry, split: str = "dev") -> list[Cell]:
@@ -124,56 +114,3 @@ def _file_digest(tree: Tree, rel: str) -> str:
 
 def fingerprint(parts: dict[str, Any]) -> str:
     return digest(parts)
-
-
-def status(
-    registry: Registry, committed: Tree | None = None, split: str = "dev"
-) -> list[CellStatus]:
-    """Each cell's state against the summaries in ``committed`` (default: the registry's tree)."""
-    from evalreg.results.records import read_summary
-
-    tree = committed or registry.tree
-    purged = _purged(tree)
-    out = []
-    for cell in cells(registry, split):
-        parts = fingerprint_parts(registry, cell)
-        fp = fingerprint(parts)
-        summary = read_summary(tree, cell)
-        if summary is None:
-            out.append(CellStatus(cell, "pending", ["never run"], fp, parts))
-            continue
-        reasons = []
-        if summary.get("fingerprint") != fp:
-            old = summary.get("fingerprint_parts", {})
-            changed = sorted(k for k in parts if old.get(k) != parts[k])
-            reasons.append("changed: " + ", ".join(changed or ["fingerprint"]))
-        md5 = summary.get("items_file", {}).get("md5")
-        if md5 in purged:
-            reasons.append(f"responses purged: {', '.join(sorted(purged[md5]))}")
-        errors = int(summary.get("totals", {}).get("errors", 0))
-        if errors:
-            reasons.append(f"{errors} provider errors to retry")
-        out.append(CellStatus(cell, "stale" if reasons else "fresh", reasons, fp, parts))
-    return out
-
-
-PURGE_LOG = "reports/purges.jsonl"
-
-
-def _purged(tree: Tree) -> dict[str, set[str]]:
-    """md5 of per-item records written before a purge → the items purged from them.
-
-    Results recorded before a purge still count responses the store no longer holds; they
-    are stale until re-graded.
-    """
-    import json
-
-    if not tree.is_file(PURGE_LOG):
-        return {}
-    out: dict[str, set[str]] = {}
-    for line in tree.read(PURGE_LOG).splitlines():
-        if line.strip():
-            entry = json.loads(line)
-            for md5 in (entry.get("results") or {}).values():
-                out.setdefault(md5, set()).add(str(entry.get("item")))
-    return out

@@ -390,8 +390,8 @@ def _data_findings(registry: Registry) -> list[Finding]:
 
 def _result_findings(registry: Registry) -> list[Finding]:
     """Stale and pending cells, missing waivers, and a stale governance report."""
-    from evalreg.cells import status
     from evalreg.report.writer import INDEX, input_digest, recorded_digest
+    from evalreg.results.freshness import status
     from evalreg.selection.evidence import gather
 
     out = []

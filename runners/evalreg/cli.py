@@ -15,9 +15,9 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn
 
-from evalreg import __version__
+from evalreg._version import __version__
+from evalreg.compare.statuses import REPRODUCTION_STATUSES
 from evalreg.errors import EvalregError
-from evalreg.report.diff_markdown import REPRODUCTION_STATUSES
 
 if TYPE_CHECKING:
     from evalreg.importers import ImportResult
@@ -191,9 +191,9 @@ def cmd_evalset_add(args: argparse.Namespace) -> int:
 
 
 def cmd_status(args: argparse.Namespace) -> int:
-    from evalreg.cells import status
     from evalreg.registry.loader import load_registry
     from evalreg.report.terminal import print_status
+    from evalreg.results.freshness import status
 
     statuses = status(load_registry(_repaired(_root(args))))
     if args.json:
@@ -470,7 +470,8 @@ def cmd_diff(args: argparse.Namespace) -> int:
 
 
 def cmd_drift(args: argparse.Namespace) -> int:
-    from evalreg.compare.drift import drift, drift_json, render_drift
+    from evalreg.compare.drift import drift, drift_json
+    from evalreg.report.drift import render_drift
     from evalreg.report.escape import json_text
 
     report = drift(
@@ -675,8 +676,8 @@ def cmd_evalset_stats(args: argparse.Namespace) -> int:
 
 
 def cmd_store_purge(args: argparse.Namespace) -> int:
-    from evalreg.cells import PURGE_LOG
     from evalreg.report.terminal import console, shown
+    from evalreg.results.freshness import PURGE_LOG
     from evalreg.store.purge import purge_item
 
     root = _root(args)

@@ -31,7 +31,7 @@ import git
 import httpx
 from pydantic import BaseModel
 
-from evalreg import __version__
+from evalreg._version import __version__
 from evalreg.audit.changes import (
     EvalsetVersion,
     count_items,

@@ -20,31 +20,29 @@ Given with ``evalreg diff --reproduction STATUS --reproduction-reason TEXT``.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 import numpy as np
 
-from evalreg.cells import Cell, cells, status
+from evalreg.cells import Cell, cells
+from evalreg.compare.selections import selections_diff
+from evalreg.compare.statuses import REPRODUCTION_STATUSES, UNEXPLAINED
 from evalreg.compare.summaries import (
-    UNEXPLAINED,
     fingerprint_changes,
     remote_config_change,
     ruler_changes,
     unexplained,
-    waiver_entry,
 )
 from evalreg.dvcrepo import read_ahead
 from evalreg.errors import RegistryError, UsageError
 from evalreg.metrics import Comparison, aligned, cell_metrics, compare, passing
 from evalreg.redaction import redact
-from evalreg.registry import schema
 from evalreg.registry.diagnostics import Severity
 from evalreg.registry.loader import Registry, inspect_registry
 from evalreg.registry.tree import GitTree, Tree, WorkspaceTree
-from evalreg.report.diff_markdown import REPRODUCTION_STATUSES
+from evalreg.results.freshness import status
 from evalreg.results.outcomes import Outcomes, from_records
 from evalreg.results.records import read_summary
 from evalreg.selection.evidence import (
@@ -54,7 +52,6 @@ from evalreg.selection.evidence import (
     read_outcomes,
     read_records,
 )
-from evalreg.selection.policy import Decision
 from evalreg.store.segments import Prefetch, ResponseStore, SegmentKeys, lookup
 
 DIFF_SCHEMA = 1
@@ -561,82 +558,3 @@ def _outcomes(
         return None
     summary = read_summary(side.registry.tree, cell)
     return read_outcomes(side.registry, cell, summary, cache) if summary is not None else None
-
-
-class Decided(Protocol):
-    """A selection and its decision on one side: the evidence gathered from the per-item
-    data, or (``diff_summaries.Decided``) from the summaries alone."""
-
-    @property
-    def selection(self) -> schema.Selection: ...
-
-    @property
-    def decision(self) -> Decision: ...
-
-
-def _gate_state(ev: Decided | None, cand: str) -> list[tuple[str, str]]:
-    if ev is None or cand not in ev.decision.assessments:
-        return []
-    a = ev.decision.assessments[cand]
-    if a.pending:
-        return [(f"gate {i + 1}", "pending") for i in range(len(ev.selection.policy.gates))]
-    return [
-        (
-            f"gate {g.index}: {g.describe()}",
-            "pass" if g.passed else ("too small" if g.too_small else f"fail: {g.compared()}"),
-        )
-        for g in a.gates
-    ]
-
-
-def selections_diff(
-    base_ev: Mapping[str, Decided],
-    head_ev: Mapping[str, Decided],
-    ruled: set[str],
-) -> list[dict[str, Any]]:
-    """Per selection: declared and recommended candidates, waivers and gates on both
-    sides; ``ruled`` are the selections whose rubric or graders changed."""
-    out = []
-    for sid in sorted(set(base_ev) | set(head_ev)):
-        b, h = base_ev.get(sid), head_ev.get(sid)
-        gates = []
-        cands = sorted(
-            set(b.decision.assessments if b else {}) | set(h.decision.assessments if h else {})
-        )
-        for cand in cands:
-            before = dict(_gate_state(b, cand))
-            after = dict(_gate_state(h, cand))
-            for gate in sorted(set(before) | set(after)):
-                if before.get(gate) != after.get(gate):
-                    gates.append(
-                        {
-                            "candidate": cand,
-                            "gate": gate,
-                            "before": before.get(gate, "–"),
-                            "after": after.get(gate, "–"),
-                        }
-                    )
-        either = h if h is not None else b
-        out.append(
-            {
-                "id": sid,
-                "use_case": either.selection.use_case if either is not None else sid,
-                "declared": [
-                    b.decision.declared if b else None,
-                    h.decision.declared if h else None,
-                ],
-                "recommended": [
-                    b.decision.recommended if b else None,
-                    h.decision.recommended if h else None,
-                ],
-                "waiver": [bool(b and b.decision.waiver), bool(h and h.decision.waiver)],
-                "waivers": [
-                    waiver_entry(b.decision.waiver) if b else None,
-                    waiver_entry(h.decision.waiver) if h else None,
-                ],
-                "policy_changed": bool(b and h and b.selection.policy != h.selection.policy),
-                "ruler_changed": sid in ruled,
-                "gates": gates,
-            }
-        )
-    return out

@@ -21,10 +21,11 @@ from typing import Any
 
 from evalreg import stats
 from evalreg.cells import Cell, cells
+from evalreg.compare.selections import selections_diff
+from evalreg.compare.statuses import UNEXPLAINED
 from evalreg.metrics import Metric, SliceMetrics
 from evalreg.registry import schema
 from evalreg.registry.loader import Registry
-from evalreg.registry.schema import Waiver
 from evalreg.registry.tree import PathEscapes, Tree
 from evalreg.results.records import ALL, VERDICT_CHARS, read_summary
 from evalreg.selection.policy import Decision, decide
@@ -32,7 +33,6 @@ from evalreg.selection.policy import Decision, decide
 MODE = "summaries"
 UNTESTED = "untested"
 """The verdict of a slice compared from summaries: no paired test can be made."""
-UNEXPLAINED = "changed without a cause"
 """The status of a cell whose recorded results changed while its fingerprint did not."""
 RULER_PARTS = frozenset({"rubric", "judges", "graders"})
 """Fingerprint parts that change how responses are graded (the ruler), not the responses."""
@@ -225,18 +225,6 @@ def summary_decisions(registry: Registry) -> dict[str, Decided]:
     return out
 
 
-def waiver_entry(waiver: Waiver | None) -> dict[str, str] | None:
-    """A waiver as the diff states it: who approved which candidate, when and why."""
-    if waiver is None:
-        return None
-    return {
-        "candidate": waiver.candidate,
-        "approver": waiver.approver,
-        "date": str(waiver.date),
-        "reason": waiver.reason,
-    }
-
-
 DVC_CONFIG = ".dvc/config"
 
 
@@ -322,8 +310,6 @@ def summary_diff(
             confidence = policy.confidence if policy else 0.95
             entry["slices"] = _slices(bs, hs, pass_level, confidence)
         out_cells.append(entry)
-    from evalreg.compare.diff import selections_diff
-
     selections = selections_diff(summary_decisions(base), summary_decisions(head), ruled)
     return {
         "mode": MODE,

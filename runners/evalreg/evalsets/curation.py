@@ -20,14 +20,15 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-from evalreg import __version__, stats
+from evalreg import stats
+from evalreg._version import __version__
 from evalreg.canonical import canonical_bytes, loads_finite
 from evalreg.errors import RegistryError, UsageError
 from evalreg.evalsets.evalset import MAX_LINE_FINDINGS, EvalSet, parse_evalset
 from evalreg.redaction import REDACTED
-from evalreg.registry.diagnostics import Finding, decode_utf8
+from evalreg.registry.diagnostics import Finding
 from evalreg.registry.schema import ID_PATTERN, Item
-from evalreg.registry.tree import PathEscapes, clean_relpath
+from evalreg.registry.tree import PathEscapes, clean_relpath, decode_utf8
 from evalreg.registry.validation import describe_errors
 
 __all__ = [

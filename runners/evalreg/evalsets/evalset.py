@@ -14,8 +14,9 @@ import orjson
 from pydantic import ValidationError
 
 from evalreg.canonical import canonical_bytes, digest, loads_finite
-from evalreg.registry.diagnostics import Finding, decode_utf8
+from evalreg.registry.diagnostics import Finding
 from evalreg.registry.schema import Item
+from evalreg.registry.tree import decode_utf8
 from evalreg.registry.validation import describe_errors
 from evalreg.store.segments import collection_paused, has_long_number
 

@@ -7,8 +7,8 @@ from pathlib import Path
 
 from evalreg.errors import RegistryError, UsageError
 from evalreg.evalsets.evalset import EvalSet, item_content, parse_evalset
-from evalreg.registry.diagnostics import Finding, decode_utf8
-from evalreg.registry.tree import PathEscapes, clean_relpath
+from evalreg.registry.diagnostics import Finding
+from evalreg.registry.tree import PathEscapes, clean_relpath, decode_utf8
 
 SHOWN_IDS = 5
 """How many ids of each kind of change a message lists."""

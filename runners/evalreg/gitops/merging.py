@@ -140,9 +140,9 @@ def resolve(root: Path, *, push: bool) -> Resolution:
     The caller holds the repository lock. Sources that still conflict are the user's to
     resolve first: the generated files are computed from them.
     """
-    from evalreg.cells import status
     from evalreg.registry.loader import load_registry
     from evalreg.report.writer import write_report
+    from evalreg.results.freshness import status
     from evalreg.runner.run import RunOptions, metrics_index, run
     from evalreg.store.journal import write_durably
 

@@ -17,7 +17,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from evalreg.errors import RegistryError
-from evalreg.registry.diagnostics import Finding, decode_utf8
+from evalreg.registry.diagnostics import Finding
+from evalreg.registry.tree import decode_utf8
 
 _TRUE = {"pass", "1", "true", "yes", "y", "correct"}
 _FALSE = {"fail", "0", "false", "no", "n", "incorrect"}

@@ -24,7 +24,6 @@ JUDGE_INSTRUCTIONS = (
     'Reply with a JSON object and nothing else: {"score": <number from 0 to 1>, '
     '"reason": "<one sentence>"}.'
 )
-TEMPLATE_VARIABLES = frozenset({"input", "output", "expected", "criterion"})
 
 
 class JudgeFailed(Exception):

@@ -297,21 +297,19 @@ class _Loader:
                             )
 
     def _judge_prompt(self, ident: str, loc: Loc, prompt: str) -> None:
-        from evalreg.graders.llm_judge import TEMPLATE_VARIABLES
-
         try:
             names = variables(prompt)
         except TemplateProblem as exc:
             self._error("rubrics", ident, loc, f"judge prompt: {exc}")
             return
-        unknown = sorted(names - TEMPLATE_VARIABLES)
+        unknown = sorted(names - schema.JUDGE_PROMPT_VARIABLES)
         if unknown:
             self._error(
                 "rubrics",
                 ident,
                 loc,
                 f"judge prompt uses {', '.join(unknown)}; it may use "
-                f"{', '.join(sorted(TEMPLATE_VARIABLES))}",
+                f"{', '.join(sorted(schema.JUDGE_PROMPT_VARIABLES))}",
             )
 
     def _check_tasks(self) -> None:

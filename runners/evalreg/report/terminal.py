@@ -21,9 +21,9 @@ from evalreg.registry.diagnostics import Severity
 from evalreg.report.escape import strip_controls
 
 if TYPE_CHECKING:
-    from evalreg.cells import CellStatus
     from evalreg.check import CheckResult
     from evalreg.evalsets.curation import ItemsNeeded, SliceStats
+    from evalreg.results.freshness import CellStatus
     from evalreg.runner.reproduce import Reproduction
     from evalreg.runner.run import CellPlan, RunResult
 

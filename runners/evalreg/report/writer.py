@@ -9,11 +9,12 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from evalreg import __version__
+from evalreg._version import __version__
 from evalreg.canonical import digest
-from evalreg.cells import cells, status
+from evalreg.cells import cells
 from evalreg.redaction import current
 from evalreg.registry.loader import Registry
+from evalreg.results.freshness import status
 from evalreg.results.records import read_summary
 from evalreg.selection.evidence import UseCaseEvidence, gather
 

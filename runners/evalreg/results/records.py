@@ -15,7 +15,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from evalreg import __version__
+from evalreg._version import __version__
 from evalreg.canonical import canonical_bytes, loads_finite
 from evalreg.cells import Cell
 from evalreg.errors import RegistryError

@@ -14,7 +14,7 @@ from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
-from evalreg import __version__
+from evalreg._version import __version__
 from evalreg.cells import Cell
 from evalreg.results.records import ALL, LEVELS, SUMMARY_SCHEMA, level_char, rounded, verdict_char
 

@@ -17,8 +17,9 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, BinaryIO
 
-from evalreg.cells import Cell, CellStatus
+from evalreg.cells import Cell
 from evalreg.evalsets.evalset import EvalSet
+from evalreg.results.freshness import CellStatus
 from evalreg.results.records import item_line, summary_bytes
 from evalreg.results.tally import CellTally
 from evalreg.store.journal import Staged

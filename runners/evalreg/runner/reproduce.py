@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from evalreg import __version__
+from evalreg._version import __version__
 from evalreg.cells import Cell, cells, fingerprint, fingerprint_parts
 from evalreg.errors import RegistryError
 from evalreg.providers import get_provider

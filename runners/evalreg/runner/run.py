@@ -15,12 +15,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from evalreg.cells import Cell, CellStatus, status
+from evalreg.cells import Cell
 from evalreg.prompting import render_messages
 from evalreg.providers import get_provider
 from evalreg.providers.base import Provider
 from evalreg.registry import schema
 from evalreg.registry.loader import Registry, load_registry
+from evalreg.results.freshness import CellStatus, status
 from evalreg.results.tally import CellTally
 from evalreg.runner import _forked as forked
 from evalreg.runner import interrupts

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
-from evalreg import __version__
+from evalreg._version import __version__
 from evalreg.errors import UsageError
 from evalreg.registry.schema import SCHEMA_VERSION, SETTINGS_FILE, install_spec_problem
 

@@ -5,12 +5,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from evalreg.cells import Cell, CellStatus, cells, status
+from evalreg.cells import Cell, cells
 from evalreg.evalsets.evalset import EvalSet
 from evalreg.graders.human import parse_grades, rater_agreement
 from evalreg.metrics import Comparison, SliceMetrics, cell_metrics, compare
 from evalreg.registry import schema
 from evalreg.registry.loader import Registry
+from evalreg.results.freshness import CellStatus, status
 from evalreg.results.outcomes import Outcomes, from_records, from_summary
 from evalreg.results.records import read_items, read_summary
 from evalreg.selection.calibration import add_agreement

@@ -11,19 +11,20 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from evalreg import __version__
+from evalreg._version import __version__
 from evalreg.canonical import canonical_bytes
-from evalreg.cells import PURGE_LOG, RESULTS_DIR, cells
+from evalreg.cells import RESULTS_DIR, cells
 from evalreg.errors import DataMissingError, UsageError
 from evalreg.registry.schema import ID_PATTERN, Item
 from evalreg.registry.tree import GitTree, PathEscapes, Tree, WorkspaceTree, clean_relpath
+from evalreg.results.freshness import PURGE_LOG
 from evalreg.store.segments import STORE_DIR, ResponseStore, SegmentWriter
 
 if TYPE_CHECKING:
     from evalreg.registry.loader import Registry
 
-# PURGE_LOG (from evalreg.cells): one canonical JSON line a purge, in git: what was purged,
-# why, and what is left to do.
+# PURGE_LOG (from evalreg.results.freshness): one canonical JSON line a purge, in git:
+# what was purged, why, and what is left to do.
 
 _GC = "dvc gc --workspace --all-branches --all-tags --cloud"
 
