@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from evalreg.cells import status
 from evalreg.registry.loader import load_registry
+from evalreg.results.freshness import status
 from evalreg.results.records import items_bytes, rounded, summary_bytes, summary_for
 from evalreg.results.tally import CellTally
 from evalreg.runner._cellwriter import CellWriter

@@ -11,10 +11,10 @@ from evalreg.compare.drift import (
     DriftReport,
     drift,
     drift_json,
-    render_drift,
     sample_keys,
 )
 from evalreg.graders.llm_judge import JUDGE_INSTRUCTIONS
+from evalreg.report.drift import render_drift
 from evalreg.store.segments import ResponseStore
 
 from conftest import LIVE_KEY, Repo, label_of

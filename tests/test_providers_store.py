@@ -15,10 +15,10 @@ import httpx
 import pytest
 
 from evalreg.providers import get_provider
+from evalreg.providers.fetch import fetch, make_job
 from evalreg.providers.http import Backoff, HttpLayer
 from evalreg.registry.schema import Pin
 from evalreg.registry.tree import GitTree
-from evalreg.runner.fetch import fetch, make_job
 from evalreg.store.segments import (
     STORE_DIR,
     Prefetch,

@@ -263,8 +263,8 @@ def fill_store(root: Path, *, segments: int = 4, only: Sequence[str] = (), flavo
     from evalreg.prompting import render_messages
     from evalreg.providers import get_provider
     from evalreg.providers.base import Completion
+    from evalreg.providers.fetch import make_job
     from evalreg.registry.loader import load_registry
-    from evalreg.runner.fetch import make_job
     from evalreg.store.segments import SegmentWriter, encode_record
 
     registry = load_registry(root)

@@ -10,9 +10,9 @@ import sys
 from pathlib import Path
 
 from evalreg.providers import get_provider
+from evalreg.providers.fetch import fetch, make_job
 from evalreg.providers.http import Backoff, HttpLayer
 from evalreg.registry.schema import Pin
-from evalreg.runner.fetch import fetch, make_job
 from evalreg.store.segments import ResponseStore, SegmentWriter
 
 

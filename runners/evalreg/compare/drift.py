@@ -14,11 +14,11 @@ from evalreg.compare.diff import snippet
 from evalreg.errors import UsageError
 from evalreg.providers import get_provider
 from evalreg.providers.base import api_key
+from evalreg.providers.fetch import Job, JobError, fetch
 from evalreg.providers.http import HttpLayer
 from evalreg.registry import schema
 from evalreg.registry.loader import Registry
 from evalreg.results.records import rounded
-from evalreg.runner.fetch import Job, JobError, fetch
 from evalreg.runner.grading import CellGrader, cell_grader
 from evalreg.runner.run import CellPlan, RunOptions, cell_jobs, prepare
 from evalreg.store.segments import ResponseStore

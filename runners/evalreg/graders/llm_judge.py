@@ -14,8 +14,8 @@ from typing import Any
 
 from evalreg.providers import get_provider
 from evalreg.providers.base import Provider
+from evalreg.providers.fetch import Job, make_job
 from evalreg.registry import schema
-from evalreg.runner.fetch import Job, make_job
 from evalreg.store.segments import ResponseStore
 from evalreg.templating import RenderError, render
 

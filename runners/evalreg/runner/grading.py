@@ -15,10 +15,10 @@ from evalreg.graders.levels import LevelRules, applies
 from evalreg.graders.llm_judge import JudgeFailed, Judges
 from evalreg.graders.parsing import parse_output
 from evalreg.providers.base import Completion
+from evalreg.providers.fetch import Job
 from evalreg.registry import schema
 from evalreg.registry.loader import Registry
 from evalreg.results.records import rounded
-from evalreg.runner.fetch import Job
 from evalreg.store.segments import ResponseStore
 
 

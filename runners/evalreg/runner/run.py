@@ -19,6 +19,7 @@ from evalreg.cells import Cell
 from evalreg.prompting import render_messages
 from evalreg.providers import get_provider
 from evalreg.providers.base import Provider
+from evalreg.providers.fetch import FetchReport, Job, Request, fetch, make_request
 from evalreg.registry import schema
 from evalreg.registry.loader import Registry, load_registry
 from evalreg.results.freshness import CellStatus, status
@@ -28,7 +29,6 @@ from evalreg.runner import interrupts
 from evalreg.runner._cellwriter import CellWriter
 from evalreg.runner._dvcworker import Tracker
 from evalreg.runner._gradepool import grade_all
-from evalreg.runner.fetch import FetchReport, Job, Request, fetch, make_request
 from evalreg.runner.grading import CellGrader, cell_grader
 from evalreg.store.journal import Journal, Staged, mark_pushed, unpushed
 from evalreg.store.segments import STORE_DIR, ResponseStore, SegmentWriter

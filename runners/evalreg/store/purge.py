@@ -233,7 +233,7 @@ def _rendered_keys(root: Path, registry: Registry, evalset: str, item: Item) -> 
     """Keys of the requests each cell on ``evalset`` makes for ``item`` now, every sample."""
     from evalreg.prompting import render_messages
     from evalreg.providers import get_provider
-    from evalreg.runner.fetch import make_job
+    from evalreg.providers.fetch import make_job
 
     out: dict[str, set[str]] = defaultdict(set)
     for cell in cells(registry, "dev") + cells(registry, "holdout"):
