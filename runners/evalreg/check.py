@@ -17,7 +17,7 @@ if TYPE_CHECKING:
 
 
 @dataclass(frozen=True)
-class UseCaseRow:
+class SelectionRow:
     selection: str
     use_case: str
     task: str
@@ -55,7 +55,7 @@ class CheckResult:
 
     findings: list[Finding]
     counts: dict[str, int] = field(default_factory=dict)
-    use_cases: list[UseCaseRow] = field(default_factory=list)
+    use_cases: list[SelectionRow] = field(default_factory=list)
     remote: RemoteObjects | None = None
     """Whether the DVC objects the results and eval sets use are on the remote (``--remote``)."""
 
@@ -197,7 +197,7 @@ def _counts(registry: Registry) -> dict[str, int]:
     }
 
 
-def _use_cases(registry: Registry) -> list[UseCaseRow]:
+def _use_cases(registry: Registry) -> list[SelectionRow]:
     rows = []
     for ident, sel in sorted(registry.selections.items()):
         task = registry.tasks.get(sel.task)
@@ -207,7 +207,7 @@ def _use_cases(registry: Registry) -> list[UseCaseRow]:
             else None
         )
         rows.append(
-            UseCaseRow(
+            SelectionRow(
                 selection=ident,
                 use_case=sel.use_case,
                 task=sel.task,

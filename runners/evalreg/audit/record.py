@@ -293,7 +293,7 @@ def build_audit(
     with git.Repo(tree.root) as repo:
         history = _History(repo, github)
         commits = list(repo.iter_commits(tree.rev, first_parent=True))[::-1]
-        trackers = [_Tracker(ident, history) for ident in ids]
+        trackers = [_SelectionTrail(ident, history) for ident in ids]
         files = _Files(history, tree.root)
         for position, commit in enumerate(commits, 1):
             for tracker in trackers:
@@ -540,7 +540,7 @@ class _History:
         return self._merged[key]
 
 
-class _Tracker:
+class _SelectionTrail:
     """Follows one selection file along the first-parent line, commit by commit."""
 
     def __init__(self, ident: str, history: _History) -> None:

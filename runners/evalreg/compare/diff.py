@@ -47,7 +47,7 @@ from evalreg.results.outcomes import Outcomes, from_records
 from evalreg.results.records import read_summary
 from evalreg.selection.evidence import (
     OutcomeCache,
-    UseCaseEvidence,
+    SelectionEvidence,
     gather,
     read_outcomes,
     read_records,
@@ -285,7 +285,7 @@ def _flips(
     }
 
 
-def _overall(ev: UseCaseEvidence | None, cid: str) -> dict[str, float] | None:
+def _overall(ev: SelectionEvidence | None, cid: str) -> dict[str, float] | None:
     if ev is None or cid not in ev.metrics:
         return None
     m = ev.metrics[cid]["all"]

@@ -16,7 +16,7 @@ from evalreg.redaction import current
 from evalreg.registry.loader import Registry
 from evalreg.results.freshness import status
 from evalreg.results.records import read_summary
-from evalreg.selection.evidence import UseCaseEvidence, gather
+from evalreg.selection.evidence import SelectionEvidence, gather
 
 REPORT_DIR = "reports"
 INDEX = f"{REPORT_DIR}/README.md"
@@ -62,7 +62,7 @@ def render(registry: Registry) -> dict[str, bytes]:
     from evalreg.report.governance import chart, chart_name, index, page
 
     statuses = status(registry)
-    evidences: list[UseCaseEvidence] = [
+    evidences: list[SelectionEvidence] = [
         gather(registry, sid, statuses) for sid in sorted(registry.selections)
     ]
     install = install_spec(registry)

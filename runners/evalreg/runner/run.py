@@ -89,7 +89,7 @@ class CellPlan:
 
 
 @dataclass
-class CellOutcome:
+class CellRun:
     plan: CellPlan
     written: bool = False
     errors: int = 0
@@ -100,7 +100,7 @@ class CellOutcome:
 @dataclass
 class RunResult:
     plans: list[CellPlan]
-    outcomes: list[CellOutcome] = field(default_factory=list)
+    outcomes: list[CellRun] = field(default_factory=list)
     fetch: FetchReport | None = None
     judge_fetch: FetchReport | None = None
     """The judges' requests, bought after the candidates' outputs exist."""
@@ -605,9 +605,9 @@ def _finish(
     failed: dict[str, str],
     options: RunOptions,
     stream: _CellStream | None,
-) -> CellOutcome:
+) -> CellRun:
     cell = plan.status.cell
-    outcome = CellOutcome(plan)
+    outcome = CellRun(plan)
     if plan.blocked is not None:
         outcome.note = f"pending: {plan.blocked}"
         return outcome

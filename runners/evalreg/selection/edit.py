@@ -14,7 +14,7 @@ from evalreg.errors import UsageError
 
 
 def select_candidate(
-    root: Path, use_case: str, candidate: str, *, reason: str, approver: str | None = None
+    root: Path, selection_id: str, candidate: str, *, reason: str, approver: str | None = None
 ) -> str:
     from ruamel.yaml import YAML
     from ruamel.yaml.comments import CommentedMap
@@ -25,17 +25,17 @@ def select_candidate(
     from evalreg.selection.evidence import gather
 
     registry = load_registry(root)
-    if use_case not in registry.selections:
+    if selection_id not in registry.selections:
         known = ", ".join(sorted(registry.selections)) or "none"
-        raise UsageError(f"no use case {use_case!r} (known: {known})")
-    selection = registry.selections[use_case]
+        raise UsageError(f"no use case {selection_id!r} (known: {known})")
+    selection = registry.selections[selection_id]
     ids = [c.id for c in selection.candidates]
     if candidate not in ids:
-        raise UsageError(f"{candidate!r} is not a candidate of {use_case} ({', '.join(ids)})")
+        raise UsageError(f"{candidate!r} is not a candidate of {selection_id} ({', '.join(ids)})")
     if not reason.strip():
         raise UsageError("--reason must say why")
-    recommended = gather(registry, use_case).decision.recommended
-    path = root / registry.file_of("selections", use_case)
+    recommended = gather(registry, selection_id).decision.recommended
+    path = root / registry.file_of("selections", selection_id)
     text = path.read_text(encoding="utf-8")
     data, indent, block_seq_indent = load_yaml_guess_indent(text)
     yaml = YAML()
@@ -47,7 +47,7 @@ def select_candidate(
     data["selected"] = candidate
     folded = isinstance(data.get("rationale"), FoldedScalarString)
     data["rationale"] = FoldedScalarString(reason + "\n") if folded else reason
-    note = f"{use_case}: declared candidate is now {candidate}"
+    note = f"{selection_id}: declared candidate is now {candidate}"
     if candidate != recommended:
         if approver is None:
             note += (

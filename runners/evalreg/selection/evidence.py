@@ -31,7 +31,7 @@ class CandidateEvidence:
 
 
 @dataclass
-class UseCaseEvidence:
+class SelectionEvidence:
     selection_id: str
     selection: schema.Selection
     task: schema.Task
@@ -114,7 +114,7 @@ def gather(
     *,
     comparisons: bool = True,
     cache: OutcomeCache | None = None,
-) -> UseCaseEvidence:
+) -> SelectionEvidence:
     """Everything the report needs for one use case (``comparisons=False``: only what a
     decision needs, which is all ``evalreg check`` asks for)."""
     selection = registry.selections[selection_id]
@@ -160,7 +160,7 @@ def gather(
                 holdout[cell.candidate.id] = cell_metrics(
                     held, task, rubric, policy.pass_level, policy.confidence
                 )["all"]
-    return UseCaseEvidence(
+    return SelectionEvidence(
         selection_id,
         selection,
         task,
