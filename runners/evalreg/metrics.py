@@ -33,7 +33,6 @@ __all__ = [
     "MIN_SLICE_ITEMS",
     "NONE_DETECTABLE",
     "PRIMARY",
-    "RATE_METRICS",
     "SLICES",
     "TOO_SMALL_TO_TEST",
     "UNTESTED",
@@ -60,9 +59,6 @@ LOWER_IS_BETTER = frozenset(
         "monthly_cost_usd",
         "failure_cost_per_1k_usd",
     }
-)
-RATE_METRICS = frozenset(
-    {"pass_rate", "correct_rate", "acceptable_rate", "unacceptable_rate", "error_rate"}
 )
 _CORRECT = frozenset({"correct"})
 _ACCEPTABLE = frozenset({"correct", "acceptable"})

@@ -12,7 +12,6 @@ import json
 import math
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
-from pathlib import Path
 from typing import Any
 
 from evalreg._version import __version__
@@ -252,13 +251,3 @@ def _not_a_summary(path: str, problem: str, line: int = 0, col: int = 0) -> Regi
             )
         ]
     )
-
-
-def write_cell(root: Path, cell: Cell, summary: bytes, items: bytes) -> None:
-    """Write a cell's files atomically (temp file, then rename)."""
-    for rel, data in ((cell.items_path, items), (cell.summary_path, summary)):
-        path = root / rel
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(path.name + ".tmp")
-        tmp.write_bytes(data)
-        tmp.replace(path)

@@ -102,9 +102,6 @@ class RunResult:
     plans: list[CellPlan]
     outcomes: list[CellRun] = field(default_factory=list)
     fetch: FetchReport | None = None
-    judge_fetch: FetchReport | None = None
-    """The judges' requests, bought after the candidates' outputs exist."""
-    tracked: list[str] = field(default_factory=list)
     pushed: list[str] = field(default_factory=list)
     push_error: str | None = None
 
@@ -430,7 +427,7 @@ def run(
         if tracker is None and runnable:
             tracker = cleanup.enter_context(Tracker(root))
         try:
-            report, result.judge_fetch = asyncio.run(go()) if runnable else (FetchReport(), None)
+            report, _ = asyncio.run(go()) if runnable else (FetchReport(), None)
         except KeyboardInterrupt as exc:
             raise RunInterrupted(sum(w.written for w in writers)) from exc
         result.fetch = report
@@ -455,7 +452,7 @@ def run(
             # The closing step runs to its end whatever signal arrives (but SIGKILL, which
             # the journal repairs): results in place, everything tracked.
             with interrupts.deferred():
-                result.tracked = journal.commit(
+                journal.commit(
                     [items for items, _ in staged], [s for _, s in staged], index, tracker.add
                 )
         owed = unpushed(root) if options.push else []
