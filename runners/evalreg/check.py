@@ -6,6 +6,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from evalreg import dvcrepo
+from evalreg.dvcrepo import missing_on_remote, pointer_md5, remote_description
 from evalreg.errors import PromptError
 from evalreg.registry.diagnostics import Finding, Severity
 from evalreg.registry.loader import Registry, inspect_registry
@@ -121,7 +123,6 @@ POINTER_DIRS = ("evalsets", "reports")
 
 def _remote_objects(registry: Registry) -> RemoteObjects | None:
     """Look up on the default remote the object of every pointer under ``POINTER_DIRS``."""
-    from evalreg.dvcrepo import missing_on_remote, pointer_md5, remote_description
     from evalreg.errors import DataMissingError
     from evalreg.registry.tree import WorkspaceTree
 
@@ -518,8 +519,6 @@ def _tracked_elsewhere(root: Path, path: Path) -> bool:
     """Whether DVC's cache holds ``path``'s content: another branch or revision tracks it
     (its pointer stayed there; the ignored file stays in the working tree)."""
     import hashlib
-
-    from evalreg import dvcrepo
 
     with path.open("rb") as f:
         md5 = hashlib.file_digest(f, lambda: hashlib.md5(usedforsecurity=False)).hexdigest()

@@ -41,6 +41,7 @@ from evalreg.audit.changes import (
 )
 from evalreg.canonical import digest
 from evalreg.cells import RESULTS_DIR
+from evalreg.dvcrepo import cached, pointer_md5
 from evalreg.errors import EvalregError, RegistryError
 from evalreg.gitops.github import DEFAULT_API_URL, GitHubClient
 from evalreg.registry import schema
@@ -878,7 +879,6 @@ class _Files:
         if tracked == "git":
             md5 = hashlib.md5(data, usedforsecurity=False).hexdigest()
             return EvalsetVersion(path, "git", md5, count_items(data))
-        from evalreg.dvcrepo import cached, pointer_md5
 
         pointed = pointer_md5(data)
         # The item count needs the data; the local DVC cache has it if anything here does.

@@ -35,7 +35,7 @@ from evalreg.compare.summaries import (
     ruler_changes,
     unexplained,
 )
-from evalreg.dvcrepo import read_ahead
+from evalreg.dvcrepo import read_ahead, remembering_reads
 from evalreg.errors import RegistryError, UsageError
 from evalreg.metrics import Comparison, aligned, cell_metrics, compare, passing
 from evalreg.redaction import redact
@@ -391,8 +391,6 @@ def diff(
     ``evalreg reproduce`` made of HEAD (status, reason): both go into the diff as they are,
     so the comment states the whole decision.
     """
-    from evalreg.dvcrepo import remembering_reads
-
     status_, reason = reproduction
     if status_ not in REPRODUCTION_STATUSES:
         raise UsageError(f"reproduction status must be one of {', '.join(REPRODUCTION_STATUSES)}")

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from evalreg import dvcrepo
 from evalreg.errors import RegistryError, UsageError
 from evalreg.evalsets.evalset import EvalSet, item_content, parse_evalset
 from evalreg.registry.diagnostics import Finding
@@ -80,8 +81,6 @@ def add_evalset(
     file, the new content keeps every item of the recorded version; ``replace`` allows
     dropping items, and replacing a recorded version that cannot be read here to compare.
     """
-    from evalreg import dvcrepo
-
     root = root.resolve()
     path = (Path.cwd() / file).resolve() if not file.is_absolute() else file.resolve()
     try:
@@ -106,8 +105,6 @@ def _changes_from_recorded(
 ) -> ItemChanges | None:
     """The changes from the version ``rel.dvc`` records; raises ``UsageError`` when the new
     content drops items, or the recorded version cannot be read, unless ``replace``."""
-    from evalreg import dvcrepo
-
     pointer = root / f"{rel}.dvc"
     if not pointer.is_file():
         return None

@@ -15,6 +15,7 @@ from typing import TypeVar
 from pydantic import BaseModel
 
 from evalreg import redaction
+from evalreg.dvcrepo import pointer_md5
 from evalreg.errors import DataMissingError, RegistryError
 from evalreg.evalsets.evalset import EvalSet, parse_evalset
 from evalreg.prompting import PARTS
@@ -419,8 +420,6 @@ class _Loader:
     def _check_pointer(self, evalset: EvalSet) -> None:
         """A DVC-tracked eval set must be the version its pointer records: results name
         that version, and only it can be read back at a later revision."""
-        from evalreg.dvcrepo import pointer_md5
-
         path, pointer = evalset.path, evalset.path + ".dvc"
         if not self.tree.is_file(pointer):
             return  # not tracked by DVC: `check` warns

@@ -10,6 +10,7 @@ import posixpath
 from pathlib import Path, PurePosixPath
 from typing import Any, Protocol
 
+from evalreg import dvcrepo
 from evalreg.errors import DataMissingError, RegistryError, UsageError
 from evalreg.registry.diagnostics import Finding, position_of
 
@@ -169,8 +170,6 @@ _SYMLINK_MODE = 0o120000
 
 def _read_pointed(tree: Tree, root: Path, rel: str, rev: str | None) -> bytes:
     """Read a DVC-tracked file through its ``.dvc`` pointer in ``tree``."""
-    from evalreg import dvcrepo
-
     pointer = rel + ".dvc"
     if not tree.is_file(pointer):
         raise FileNotFoundError(rel)

@@ -38,6 +38,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from evalreg import dvcrepo
 from evalreg.store.lock import state_dir, try_lock
 from evalreg.store.segments import keepable
 
@@ -275,7 +276,6 @@ class Recovery:
 
 def _dvc_add(root: Path) -> Add:
     def add(paths: list[str]) -> None:
-        from evalreg import dvcrepo
 
         dvcrepo.track(root, paths, push=False)
 
@@ -288,7 +288,6 @@ def recover_locked(root: Path, add: Add | None = None) -> Recovery | None:
     journal = Journal.load(root)
     if journal is None:
         return None
-    from evalreg import dvcrepo
 
     dvcrepo.clear_torn_rwlock(root)  # a `dvc add` killed mid-write of DVC's own lock table
     if journal.phase == "commit":

@@ -23,6 +23,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from evalreg import dvcrepo
 from evalreg.registry.tree import Tree, WorkspaceTree
 
 STORE_DIR = "reports/store"
@@ -280,8 +281,6 @@ class Prefetch:
     def __init__(self, trees: Sequence[Tree], root: Path) -> None:
         import threading
 
-        from evalreg import dvcrepo
-
         self.sources: dict[str, Callable[[], bytes | None]] = {}
         self.names: list[dict[str, str]] = []
         for tree in trees:
@@ -455,8 +454,6 @@ def compact(root: Path, *, push: bool = True) -> Compaction:
     segment is removed; old segments stay in the DVC cache and remote, so older revisions
     that point at them still reproduce.
     """
-    from evalreg import dvcrepo
-
     store = ResponseStore.open(root)
     directory = root / STORE_DIR
     old = sorted(n for n in store.names if n)
