@@ -601,7 +601,7 @@ def cmd_comment(args: argparse.Namespace) -> int:
 
 
 def cmd_evalset_sample(args: argparse.Namespace) -> int:
-    from evalreg.evalsets.curation import sample_logs
+    from evalreg.evalsets.sampling import sample_logs
     from evalreg.report.terminal import console, shown
 
     result = sample_logs(
@@ -639,8 +639,8 @@ def cmd_evalset_stats(args: argparse.Namespace) -> int:
     from dataclasses import asdict
 
     from evalreg.errors import RegistryError, UsageError
-    from evalreg.evalsets.curation import evalset_stats, items_needed
     from evalreg.evalsets.evalset import parse_evalset
+    from evalreg.evalsets.slice_sizes import evalset_stats, items_needed
     from evalreg.registry.loader import load_registry
     from evalreg.registry.tree import PathEscapes, WorkspaceTree, clean_relpath
     from evalreg.report.terminal import print_evalset_stats

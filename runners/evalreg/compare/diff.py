@@ -37,8 +37,9 @@ from evalreg.compare.summaries import (
 )
 from evalreg.dvcrepo import read_ahead, remembering_reads
 from evalreg.errors import RegistryError, UsageError
+from evalreg.evalsets.privacy import redact_fields
 from evalreg.metrics import Comparison, aligned, cell_metrics, compare, passing
-from evalreg.redaction import redact
+from evalreg.redaction import REDACTED, redact
 from evalreg.registry.diagnostics import Severity
 from evalreg.registry.loader import Registry, inspect_registry
 from evalreg.registry.tree import GitTree, Tree, WorkspaceTree
@@ -169,8 +170,6 @@ def snippet(text: str | None) -> str | None:
 
 def _item_texts(registry: Registry, cell: Cell, ids: list[str]) -> dict[str, str | None]:
     """The (redacted) input of each of the items ``ids``, for snippets."""
-    from evalreg.evalsets.curation import redact
-
     try:
         evalset = registry.evalset_of(cell.task_id, cell.split)
     except (KeyError, ValueError):
@@ -180,7 +179,7 @@ def _item_texts(registry: Registry, cell: Cell, ids: list[str]) -> dict[str, str
     for item in evalset.items:
         if item.id not in wanted:
             continue
-        data = redact(item, cell.task.redact)
+        data = redact_fields(item, cell.task.redact)
         if data.get("input") is not None:
             out[item.id] = json.dumps(data["input"], ensure_ascii=False, sort_keys=True)
         else:
@@ -191,8 +190,6 @@ def _item_texts(registry: Registry, cell: Cell, ids: list[str]) -> dict[str, str
 
 def _redact_output(text: str | None, cell: Cell) -> str | None:
     """The output with the task's ``output.*`` fields redacted (all of it for ``output``)."""
-    from evalreg.evalsets.curation import REDACTED, redact
-
     paths = [p.partition(".")[2] for p in cell.task.redact if p.split(".")[0] == "output"]
     if text is None or not paths:
         return text
@@ -202,7 +199,7 @@ def _redact_output(text: str | None, cell: Cell) -> str | None:
         value = json.loads(text)
     except ValueError:
         return REDACTED  # cannot find the fields in unparsed text: show none of it
-    return json.dumps(redact(value, paths), ensure_ascii=False, sort_keys=True)
+    return json.dumps(redact_fields(value, paths), ensure_ascii=False, sort_keys=True)
 
 
 def _key(outcomes: Outcomes, row: int) -> str | None:

@@ -1,1 +1,2 @@
-"""Eval sets: parsing and tracking JSONL item files, and curating them."""
+"""Eval sets: parsing and tracking JSONL item files; sampling them from logs, scrubbing
+private text, finding near duplicates and sizing slices."""

@@ -1,4 +1,4 @@
-"""Curating eval sets: sample production logs into items, size slices, redact item text."""
+"""Sampling production logs into eval items: stratified, deduplicated, scrubbed, with provenance."""
 
 from __future__ import annotations
 
@@ -11,54 +11,34 @@ import json
 import random
 import re
 import unicodedata
-from collections import Counter, defaultdict
-from collections.abc import Callable, Mapping, Sequence
+from collections import Counter
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass
 from datetime import UTC, date, datetime
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ValidationError
+from pydantic import ValidationError
 
-from evalreg import stats
 from evalreg._version import __version__
 from evalreg.canonical import canonical_bytes, loads_finite
 from evalreg.errors import RegistryError, UsageError
-from evalreg.evalsets.evalset import MAX_LINE_FINDINGS, EvalSet, parse_evalset
-from evalreg.redaction import REDACTED
+from evalreg.evalsets.evalset import MAX_LINE_FINDINGS, parse_evalset
+from evalreg.evalsets.near_duplicates import near_duplicates, normalised
+from evalreg.evalsets.privacy import BUILTIN_PII, scrub_pii
 from evalreg.registry.diagnostics import Finding
 from evalreg.registry.schema import ID_PATTERN, Item
 from evalreg.registry.tree import PathEscapes, clean_relpath, decode_utf8
 from evalreg.registry.validation import describe_errors
 
-__all__ = [
-    "BUILTIN_PII",
-    "DEFAULT_DISCORDANCE",
-    "REDACTED",
-    "ItemsNeeded",
-    "SampleResult",
-    "SliceStats",
-    "Stratum",
-    "evalset_stats",
-    "items_needed",
-    "near_duplicates",
-    "redact",
-    "sample_logs",
-    "scrub_pii",
-]
+__all__ = ["SampleResult", "Stratum", "sample_logs"]
 
-BUILTIN_PII = "builtin:pii"
-"""The ``scrub`` name of :func:`scrub_pii`."""
 UNKNOWN_STRATUM = "unknown"
 """The stratum of a row whose stratify field is absent, null or empty."""
 TIMESTAMP_FIELDS = ("timestamp", "created_at", "time", "date")
 """Top-level fields read (first present wins) for the date of a source's newest row."""
 PROVENANCE_SUFFIX = ".provenance.json"
 PROVENANCE_SCHEMA = 1
-NEAR_WINDOW = 16
-"""How many neighbours, in each sort order, a text is compared with for near duplicates."""
-NEAR_CHARS = 2000
-"""Characters of each text that near-duplicate similarity looks at."""
 
 _CALLABLE = re.compile(r"^[^:\s]+\.py:[A-Za-z_][A-Za-z0-9_]*$")
 _ID = re.compile(ID_PATTERN)
@@ -67,132 +47,6 @@ _MISSING = object()
 Scrubber = Callable[[dict[str, Any]], Any]
 
 
-# ---------------------------------------------------------------- PII scrubbing
-_EMAIL = re.compile(
-    r"(?<![A-Za-z0-9._%+-])[A-Za-z0-9._%+-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*\.[A-Za-z]{2,}"
-)
-_IBAN = re.compile(r"\b[A-Z]{2}[0-9]{2}(?: ?[A-Z0-9]{4}){2,7}(?: ?[A-Z0-9]{1,3})?\b")
-_CARD = re.compile(r"(?<![\w+])(?:\d[ -]?){12,18}\d(?!\w)")
-_PHONE = re.compile(r"(?<![\w+])(\+?)(\(?\d[\d(). -]{6,22}\d)(?!\w)")
-
-
-def _luhn(digits: str) -> bool:
-    total = 0
-    for index, char in enumerate(reversed(digits)):
-        value = int(char) * (2 if index % 2 else 1)
-        total += value - 9 if value > 9 else value
-    return total % 10 == 0
-
-
-def _card(match: re.Match[str]) -> str:
-    digits = re.sub(r"\D", "", match.group())
-    return "<CARD>" if _luhn(digits) else match.group()
-
-
-def _phone(match: re.Match[str]) -> str:
-    plus, body = match.groups()
-    digits = sum(c.isdigit() for c in body)
-    separated = any(c in " .-()" for c in body)
-    return "<PHONE>" if 9 <= digits <= 15 and (plus or separated) else match.group()
-
-
-def _scrub_text(text: str) -> str:
-    text = _EMAIL.sub("<EMAIL>", text)
-    text = _IBAN.sub("<IBAN>", text)
-    text = _CARD.sub(_card, text)
-    return _PHONE.sub(_phone, text)
-
-
-def scrub_pii(value: Any) -> Any:
-    """``value`` with e-mail addresses, IBANs, card and phone numbers in its strings masked.
-
-    Every string inside ``value`` (dicts and lists are walked; keys are kept) is rewritten:
-    e-mail addresses become ``<EMAIL>``; IBANs (two letters, two check digits, groups of
-    four) ``<IBAN>``; 13 to 19 digits, optionally grouped by spaces or dashes, that pass the
-    Luhn check ``<CARD>``; and 9 to 15 digits that start with ``+`` or are grouped by spaces,
-    dots, dashes or parentheses ``<PHONE>``. Plain digit runs (order numbers, ids) and
-    dates are left alone, so a bare ``5551234567`` is not masked. This is a baseline: a
-    team with stricter rules names its own scrubber (``path/to/file.py:function``).
-    """
-    if isinstance(value, str):
-        return _scrub_text(value)
-    if isinstance(value, dict):
-        return {key: scrub_pii(inner) for key, inner in value.items()}
-    if isinstance(value, list):
-        return [scrub_pii(inner) for inner in value]
-    return value
-
-
-# ---------------------------------------------------------------- near duplicates
-def _normalised(value: Any) -> str:
-    """The text of every string and number in ``value`` (dict keys in sorted order), case-
-    folded, NFKC-normalised, with punctuation and runs of whitespace made single spaces."""
-    parts: list[str] = []
-
-    def walk(node: Any) -> None:
-        if isinstance(node, dict):
-            for key in sorted(node):
-                walk(node[key])
-        elif isinstance(node, list):
-            for inner in node:
-                walk(inner)
-        elif isinstance(node, str | int | float) and not isinstance(node, bool):
-            parts.append(str(node))
-
-    walk(value)
-    text = unicodedata.normalize("NFKC", " ".join(parts)).casefold()
-    return " ".join(re.sub(r"[\W_]+", " ", text).split())
-
-
-def near_duplicates(texts: Sequence[str], threshold: float) -> set[int]:
-    """Indexes of the texts that nearly duplicate an earlier text that is kept.
-
-    Similarity is the normalised Indel similarity (``rapidfuzz.fuzz.ratio`` / 100) of the
-    texts' first :data:`NEAR_CHARS` characters; a text is a near duplicate when it is at
-    least ``threshold`` similar to an earlier text that is not itself a near duplicate.
-    Equal texts are found by hashing. The others are compared by sorted-neighbourhood
-    blocking (Hernández & Stolfo 1995, "The merge/purge problem for large databases",
-    SIGMOD): sorted once from the start and once from the end, each text is compared with
-    the :data:`NEAR_WINDOW` texts before it. The cost is linear in the number of texts; a
-    pair is found when it sorts that close in either order, as near duplicates that share
-    their opening or their closing words do.
-    """
-    from rapidfuzz import process
-    from rapidfuzz.distance import Indel
-
-    first: dict[str, int] = {}
-    earlier: dict[int, set[int]] = defaultdict(set)
-    for index, text in enumerate(texts):
-        if text:
-            earlier[index].add(first.setdefault(text, index))
-    short = {index: texts[index][:NEAR_CHARS] for index in sorted(first.values())}
-    cutoff = threshold - 1e-9
-    for order in (
-        sorted(short, key=short.__getitem__),
-        sorted(short, key=lambda i: short[i][::-1]),
-    ):
-        strings = [short[index] for index in order]
-        for position in range(1, len(order)):
-            start = max(0, position - NEAR_WINDOW)
-            found = process.extract(
-                strings[position],
-                strings[start:position],
-                scorer=Indel.normalized_similarity,
-                score_cutoff=cutoff,
-                limit=None,
-            )
-            index = order[position]
-            for _choice, _score, offset in found:
-                other = order[start + offset]
-                earlier[max(index, other)].add(min(index, other))
-    removed: set[int] = set()
-    for index in sorted(earlier):
-        if any(other < index and other not in removed for other in earlier[index]):
-            removed.add(index)
-    return removed
-
-
-# ---------------------------------------------------------------- sampling logs
 @dataclass(frozen=True)
 class Stratum:
     rows: int
@@ -602,7 +456,7 @@ def _candidate(
         stratum=stratum,
         item=item,
         digest=hashlib.sha256(content).hexdigest(),
-        text=_normalised(body),
+        text=normalised(body),
     )
 
 
@@ -740,175 +594,3 @@ def _write_atomically(files: dict[Path, bytes]) -> None:
         staged.append((tmp, path))
     for tmp, path in staged:
         tmp.replace(path)
-
-
-# ---------------------------------------------------------------- slice sizes
-DEFAULT_DISCORDANCE = stats.DISCORDANCE_FLOOR
-"""The share of items on which two candidates disagree, assumed when sizing slices."""
-
-
-@dataclass(frozen=True)
-class ItemsNeeded:
-    """Items a slice needs to detect a change: against a fixed rate, and between candidates."""
-
-    rate: int
-    paired: int
-
-
-@dataclass(frozen=True)
-class SliceStats:
-    """What one slice of an eval set can show.
-
-    ``units`` are the independent units the MDEs are computed on: distinct clusters, each
-    unclustered item counting as its own (items of one cluster may fail together, so this
-    is the conservative count). ``mde_rate`` is the smallest detectable change of one
-    candidate's rate from ``baseline``; ``mde_paired`` the smallest detectable difference
-    between two candidates on the same items, assuming they disagree on a ``discordance``
-    share of them. The verdict is about ``mde_paired``: choosing between candidates is what
-    the slice is for.
-    """
-
-    slice: str
-    items: int
-    conversations: int
-    units: int
-    mde_rate: float
-    mde_paired: float
-    discordance: float
-    detect: float
-    detectable: bool
-    verdict: str
-
-
-def evalset_stats(
-    evalset: EvalSet,
-    *,
-    detect: float = 0.05,
-    baseline: float = 0.5,
-    discordance: float = DEFAULT_DISCORDANCE,
-    alpha: float = 0.05,
-    power: float = 0.8,
-) -> list[SliceStats]:
-    """Per slice (``all`` first, then tags in order): its size and the changes it can detect.
-
-    MDEs use :func:`stats.mde_rate` at ``baseline`` and :func:`stats.mde_paired` with the
-    stated ``discordance`` (no floor: it is a planning assumption), both at ``alpha`` and
-    ``power``. The verdict reads "can detect a 5-point change (MDE 4.4 points)" or "too
-    small to detect a 5-point change (MDE 14 points)".
-    """
-    _check_plan(detect, baseline, discordance)
-    groups: dict[str, list[Item]] = {"all": list(evalset.items)}
-    for tag in sorted(evalset.slices):
-        groups[tag] = [item for item in evalset.items if tag in item.tags]
-    out = []
-    for name, items in groups.items():
-        units = len({item.cluster for item in items if item.cluster is not None}) + sum(
-            item.cluster is None for item in items
-        )
-        mde_rate = stats.mde_rate(units, baseline, alpha, power)
-        mde_paired = stats.mde_paired(units, discordance, alpha, power, discordance_floor=0.0)
-        detectable = mde_paired <= detect
-        change = f"a {_points(detect)}-point change (MDE {_points(mde_paired)} points)"
-        out.append(
-            SliceStats(
-                slice=name,
-                items=len(items),
-                conversations=sum(item.messages is not None for item in items),
-                units=units,
-                mde_rate=mde_rate,
-                mde_paired=mde_paired,
-                discordance=discordance,
-                detect=detect,
-                detectable=detectable,
-                verdict=("can detect " if detectable else "too small to detect ") + change,
-            )
-        )
-    return out
-
-
-def items_needed(
-    detect: float,
-    baseline: float,
-    *,
-    discordance: float = DEFAULT_DISCORDANCE,
-    alpha: float = 0.05,
-    power: float = 0.8,
-) -> ItemsNeeded:
-    """The fewest independent items whose MDE is at most ``detect``: for one candidate's rate
-    at ``baseline`` and for a paired comparison at ``discordance`` (the same formulas as
-    :func:`evalset_stats`, so a slice of that size is exactly the first to "can detect")."""
-    _check_plan(detect, baseline, discordance)
-    return ItemsNeeded(
-        rate=_fewest(lambda n: stats.mde_rate(n, baseline, alpha, power), detect),
-        paired=_fewest(
-            lambda n: stats.mde_paired(n, discordance, alpha, power, discordance_floor=0.0),
-            detect,
-        ),
-    )
-
-
-def _fewest(mde: Callable[[int], float], detect: float) -> int:
-    """The smallest ``n`` with ``mde(n) <= detect`` (``mde`` falls as ``n`` grows)."""
-    high = 1
-    while mde(high) > detect:
-        high *= 2
-    low = high // 2  # mde(low) > detect, or low == 0
-    while high - low > 1:
-        middle = (low + high) // 2
-        if mde(middle) <= detect:
-            high = middle
-        else:
-            low = middle
-    return high
-
-
-def _check_plan(detect: float, baseline: float, discordance: float) -> None:
-    if not 0.0 < detect < 1.0:
-        raise UsageError(f"the change to detect must be between 0 and 1, got {detect}")
-    if not 0.0 <= baseline <= 1.0:
-        raise UsageError(f"the baseline rate must be between 0 and 1, got {baseline}")
-    if not 0.0 < discordance <= 1.0:
-        raise UsageError(f"the discordance must be in (0, 1], got {discordance}")
-
-
-def _points(share: float) -> str:
-    """A share as percentage points: whole points from 10 up, one decimal below."""
-    points = share * 100
-    return f"{points:.0f}" if round(points, 1) >= 10 else f"{points:.1f}".removesuffix(".0")
-
-
-# ---------------------------------------------------------------- redaction
-def redact(value: Any, fields: Sequence[str]) -> Any:
-    """A copy of ``value`` with the values at each dotted path in ``fields`` as ``[redacted]``.
-
-    ``value`` is an item (a pydantic model is dumped to JSON data first) or any JSON data.
-    A path walks dict keys; on a list, a number picks one element and any other part
-    applies to every element, so ``messages.content`` redacts every turn and
-    ``messages.0.content`` the first. Paths that lead nowhere change nothing. ``value``
-    itself is never modified.
-
-    A task or a selection declares its paths as ``redact: [input.body, messages.content]``;
-    whatever prints item text (diffs, comments, reports) passes the union of the two.
-    """
-    out = (
-        value.model_dump(mode="json", exclude_none=True) if isinstance(value, BaseModel) else value
-    )
-    for path in fields:
-        out = _redact_at(out, path.split("."))
-    return out
-
-
-def _redact_at(node: Any, parts: list[str]) -> Any:
-    if not parts:
-        return REDACTED
-    head, rest = parts[0], parts[1:]
-    if isinstance(node, dict):
-        return {**node, head: _redact_at(node[head], rest)} if head in node else node
-    if isinstance(node, list):
-        if head.isdigit():
-            index = int(head)
-            if index >= len(node):
-                return node
-            return [*node[:index], _redact_at(node[index], rest), *node[index + 1 :]]
-        return [_redact_at(inner, parts) for inner in node]
-    return node

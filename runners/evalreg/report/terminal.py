@@ -22,7 +22,7 @@ from evalreg.report.escape import strip_controls
 
 if TYPE_CHECKING:
     from evalreg.check import CheckResult
-    from evalreg.evalsets.curation import ItemsNeeded, SliceStats
+    from evalreg.evalsets.slice_sizes import ItemsNeeded, SliceStats
     from evalreg.results.freshness import CellStatus
     from evalreg.runner.reproduce import Reproduction
     from evalreg.runner.run import CellPlan, RunResult
