@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import ast
 import re
+import subprocess
+import sys
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
@@ -297,3 +299,28 @@ def test_layout_names_reads_packages_and_their_modules() -> None:
         "store/purge",
         "cli.py",
     ]
+
+
+def test_the_facade_exports_what_its_docstring_lists() -> None:
+    """``evalreg``'s docstring lists ``name(...)`` or ``name`` items; ``__all__`` is exactly
+    them, each resolves to its home, and importing the package loads none of the pipeline."""
+    code = (
+        "import sys, evalreg\n"
+        "print(sorted(m for m in sys.modules if m.startswith('evalreg')))\n"
+        "print(evalreg.__all__)\n"
+        "print(evalreg.__doc__)\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    ).stdout
+    loaded, exported, doc = out.split("\n", 2)
+    assert loaded == "['evalreg', 'evalreg._version']"
+    listed = re.findall(r"^- ``(\w+)", doc, re.M)
+    assert sorted(listed) == sorted(ast.literal_eval(exported))
+    import evalreg
+
+    for name in listed:
+        assert getattr(evalreg, name) is not None
+    assert {"load_registry", "run", "reproduce", "diff", "write_report"} <= set(listed)
+    with pytest.raises(AttributeError):
+        _ = evalreg.not_a_name  # type: ignore[attr-defined]
