@@ -351,7 +351,7 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
 
 def cmd_store_compact(args: argparse.Namespace) -> int:
     from evalreg.report.terminal import console
-    from evalreg.store.segments import compact
+    from evalreg.store.compaction import compact
 
     root = _root(args)
     with _writing(root):

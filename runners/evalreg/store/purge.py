@@ -84,7 +84,7 @@ def purge_item(
     Store segments holding any of them are rewritten without them into one new segment
     (written and verified before anything is removed), the old segments' DVC pointers are
     removed and the new one is tracked (and pushed unless ``push`` is False), as
-    :func:`evalreg.store.segments.compact` does. Nothing else changes: results still name the
+    :func:`evalreg.store.compaction.compact` does. Nothing else changes: results still name the
     responses, so ``evalreg run --offline --force`` reports each one as missing.
 
     This is not yet an erasure: the old segments stay in the DVC cache and on the remote,
