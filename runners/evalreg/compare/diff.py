@@ -33,6 +33,7 @@ from evalreg.compare.summaries import (
     fingerprint_changes,
     remote_config_change,
     ruler_changes,
+    summary_diff,
     unexplained,
 )
 from evalreg.dvcrepo import read_ahead, remembering_reads
@@ -434,8 +435,6 @@ def snippets_shown(base: Registry, head: Registry) -> bool:
 def _diff(root: Path, base: Side, head: Side, scans: Prefetch) -> dict[str, Any]:
     missing = base.registry.missing_data + head.registry.missing_data
     if missing:
-        from evalreg.compare.summaries import summary_diff
-
         data = summary_diff(base.registry, head.registry, base.label, head.label, missing)
         return {
             "schema_version": DIFF_SCHEMA,

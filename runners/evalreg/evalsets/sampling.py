@@ -26,6 +26,8 @@ from evalreg.errors import RegistryError, UsageError
 from evalreg.evalsets.evalset import MAX_LINE_FINDINGS, parse_evalset
 from evalreg.evalsets.near_duplicates import near_duplicates, normalised
 from evalreg.evalsets.privacy import BUILTIN_PII, scrub_pii
+from evalreg.providers.base import ProviderError
+from evalreg.providers.python import load_callable
 from evalreg.registry.diagnostics import Finding
 from evalreg.registry.schema import ID_PATTERN, Item
 from evalreg.registry.tree import PathEscapes, clean_relpath, decode_utf8
@@ -281,8 +283,6 @@ def _load_scrubber(spec: str | None, root: Path) -> tuple[Scrubber | None, dict[
         return scrub_pii, {"name": spec, "sha256": None}
     if not _CALLABLE.match(spec):
         raise UsageError(f"scrubber {spec!r}: expected {BUILTIN_PII} or path/to/file.py:function")
-    from evalreg.providers.base import ProviderError
-    from evalreg.providers.python import load_callable
 
     rel = spec.rpartition(":")[0]
     try:

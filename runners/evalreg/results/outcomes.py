@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from evalreg.evalsets.evalset import item_content
 from evalreg.registry import schema
 from evalreg.results.records import (
     ABSENT_CHAR,
@@ -312,7 +313,6 @@ def from_summary(
         )
 
     def content() -> list[str]:
-        from evalreg.evalsets.evalset import item_content
 
         by_id = {i.id: i for i in items}
         return [item_content(by_id[i]) for i in known.ids]

@@ -11,6 +11,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from evalreg.errors import UsageError
+from evalreg.registry.loader import load_registry
+from evalreg.selection.evidence import gather
 
 
 def select_candidate(
@@ -20,9 +22,6 @@ def select_candidate(
     from ruamel.yaml.comments import CommentedMap
     from ruamel.yaml.scalarstring import FoldedScalarString
     from ruamel.yaml.util import load_yaml_guess_indent
-
-    from evalreg.registry.loader import load_registry
-    from evalreg.selection.evidence import gather
 
     registry = load_registry(root)
     if selection_id not in registry.selections:
