@@ -9,11 +9,11 @@ from typing import Any
 
 import pytest
 
-from evalreg.aggregate import CellTally
-from evalreg.cellwriter import CellWriter
-from evalreg.plan import status
 from evalreg.registry.loader import load_registry
-from evalreg.results import items_bytes, rounded, summary_bytes, summary_for
+from evalreg.results.freshness import status
+from evalreg.results.records import items_bytes, rounded, summary_bytes, summary_for
+from evalreg.results.tally import CellTally
+from evalreg.runner._cellwriter import CellWriter
 
 from conftest import Repo
 
@@ -159,7 +159,7 @@ def test_a_merge_refuses_a_tally_that_comes_before() -> None:
 
 
 def test_chunks_end_at_item_boundaries_and_keep_the_order() -> None:
-    from evalreg.gradepool import chunks
+    from evalreg.runner._gradepool import chunks
 
     items = [object() for _ in range(50)]
     rng = random.Random(5)
@@ -177,7 +177,8 @@ def test_chunks_end_at_item_boundaries_and_keep_the_order() -> None:
 
 def test_grade_all_keeps_one_items_samples_together(monkeypatch: pytest.MonkeyPatch) -> None:
     """Samples of a single item cannot be split: they are graded here, not by workers."""
-    from evalreg import forked, gradepool
+    from evalreg.runner import _forked as forked
+    from evalreg.runner import _gradepool as gradepool
 
     monkeypatch.setattr(forked, "parts", lambda units, min_part=0: 4)
     item = object()

@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from evalreg.audit import AuditRecord, GitHubReviews, Person, build_audit
-from evalreg.audit_render import audit_markdown, write_html
+from evalreg.audit.record import AuditRecord, GitHubReviews, Person, build_audit
 from evalreg.errors import UsageError
+from evalreg.report.audit import audit_markdown, write_html
 from evalreg.report.escape import cell
 
 from conftest import PIN_OPENAI, PIN_PYTHON, RUBRIC, SELECTION, SYSTEM, TASK, Repo, items_jsonl

@@ -10,7 +10,7 @@ import pytest
 
 from evalreg.check import check
 from evalreg.registry.tree import GitTree
-from evalreg.store import STORE_DIR
+from evalreg.store.segments import STORE_DIR
 
 from conftest import Repo
 from support import runs

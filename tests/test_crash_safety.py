@@ -18,8 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from evalreg.lock import state_dir
-from evalreg.store import STORE_DIR, ResponseStore
+from evalreg.store.lock import state_dir
+from evalreg.store.segments import STORE_DIR, ResponseStore
 
 from conftest import Repo
 from support import runs

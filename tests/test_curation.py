@@ -12,17 +12,12 @@ from typing import Any
 import pytest
 
 from evalreg import __version__
-from evalreg.curation import (
-    BUILTIN_PII,
-    REDACTED,
-    evalset_stats,
-    items_needed,
-    redact,
-    sample_logs,
-    scrub_pii,
-)
 from evalreg.errors import RegistryError, UsageError
-from evalreg.evalsets import parse_evalset
+from evalreg.evalsets.evalset import parse_evalset
+from evalreg.evalsets.privacy import BUILTIN_PII, redact_fields, scrub_pii
+from evalreg.evalsets.sampling import sample_logs
+from evalreg.evalsets.slice_sizes import evalset_stats, items_needed
+from evalreg.redaction import REDACTED
 from evalreg.registry.schema import Item
 
 CATEGORIES = {"billing": 30, "Bug Report": 20, "account": 10}
@@ -503,7 +498,7 @@ ITEM = {
 
 
 def test_redact_replaces_nested_fields_and_leaves_the_rest():
-    assert redact(ITEM, ["input.body", "input.account.email", "expected.reply"]) == {
+    assert redact_fields(ITEM, ["input.body", "input.account.email", "expected.reply"]) == {
         "id": "t-1",
         "input": {"body": REDACTED, "account": {"email": REDACTED, "tier": "gold"}},
         "expected": {"reply": REDACTED, "queue": "billing"},
@@ -523,9 +518,9 @@ def test_redact_covers_every_turn_or_one_turn_of_a_conversation():
             ],
         }
     )
-    every = redact(item, ["messages.content"])
+    every = redact_fields(item, ["messages.content"])
     assert [m["content"] for m in every["messages"]] == [REDACTED] * 3
-    first = redact(item, ["messages.0.content"])
+    first = redact_fields(item, ["messages.0.content"])
     assert [m["content"] for m in first["messages"]] == [
         REDACTED,
         "Hello Ann",
@@ -535,4 +530,6 @@ def test_redact_covers_every_turn_or_one_turn_of_a_conversation():
 
 
 def test_redact_ignores_paths_that_lead_nowhere():
-    assert redact(ITEM, ["input.missing", "messages.content", "expected.reply.deeper"]) == ITEM
+    assert (
+        redact_fields(ITEM, ["input.missing", "messages.content", "expected.reply.deeper"]) == ITEM
+    )

@@ -6,9 +6,16 @@ import json
 from collections import Counter
 
 from evalreg.canonical import canonical_bytes
-from evalreg.drift import CellDrift, DriftReport, drift, drift_json, render_drift, sample_keys
-from evalreg.judging import JUDGE_INSTRUCTIONS
-from evalreg.store import ResponseStore
+from evalreg.compare.drift import (
+    CellDrift,
+    DriftReport,
+    drift,
+    drift_json,
+    sample_keys,
+)
+from evalreg.graders.llm_judge import JUDGE_INSTRUCTIONS
+from evalreg.report.drift import render_drift
+from evalreg.store.segments import ResponseStore
 
 from conftest import LIVE_KEY, Repo, label_of
 

@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from evalreg import dvcrepo
-from evalreg.dvcworker import Tracker
 from evalreg.errors import UsageError
+from evalreg.runner._dvcworker import Tracker
 
 from conftest import Repo
 
@@ -112,7 +112,7 @@ def test_a_tracker_dismissed_while_holding_the_lock_releases_it(repo: Repo, tmp_
 def test_without_a_child_process_the_tracker_works_in_this_one(
     repo: Repo, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ):
-    from evalreg import dvcworker
+    from evalreg.runner import _dvcworker as dvcworker
 
     def no_process(*args: object, **kwargs: object) -> None:
         raise OSError("Resource temporarily unavailable")

@@ -218,7 +218,7 @@ def test_unknown_revision_is_a_usage_error(dvc_repo: Repo):
 def test_items_hold_exactly_what_json_reads_from_their_lines():
     """Lines are read by a faster parser where it agrees with ``json``; where it does not
     (numbers beyond 64 bits), ``json`` reads them."""
-    from evalreg.evalsets import parse_evalset
+    from evalreg.evalsets.evalset import parse_evalset
 
     lines = [
         '{"id": "b", "input": {"x": 123456789012345678901234, "y": -9223372036854775809}}',

@@ -11,7 +11,7 @@ from pydantic import TypeAdapter
 
 from evalreg.graders import GRADER_VERSION, GradingContext, Verdict, build_grader
 from evalreg.graders._json import quick_check
-from evalreg.parsing import parse_output
+from evalreg.graders.parsing import parse_output
 from evalreg.registry import schema
 
 GRADER: TypeAdapter[Any] = TypeAdapter(schema.Grader)

@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from evalreg.store import ResponseStore
+from evalreg.store.segments import ResponseStore
 
 from conftest import Repo, assert_refused, items_jsonl
 

@@ -13,14 +13,14 @@ import pytest
 from test_holdout import holdout_items, with_holdout
 from test_judges_human import JUDGE_CRITERION, JUDGE_PIN
 
-from evalreg.diff_summaries import summary_metrics
-from evalreg.evidence import gather, read_outcomes
-from evalreg.judging import JUDGE_INSTRUCTIONS
+from evalreg.cells import cells
+from evalreg.compare.summaries import summary_metrics
+from evalreg.graders.llm_judge import JUDGE_INSTRUCTIONS
 from evalreg.metrics import cell_metrics
-from evalreg.outcomes import from_records
-from evalreg.plan import cells
 from evalreg.registry.loader import load_registry
-from evalreg.results import read_summary
+from evalreg.results.outcomes import from_records
+from evalreg.results.records import read_summary
+from evalreg.selection.evidence import gather, read_outcomes
 
 from conftest import Repo, items_jsonl, label_of
 from support import runs
@@ -451,7 +451,7 @@ def _pairs_of(table: list[list[int]]) -> list[tuple[bool, bool]]:
 def test_cohen_kappa_matches_statsmodels(table):
     from statsmodels.stats.inter_rater import cohens_kappa
 
-    from evalreg.human import cohen_kappa
+    from evalreg.graders.human import cohen_kappa
 
     reference = cohens_kappa(np.array(table, dtype=float)).kappa
     got = cohen_kappa(_pairs_of(table))
@@ -466,7 +466,7 @@ def test_cohen_kappa_matches_statsmodels(table):
     [[[4, 0], [0, 0]], [[0, 0], [0, 9]], [[0, 0], [0, 0]]],
 )
 def test_cohen_kappa_is_undefined_for_one_grade_throughout(table):
-    from evalreg.human import cohen_kappa
+    from evalreg.graders.human import cohen_kappa
 
     # Both raters gave every unit the same single grade (or there is nothing): chance
     # agreement is 1 and kappa 0/0; it is None (shown as n/a), never a made-up 1 or 0.
@@ -476,7 +476,7 @@ def test_cohen_kappa_is_undefined_for_one_grade_throughout(table):
 def test_two_human_raters_get_kappa_beside_alpha():
     from statsmodels.stats.inter_rater import cohens_kappa
 
-    from evalreg.human import parse_grades, rater_agreement, rater_kappa
+    from evalreg.graders.human import parse_grades, rater_agreement, rater_kappa
 
     data = b"key,alice,bob\nk1,pass,pass\nk2,fail,pass\nk3,fail,fail\nk4,pass,\nk5,pass,pass\n"
     grades = parse_grades(data, "grades/h.csv")

@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 from evalreg.graders import GradingContext, build_grader
+from evalreg.graders.levels import applies, assign_level
+from evalreg.graders.parsing import parse_output
 from evalreg.importers import ImportProblem, import_openai_evals, import_promptfoo
-from evalreg.levels import applies, assign_level
-from evalreg.parsing import parse_output
 from evalreg.registry.loader import load_registry
 from evalreg.templating import render
 

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from evalreg.judging import JUDGE_INSTRUCTIONS, JudgeFailed, parse_verdict
+from evalreg.graders.llm_judge import JUDGE_INSTRUCTIONS, JudgeFailed, parse_verdict
 
 from conftest import LIVE_KEY, Repo, label_of
 
@@ -181,7 +181,7 @@ def test_the_judge_key_never_reaches_disk(judged: Repo, cli):
 
 def test_a_grades_line_nested_too_deep_is_named_not_a_traceback():
     from evalreg.errors import RegistryError
-    from evalreg.human import parse_grades
+    from evalreg.graders.human import parse_grades
 
     data = b'{"key": "k", "ada": "pass"}\n{"key": ' + b"[" * 5000 + b"]" * 5000 + b"}\n"
     with pytest.raises(RegistryError) as caught:

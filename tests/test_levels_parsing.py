@@ -7,8 +7,8 @@ from typing import Any
 import pytest
 
 from evalreg.graders import Verdict
-from evalreg.levels import applies, assign_level
-from evalreg.parsing import Parsed, parse_output
+from evalreg.graders.levels import applies, assign_level
+from evalreg.graders.parsing import Parsed, parse_output
 from evalreg.registry import schema
 
 JSON = schema.Output(parser="json")

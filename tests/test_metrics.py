@@ -14,9 +14,9 @@ from typing import Any
 import pytest
 
 from evalreg import metrics
-from evalreg.calibration import add_agreement
-from evalreg.outcomes import from_records
 from evalreg.registry import schema
+from evalreg.results.outcomes import from_records
+from evalreg.selection.calibration import add_agreement
 
 from support import reference_metrics as reference
 
@@ -197,7 +197,7 @@ def test_judge_human_agreement_reads_the_columns() -> None:
         for r in records
         if "judge" in r["criteria"] and "human" in r["criteria"]
     ]
-    from evalreg.human import alpha
+    from evalreg.graders.human import alpha
 
     assert got["all"]["judge_human_agreement"].value == alpha([list(p) for p in both])
     assert got["all"]["judge_human_agreement"].n == len(both)
@@ -209,9 +209,9 @@ def test_summary_samples_give_the_same_metrics_as_the_records(
     n_items: int, repeats: int, clustered: bool
 ) -> None:
     """A summary's ``samples`` plus its eval set stand in for the per-item records."""
-    from evalreg.grading import item_content
-    from evalreg.outcomes import from_summary
-    from evalreg.results import aggregate, sample_columns, slices_of
+    from evalreg.results.outcomes import from_summary
+    from evalreg.results.records import aggregate, sample_columns, slices_of
+    from evalreg.runner.grading import item_content
 
     rng = random.Random(n_items + repeats)
     records = _records(rng, n_items, repeats, clustered)

@@ -14,12 +14,12 @@ from pathlib import Path
 import httpx
 import pytest
 
-from evalreg.fetch import fetch, make_job
 from evalreg.providers import get_provider
+from evalreg.providers.fetch import fetch, make_job
 from evalreg.providers.http import Backoff, HttpLayer
 from evalreg.registry.schema import Pin
 from evalreg.registry.tree import GitTree
-from evalreg.store import (
+from evalreg.store.segments import (
     STORE_DIR,
     Prefetch,
     ResponseStore,

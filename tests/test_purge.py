@@ -13,9 +13,9 @@ from test_judges_human import JUDGE_CRITERION, JUDGE_PIN, judge_or_label
 
 from evalreg import __version__, dvcrepo
 from evalreg.errors import UsageError
-from evalreg.judging import JUDGE_INSTRUCTIONS
-from evalreg.purge import PURGE_LOG, purge_item
-from evalreg.store import STORE_DIR, ResponseStore
+from evalreg.graders.llm_judge import JUDGE_INSTRUCTIONS
+from evalreg.store.purge import PURGE_LOG, purge_item
+from evalreg.store.segments import STORE_DIR, ResponseStore
 
 from conftest import Repo, items_jsonl
 

@@ -7,7 +7,7 @@ import shutil
 from pathlib import Path
 
 from evalreg import dvcrepo
-from evalreg.store import STORE_DIR, ResponseStore
+from evalreg.store.segments import STORE_DIR, ResponseStore
 
 from conftest import LIVE_KEY, Repo, items_jsonl
 
@@ -335,8 +335,8 @@ def test_spelling_out_a_default_does_not_stale_results(live: Repo, cli):
 def test_regrading_in_several_processes_writes_the_bytes_of_one(
     live: Repo, cli, server, monkeypatch
 ):
-    import evalreg.forked
-    from evalreg import gradepool
+    import evalreg.runner._forked
+    from evalreg.runner import _gradepool as gradepool
 
     live.write(
         "registry/tasks/labels.yaml",
@@ -353,7 +353,7 @@ def test_regrading_in_several_processes_writes_the_bytes_of_one(
         forked.append(len(pieces) - 1)
         return pieces
 
-    monkeypatch.setattr(evalreg.forked, "parts", lambda units, min_part=0: 4)
+    monkeypatch.setattr(evalreg.runner._forked, "parts", lambda units, min_part=0: 4)
     monkeypatch.setattr(gradepool, "chunks", chunks)
     regraded = cli(live, "run", "--offline", "--force")
     assert regraded.code == 0

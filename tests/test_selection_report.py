@@ -10,7 +10,7 @@ from markdown_it import MarkdownIt
 
 from evalreg.metrics import Metric
 from evalreg.registry import schema
-from evalreg.selection import decide
+from evalreg.selection.policy import decide
 
 from conftest import Repo
 
@@ -298,7 +298,7 @@ def test_the_reports_gate_table_shows_the_bound_and_the_point_estimate():
 def test_the_diff_markdown_shows_what_a_changed_gate_compared():
     from types import SimpleNamespace
 
-    from evalreg.diff import selections_diff
+    from evalreg.compare.diff import selections_diff
     from evalreg.report.diff_markdown import _selections
 
     sel, after = _bound_gate_decision()

@@ -6,6 +6,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from evalreg import dvcrepo
+from evalreg.dvcrepo import missing_on_remote, pointer_md5, remote_description
 from evalreg.errors import PromptError
 from evalreg.registry.diagnostics import Finding, Severity
 from evalreg.registry.loader import Registry, inspect_registry
@@ -13,11 +15,11 @@ from evalreg.registry.tree import Tree
 from evalreg.registry.yamlio import Loc
 
 if TYPE_CHECKING:
-    from evalreg.plan import Cell
+    from evalreg.cells import Cell
 
 
 @dataclass(frozen=True)
-class UseCaseRow:
+class SelectionRow:
     selection: str
     use_case: str
     task: str
@@ -55,7 +57,7 @@ class CheckResult:
 
     findings: list[Finding]
     counts: dict[str, int] = field(default_factory=dict)
-    use_cases: list[UseCaseRow] = field(default_factory=list)
+    use_cases: list[SelectionRow] = field(default_factory=list)
     remote: RemoteObjects | None = None
     """Whether the DVC objects the results and eval sets use are on the remote (``--remote``)."""
 
@@ -121,7 +123,6 @@ POINTER_DIRS = ("evalsets", "reports")
 
 def _remote_objects(registry: Registry) -> RemoteObjects | None:
     """Look up on the default remote the object of every pointer under ``POINTER_DIRS``."""
-    from evalreg.dvcrepo import missing_on_remote, pointer_md5, remote_description
     from evalreg.errors import DataMissingError
     from evalreg.registry.tree import WorkspaceTree
 
@@ -172,7 +173,7 @@ def _remote_findings(objects: RemoteObjects) -> list[Finding]:
 
 def _merge_findings(root: Path) -> list[Finding]:
     """Generated files a ``git merge`` left conflicted, with the command that fixes them."""
-    from evalreg.merging import RESOLVE_HINT, conflicts
+    from evalreg.gitops.merging import RESOLVE_HINT, conflicts
 
     return [
         Finding(
@@ -197,7 +198,7 @@ def _counts(registry: Registry) -> dict[str, int]:
     }
 
 
-def _use_cases(registry: Registry) -> list[UseCaseRow]:
+def _use_cases(registry: Registry) -> list[SelectionRow]:
     rows = []
     for ident, sel in sorted(registry.selections.items()):
         task = registry.tasks.get(sel.task)
@@ -207,7 +208,7 @@ def _use_cases(registry: Registry) -> list[UseCaseRow]:
             else None
         )
         rows.append(
-            UseCaseRow(
+            SelectionRow(
                 selection=ident,
                 use_case=sel.use_case,
                 task=sel.task,
@@ -261,7 +262,7 @@ def _warnings(registry: Registry) -> list[Finding]:
 def _prompt_findings(registry: Registry) -> list[Finding]:
     """Every item's prompt, rendered as ``run`` renders it: a template that fails for some
     item (a field it lacks, a bound it exceeds) is found here, not halfway into a run."""
-    from evalreg.plan import cells
+    from evalreg.cells import cells
     from evalreg.prompting import effective_prompt, render_messages
     from evalreg.registry.loader import MAX_TEMPLATE_FINDINGS
 
@@ -308,7 +309,7 @@ def _expected_findings(registry: Registry) -> list[Finding]:
     """Items lacking the ``expected`` value a criterion of their task's rubric compares
     with: graded, each would fail for want of an answer, not for a wrong output."""
     from evalreg.graders.base import expected_needs, lacks
-    from evalreg.levels import applies
+    from evalreg.graders.levels import applies
     from evalreg.registry.loader import MAX_TEMPLATE_FINDINGS
 
     out = []
@@ -390,9 +391,9 @@ def _data_findings(registry: Registry) -> list[Finding]:
 
 def _result_findings(registry: Registry) -> list[Finding]:
     """Stale and pending cells, missing waivers, and a stale governance report."""
-    from evalreg.evidence import gather
-    from evalreg.plan import status
     from evalreg.report.writer import INDEX, input_digest, recorded_digest
+    from evalreg.results.freshness import status
+    from evalreg.selection.evidence import gather
 
     out = []
     statuses = status(registry)
@@ -459,11 +460,11 @@ def _result_findings(registry: Registry) -> list[Finding]:
 
 def _workspace_findings(registry: Registry) -> list[Finding]:
     """Run output in the working tree that DVC does not track, and pushes still owed."""
+    from evalreg.cells import RESULTS_DIR
     from evalreg.ignores import missing_patterns
-    from evalreg.journal import unpushed
-    from evalreg.plan import RESULTS_DIR
     from evalreg.registry.tree import WorkspaceTree
-    from evalreg.store import SEGMENT_SUFFIX, STORE_DIR
+    from evalreg.store.journal import unpushed
+    from evalreg.store.segments import SEGMENT_SUFFIX, STORE_DIR
 
     tree = registry.tree
     if not isinstance(tree, WorkspaceTree):
@@ -519,8 +520,6 @@ def _tracked_elsewhere(root: Path, path: Path) -> bool:
     (its pointer stayed there; the ignored file stays in the working tree)."""
     import hashlib
 
-    from evalreg import dvcrepo
-
     with path.open("rb") as f:
         md5 = hashlib.file_digest(f, lambda: hashlib.md5(usedforsecurity=False)).hexdigest()
     return dvcrepo.cached(root, md5) is not None
@@ -529,9 +528,9 @@ def _tracked_elsewhere(root: Path, path: Path) -> bool:
 def _raw_output_in_git(registry: Registry) -> list[Finding]:
     """Store segments and per-item records committed to git instead of DVC: in the index
     of a working tree, or in the tree of a revision."""
-    from evalreg.plan import RESULTS_DIR
+    from evalreg.cells import RESULTS_DIR
     from evalreg.registry.tree import WorkspaceTree
-    from evalreg.store import SEGMENT_SUFFIX, STORE_DIR
+    from evalreg.store.segments import SEGMENT_SUFFIX, STORE_DIR
 
     tree = registry.tree
     if isinstance(tree, WorkspaceTree):

@@ -15,13 +15,13 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn
 
-from evalreg import __version__
+from evalreg._version import __version__
+from evalreg.compare.statuses import REPRODUCTION_STATUSES
 from evalreg.errors import EvalregError
-from evalreg.report.diff_markdown import REPRODUCTION_STATUSES
 
 if TYPE_CHECKING:
     from evalreg.importers import ImportResult
-    from evalreg.lock import RepositoryLock
+    from evalreg.store.lock import RepositoryLock
 
 Handler = Callable[[argparse.Namespace], int]
 
@@ -76,8 +76,8 @@ def _note(text: str) -> None:
 def _writing(root: Path) -> RepositoryLock:
     """Take the repository lock for a command that writes (``LockedError`` names the
     holder when another process has it), after repairing any interrupted run."""
-    from evalreg.journal import recover_locked
-    from evalreg.lock import RepositoryLock
+    from evalreg.store.journal import recover_locked
+    from evalreg.store.lock import RepositoryLock
 
     lock = RepositoryLock(root).acquire()
     try:
@@ -92,7 +92,7 @@ def _writing(root: Path) -> RepositoryLock:
 
 def _repaired(root: Path) -> Path:
     """For a command that only reads: repair an interrupted run first, unless one is live."""
-    from evalreg.journal import recover
+    from evalreg.store.journal import recover
 
     repaired = recover(root)
     if repaired is not None:
@@ -103,7 +103,7 @@ def _repaired(root: Path) -> Path:
 def _emit(text: str, output: str | None = None) -> None:
     """Write a command's document (Markdown or JSON) to ``output`` or stdout, through
     ``render.plain``: documents quote model output, item text and provider errors."""
-    from evalreg.render import plain
+    from evalreg.report.terminal import plain
 
     text = plain(text)
     if output:
@@ -115,7 +115,7 @@ def _emit(text: str, output: str | None = None) -> None:
 # ---------------------------------------------------------------- commands
 def cmd_check(args: argparse.Namespace) -> int:
     from evalreg.check import check
-    from evalreg.render import print_check
+    from evalreg.report.terminal import print_check
 
     result = check(_repaired(_registry_root(args)), remote=args.remote)
     if args.json:
@@ -126,7 +126,7 @@ def cmd_check(args: argparse.Namespace) -> int:
 
 
 def cmd_init(args: argparse.Namespace) -> int:
-    from evalreg.render import console, error_console, shown
+    from evalreg.report.terminal import console, error_console, shown
     from evalreg.scaffold import init_registry
 
     target = Path(args.path)
@@ -170,8 +170,8 @@ def cmd_init(args: argparse.Namespace) -> int:
 
 
 def cmd_evalset_add(args: argparse.Namespace) -> int:
-    from evalreg.evalset_ops import add_evalset
-    from evalreg.render import console, plain, shown
+    from evalreg.evalsets.tracking import add_evalset
+    from evalreg.report.terminal import console, plain, shown
 
     root = _root(args)
     with _writing(root):
@@ -191,9 +191,9 @@ def cmd_evalset_add(args: argparse.Namespace) -> int:
 
 
 def cmd_status(args: argparse.Namespace) -> int:
-    from evalreg.plan import status
     from evalreg.registry.loader import load_registry
-    from evalreg.render import print_status
+    from evalreg.report.terminal import print_status
+    from evalreg.results.freshness import status
 
     statuses = status(load_registry(_repaired(_root(args))))
     if args.json:
@@ -250,10 +250,10 @@ def _shard(text: str | None) -> tuple[int, int] | None:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from evalreg.dvcworker import Tracker
     from evalreg.registry.loader import load_registry
-    from evalreg.render import RunProgress, plain, print_run
-    from evalreg.runner import RunInterrupted, RunOptions, prepare, run
+    from evalreg.report.terminal import RunProgress, plain, print_run
+    from evalreg.runner._dvcworker import Tracker
+    from evalreg.runner.run import RunInterrupted, RunOptions, prepare, run
 
     root = _root(args)
     options = RunOptions(
@@ -341,8 +341,8 @@ def _resume_command(args: argparse.Namespace) -> str:
 
 
 def cmd_reproduce(args: argparse.Namespace) -> int:
-    from evalreg.render import print_reproduction
-    from evalreg.reproduce import reproduce
+    from evalreg.report.terminal import print_reproduction
+    from evalreg.runner.reproduce import reproduce
 
     outcome = reproduce(_repaired(_root(args)), args.rev)
     print_reproduction(outcome)
@@ -350,8 +350,8 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
 
 
 def cmd_store_compact(args: argparse.Namespace) -> int:
-    from evalreg.render import console
-    from evalreg.store import compact
+    from evalreg.report.terminal import console
+    from evalreg.store.compaction import compact
 
     root = _root(args)
     with _writing(root):
@@ -368,7 +368,7 @@ def cmd_store_compact(args: argparse.Namespace) -> int:
 
 def cmd_report(args: argparse.Namespace) -> int:
     from evalreg.registry.loader import load_registry
-    from evalreg.render import console
+    from evalreg.report.terminal import console
     from evalreg.report.writer import write_report
 
     root = _root(args)
@@ -379,8 +379,8 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 
 def cmd_resolve(args: argparse.Namespace) -> int:
-    from evalreg.merging import resolve
-    from evalreg.render import console, shown
+    from evalreg.gitops.merging import resolve
+    from evalreg.report.terminal import console, shown
 
     root = _root(args)
     with _writing(root):
@@ -404,8 +404,8 @@ def cmd_resolve(args: argparse.Namespace) -> int:
 
 
 def cmd_select(args: argparse.Namespace) -> int:
-    from evalreg.render import console, shown
-    from evalreg.select_edit import select_candidate
+    from evalreg.report.terminal import console, shown
+    from evalreg.selection.edit import select_candidate
 
     root = _root(args)
     with _writing(root):
@@ -420,10 +420,10 @@ def cmd_audit(args: argparse.Namespace) -> int:
     import os
     from contextlib import nullcontext
 
-    from evalreg.audit import GitHubReviews, build_audit
-    from evalreg.audit_render import audit_markdown, write_html
+    from evalreg.audit.record import GitHubReviews, build_audit
     from evalreg.errors import UsageError
     from evalreg.gitops.github import api_url_from_environment
+    from evalreg.report.audit import audit_markdown, write_html
 
     root = _root(args)
     token = os.environ.get(args.github_token_env, "").strip()
@@ -451,7 +451,7 @@ def cmd_audit(args: argparse.Namespace) -> int:
 
 
 def cmd_diff(args: argparse.Namespace) -> int:
-    from evalreg.diff import diff
+    from evalreg.compare.diff import diff
     from evalreg.report.diff_markdown import diff_markdown
     from evalreg.report.escape import json_text
 
@@ -470,7 +470,8 @@ def cmd_diff(args: argparse.Namespace) -> int:
 
 
 def cmd_drift(args: argparse.Namespace) -> int:
-    from evalreg.drift import drift, drift_json, render_drift
+    from evalreg.compare.drift import drift, drift_json
+    from evalreg.report.drift import render_drift
     from evalreg.report.escape import json_text
 
     report = drift(
@@ -504,7 +505,7 @@ def cmd_import_openai_evals(args: argparse.Namespace) -> int:
 
 
 def _print_import(result: ImportResult) -> None:
-    from evalreg.render import console, plain
+    from evalreg.report.terminal import console, plain
 
     out = console()
     out.print(f"Wrote {len(result.written)} files:", markup=False)
@@ -555,8 +556,8 @@ def cmd_comment(args: argparse.Namespace) -> int:
         token_from_environment,
     )
     from evalreg.redaction import redact
-    from evalreg.render import console, shown
     from evalreg.report.diff_markdown import diff_markdown
+    from evalreg.report.terminal import console, shown
 
     data = _read_json_arg("--diff", str(_path(args, args.diff)), "an evalreg diff")
     if data.get("schema_version") != 1:
@@ -600,8 +601,8 @@ def cmd_comment(args: argparse.Namespace) -> int:
 
 
 def cmd_evalset_sample(args: argparse.Namespace) -> int:
-    from evalreg.curation import sample_logs
-    from evalreg.render import console, shown
+    from evalreg.evalsets.sampling import sample_logs
+    from evalreg.report.terminal import console, shown
 
     result = sample_logs(
         _path(args, args.source),
@@ -637,12 +638,12 @@ def cmd_evalset_sample(args: argparse.Namespace) -> int:
 def cmd_evalset_stats(args: argparse.Namespace) -> int:
     from dataclasses import asdict
 
-    from evalreg.curation import evalset_stats, items_needed
     from evalreg.errors import RegistryError, UsageError
-    from evalreg.evalsets import parse_evalset
+    from evalreg.evalsets.evalset import parse_evalset
+    from evalreg.evalsets.slice_sizes import evalset_stats, items_needed
     from evalreg.registry.loader import load_registry
     from evalreg.registry.tree import PathEscapes, WorkspaceTree, clean_relpath
-    from evalreg.render import print_evalset_stats
+    from evalreg.report.terminal import print_evalset_stats
 
     root = _root(args)
     if args.file is None:
@@ -675,9 +676,9 @@ def cmd_evalset_stats(args: argparse.Namespace) -> int:
 
 
 def cmd_store_purge(args: argparse.Namespace) -> int:
-    from evalreg.plan import PURGE_LOG
-    from evalreg.purge import purge_item
-    from evalreg.render import console, shown
+    from evalreg.report.terminal import console, shown
+    from evalreg.results.freshness import PURGE_LOG
+    from evalreg.store.purge import purge_item
 
     root = _root(args)
     with _writing(root):
@@ -1123,7 +1124,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     # A command builds many long-lived objects (modules, pydantic schemas, the registry)
     # and few cycles: collecting every 700 allocations re-walks them for nothing (a tenth
     # of `evalreg check`). Collect 70 times less often; restored when the command ends.
-    from evalreg.interrupts import unwinding
+    from evalreg.runner.interrupts import unwinding
 
     thresholds = gc.get_threshold()
     gc.set_threshold(50_000, 20, 20)
@@ -1138,7 +1139,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         import signal
 
-        from evalreg.interrupts import received
+        from evalreg.runner.interrupts import received
 
         signum = received()
         sys.stderr.write(f"interrupted ({signal.Signals(signum).name})\n")
@@ -1169,7 +1170,7 @@ def entry() -> NoReturn:
 
 def _print_error(exc: EvalregError) -> None:
     from evalreg.errors import RegistryError
-    from evalreg.render import plain
+    from evalreg.report.terminal import plain
 
     # Findings quote item text; other errors may quote a provider or GitHub.
     if isinstance(exc, RegistryError):

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from evalreg.errors import DataMissingError, UsageError
+from evalreg.ignores import ensure_ignored
 
 IN_REPO_REMOTE = "dvc-storage"
 REMOTE_NAME = "storage"
@@ -50,8 +51,6 @@ def init(root: Path, remote: str | None) -> str:
     Also ignores raw run output by pattern (``ignores``), once, before any run writes.
     """
     from dvc.repo import Repo
-
-    from evalreg.ignores import ensure_ignored
 
     ensure_ignored(Path(root))
     with quiet():

@@ -24,9 +24,9 @@ from evalreg.families import (
     family_sentence,
     holm_levels,
 )
-from evalreg.outcomes import ERROR, FAILED, Ints, Mask, Outcomes
 from evalreg.registry import schema
-from evalreg.results import LEVELS
+from evalreg.results.outcomes import ERROR, FAILED, Ints, Mask, Outcomes
+from evalreg.results.records import LEVELS
 
 __all__ = [
     "COVERAGE",
@@ -34,7 +34,6 @@ __all__ = [
     "MIN_SLICE_ITEMS",
     "NONE_DETECTABLE",
     "PRIMARY",
-    "RATE_METRICS",
     "SLICES",
     "TOO_SMALL_TO_TEST",
     "UNTESTED",
@@ -62,9 +61,6 @@ LOWER_IS_BETTER = frozenset(
         "monthly_cost_usd",
         "failure_cost_per_1k_usd",
     }
-)
-RATE_METRICS = frozenset(
-    {"pass_rate", "correct_rate", "acceptable_rate", "unacceptable_rate", "error_rate"}
 )
 COVERAGE = "coverage:"
 """The prefix of a human criterion's coverage: graded / applicable samples."""

@@ -259,13 +259,13 @@ def fill_store(root: Path, *, segments: int = 4, only: Sequence[str] = (), flavo
     Answers are mostly right; which ones are wrong depends on the candidate and on
     ``flavour``."""
     from evalreg import dvcrepo
-    from evalreg.fetch import make_job
-    from evalreg.plan import cells
+    from evalreg.cells import cells
     from evalreg.prompting import render_messages
     from evalreg.providers import get_provider
     from evalreg.providers.base import Completion
+    from evalreg.providers.fetch import make_job
     from evalreg.registry.loader import load_registry
-    from evalreg.store import SegmentWriter, encode_record
+    from evalreg.store.segments import SegmentWriter, encode_record
 
     registry = load_registry(root)
     lines = []

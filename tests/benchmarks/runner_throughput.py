@@ -7,7 +7,8 @@
 2. L = 0: requests per second of the runner against a bare ``httpx.AsyncClient`` loop with
    the same concurrency against the same server. Target: at least 0.8 x the bare loop.
    Printed twice: end to end (the ``evalreg run`` subprocess, start-up included) and for
-   the fetch phase alone (``evalreg.fetch.fetch`` in a child process, store writes included).
+   the fetch phase alone (``evalreg.providers.fetch.fetch`` in a child process, store
+   writes included).
 
 The server is ``tests/support/llm_server.py`` in its own process; every figure comes from
 a fresh registry repository (git + DVC) in a temporary directory.
@@ -64,11 +65,11 @@ FETCH_PHASE = textwrap.dedent(
     """
     import asyncio, sys, time
     from pathlib import Path
-    from evalreg.fetch import fetch, make_job
+    from evalreg.providers.fetch import fetch, make_job
     from evalreg.providers import get_provider
     from evalreg.providers.http import HttpLayer
     from evalreg.registry.schema import Pin
-    from evalreg.store import ResponseStore, SegmentWriter
+    from evalreg.store.segments import ResponseStore, SegmentWriter
 
     root, base, n, c, env, model = (Path(sys.argv[1]), sys.argv[2], int(sys.argv[3]),
                                     int(sys.argv[4]), sys.argv[5], sys.argv[6])

@@ -9,11 +9,11 @@ import asyncio
 import sys
 from pathlib import Path
 
-from evalreg.fetch import fetch, make_job
 from evalreg.providers import get_provider
+from evalreg.providers.fetch import fetch, make_job
 from evalreg.providers.http import Backoff, HttpLayer
 from evalreg.registry.schema import Pin
-from evalreg.store import ResponseStore, SegmentWriter
+from evalreg.store.segments import ResponseStore, SegmentWriter
 
 
 def pin_for(base_url: str, concurrency: int) -> Pin:

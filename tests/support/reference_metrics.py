@@ -14,7 +14,7 @@ from typing import Any
 from evalreg import stats
 from evalreg.metrics import Comparison, Metric, pass_levels, verdicts
 from evalreg.registry import schema
-from evalreg.results import percentile, slices_of
+from evalreg.results.records import percentile, slices_of
 
 _CORRECT = frozenset({"correct"})
 _ACCEPTABLE = frozenset({"correct", "acceptable"})

@@ -22,8 +22,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from evalreg import dvcrepo
-from evalreg.lock import state_dir
-from evalreg.store import STORE_DIR, ResponseStore, request_key
+from evalreg.store.lock import state_dir
+from evalreg.store.segments import STORE_DIR, ResponseStore, request_key
 
 from conftest import PIN_OPENAI, Repo, items_jsonl
 from support.llm_server import LLMServer, Request

@@ -22,7 +22,7 @@ from typing import Any, Literal
 
 import httpx
 
-from evalreg import __version__
+from evalreg._version import __version__
 from evalreg.errors import EvalregError
 from evalreg.providers.http import retry_after
 from evalreg.report.escape import COMMENT_LIMIT, cut_to_fit

@@ -18,7 +18,7 @@ from evalreg.graders.base import (
     register,
     show,
 )
-from evalreg.parsing import Parsed
+from evalreg.graders.parsing import Parsed
 from evalreg.registry import schema
 
 _ROUNDING = 1e-12

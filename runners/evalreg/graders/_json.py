@@ -6,7 +6,7 @@ from collections.abc import Callable
 from typing import Any
 
 from evalreg.graders.base import GradeFn, GradingContext, Verdict, answer, clip, register
-from evalreg.parsing import Parsed
+from evalreg.graders.parsing import Parsed
 from evalreg.registry import schema
 
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from evalreg.graders.base import GradeFn, GradingContext, Verdict, answer, as_text, register
-from evalreg.parsing import Parsed
+from evalreg.graders.parsing import Parsed
 from evalreg.registry import schema
 
 

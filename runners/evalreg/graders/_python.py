@@ -7,7 +7,7 @@ import math
 from typing import Any
 
 from evalreg.graders.base import GradeFn, GradingContext, Verdict, clip, register, show
-from evalreg.parsing import Parsed
+from evalreg.graders.parsing import Parsed
 from evalreg.providers.base import ProviderError
 from evalreg.providers.python import load_callable
 from evalreg.registry import schema

@@ -11,7 +11,7 @@ from evalreg.graders.base import (
     as_text,
     register,
 )
-from evalreg.parsing import Parsed
+from evalreg.graders.parsing import Parsed
 from evalreg.registry import schema
 
 _APOSTROPHES = str.maketrans({"\u2018": "'", "\u2019": "'", "\u02bc": "'"})

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
-from evalreg.parsing import Parsed
+from evalreg.graders.parsing import Parsed
 from evalreg.registry import schema
 
 GRADER_VERSION = "1"

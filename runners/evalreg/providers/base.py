@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar, Protocol
 
+from evalreg.errors import UsageError
 from evalreg.redaction import redact
 from evalreg.registry.schema import Pin
 
@@ -135,8 +136,6 @@ def get_provider(name: str, root: Path | None = None) -> Provider:
 def api_key(pin: Pin) -> str:
     """The pin's key, from the environment variable it names (read at call time)."""
     import os
-
-    from evalreg.errors import UsageError
 
     if pin.api_key_env is None:
         return ""

@@ -64,7 +64,8 @@ class Reply:
     attempts: int
 
 
-Gate = tuple[asyncio.Semaphore, AsyncLimiter | None, AsyncLimiter | None]
+Throttle = tuple[asyncio.Semaphore, AsyncLimiter | None, AsyncLimiter | None]
+"""A pin's request limits: concurrent requests, requests and tokens a minute."""
 
 
 class _NoCookies(httpx.Cookies):
@@ -118,7 +119,7 @@ class HttpLayer:
             trust_env=True,
         )
         self._backoff = backoff or Backoff()
-        self._gates: dict[str, Gate] = {}
+        self._throttles: dict[str, Throttle] = {}
         self._urls: dict[str, httpx.URL] = {}
         self._timeouts: dict[float, httpx.Timeout] = {}
         self._timeout_dicts: dict[int, dict[str, float | None]] = {}
@@ -135,15 +136,15 @@ class HttpLayer:
     async def __aexit__(self, *exc: object) -> None:
         await self.aclose()
 
-    def _gate(self, pin_id: str, limits: Limits) -> Gate:
-        gate = self._gates.get(pin_id)
-        if gate is None:
+    def _throttle(self, pin_id: str, limits: Limits) -> Throttle:
+        throttle = self._throttles.get(pin_id)
+        if throttle is None:
             rpm = (
                 AsyncLimiter(limits.requests_per_minute, 60) if limits.requests_per_minute else None
             )
             tpm = AsyncLimiter(limits.tokens_per_minute, 60) if limits.tokens_per_minute else None
-            gate = self._gates[pin_id] = (asyncio.Semaphore(limits.concurrency), rpm, tpm)
-        return gate
+            throttle = self._throttles[pin_id] = (asyncio.Semaphore(limits.concurrency), rpm, tpm)
+        return throttle
 
     def _url(self, url: str) -> httpx.URL:
         # Parsing a URL is a noticeable share of httpx's per-request cost; a run posts to
@@ -185,7 +186,7 @@ class HttpLayer:
 
         Raises ``ProviderError`` once retries are exhausted or the error is not retryable.
         """
-        gate = self._gate(pin_id, limits)
+        throttle = self._throttle(pin_id, limits)
         target = self._url(url)
         timeout = self._timeout(limits.timeout_s)
         send_headers = {"content-type": "application/json", **headers}
@@ -197,7 +198,7 @@ class HttpLayer:
             breaker.check(pin_id, url)
             try:
                 reply = await self._attempt(
-                    gate,
+                    throttle,
                     target,
                     send_headers,
                     content,
@@ -219,7 +220,7 @@ class HttpLayer:
 
     async def _attempt(
         self,
-        gate: Gate,
+        throttle: Throttle,
         url: httpx.URL,
         headers: dict[str, str],
         content: bytes,
@@ -229,7 +230,7 @@ class HttpLayer:
         estimated_tokens: int,
         number: int,
     ) -> Reply:
-        semaphore, rpm, tpm = gate
+        semaphore, rpm, tpm = throttle
         if rpm is not None:
             await rpm.acquire()
         if tpm is not None and estimated_tokens:

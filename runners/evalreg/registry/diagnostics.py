@@ -48,24 +48,3 @@ def position_of(text: str, offset: int) -> tuple[int, int]:
     line = text.count("\n", 0, offset) + 1
     col = offset - (text.rfind("\n", 0, offset) + 1) + 1
     return line, col
-
-
-def decode_utf8(data: bytes, path: str) -> str:
-    """Decode ``data`` as UTF-8 (a BOM is allowed) or raise with the offending position."""
-    from evalreg.errors import RegistryError
-
-    try:
-        return data.decode("utf-8-sig")
-    except UnicodeDecodeError as exc:
-        good = data[: exc.start].decode("utf-8-sig", errors="replace")
-        line, col = position_of(good, len(good))
-        raise RegistryError(
-            [
-                Finding(
-                    path,
-                    line,
-                    col,
-                    f"invalid UTF-8 byte 0x{data[exc.start]:02x}: expected a UTF-8 text file",
-                )
-            ]
-        ) from None

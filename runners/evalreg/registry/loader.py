@@ -15,8 +15,9 @@ from typing import TypeVar
 from pydantic import BaseModel
 
 from evalreg import redaction
+from evalreg.dvcrepo import pointer_md5
 from evalreg.errors import DataMissingError, RegistryError
-from evalreg.evalsets import EvalSet, parse_evalset
+from evalreg.evalsets.evalset import EvalSet, parse_evalset
 from evalreg.prompting import PARTS
 from evalreg.registry import schema
 from evalreg.registry.diagnostics import Finding, Severity
@@ -297,21 +298,19 @@ class _Loader:
                             )
 
     def _judge_prompt(self, ident: str, loc: Loc, prompt: str) -> None:
-        from evalreg.judging import TEMPLATE_VARIABLES
-
         try:
             names = variables(prompt)
         except TemplateProblem as exc:
             self._error("rubrics", ident, loc, f"judge prompt: {exc}")
             return
-        unknown = sorted(names - TEMPLATE_VARIABLES)
+        unknown = sorted(names - schema.JUDGE_PROMPT_VARIABLES)
         if unknown:
             self._error(
                 "rubrics",
                 ident,
                 loc,
                 f"judge prompt uses {', '.join(unknown)}; it may use "
-                f"{', '.join(sorted(TEMPLATE_VARIABLES))}",
+                f"{', '.join(sorted(schema.JUDGE_PROMPT_VARIABLES))}",
             )
 
     def _check_tasks(self) -> None:
@@ -421,8 +420,6 @@ class _Loader:
     def _check_pointer(self, evalset: EvalSet) -> None:
         """A DVC-tracked eval set must be the version its pointer records: results name
         that version, and only it can be read back at a later revision."""
-        from evalreg.dvcrepo import pointer_md5
-
         path, pointer = evalset.path, evalset.path + ".dvc"
         if not self.tree.is_file(pointer):
             return  # not tracked by DVC: `check` warns

@@ -368,11 +368,17 @@ class PythonGrader(_Grader):
     params: dict[str, Any] = Field(default_factory=dict)
 
 
+JUDGE_PROMPT_VARIABLES = frozenset({"input", "output", "expected", "criterion"})
+"""What an ``llm_judge`` prompt may use: the graded item's input and expected value, the
+response, and the criterion's description."""
+
+
 class JudgeGrader(_Grader):
     type: Literal["llm_judge"]
     judge: Id
     """The pin id of the judge model: there is no default judge."""
     prompt: Annotated[str, Field(min_length=1, max_length=100_000)]
+    """A template over ``JUDGE_PROMPT_VARIABLES``."""
     prompt_version: Annotated[str, Field(min_length=1, max_length=64)]
     pass_threshold: Fraction = 0.5
 

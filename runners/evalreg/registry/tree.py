@@ -10,7 +10,9 @@ import posixpath
 from pathlib import Path, PurePosixPath
 from typing import Any, Protocol
 
-from evalreg.errors import DataMissingError, UsageError
+from evalreg import dvcrepo
+from evalreg.errors import DataMissingError, RegistryError, UsageError
+from evalreg.registry.diagnostics import Finding, position_of
 
 
 class PathEscapes(ValueError):
@@ -168,8 +170,6 @@ _SYMLINK_MODE = 0o120000
 
 def _read_pointed(tree: Tree, root: Path, rel: str, rev: str | None) -> bytes:
     """Read a DVC-tracked file through its ``.dvc`` pointer in ``tree``."""
-    from evalreg import dvcrepo
-
     pointer = rel + ".dvc"
     if not tree.is_file(pointer):
         raise FileNotFoundError(rel)
@@ -177,3 +177,22 @@ def _read_pointed(tree: Tree, root: Path, rel: str, rev: str | None) -> bytes:
     if md5 is None:
         raise DataMissingError(f"{pointer} is not a single-file DVC pointer with an md5")
     return dvcrepo.read_tracked(root, rel, md5, rev)
+
+
+def decode_utf8(data: bytes, path: str) -> str:
+    """Decode ``data`` as UTF-8 (a BOM is allowed) or raise with the offending position."""
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        good = data[: exc.start].decode("utf-8-sig", errors="replace")
+        line, col = position_of(good, len(good))
+        raise RegistryError(
+            [
+                Finding(
+                    path,
+                    line,
+                    col,
+                    f"invalid UTF-8 byte 0x{data[exc.start]:02x}: expected a UTF-8 text file",
+                )
+            ]
+        ) from None

@@ -26,7 +26,8 @@ from ruamel.yaml.events import (
 )
 
 from evalreg.errors import RegistryError
-from evalreg.registry.diagnostics import Finding, decode_utf8
+from evalreg.registry.diagnostics import Finding
+from evalreg.registry.tree import decode_utf8
 
 MAX_BYTES = 256 << 10
 MAX_DEPTH = 64

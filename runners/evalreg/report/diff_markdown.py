@@ -12,18 +12,13 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
+from evalreg.compare.statuses import UNEXPLAINED
 from evalreg.families import MIN_SLICE_ITEMS, TOO_SMALL_TO_TEST, family_sentence
-from evalreg.report.coverage import coverage_text
 from evalreg.report.escape import COMMENT_LIMIT, cell, cut_to_fit, html_inline, inline
+from evalreg.report.numbers import coverage_text
 
 RESERVED = 200
 """Room left for the sticky marker and a cut note."""
-UNEXPLAINED = "changed without a cause"
-"""A cell's status when its results moved and its fingerprint did not (``evalreg.diff``)."""
-
-REPRODUCTION_STATUSES = ("reproduced", "failed", "not_attempted")
-"""What ``evalreg reproduce`` made of HEAD's results, as ``evalreg diff --reproduction`` says."""
-
 MAX_FINDINGS = 20
 """Findings of a failed check listed in the comment; the rest are counted."""
 

@@ -10,13 +10,13 @@ import json
 import re
 from collections.abc import Sequence
 
-from evalreg.evidence import UseCaseEvidence
 from evalreg.families import MIN_SLICE_ITEMS, NONE_DETECTABLE, family_sentence
 from evalreg.metrics import COVERAGE, Metric, covered
 from evalreg.report.chart import Bar, bar_chart
-from evalreg.report.coverage import coverage_text
 from evalreg.report.escape import block, cell, inline
-from evalreg.selection import fmt
+from evalreg.report.numbers import coverage_text
+from evalreg.selection.evidence import SelectionEvidence
+from evalreg.selection.policy import fmt
 
 # Slices with fewer than MIN_SLICE_ITEMS items are listed under Limitations instead of the
 # evidence tables (and are not tested).
@@ -54,11 +54,11 @@ def usd(x: float) -> str:
     return f"${x:,.2f}"
 
 
-def chart_name(ev: UseCaseEvidence) -> str:
+def chart_name(ev: SelectionEvidence) -> str:
     return f"{ev.selection_id}.svg"
 
 
-def chart(ev: UseCaseEvidence) -> str:
+def chart(ev: SelectionEvidence) -> str:
     bars = []
     for cid in ev.candidates:
         m = ev.metrics.get(cid, {}).get("all", {}).get("pass_rate")
@@ -74,7 +74,7 @@ def chart(ev: UseCaseEvidence) -> str:
     return bar_chart(f"{ev.selection.use_case}: pass rate on the whole eval set", bars)
 
 
-def page(ev: UseCaseEvidence, *, evalreg_version: str, install: str) -> str:
+def page(ev: SelectionEvidence, *, evalreg_version: str, install: str) -> str:
     """The use-case page: decision, task, criteria, candidates, evidence, limits, reproduce.
 
     ``install`` is the pip requirement for evalreg that the reproduce section names (the
@@ -97,7 +97,7 @@ def page(ev: UseCaseEvidence, *, evalreg_version: str, install: str) -> str:
     return "\n".join(parts)
 
 
-def _decision(ev: UseCaseEvidence) -> str:
+def _decision(ev: SelectionEvidence) -> str:
     d = ev.decision
     sel = ev.selection
     lines = ["## 1. Decision\n"]
@@ -126,7 +126,7 @@ def _decision(ev: UseCaseEvidence) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _use_case(ev: UseCaseEvidence) -> str:
+def _use_case(ev: SelectionEvidence) -> str:
     task = ev.task
     out = ["## 2. Use case and task\n"]
     if ev.selection.description:
@@ -162,7 +162,7 @@ def _use_case(ev: UseCaseEvidence) -> str:
     return "\n".join(out)
 
 
-def _criteria(ev: UseCaseEvidence) -> str:
+def _criteria(ev: SelectionEvidence) -> str:
     policy = ev.selection.policy
     out = ["## 3. Criteria fixed beforehand\n"]
     out.append(
@@ -200,7 +200,7 @@ def _criteria(ev: UseCaseEvidence) -> str:
     return "\n".join(out)
 
 
-def _candidates(ev: UseCaseEvidence) -> str:
+def _candidates(ev: SelectionEvidence) -> str:
     out = ["## 4. Candidates\n"]
     rows = []
     for cid, c in ev.candidates.items():
@@ -270,7 +270,7 @@ def _candidates(ev: UseCaseEvidence) -> str:
     return "\n".join(out)
 
 
-def _overall_rows(ev: UseCaseEvidence) -> list[list[str]]:
+def _overall_rows(ev: SelectionEvidence) -> list[list[str]]:
     rows = []
     for cid in ev.candidates:
         m = ev.metrics.get(cid, {}).get("all")
@@ -293,7 +293,7 @@ def _overall_rows(ev: UseCaseEvidence) -> list[list[str]]:
     return rows
 
 
-def _evidence(ev: UseCaseEvidence, evalreg_version: str) -> str:
+def _evidence(ev: SelectionEvidence, evalreg_version: str) -> str:
     out = ["## 5. Evidence\n"]
     es = ev.evalset
     conversations = sum(item.messages is not None for item in es.items)
@@ -370,7 +370,7 @@ def _evidence(ev: UseCaseEvidence, evalreg_version: str) -> str:
     return "\n".join(out)
 
 
-def _judges(ev: UseCaseEvidence, judges: list[str]) -> str:
+def _judges(ev: SelectionEvidence, judges: list[str]) -> str:
     if not judges:
         return "- Judge models: none (every criterion is graded by code)."
     prompts = sorted(
@@ -405,7 +405,7 @@ def _judges(ev: UseCaseEvidence, judges: list[str]) -> str:
     return text
 
 
-def _calibration(ev: UseCaseEvidence) -> str:
+def _calibration(ev: SelectionEvidence) -> str:
     """Judge-human agreement where it was measured: per judge criterion and candidate."""
     rows = [
         [
@@ -445,7 +445,7 @@ def _agreement(value: float | None) -> str:
     return "n/a" if value is None else f"{value:.2f}"
 
 
-def _uncalibrated(ev: UseCaseEvidence) -> list[str]:
+def _uncalibrated(ev: SelectionEvidence) -> list[str]:
     """Judge criteria whose agreement with human grades was not measured on some candidate
     with results, each with where it is missing."""
     judged = [c.id for c in ev.rubric.criteria if c.grader.type == "llm_judge"]
@@ -462,7 +462,7 @@ def _uncalibrated(ev: UseCaseEvidence) -> list[str]:
     return out
 
 
-def _human(ev: UseCaseEvidence) -> str:
+def _human(ev: SelectionEvidence) -> str:
     """Human criteria: pass rate on the responses graded, and coverage per slice."""
     human = [c.id for c in ev.rubric.criteria if c.grader.type == "human"]
     ranked = [c for c in ev.candidates if c in ev.metrics]
@@ -489,12 +489,12 @@ def _human(ev: UseCaseEvidence) -> str:
     )
 
 
-def _big_slices(ev: UseCaseEvidence) -> list[str]:
+def _big_slices(ev: SelectionEvidence) -> list[str]:
     sizes = ev.evalset.slices
     return sorted(s for s, n in sizes.items() if n >= MIN_SLICE_ITEMS)
 
 
-def _slices(ev: UseCaseEvidence) -> str:
+def _slices(ev: SelectionEvidence) -> str:
     ranked = [c for c in ev.candidates if c in ev.metrics]
     if not ranked:
         return "No candidate has results yet.\n"
@@ -511,7 +511,7 @@ def _slices(ev: UseCaseEvidence) -> str:
     )
 
 
-def _gates(ev: UseCaseEvidence) -> str:
+def _gates(ev: SelectionEvidence) -> str:
     if not ev.selection.policy.gates:
         return ""
     rows = []
@@ -528,7 +528,7 @@ def _gates(ev: UseCaseEvidence) -> str:
     return "### Gate results\n\n" + table(headers, rows)
 
 
-def _comparisons(ev: UseCaseEvidence) -> str:
+def _comparisons(ev: SelectionEvidence) -> str:
     if not ev.comparisons:
         return (
             "### Paired comparisons\n\nNo other candidate with results to compare with the "
@@ -583,7 +583,7 @@ def _mde_text(verdict: str, mde: float | None) -> str:
     return f" ({NONE_DETECTABLE})" if mde is None else f" (MDE {100 * mde:.1f} pts)"
 
 
-def _holdout(ev: UseCaseEvidence) -> str:
+def _holdout(ev: SelectionEvidence) -> str:
     if ev.task.holdout is None:
         return ""
     out = [
@@ -614,7 +614,7 @@ def _holdout(ev: UseCaseEvidence) -> str:
     return "\n".join(out)
 
 
-def _benchmark_contradiction(ev: UseCaseEvidence) -> str:
+def _benchmark_contradiction(ev: SelectionEvidence) -> str:
     scored = {}
     for cid, c in ev.candidates.items():
         if cid in ev.metrics and c.cell.pin.benchmarks:
@@ -640,7 +640,7 @@ def _benchmark_contradiction(ev: UseCaseEvidence) -> str:
     )
 
 
-def _limitations(ev: UseCaseEvidence) -> str:
+def _limitations(ev: SelectionEvidence) -> str:
     out = ["## 6. Limitations\n"]
     small = sorted((n, s) for s, n in ev.evalset.slices.items() if n < MIN_SLICE_ITEMS)
     from evalreg.stats import mde_rate
@@ -697,7 +697,7 @@ def _limitations(ev: UseCaseEvidence) -> str:
     return "\n".join(out) + "\n"
 
 
-def _reproduce(ev: UseCaseEvidence, install: str) -> str:
+def _reproduce(ev: SelectionEvidence, install: str) -> str:
     # The same exact install CI uses (the spec was validated: no spaces or shell characters),
     # so the commands work as written from a clean clone of the registry.
     return (
@@ -712,7 +712,7 @@ def _reproduce(ev: UseCaseEvidence, install: str) -> str:
     )
 
 
-def index(evidences: Sequence[UseCaseEvidence], digest: str) -> str:
+def index(evidences: Sequence[SelectionEvidence], digest: str) -> str:
     """The report index: one row per use case, and the digest of the inputs it was made from."""
     rows = []
     for ev in evidences:

@@ -9,13 +9,14 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from evalreg import __version__
+from evalreg._version import __version__
 from evalreg.canonical import digest
-from evalreg.evidence import UseCaseEvidence, gather
-from evalreg.plan import cells, status
+from evalreg.cells import cells
 from evalreg.redaction import current
 from evalreg.registry.loader import Registry
-from evalreg.results import read_summary
+from evalreg.results.freshness import status
+from evalreg.results.records import read_summary
+from evalreg.selection.evidence import SelectionEvidence, gather
 
 REPORT_DIR = "reports"
 INDEX = f"{REPORT_DIR}/README.md"
@@ -61,7 +62,7 @@ def render(registry: Registry) -> dict[str, bytes]:
     from evalreg.report.governance import chart, chart_name, index, page
 
     statuses = status(registry)
-    evidences: list[UseCaseEvidence] = [
+    evidences: list[SelectionEvidence] = [
         gather(registry, sid, statuses) for sid in sorted(registry.selections)
     ]
     install = install_spec(registry)

@@ -7,7 +7,8 @@ from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
-from evalreg import __version__
+from evalreg import dvcrepo
+from evalreg._version import __version__
 from evalreg.errors import UsageError
 from evalreg.registry.schema import SCHEMA_VERSION, SETTINGS_FILE, install_spec_problem
 
@@ -54,8 +55,6 @@ def init_registry(
     if target.exists() and (not target.is_dir() or any(target.iterdir())):
         raise UsageError(f"{target} exists and is not an empty directory")
     import git
-
-    from evalreg import dvcrepo
 
     target.mkdir(parents=True, exist_ok=True)
     root = target.resolve()

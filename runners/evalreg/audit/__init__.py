@@ -1,0 +1,1 @@
+"""The audit record: who changed what a decision rests on, commit by commit."""

@@ -1,0 +1,253 @@
+"""Eval sets: JSONL files of items, parsed with line numbers and validated item by item."""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+import re
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+from pydantic import ValidationError
+
+from evalreg.canonical import canonical_bytes, digest, loads_finite
+from evalreg.registry.diagnostics import Finding
+from evalreg.registry.schema import Item
+from evalreg.registry.tree import decode_utf8
+from evalreg.registry.validation import describe_errors
+from evalreg.store.segments import collection_paused, has_long_number
+
+MAX_LINE_FINDINGS = 50
+MAX_DEPTH = 100
+"""Deepest nesting of objects and lists an item may have: far below Python's recursion
+limit, which the code that walks an item (validation, canonical JSON, graders) shares."""
+
+
+@dataclass(frozen=True)
+class EvalSet:
+    """A parsed eval set: its items in file order, where each one is, and its content hash."""
+
+    path: str
+    md5: str
+    items: tuple[Item, ...]
+    lines: dict[str, int] = field(default_factory=dict)
+
+    @functools.cached_property
+    def slices(self) -> Counter[str]:
+        """Item counts per tag (counted once: do not modify)."""
+        return Counter(tag for item in self.items for tag in item.tags)
+
+
+def item_content(item: Item) -> str:
+    """The hash that, with the id, identifies an item for pairing across revisions."""
+    messages = item.messages
+    try:
+        # Items read from JSON hold JSON values, which are their own JSON form.
+        data = canonical_bytes(
+            {
+                "input": item.input,
+                "messages": None
+                if messages is None
+                else [{"role": m.role, "content": m.content} for m in messages],
+                "expected": item.expected,
+            }
+        )
+    except (TypeError, ValueError):  # NaN, bytes, dates...: pydantic's JSON form decides
+        return digest(item.model_dump(mode="json", include={"input", "messages", "expected"}))[:16]
+    return hashlib.sha256(data).hexdigest()[:16]
+
+
+_RECENT: list[tuple[str, str, EvalSet]] = []
+"""The last eval sets parsed, by path and md5 (``diff``, ``audit`` and ``reproduce`` load
+several revisions, which mostly share their eval sets)."""
+_RECENT_SIZE = 2
+
+
+def parse_evalset(data: bytes, path: str) -> tuple[EvalSet | None, list[Finding]]:
+    """Parse JSONL ``data``; report every bad line (up to a cap) in one pass.
+
+    The same bytes at the same path parse to the same (immutable) ``EvalSet``: one seen
+    among the last few is returned again rather than validated twice.
+    """
+    md5 = hashlib.md5(data, usedforsecurity=False).hexdigest()
+    for seen_path, seen_md5, evalset in _RECENT:
+        if seen_path == path and seen_md5 == md5:
+            return evalset, []
+    # Items are acyclic: a collection while 100,000 of them are built frees nothing.
+    with collection_paused():
+        parsed, findings = _parse(data, path, md5)
+    if parsed is not None:
+        _RECENT.insert(0, (path, md5, parsed))
+        del _RECENT[_RECENT_SIZE:]
+    return parsed, findings
+
+
+def _parse(data: bytes, path: str, md5: str) -> tuple[EvalSet | None, list[Finding]]:
+    text = decode_utf8(data, path)
+    fast = not has_long_number(data)
+    # One search of the whole text is a fraction of one a line: most files have no
+    # surrogate escape at all, and only a file that has one is searched line by line.
+    surrogates = _SURROGATE_HINT.search(text) is not None
+    findings: list[Finding] = []
+    items: list[Item] = []
+    lines: dict[str, int] = {}
+    bad = 0
+    for lineno, line in enumerate(text.split("\n"), start=1):
+        if not line.strip():
+            continue
+        if bad >= MAX_LINE_FINDINGS:
+            findings.append(Finding(path, lineno, 0, "too many bad lines; stopped here"))
+            break
+        try:
+            raw = _loads(line, fast)
+            # Nesting deeper than MAX_DEPTH takes more than 2 * MAX_DEPTH brackets: most
+            # lines are shorter than that, and the rest are only walked when they hold that
+            # many.
+            deep = (
+                len(line) > 2 * MAX_DEPTH
+                and line.count("[") + line.count("{") > MAX_DEPTH
+                and _too_deep(raw, MAX_DEPTH)
+            )
+        except json.JSONDecodeError as exc:
+            bad += 1
+            findings.append(Finding(path, lineno, exc.colno, f"invalid JSON: {exc.msg}"))
+            continue
+        except ValueError as exc:  # a number canonical JSON cannot hold
+            bad += 1
+            findings.append(
+                Finding(
+                    path,
+                    lineno,
+                    0,
+                    f"{exc}: results hold finite numbers only; write null, or the number as a "
+                    "string",
+                )
+            )
+            continue
+        except RecursionError:  # deeper than the parser itself goes
+            deep = True
+        if deep:
+            bad += 1
+            findings.append(
+                Finding(
+                    path,
+                    lineno,
+                    0,
+                    f"objects and lists nested more than {MAX_DEPTH} levels deep: flatten "
+                    "the item (or hold the deep part as a JSON string)",
+                )
+            )
+            continue
+        if not isinstance(raw, dict):
+            bad += 1
+            findings.append(Finding(path, lineno, 1, "expected a JSON object (one item a line)"))
+            continue
+        if surrogates:
+            col = _lone_surrogate(line)
+            if col is not None:
+                bad += 1
+                findings.append(
+                    Finding(
+                        path,
+                        lineno,
+                        col,
+                        f"{line[col - 1 : col + 5]} is half of a UTF-16 surrogate pair, not a "
+                        "character: no request holding it can be encoded; write the character "
+                        "itself (or both halves of its pair)",
+                    )
+                )
+                continue
+        try:
+            item = _validate(raw)
+        except ValidationError as exc:
+            bad += 1
+            for message in describe_errors(Item, raw, exc):
+                findings.append(Finding(path, lineno, 0, _item_message(raw, message)))
+            continue
+        if item.id in lines:
+            bad += 1
+            findings.append(
+                Finding(
+                    path,
+                    lineno,
+                    0,
+                    f"duplicate item id {item.id!r} (first at line {lines[item.id]})",
+                )
+            )
+            continue
+        lines[item.id] = lineno
+        items.append(item)
+    if not items and not findings:
+        findings.append(Finding(path, 1, 0, "eval set is empty: expected one JSON item a line"))
+    if findings:
+        return None, findings
+    return EvalSet(path, md5, tuple(items), lines), []
+
+
+_validate = Item.__pydantic_validator__.validate_python
+
+
+def _loads(line: str, fast: bool) -> Any:
+    """``json.loads(line)``, refusing what canonical JSON cannot write back (NaN,
+    infinities, integers too long to convert: an item holding one could not be hashed or
+    sent); with ``fast``, by orjson where it reads the same.
+
+    orjson declines NaN, infinities and lone surrogates (``json``'s value or error then
+    stands), and reads an integer beyond 64 bits as a float: ``fast`` is for text without
+    a run of 19 digits.
+    """
+    if fast:
+        try:
+            return orjson.loads(line)
+        except orjson.JSONDecodeError:
+            pass
+    return loads_finite(line)
+
+
+def _too_deep(value: Any, limit: int) -> bool:
+    """Whether ``value`` nests lists and dicts more than ``limit`` levels deep (walked
+    without recursion, however deep it is)."""
+    level: list[Any] = [value]
+    for _ in range(limit + 1):
+        level = [
+            child
+            for v in level
+            if isinstance(v, (dict, list))
+            for child in (v.values() if isinstance(v, dict) else v)
+        ]
+        if not level:
+            return False
+    return True
+
+
+_SURROGATE_ESCAPE = re.compile(r"(\\+)u([dD][89a-fA-F][0-9a-fA-F]{2})")
+_SURROGATE_HINT = re.compile(r"\\u[dD][89a-fA-F]")
+"""What every surrogate escape holds: a literal prefix, which the regex engine finds fast."""
+
+
+def _lone_surrogate(text: str) -> int | None:
+    """The 1-based column of a ``\\uXXXX`` escape, in JSON ``text``, of a surrogate that is
+    not half of a pair (``json`` reads it into a string no encoder accepts), or None."""
+    high_end = high_col = -1  # where the last unpaired high surrogate's escape ends
+    for match in _SURROGATE_ESCAPE.finditer(text):
+        if len(match.group(1)) % 2 == 0:
+            continue  # an escaped backslash, then the letter u: text, not an escape
+        start = match.end(1) - 1
+        if int(match.group(2), 16) >= 0xDC00:
+            if start != high_end:  # a low surrogate right after no high one
+                return high_col if high_end >= 0 else start + 1
+            high_end = -1
+        elif high_end >= 0:
+            return high_col  # a high surrogate that no low one follows
+        else:
+            high_end, high_col = match.end(), start + 1
+    return high_col if high_end >= 0 else None
+
+
+def _item_message(raw: dict[str, object], message: str) -> str:
+    item_id = raw.get("id")
+    prefix = f"item {item_id!r}: " if isinstance(item_id, str) else "item: "
+    return prefix + message

@@ -1,0 +1,144 @@
+"""Sizing slices: how many items a slice needs, and the smallest change it can detect."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from evalreg import stats
+from evalreg.errors import UsageError
+from evalreg.evalsets.evalset import EvalSet
+from evalreg.registry.schema import Item
+
+DEFAULT_DISCORDANCE = stats.DISCORDANCE_FLOOR
+"""The share of items on which two candidates disagree, assumed when sizing slices."""
+
+
+@dataclass(frozen=True)
+class ItemsNeeded:
+    """Items a slice needs to detect a change: against a fixed rate, and between candidates."""
+
+    rate: int
+    paired: int
+
+
+@dataclass(frozen=True)
+class SliceStats:
+    """What one slice of an eval set can show.
+
+    ``units`` are the independent units the MDEs are computed on: distinct clusters, each
+    unclustered item counting as its own (items of one cluster may fail together, so this
+    is the conservative count). ``mde_rate`` is the smallest detectable change of one
+    candidate's rate from ``baseline``; ``mde_paired`` the smallest detectable difference
+    between two candidates on the same items, assuming they disagree on a ``discordance``
+    share of them. The verdict is about ``mde_paired``: choosing between candidates is what
+    the slice is for.
+    """
+
+    slice: str
+    items: int
+    conversations: int
+    units: int
+    mde_rate: float
+    mde_paired: float
+    discordance: float
+    detect: float
+    detectable: bool
+    verdict: str
+
+
+def evalset_stats(
+    evalset: EvalSet,
+    *,
+    detect: float = 0.05,
+    baseline: float = 0.5,
+    discordance: float = DEFAULT_DISCORDANCE,
+    alpha: float = 0.05,
+    power: float = 0.8,
+) -> list[SliceStats]:
+    """Per slice (``all`` first, then tags in order): its size and the changes it can detect.
+
+    MDEs use :func:`stats.mde_rate` at ``baseline`` and :func:`stats.mde_paired` with the
+    stated ``discordance`` (no floor: it is a planning assumption), both at ``alpha`` and
+    ``power``. The verdict reads "can detect a 5-point change (MDE 4.4 points)" or "too
+    small to detect a 5-point change (MDE 14 points)".
+    """
+    _check_plan(detect, baseline, discordance)
+    groups: dict[str, list[Item]] = {"all": list(evalset.items)}
+    for tag in sorted(evalset.slices):
+        groups[tag] = [item for item in evalset.items if tag in item.tags]
+    out = []
+    for name, items in groups.items():
+        units = len({item.cluster for item in items if item.cluster is not None}) + sum(
+            item.cluster is None for item in items
+        )
+        mde_rate = stats.mde_rate(units, baseline, alpha, power)
+        mde_paired = stats.mde_paired(units, discordance, alpha, power, discordance_floor=0.0)
+        detectable = mde_paired <= detect
+        change = f"a {_points(detect)}-point change (MDE {_points(mde_paired)} points)"
+        out.append(
+            SliceStats(
+                slice=name,
+                items=len(items),
+                conversations=sum(item.messages is not None for item in items),
+                units=units,
+                mde_rate=mde_rate,
+                mde_paired=mde_paired,
+                discordance=discordance,
+                detect=detect,
+                detectable=detectable,
+                verdict=("can detect " if detectable else "too small to detect ") + change,
+            )
+        )
+    return out
+
+
+def items_needed(
+    detect: float,
+    baseline: float,
+    *,
+    discordance: float = DEFAULT_DISCORDANCE,
+    alpha: float = 0.05,
+    power: float = 0.8,
+) -> ItemsNeeded:
+    """The fewest independent items whose MDE is at most ``detect``: for one candidate's rate
+    at ``baseline`` and for a paired comparison at ``discordance`` (the same formulas as
+    :func:`evalset_stats`, so a slice of that size is exactly the first to "can detect")."""
+    _check_plan(detect, baseline, discordance)
+    return ItemsNeeded(
+        rate=_fewest(lambda n: stats.mde_rate(n, baseline, alpha, power), detect),
+        paired=_fewest(
+            lambda n: stats.mde_paired(n, discordance, alpha, power, discordance_floor=0.0),
+            detect,
+        ),
+    )
+
+
+def _fewest(mde: Callable[[int], float], detect: float) -> int:
+    """The smallest ``n`` with ``mde(n) <= detect`` (``mde`` falls as ``n`` grows)."""
+    high = 1
+    while mde(high) > detect:
+        high *= 2
+    low = high // 2  # mde(low) > detect, or low == 0
+    while high - low > 1:
+        middle = (low + high) // 2
+        if mde(middle) <= detect:
+            high = middle
+        else:
+            low = middle
+    return high
+
+
+def _check_plan(detect: float, baseline: float, discordance: float) -> None:
+    if not 0.0 < detect < 1.0:
+        raise UsageError(f"the change to detect must be between 0 and 1, got {detect}")
+    if not 0.0 <= baseline <= 1.0:
+        raise UsageError(f"the baseline rate must be between 0 and 1, got {baseline}")
+    if not 0.0 < discordance <= 1.0:
+        raise UsageError(f"the discordance must be in (0, 1], got {discordance}")
+
+
+def _points(share: float) -> str:
+    """A share as percentage points: whole points from 10 up, one decimal below."""
+    points = share * 100
+    return f"{points:.0f}" if round(points, 1) >= 10 else f"{points:.1f}".removesuffix(".0")

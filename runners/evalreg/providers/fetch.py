@@ -1,0 +1,269 @@
+"""Buy missing responses: run request jobs concurrently, store successes, count errors.
+
+This is the only place model calls happen. A job whose key is already stored is never
+sent; identical jobs in one run share a single request; provider errors are returned
+(and logged by the caller), never stored, so the next run retries them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import Counter
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from evalreg import redaction
+from evalreg.canonical import canonical_bytes
+from evalreg.providers.base import Messages, Provider, ProviderError
+from evalreg.providers.http import HttpLayer, Reply
+from evalreg.registry.schema import Pin
+from evalreg.store.segments import ResponseStore, SegmentWriter, encode_record, request_key, utc_now
+
+
+@dataclass(frozen=True)
+class Job:
+    """One request to make (or find in the store)."""
+
+    key: str
+    pin_id: str
+    pin: Pin
+    provider: Provider
+    endpoint: str
+    body: dict[str, Any]
+    content: bytes
+    sample: int
+    label: str
+
+
+@dataclass(frozen=True)
+class Request:
+    """One exact request body; every sample of an item sends it (each under its own key)."""
+
+    pin_id: str
+    pin: Pin
+    provider: Provider
+    endpoint: str
+    body: dict[str, Any]
+    content: bytes
+
+    def key(self, sample: int) -> str:
+        return request_key(self.provider.name, self.endpoint, self.content, sample)
+
+    def job(self, sample: int, label: str, key: str | None = None) -> Job:
+        """Sample ``sample`` of this request (``key``: its key, when already computed)."""
+        return Job(
+            key or self.key(sample),
+            self.pin_id,
+            self.pin,
+            self.provider,
+            self.endpoint,
+            self.body,
+            self.content,
+            sample,
+            label,
+        )
+
+
+def make_request(
+    pin_id: str,
+    pin: Pin,
+    provider: Provider,
+    messages: Messages,
+    item_input: dict[str, Any] | None,
+) -> Request:
+    """Build the exact request body (its canonical bytes are what the key hashes)."""
+    body = provider.body(pin, messages, item_input)
+    return Request(pin_id, pin, provider, provider.endpoint(pin), body, canonical_bytes(body))
+
+
+def make_job(
+    pin_id: str,
+    pin: Pin,
+    provider: Provider,
+    messages: Messages,
+    item_input: dict[str, Any] | None,
+    sample: int,
+    label: str,
+) -> Job:
+    """Build the exact request body and its store key."""
+    return make_request(pin_id, pin, provider, messages, item_input).job(sample, label)
+
+
+@dataclass(frozen=True)
+class JobError:
+    label: str
+    key: str
+    pin_id: str
+    kind: str
+    status: int | None
+    message: str
+
+    def as_dict(self) -> dict[str, Any]:
+        return self.__dict__.copy()
+
+
+@dataclass
+class FetchReport:
+    total: int = 0
+    cached: int = 0
+    fetched: int = 0
+    shared: int = 0
+    """Jobs answered by an identical request made for another job in this run."""
+    errors: list[JobError] = field(default_factory=list)
+
+    @property
+    def error_kinds(self) -> Counter[str]:
+        return Counter(e.kind for e in self.errors)
+
+
+class OfflineMiss(ProviderError):
+    def __init__(self, label: str) -> None:
+        super().__init__("offline_miss", f"no stored response for {label} and --offline was given")
+
+
+Progress = Callable[[Job, str], None]
+"""Called once per job with "cached", "fetched", "shared" or "error"."""
+
+
+async def fetch(
+    jobs: Iterable[Job],
+    store: ResponseStore,
+    writer: SegmentWriter | None,
+    http: HttpLayer | None,
+    *,
+    offline: bool = False,
+    concurrency: int = 64,
+    progress: Progress | None = None,
+    admit: Callable[[Job], bool] | None = None,
+) -> FetchReport:
+    """Make sure every job's response is in ``store``; return what happened.
+
+    ``admit`` is asked before each request is bought (a budget says no by returning False;
+    the job is then reported as a ``budget`` error and not sent).
+    """
+    report = FetchReport()
+    redactor = redaction.current()
+    queue: asyncio.Queue[Job] = asyncio.Queue()
+    for job in jobs:
+        report.total += 1
+        if job.key in store:
+            report.cached += 1
+            if progress:
+                progress(job, "cached")
+        else:
+            queue.put_nowait(job)
+    inflight: dict[str, asyncio.Future[bool]] = {}
+
+    async def one(job: Job) -> None:
+        if job.key in store:
+            report.cached += 1
+            outcome = "cached"
+        elif job.key in inflight:
+            ok = await inflight[job.key]
+            outcome = "shared" if ok else "error"
+            if ok:
+                report.shared += 1
+            else:
+                report.errors.append(
+                    JobError(
+                        job.label,
+                        job.key,
+                        job.pin_id,
+                        "shared_error",
+                        None,
+                        "an identical request failed in this run",
+                    )
+                )
+        else:
+            future: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
+            inflight[job.key] = future
+            try:
+                await _buy(job, store, writer, http, offline, admit, redactor)
+                report.fetched += 1
+                outcome = "fetched"
+                future.set_result(True)
+            except ProviderError as exc:
+                report.errors.append(
+                    JobError(job.label, job.key, job.pin_id, exc.kind, exc.status, str(exc))
+                )
+                outcome = "error"
+                future.set_result(False)
+            finally:
+                del inflight[job.key]
+        if progress:
+            progress(job, outcome)
+
+    async def worker() -> None:
+        while True:
+            try:
+                job = queue.get_nowait()
+            except asyncio.QueueEmpty:
+                return
+            await one(job)
+
+    workers = max(1, min(concurrency, queue.qsize()))
+    await asyncio.gather(*(worker() for _ in range(workers)))
+    if writer is not None:
+        writer.sync()
+    return report
+
+
+async def _buy(
+    job: Job,
+    store: ResponseStore,
+    writer: SegmentWriter | None,
+    http: HttpLayer | None,
+    offline: bool,
+    admit: Callable[[Job], bool] | None,
+    redactor: redaction.Redactor,
+) -> None:
+    if offline:
+        raise OfflineMiss(job.label)
+    if admit is not None and not admit(job):
+        raise ProviderError("budget", "not sent: the --max-cost budget would be exceeded")
+    if job.provider.http:
+        if http is None:
+            raise ProviderError("client", "no HTTP layer")
+        reply = await http.post(
+            job.pin_id,
+            job.pin.limits,
+            job.endpoint,
+            job.provider.headers(job.pin),
+            job.content,
+            job.provider.parse,
+            estimated_tokens=len(job.content) // 4 + int(job.body.get("max_tokens") or 0),
+        )
+    else:
+        reply = _call_local(job)
+    record = {
+        "provider": job.provider.name,
+        "endpoint": job.endpoint,
+        "sample": job.sample,
+        "response": reply.completion.as_record(),
+        "latency_ms": reply.latency_ms,
+        "attempts": reply.attempts,
+        "created_utc": utc_now(),
+    }
+    # The request field is the exact body sent, already canonical JSON.
+    try:
+        line = encode_record(job.key, record, encoded={"request": job.content})
+    except ValueError as exc:  # a lone surrogate in the text, say: no record can hold it
+        raise ProviderError("malformed", f"the response cannot be stored: {exc}") from None
+    if redactor:
+        # A model may quote the key it was called with, or a provider echo it: the record
+        # is redacted before it is stored and graded as stored, so a replay grades the
+        # same bytes. The store key that leads the line is left alone.
+        head = line.index(b",") + 1
+        line = line[:head] + redactor.data(line[head:])
+    if writer is not None:
+        writer.put(line)
+    store.remember(job.key, line)
+
+
+def _call_local(job: Job) -> Reply:
+    call = getattr(job.provider, "call", None)
+    if call is None:
+        raise ProviderError("client", f"provider {job.provider.name} cannot be called locally")
+    completion, latency_ms = call(job.pin, job.body)
+    return Reply(completion, latency_ms, 1)

@@ -1,0 +1,327 @@
+"""Terminal rendering of command results: rich tables on stdout, findings on stderr.
+
+Text evalreg does not control (a provider's error, item text, model output, what a
+registry, results or log file says) reaches the terminal only through ``plain``, or
+``shown`` inside rich markup.
+"""
+
+from __future__ import annotations
+
+import sys
+from functools import cache
+from typing import TYPE_CHECKING
+
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+from rich.text import Text
+
+from evalreg.redaction import redact
+from evalreg.registry.diagnostics import Severity
+from evalreg.report.escape import strip_controls
+from evalreg.report.numbers import coverage_text
+from evalreg.results.freshness import PURGE_LOG
+
+if TYPE_CHECKING:
+    from evalreg.check import CheckResult
+    from evalreg.evalsets.slice_sizes import ItemsNeeded, SliceStats
+    from evalreg.results.freshness import CellStatus
+    from evalreg.runner.reproduce import Reproduction
+    from evalreg.runner.run import CellPlan, RunResult
+
+
+def plain(text: object) -> str:
+    """``text`` fit for a terminal: escape sequences and control characters stripped (see
+    ``strip_controls``: a terminal would act on them), then secrets redacted, so a key that
+    controls split apart is found whole."""
+    return redact(strip_controls(str(text)))
+
+
+def shown(text: object) -> str:
+    """``plain(text)`` for a rich markup string: its ``[...]`` is escaped, or rich would
+    read ``[bold]`` or ``[link=...]`` in it as markup."""
+    return escape(plain(text))
+
+
+@cache
+def console() -> Console:
+    return Console(highlight=False, soft_wrap=True)
+
+
+@cache
+def error_console() -> Console:
+    return Console(stderr=True, highlight=False, soft_wrap=True)
+
+
+def print_check(result: CheckResult, *, strict: bool = False) -> None:
+    """Findings first (one ``path:line:col: message`` a line), then the summary tables."""
+    err = error_console()
+    for finding in result.findings:
+        style = {"error": "red", "finding": "yellow", "warning": "yellow"}[finding.severity.value]
+        err.print(Text(plain(finding.render()), style=style))
+    out = console()
+    counts = Table(title="Registry", show_header=False, title_justify="left")
+    for name, value in result.counts.items():
+        counts.add_row(name, str(value))
+    out.print(counts)
+    if result.use_cases:
+        table = Table(title="Use cases", title_justify="left")
+        for column in ("selection", "task", "eval set", "items", "candidates", "declared"):
+            table.add_column(column, overflow="fold")
+        for row in result.use_cases:
+            table.add_row(
+                row.selection,
+                row.task,
+                shown(row.evalset),
+                str(row.items),
+                str(row.candidates),
+                row.selected,
+            )
+        out.print(table)
+        slices = Table(title="Slices", title_justify="left")
+        for column in ("eval set", "slice", "items"):
+            slices.add_column(column, overflow="fold")
+        seen = set()
+        for row in result.use_cases:
+            if row.evalset in seen:
+                continue
+            seen.add(row.evalset)
+            for name, n in row.slices.items():
+                slices.add_row(shown(row.evalset), shown(name), str(n))
+        out.print(slices)
+    by = {s: sum(f.severity is s for f in result.findings) for s in Severity}
+    code = result.exit_code(strict=strict)
+    verdict = {
+        0: "[green]ok[/green]",
+        1: "[yellow]findings[/yellow]",
+        2: "[red]unusable input[/red]",
+    }[code]
+    out.print(
+        f"check: {verdict} ({by[Severity.ERROR]} errors, {by[Severity.FINDING]} findings, "
+        f"{by[Severity.WARNING]} warnings)"
+    )
+    sys.stdout.flush()
+
+
+def print_status(statuses: list[CellStatus]) -> None:
+    table = Table(title="Cells", title_justify="left")
+    for column in ("cell", "state", "why"):
+        table.add_column(column, overflow="fold")
+    colors = {"fresh": "green", "stale": "yellow", "pending": "cyan"}
+    for st in statuses:
+        table.add_row(
+            st.cell.id, Text(st.state, style=colors[st.state]), shown("; ".join(st.reasons))
+        )
+    console().print(table)
+
+
+def usd(micro: int) -> str:
+    return f"${micro / 1_000_000:,.4f}"
+
+
+class RunProgress:
+    """A live progress display: per cell, done, errors and requests bought."""
+
+    def __init__(self, plans: list[CellPlan]) -> None:
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+
+        self.progress = Progress(
+            TextColumn("{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TextColumn(
+                "bought {task.fields[bought]}  errors {task.fields[errors]}"
+                "  graded {task.fields[graded]}"
+            ),
+            console=error_console(),
+            transient=False,
+        )
+        self.tasks = {
+            p.status.cell.id: self.progress.add_task(
+                p.status.cell.id, total=p.in_shard, bought=0, errors=0, graded=0
+            )
+            for p in plans
+            if p.blocked is None
+        }
+        self.counts: dict[str, list[int]] = {cid: [0, 0, 0] for cid in self.tasks}
+
+    def advance(self, cell_id: str, outcome: str, jobs: int = 1) -> None:
+        """Count ``jobs`` requests (cached, fetched, shared or error), or ``jobs`` samples
+        graded (``outcome`` "graded": the bar does not move, the count does)."""
+        task = self.tasks.get(cell_id)
+        if task is None:
+            return
+        counts = self.counts[cell_id]
+        if outcome == "graded":
+            counts[2] += jobs
+            self.progress.update(task, graded=counts[2])
+            return
+        if outcome == "fetched":
+            counts[0] += jobs
+        elif outcome == "error":
+            counts[1] += jobs
+        self.progress.update(task, advance=jobs, bought=counts[0], errors=counts[1])
+
+    def __enter__(self) -> RunProgress:
+        self.progress.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.progress.stop()
+
+
+def print_run(result: RunResult, *, dry_run: bool = False) -> None:
+    out = console()
+    table = Table(title="Dry run: what would run" if dry_run else "Run", title_justify="left")
+    columns = ["cell", "state", "to buy", "est. cost"]
+    columns += ["why"] if dry_run else ["errors", "cost", "result"]
+    for column in columns:
+        table.add_column(column, overflow="fold")
+    outcomes = {o.plan.status.cell.id: o for o in result.outcomes}
+    for plan in result.plans:
+        st = plan.status
+        row = [st.cell.id, st.state, str(plan.missing), usd(plan.estimated_micro_usd)]
+        blocked = f"pending: {plan.blocked}" if plan.blocked else ""
+        if dry_run:
+            tokens = [f"estimate: {plan.output_tokens}"] if plan.output_tokens else []
+            row.append(shown("; ".join([*st.reasons, *([blocked] if blocked else []), *tokens])))
+        else:
+            o = outcomes.get(st.cell.id)
+            if o is not None:
+                result_text = "written" if o.written else (blocked or o.note)
+                row += [str(o.errors), usd(o.cost_micro_usd), shown(result_text)]
+        table.add_row(*row)
+    out.print(table)
+    for o in result.outcomes:
+        if o.coverage:
+            out.print(
+                Text(
+                    plain(
+                        f"Human grades of {o.plan.status.cell.id}: "
+                        + ", ".join(
+                            f"{cid} {coverage_text(*counts)} graded"
+                            for cid, counts in sorted(o.coverage.items())
+                        )
+                    )
+                )
+            )
+    if not result.plans:
+        out.print("Nothing to run: every cell is fresh.")
+    out.print(f"Estimated cost of missing responses: {usd(result.estimated_micro_usd)}")
+    if result.fetch is not None:
+        f = result.fetch
+        kinds = ", ".join(f"{k} {n}" for k, n in sorted(f.error_kinds.items())) or "none"
+        out.print(
+            f"Requests: {f.fetched} bought, {f.cached} from the store, "
+            f"{f.shared} shared; errors: {kinds}"
+        )
+        # A pin whose endpoint is down fails every remaining request alike: one line each.
+        unreachable: dict[str, tuple[str, int]] = {}
+        errors = []
+        for error in f.errors:
+            if error.kind == "unreachable":
+                message, count = unreachable.get(error.pin_id, (error.message, 0))
+                unreachable[error.pin_id] = message, count + 1
+            else:
+                errors.append(error)
+        for message, count in unreachable.values():
+            error_console().print(Text(plain(f"error: {message}; {count} requests not sent")))
+        for error in errors[:20]:
+            error_console().print(Text(plain(f"{error.label}: {error.kind}: {error.message}")))
+        if len(errors) > 20:
+            error_console().print(f"... and {len(errors) - 20} more errors")
+    if result.push_error:
+        error_console().print(
+            Text(
+                plain(
+                    f"warning: could not push to the DVC remote ({result.push_error}); the "
+                    "data is safe in the local cache: run `dvc push` when the remote is reachable"
+                )
+            )
+        )
+
+
+def print_reproduction(rep: Reproduction) -> None:
+    out = console()
+    if any(v != rep.running_version for v in rep.recorded_versions):
+        out.print(
+            f"[yellow]Results at {shown(rep.rev[:12])} were recorded with evalreg "
+            f"{shown(', '.join(rep.recorded_versions))}; this is evalreg "
+            f"{rep.running_version}. Grader code is part of the evidence: install evalreg=="
+            f"{shown(rep.recorded_versions[0])} to reproduce them exactly.[/yellow]"
+        )
+    for cell in rep.cells:
+        if cell.identical:
+            out.print(f"{cell.cell}: identical")
+        else:
+            out.print(f"[red]{cell.cell}: {len(cell.differences)} differences[/red]")
+            for d in cell.differences:
+                out.print(Text(plain("  " + d)))
+    for purge in rep.purges:
+        when = f", requested {shown(purge.at)}" if purge.at else ""
+        out.print(
+            f"[yellow]Evidence purged: the stored records of item {shown(purge.item)} "
+            f"({shown(purge.evalset)}) were removed{when} ({PURGE_LOG} line {purge.line}: "
+            f"{shown(purge.reason)}).[/yellow]"
+        )
+    if rep.segments_missing:
+        out.print(
+            f"[yellow]Store segments of {shown(rep.rev[:12])} retired by a purge are gone from "
+            f"this clone: {shown(', '.join(rep.segments_missing))}; read what the purge kept "
+            "of them instead.[/yellow]"
+        )
+    if rep.purges and rep.identical:
+        out.print(
+            "The purged records were read from segments the purge retired, still in this "
+            "clone's DVC cache: once `dvc gc` (the purge's next steps) removes them, these "
+            "results no longer reproduce in full."
+        )
+    elif rep.purges:
+        out.print(
+            "Results recorded before a purge cannot be reproduced in full: the purged "
+            f"responses are gone by design. See {PURGE_LOG}; `evalreg run` re-grades the "
+            "cells without them once the item is out of the eval set."
+        )
+    verdict = "identical" if rep.identical else "DIFFERENT"
+    out.print(f"reproduce {shown(rep.rev[:12])}: {verdict} ({len(rep.cells)} cells with results)")
+
+
+def print_evalset_stats(
+    stats: dict[str, list[SliceStats]],
+    needed: ItemsNeeded,
+    *,
+    detect: float,
+    baseline: float,
+    discordance: float,
+) -> None:
+    table = Table(title="Eval-set slices", title_justify="left")
+    for column in (
+        "eval set",
+        "slice",
+        "items",
+        "conversations",
+        "units",
+        "MDE rate",
+        "MDE paired",
+        "verdict",
+    ):
+        table.add_column(column, overflow="fold")
+    for path, rows in stats.items():
+        for s in rows:
+            table.add_row(
+                shown(path),
+                Text(plain(s.slice)),
+                str(s.items),
+                str(s.conversations),
+                str(s.units),
+                f"{s.mde_rate * 100:.1f}",
+                f"{s.mde_paired * 100:.1f}",
+                s.verdict,
+            )
+    console().print(table)
+    console().print(
+        f"MDEs in points (α = 0.05, power 0.8) on independent units (a cluster counts once). "
+        f"A slice needs {needed.paired} units to detect a {detect * 100:g}-point difference "
+        f"between two candidates that disagree on {discordance:.0%} of items, and "
+        f"{needed.rate} to detect a {detect * 100:g}-point change of one rate from {baseline:.0%}."
+    )

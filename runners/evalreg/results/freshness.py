@@ -1,0 +1,76 @@
+"""Which cells are fresh, stale or pending: each cell's fingerprint against its committed summary.
+
+A cell is stale when its fingerprint differs from the one its committed summary records
+(or the summary counts responses since purged, or provider errors to retry), and pending
+when it has no committed summary at all.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from evalreg.cells import Cell, cells, fingerprint, fingerprint_parts
+from evalreg.registry.loader import Registry
+from evalreg.registry.tree import Tree
+from evalreg.results.records import read_summary
+
+
+@dataclass
+class CellStatus:
+    cell: Cell
+    state: str
+    """fresh | stale | pending"""
+    reasons: list[str] = field(default_factory=list)
+    fingerprint: str = ""
+    parts: dict[str, Any] = field(default_factory=dict)
+
+
+def status(
+    registry: Registry, committed: Tree | None = None, split: str = "dev"
+) -> list[CellStatus]:
+    """Each cell's state against the summaries in ``committed`` (default: the registry's tree)."""
+    tree = committed or registry.tree
+    purged = _purged(tree)
+    out = []
+    for cell in cells(registry, split):
+        parts = fingerprint_parts(registry, cell)
+        fp = fingerprint(parts)
+        summary = read_summary(tree, cell)
+        if summary is None:
+            out.append(CellStatus(cell, "pending", ["never run"], fp, parts))
+            continue
+        reasons = []
+        if summary.get("fingerprint") != fp:
+            old = summary.get("fingerprint_parts", {})
+            changed = sorted(k for k in parts if old.get(k) != parts[k])
+            reasons.append("changed: " + ", ".join(changed or ["fingerprint"]))
+        md5 = summary.get("items_file", {}).get("md5")
+        if md5 in purged:
+            reasons.append(f"responses purged: {', '.join(sorted(purged[md5]))}")
+        errors = int(summary.get("totals", {}).get("errors", 0))
+        if errors:
+            reasons.append(f"{errors} provider errors to retry")
+        out.append(CellStatus(cell, "stale" if reasons else "fresh", reasons, fp, parts))
+    return out
+
+
+PURGE_LOG = "reports/purges.jsonl"
+
+
+def _purged(tree: Tree) -> dict[str, set[str]]:
+    """md5 of per-item records written before a purge → the items purged from them.
+
+    Results recorded before a purge still count responses the store no longer holds; they
+    are stale until re-graded.
+    """
+    if not tree.is_file(PURGE_LOG):
+        return {}
+    out: dict[str, set[str]] = {}
+    for line in tree.read(PURGE_LOG).splitlines():
+        if line.strip():
+            entry = json.loads(line)
+            for md5 in (entry.get("results") or {}).values():
+                out.setdefault(md5, set()).add(str(entry.get("item")))
+    return out

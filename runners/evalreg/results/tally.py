@@ -1,0 +1,208 @@
+"""A cell's summary, tallied record by record: the same dict as ``results.summary_for``.
+
+``summary_for`` needs every record in memory; a ``CellTally`` takes records one at a time
+and keeps only what the aggregates need (counts, sums, a latency histogram and the
+scores as 8-byte floats), so grading 100,000 samples holds no per-item dicts. Records
+must arrive in ``(item, sample)`` order, as they are written to the items file.
+"""
+
+from __future__ import annotations
+
+import math
+from array import array
+from collections import Counter
+from collections.abc import Sequence
+from typing import Any
+
+from evalreg._version import __version__
+from evalreg.cells import Cell
+from evalreg.results.records import (
+    ALL,
+    LEVELS,
+    SUMMARY_SCHEMA,
+    UNGRADED_FIELD,
+    criterion_entry,
+    level_char,
+    rounded,
+    verdict_char,
+)
+
+
+class SliceTally:
+    """The running aggregate of one slice (``results.aggregate`` over its records)."""
+
+    def __init__(self) -> None:
+        self.samples = 0
+        self.items = 0
+        self.first_item: str | None = None
+        self.last_item: str | None = None
+        self.levels = dict.fromkeys(LEVELS, 0)
+        self.criteria: dict[str, list[int]] = {}
+        self.latencies: Counter[int] = Counter()
+        # Summed at the end with math.fsum, as ``aggregate`` does.
+        self.scores = array("d")
+        self.tokens = dict.fromkeys(("input", "output", "reasoning"), 0)
+        self.cost = 0
+
+    def add(self, r: dict[str, Any]) -> None:
+        self.samples += 1
+        # Records arrive grouped by item, so counting changes of item counts distinct items.
+        if r["item"] != self.last_item:
+            self.items += 1
+            self.last_item = r["item"]
+            if self.first_item is None:
+                self.first_item = r["item"]
+        if r["error"] is not None:
+            return
+        level = r["level"]
+        if level in self.levels:
+            self.levels[level] += 1
+        for cid, verdict in r["criteria"].items():
+            counts = self.criteria.get(cid)
+            if counts is None:
+                counts = self.criteria[cid] = [0, 0, 0]
+            counts[0] += 1
+            counts[1] += bool(verdict["passed"])
+        for cid in r.get(UNGRADED_FIELD, ()):
+            self.criteria.setdefault(cid, [0, 0, 0])[2] += 1
+        self.latencies[r["latency_ms"]] += 1
+        self.scores.append(r["score"])
+        used = r["tokens"]
+        for kind in self.tokens:
+            self.tokens[kind] += used[kind]
+        self.cost += r["cost_micro_usd"]
+
+    def merge(self, other: SliceTally) -> None:
+        """Add ``other``, the tally of the records that follow this one's."""
+        if not other.samples:
+            return
+        self.samples += other.samples
+        # An item whose samples straddle the two is one item, not two.
+        self.items += other.items - (other.first_item == self.last_item)
+        if self.first_item is None:
+            self.first_item = other.first_item
+        self.last_item = other.last_item
+        for level, n in other.levels.items():
+            self.levels[level] += n
+        for cid, theirs in other.criteria.items():
+            counts = self.criteria.setdefault(cid, [0, 0, 0])
+            for i, n in enumerate(theirs):
+                counts[i] += n
+        self.latencies.update(other.latencies)
+        self.scores.extend(other.scores)  # fsum is exact: the split does not matter
+        for kind, n in other.tokens.items():
+            self.tokens[kind] += n
+        self.cost += other.cost
+
+    def result(self) -> dict[str, Any]:
+        graded = len(self.scores)
+        return {
+            "samples": self.samples,
+            "items": self.items,
+            "graded": graded,
+            "errors": self.samples - graded,
+            "levels": self.levels,
+            "criteria": {
+                cid: criterion_entry(counts) for cid, counts in sorted(self.criteria.items())
+            },
+            "score_sum": rounded(math.fsum(self.scores)),
+            "latency_ms": {"p50": self._percentile(50), "p95": self._percentile(95)},
+            "tokens": self.tokens,
+            "cost_micro_usd": self.cost,
+        }
+
+    def _percentile(self, p: float) -> int:
+        """``results.percentile`` (nearest rank) read from the histogram."""
+        total = sum(self.latencies.values())
+        if not total:
+            return 0
+        rank = max(1, math.ceil(p / 100 * total))
+        seen = 0
+        for value in sorted(self.latencies):
+            seen += self.latencies[value]
+            if seen >= rank:
+                return value
+        raise AssertionError("unreachable: the ranks add up to the total")
+
+
+class CellTally:
+    """Totals and per-tag slices of one cell, fed one record at a time."""
+
+    def __init__(self, criteria: Sequence[str] = ()) -> None:
+        self.totals = SliceTally()
+        self.slices: dict[str, SliceTally] = {}
+        self.first: tuple[str, int] | None = None
+        self.last: tuple[str, int] | None = None
+        self.levels: list[str] = []
+        self.verdicts: dict[str, list[str]] = {cid: [] for cid in sorted(criteria)}
+
+    def add(self, record: dict[str, Any]) -> None:
+        order = (record["item"], record["sample"])
+        if self.last is not None and order < self.last:
+            raise ValueError(f"records out of (item, sample) order: {order} after {self.last}")
+        self.last = order
+        if self.first is None:
+            self.first = order
+        self.levels.append(level_char(record))
+        for cid, chars in self.verdicts.items():
+            chars.append(verdict_char(record, cid))
+        self.totals.add(record)
+        for tag in record["tags"]:
+            if tag == ALL:
+                # As in results.slices_of: a record tagged "all" counts twice in the totals.
+                self.totals.add(record)
+                continue
+            tally = self.slices.get(tag)
+            if tally is None:
+                tally = self.slices[tag] = SliceTally()
+            tally.add(record)
+
+    def merge(self, other: CellTally) -> None:
+        """Add ``other``, the tally of the records that follow this one's in order: the
+        result is the tally of all of them, as if they had been added one by one."""
+        if other.first is None:
+            return
+        if self.last is not None and other.first < self.last:
+            raise ValueError(
+                f"records out of (item, sample) order: {other.first} after {self.last}"
+            )
+        if self.first is None:
+            self.first = other.first
+        self.last = other.last
+        self.levels += other.levels
+        for cid, chars in self.verdicts.items():
+            chars += other.verdicts[cid]
+        self.totals.merge(other.totals)
+        for tag, tally in other.slices.items():
+            self.slices.setdefault(tag, SliceTally()).merge(tally)
+
+    def summary(
+        self,
+        cell: Cell,
+        fingerprint: str,
+        parts: dict[str, Any],
+        evalset_path: str,
+        evalset_md5: str,
+        items_md5: str,
+    ) -> dict[str, Any]:
+        """What ``results.summary_for`` returns for the same records (``items_md5`` is the
+        md5 of their items file)."""
+        return {
+            "schema_version": SUMMARY_SCHEMA,
+            "cell": {
+                "task": cell.task_id,
+                "candidate": cell.candidate.id,
+                "pin": cell.candidate.pin,
+            },
+            "fingerprint": fingerprint,
+            "fingerprint_parts": parts,
+            "evalreg_version": __version__,
+            "evalset": {"path": evalset_path, "md5": evalset_md5},
+            "items_file": {"path": cell.items_path, "md5": items_md5},
+            "totals": self.totals.result(),
+            "slices": {name: t.result() for name, t in sorted(self.slices.items())},
+            "samples": {
+                "levels": "".join(self.levels),
+                "criteria": {cid: "".join(chars) for cid, chars in self.verdicts.items()},
+            },
+        }

@@ -1,0 +1,205 @@
+"""Grade one cell's stored responses into per-item records (pure: no I/O, no model calls)."""
+
+from __future__ import annotations
+
+import contextlib
+from pathlib import Path
+from typing import Any
+
+from evalreg.cells import Cell
+from evalreg.evalsets.evalset import item_content
+from evalreg.graders import GradingContext, Verdict, build_grader
+from evalreg.graders.base import GradeFn
+from evalreg.graders.human import HumanGrades, parse_grades
+from evalreg.graders.levels import LevelRules, applies
+from evalreg.graders.llm_judge import JudgeFailed, Judges
+from evalreg.graders.parsing import parse_output
+from evalreg.providers.base import Completion
+from evalreg.providers.fetch import Job
+from evalreg.registry import schema
+from evalreg.registry.loader import Registry
+from evalreg.results.records import UNGRADED_FIELD, rounded
+from evalreg.store.segments import ResponseStore
+
+
+def cost_micro_usd(price: schema.Price | None, completion: Completion) -> int:
+    """What one response cost, in micro-dollars (prices are USD per million tokens)."""
+    if price is None:
+        return 0
+    output = completion.output_tokens
+    cost = completion.input_tokens * price.input_per_mtok + price.per_call * 1_000_000
+    if price.reasoning_per_mtok is not None:
+        reasoning = min(completion.reasoning_tokens, output)
+        cost += (output - reasoning) * price.output_per_mtok + reasoning * price.reasoning_per_mtok
+    else:
+        cost += output * price.output_per_mtok
+    return round(cost)
+
+
+class CellGrader:
+    """Grades responses for one cell under its rubric and the task's output parser.
+
+    Judge criteria read the judge's stored verdict; human criteria read imported grades
+    for the exact response; every other criterion is graded by code. A human criterion
+    with too few grades for a response is listed in the record's ``ungraded``.
+    """
+
+    def __init__(
+        self,
+        cell: Cell,
+        context: GradingContext,
+        judges: Judges | None = None,
+        human: dict[str, HumanGrades] | None = None,
+    ) -> None:
+        self.cell = cell
+        self.judges = judges
+        self.human = human or {}
+        self.criteria = [
+            (c, None if isinstance(c.grader, _ELSEWHERE) else build_grader(c.grader, context))
+            for c in cell.rubric.criteria
+        ]
+        self._grade_of = {c.id: grade for c, grade in self.criteria}
+        self._rules_built: LevelRules | None = None
+        # What every sample of the item being graded shares (samples come one item at a time).
+        self._item: schema.Item | None = None
+        self._content = ""
+        self._tags: list[str] = []
+        self._graded: list[tuple[schema.Criterion, GradeFn | None]] = []
+
+    @property
+    def _rules(self) -> LevelRules:
+        """Built when first needed: a rubric's bad level rule fails its first grading."""
+        if self._rules_built is None:
+            self._rules_built = LevelRules(self.cell.rubric)
+        return self._rules_built
+
+    @staticmethod
+    def _error(base: dict[str, Any], error: str) -> dict[str, Any]:
+        return {
+            **base,
+            "error": error,
+            "criteria": {},
+            "level": None,
+            "score": 0.0,
+            "latency_ms": 0,
+            "tokens": {"input": 0, "output": 0, "reasoning": 0},
+            "cost_micro_usd": 0,
+        }
+
+    def judge_jobs(self, item: schema.Item, sample: int, stored: dict[str, Any]) -> list[Job]:
+        """The judge requests this output needs (to buy them before grading)."""
+        if self.judges is None:
+            return []
+        text = stored["response"]["text"]
+        label = f"{self.cell.id}/{item.id}#{sample}"
+        jobs = []
+        for c, _ in self.criteria:
+            if isinstance(c.grader, schema.JudgeGrader) and applies(c, item.tags):
+                # A judge request that cannot be made buys nothing: grading records why.
+                with contextlib.suppress(JudgeFailed):
+                    jobs.append(self.judges.job(c, item, text, label))
+        return jobs
+
+    def _special(
+        self,
+        criterion: schema.Criterion,
+        item: schema.Item,
+        sample: int,
+        key: str | None,
+        text: str,
+    ) -> Verdict | None:
+        grader = criterion.grader
+        if isinstance(grader, schema.HumanGrader):
+            grades = self.human.get(grader.file)
+            passed = grades.majority(key, grader.min_raters) if grades else None
+            return None if passed is None else Verdict(passed, float(passed), "human majority")
+        assert isinstance(grader, schema.JudgeGrader)
+        if self.judges is None:
+            raise JudgeFailed("no judge available")
+        v = self.judges.verdict(criterion, item, text, f"{self.cell.id}/{item.id}#{sample}")
+        return Verdict(v.passed, v.score, v.reason[:80])
+
+    def record(
+        self,
+        item: schema.Item,
+        sample: int,
+        key: str | None,
+        stored: dict[str, Any] | None,
+        error: str | None,
+    ) -> dict[str, Any]:
+        """The per-item record for one sample: an error, or verdicts, level and usage."""
+        if item is not self._item:
+            self._item, self._content, self._tags = item, item_content(item), sorted(item.tags)
+            self._graded = [(c, self._grade_of[c.id]) for c in self._rules.applicable(item.tags)]
+        if stored is None:
+            return self._error(self._base(item, sample, key), error or "missing")
+        completion = Completion.from_record(stored["response"])
+        parsed = parse_output(completion.text, self.cell.task.output)
+        applicable: dict[str, tuple[schema.Criterion, Verdict]] = {}
+        ungraded: list[str] = []
+        for criterion, grade in self._graded:
+            if grade is not None:
+                verdict = grade(parsed, item)
+            else:
+                try:
+                    special = self._special(criterion, item, sample, key, completion.text)
+                except JudgeFailed as exc:
+                    return self._error(self._base(item, sample, key), f"judge: {exc}")
+                if special is None:
+                    # Too few raters graded this response: left out of its level and score,
+                    # as a criterion that does not apply is, and recorded as not graded.
+                    ungraded.append(criterion.id)
+                    continue
+                verdict = special
+            applicable[criterion.id] = (criterion, verdict)
+        level, score = self._rules.assign(applicable)
+        # Only when non-empty, so records of rubrics graded in full keep their bytes.
+        marker = {UNGRADED_FIELD: sorted(ungraded)} if ungraded else {}
+        return {
+            **self._base(item, sample, key),
+            **marker,
+            "error": None,
+            "criteria": {
+                cid: {"passed": v.passed, "score": rounded(v.score), "detail": v.detail}
+                for cid, (_, v) in sorted(applicable.items())
+            },
+            "level": level,
+            "score": rounded(score),
+            "latency_ms": int(stored.get("latency_ms", 0)),
+            "tokens": {
+                "input": completion.input_tokens,
+                "output": completion.output_tokens,
+                "reasoning": completion.reasoning_tokens,
+            },
+            "cost_micro_usd": cost_micro_usd(self.cell.pin.price, completion),
+        }
+
+    def _base(self, item: schema.Item, sample: int, key: str | None) -> dict[str, Any]:
+        return {
+            "item": item.id,
+            "content": self._content,
+            "sample": sample,
+            "tags": self._tags,
+            "cluster": item.cluster,
+            "key": key,
+        }
+
+
+_ELSEWHERE = (schema.JudgeGrader, schema.HumanGrader)
+
+
+def cell_grader(
+    cell: Cell, registry: Registry, store: ResponseStore | None, code_root: Path
+) -> CellGrader:
+    """A ``CellGrader`` wired to this registry's judges, human grades and response store."""
+    human = {
+        c.grader.file: parse_grades(registry.tree.read_data(c.grader.file), c.grader.file)
+        for c in cell.rubric.criteria
+        if isinstance(c.grader, schema.HumanGrader)
+    }
+    return CellGrader(
+        cell,
+        GradingContext(cell.task.output.schema_, code_root),
+        Judges(registry.pins, store),
+        human,
+    )

@@ -1,0 +1,244 @@
+"""``evalreg reproduce REV``: recompute a revision's results offline and compare them.
+
+Everything is read as of REV (registry and code from git, eval sets, stored responses
+and recorded results through DVC); nothing is checked out and nothing is bought. Responses
+that ``evalreg store purge`` removed since are named with the purge that removed them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import tempfile
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from evalreg._version import __version__
+from evalreg.cells import Cell, cells, fingerprint, fingerprint_parts
+from evalreg.errors import DataMissingError, RegistryError
+from evalreg.providers import get_provider
+from evalreg.registry import schema
+from evalreg.registry.diagnostics import Finding
+from evalreg.registry.loader import load_registry
+from evalreg.registry.tree import GitTree, Tree, WorkspaceTree
+from evalreg.results.freshness import PURGE_LOG
+from evalreg.results.records import as_schema, items_bytes, read_summary, summary_bytes, summary_for
+from evalreg.runner.grading import cell_grader
+from evalreg.runner.run import cell_jobs
+from evalreg.store.purge import LoggedPurge, read_log
+from evalreg.store.segments import STORE_DIR, ResponseStore, collection_paused, segment_names
+
+MAX_DIFFERENCES_PER_CELL = 50
+
+
+@dataclass
+class CellReproduction:
+    cell: str
+    identical: bool
+    differences: list[str] = field(default_factory=list)
+
+
+@dataclass
+class Reproduction:
+    rev: str
+    recorded_versions: list[str]
+    running_version: str
+    cells: list[CellReproduction]
+    purges: list[LoggedPurge] = field(default_factory=list)
+    """Purges that removed evidence REV's results rest on: responses they name, or the
+    store segments REV reads (then read from the segment the purge wrote, when it is here)."""
+    segments_missing: list[str] = field(default_factory=list)
+    """REV's store segments that purges retired and that are gone from this clone."""
+
+    @property
+    def identical(self) -> bool:
+        return all(c.identical for c in self.cells) and not self.segments_missing
+
+
+def reproduce(root: Path, rev: str) -> Reproduction:
+    tree = GitTree(root, rev)
+    registry = load_registry(tree)
+    purges = read_log(WorkspaceTree(root))
+    store, used, missing = _store(tree, WorkspaceTree(root), purges)
+    versions: set[str] = set()
+    outcomes = []
+    all_cells = cells(registry) + cells(registry, "holdout")
+    with _materialized(tree, _code_paths(all_cells)) as code_root:
+        providers = {n: get_provider(n, code_root) for n in ("openai", "anthropic", "python")}
+        for cell in all_cells:
+            recorded = read_summary(tree, cell)
+            if recorded is None:
+                continue  # pending at REV: nothing was recorded, nothing to reproduce
+            versions.add(str(recorded.get("evalreg_version")))
+            outcomes.append(
+                _reproduce_cell(
+                    tree, registry, store, cell, recorded, providers, code_root, purges, used
+                )
+            )
+    return Reproduction(
+        tree.rev,
+        sorted(versions),
+        __version__,
+        outcomes,
+        [p for p in purges if p.line in used],
+        missing,
+    )
+
+
+def _store(
+    tree: Tree, here: Tree, purges: list[LoggedPurge]
+) -> tuple[ResponseStore, set[int], list[str]]:
+    """REV's response store; the purges (log lines) that retired one of its segments; and
+    the retired segments that are gone.
+
+    A segment a purge retired reads from this clone's cache while ``dvc gc`` has not
+    removed it; once it is gone, the segment the purge wrote in its place (which holds
+    everything it kept, and may itself have been retired by a later purge) stands in.
+    """
+    store = ResponseStore()
+    used: set[int] = set()
+    missing: list[str] = []
+    with collection_paused():  # the index is 100,000s of acyclic tuples
+        for name in segment_names(tree):
+            retired = [p for p in purges if name in p.segments_removed]
+            used |= {p.line for p in retired}
+            try:
+                store.add_segment(name, tree.read_data(f"{STORE_DIR}/{name}"))
+                continue
+            except DataMissingError:
+                if not retired:
+                    raise
+            missing.append(name)
+            successor = retired[0].segment_written
+            while successor is not None and not here.is_file(f"{STORE_DIR}/{successor}.dvc"):
+                later = [p for p in purges if successor in p.segments_removed]
+                used |= {p.line for p in later}
+                successor = later[0].segment_written if later else None
+            if successor is not None and successor not in store.names:
+                store.add_segment(successor, here.read_data(f"{STORE_DIR}/{successor}"))
+    return store, used, missing
+
+
+def _reproduce_cell(
+    tree: Tree,
+    registry: Any,
+    store: ResponseStore,
+    cell: Cell,
+    recorded: dict[str, Any],
+    providers: dict[str, Any],
+    code_root: Path,
+    purges: list[LoggedPurge],
+    used: set[int],
+) -> CellReproduction:
+    out = CellReproduction(cell.id, True)
+    evalset_path = registry.evalset_of(cell.task_id, cell.split).path
+    purged = {p.item: p for p in purges if p.evalset == evalset_path}
+    recorded_items = (
+        _records(tree.read_data(cell.items_path), cell.items_path)
+        if tree.is_file(cell.items_path + ".dvc") or tree.is_file(cell.items_path)
+        else {}
+    )
+    failed = {r["key"]: r["error"] for r in recorded_items.values() if r.get("error")}
+    provider = providers[cell.pin.provider]
+    grader = cell_grader(cell, registry, store, code_root)
+    records = []
+    ordered = sorted(registry.evalset_of(cell.task_id, cell.split).items, key=lambda i: i.id)
+    for item, sample, job in cell_jobs(cell, provider, ordered):
+        stored = store.get(job.key)
+        error = failed.get(job.key)
+        if stored is None and error is None:
+            error = "missing"
+            if (purge := purged.get(item.id)) is not None:
+                used.add(purge.line)
+                out.differences.append(
+                    f"{item.id}#{sample}: no stored response: purged ({PURGE_LOG} line "
+                    f"{purge.line})"
+                )
+            else:
+                out.differences.append(f"{item.id}#{sample}: no stored response (offline miss)")
+        records.append(grader.record(item, sample, job.key, stored, error))
+    items = items_bytes(records)
+    evalset = registry.evalset_of(cell.task_id, cell.split)
+    parts = fingerprint_parts(registry, cell)
+    summary = summary_for(
+        cell, fingerprint(parts), parts, evalset.path, evalset.md5, records, items
+    )
+    # Results recorded under an older summary schema reproduce as that schema recorded them.
+    summary = as_schema(summary, recorded.get("schema_version"))
+    if summary_bytes(summary) != tree.read(cell.summary_path):
+        out.differences += [f"summary {d}" for d in diff_values(recorded, summary)]
+    mine = {(r["item"], r["sample"]): r for r in records}
+    for key in sorted(set(mine) | set(recorded_items)):
+        for d in diff_values(recorded_items.get(key), mine.get(key)):
+            out.differences.append(f"item {key[0]}#{key[1]} {d}")
+    out.identical = not out.differences
+    del out.differences[MAX_DIFFERENCES_PER_CELL:]
+    return out
+
+
+def _records(data: bytes, path: str) -> dict[tuple[str, int], dict[str, Any]]:
+    """The recorded per-item records by (item, sample); a line that is not one raises
+    ``RegistryError`` at its line number."""
+    out = {}
+    for lineno, line in enumerate(data.splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            r = json.loads(line)
+            out[(r["item"], r["sample"])] = r
+        except (ValueError, RecursionError, TypeError, KeyError) as exc:
+            problem = f"{type(exc).__name__}: {exc}"
+            raise RegistryError(
+                [
+                    Finding(
+                        path,
+                        lineno,
+                        0,
+                        f"not a per-item record ({problem}): the recorded results are "
+                        "damaged, so there is nothing to compare with",
+                    )
+                ]
+            ) from None
+    return out
+
+
+def diff_values(old: Any, new: Any, path: str = "") -> list[str]:
+    """Leaf-level differences between two JSON values, as ``path: recorded X, now Y``."""
+    if isinstance(old, dict) and isinstance(new, dict):
+        out = []
+        for key in sorted(set(old) | set(new)):
+            out += diff_values(old.get(key), new.get(key), f"{path}.{key}" if path else str(key))
+        return out
+    if old == new and type(old) is type(new):
+        return []
+    return [f"{path or '(value)'}: recorded {_short(old)}, reproduced {_short(new)}"]
+
+
+def _short(value: Any) -> str:
+    text = json.dumps(value, sort_keys=True, ensure_ascii=False)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def _code_paths(all_cells: list[Cell]) -> set[str]:
+    paths: set[str] = set()
+    for cell in all_cells:
+        if cell.pin.callable:
+            paths |= {cell.pin.callable.rpartition(":")[0], *cell.pin.files}
+        for c in cell.rubric.criteria:
+            if isinstance(c.grader, schema.PythonGrader):
+                paths |= {c.grader.callable.rpartition(":")[0], *c.grader.files}
+    return paths
+
+
+@contextlib.contextmanager
+def _materialized(tree: Tree, paths: set[str]) -> Iterator[Path]:
+    """A temporary directory holding REV's versions of the given repository files."""
+    with tempfile.TemporaryDirectory(prefix="evalreg-reproduce-") as tmp:
+        root = Path(tmp)
+        for rel in sorted(paths):
+            target = root / rel
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(tree.read_data(rel))
+        yield root

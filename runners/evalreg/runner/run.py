@@ -1,0 +1,681 @@
+"""``evalreg run``: reconcile results with the registry by running exactly the stale cells.
+
+All stale cells run concurrently in one process: their missing responses are bought in a
+single fetch (the store answers the rest), then each cell is graded and its canonical
+results are written. A grader change therefore re-grades without a single request.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, BinaryIO
+
+from evalreg.cells import Cell
+from evalreg.prompting import render_messages
+from evalreg.providers import get_provider
+from evalreg.providers.base import Provider
+from evalreg.providers.fetch import FetchReport, Job, Request, fetch, make_request
+from evalreg.registry import schema
+from evalreg.registry.loader import Registry, load_registry
+from evalreg.results.freshness import CellStatus, status
+from evalreg.results.records import coverage_counts
+from evalreg.results.tally import CellTally
+from evalreg.runner import _forked as forked
+from evalreg.runner import interrupts
+from evalreg.runner._cellwriter import CellWriter
+from evalreg.runner._dvcworker import Tracker
+from evalreg.runner._gradepool import grade_all
+from evalreg.runner.grading import CellGrader, cell_grader
+from evalreg.store.journal import Journal, Staged, mark_pushed, unpushed
+from evalreg.store.segments import STORE_DIR, ResponseStore, SegmentWriter
+
+DEFAULT_OUTPUT_TOKENS = 256
+_REPORT_EVERY = 1000
+"""Graded samples between two progress reports (each costs the display some work)."""
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    offline: bool = False
+    tasks: tuple[str, ...] = ()
+    candidates: tuple[str, ...] = ()
+    max_concurrency: int = 64
+    limit: int | None = None
+    max_cost_usd: float | None = None
+    dry_run: bool = False
+    shard: tuple[int, int] | None = None
+    """(index, count), 1-based index: buy only this shard's responses; write no results."""
+    force: bool = False
+    """Re-grade fresh cells too (never re-buys a stored response)."""
+    push: bool = True
+    """Push new store segments and item records to the DVC remote."""
+    holdout: bool = False
+    """Run the sealed hold-out cells instead of the development cells."""
+
+
+@dataclass
+class CellPlan:
+    status: CellStatus
+    items: list[schema.Item] = field(default_factory=list)
+    """The cell's items in id order (the first ``--limit`` of them)."""
+    keys: list[str] = field(default_factory=list)
+    """The store key of every request, in (item, sample) order."""
+    to_buy: list[Job] = field(default_factory=list)
+    """In-shard requests without a stored response: what this run sends."""
+    missing: int = 0
+    in_shard: int = 0
+    """Jobs this run is responsible for (all of them unless --shard is given)."""
+    estimated_micro_usd: int = 0
+    blocked: str | None = None
+    """Why this cell's missing responses cannot be bought here (a key that is not set)."""
+    unset_key: str | None = None
+    """The environment variable whose absence blocks the cell, when that is why."""
+    output_tokens: str = ""
+    """Where the cost estimate's output tokens come from, for ``--dry-run``."""
+    observed_tokens: int | None = None
+    """Mean output tokens of stored responses of the cell or pin; None without history."""
+
+    def samples(self) -> Iterator[tuple[schema.Item, int, str]]:
+        """(item, sample, key) of every request, in (item, sample) order."""
+        keys = iter(self.keys)
+        repeats = range(self.status.cell.task.repeats)
+        for item in self.items:
+            for sample in repeats:
+                yield item, sample, next(keys)
+
+
+@dataclass
+class CellRun:
+    plan: CellPlan
+    written: bool = False
+    errors: int = 0
+    cost_micro_usd: int = 0
+    note: str = ""
+    coverage: dict[str, tuple[int, int]] = field(default_factory=dict)
+    """Per human criterion of the cell's rubric: (graded, applicable) samples."""
+
+
+@dataclass
+class RunResult:
+    plans: list[CellPlan]
+    outcomes: list[CellRun] = field(default_factory=list)
+    fetch: FetchReport | None = None
+    pushed: list[str] = field(default_factory=list)
+    push_error: str | None = None
+
+    @property
+    def estimated_micro_usd(self) -> int:
+        return sum(p.estimated_micro_usd for p in self.plans)
+
+
+class RunInterrupted(KeyboardInterrupt):
+    """Ctrl-C (or SIGTERM) during a run, saying how many responses it had stored."""
+
+    def __init__(self, stored: int) -> None:
+        super().__init__(stored)
+        self.stored = stored
+
+
+Progress = Callable[[str, str, int], None]
+"""Called with (cell id, outcome, jobs) as jobs finish: cached, fetched, shared or error."""
+
+
+HISTORY_SAMPLE = 200
+"""Stored responses read to learn a cell's output length: enough for a mean, and planning
+stays fast however large the store is."""
+
+
+def observed_output_tokens(store: ResponseStore, keys: Iterable[str]) -> int | None:
+    """Mean output (and reasoning) tokens of up to ``HISTORY_SAMPLE`` stored responses
+    among ``keys``; None when none is stored."""
+    total = count = 0
+    for key in keys:
+        if key not in store:
+            continue
+        stored = store.get(key)
+        usage = ((stored or {}).get("response") or {}).get("usage") or {}
+        total += int(usage.get("output_tokens") or 0) + int(usage.get("reasoning_tokens") or 0)
+        count += 1
+        if count >= HISTORY_SAMPLE:
+            break
+    return round(total / count) if count else None
+
+
+def estimate_micro_usd(pin: schema.Pin, job: Job, output_tokens: int | None = None) -> int:
+    """A cost estimate for one request, before it is sent: ``output_tokens`` is what the
+    store has seen for the cell (or pin); without history, the request's ``max_tokens``."""
+    price = pin.price
+    if price is None:
+        return 0
+    input_tokens = len(job.content) // 3
+    if output_tokens is None:
+        output_tokens = _max_output_tokens(job)
+    out_price = max(price.output_per_mtok, price.reasoning_per_mtok or 0.0)
+    return round(
+        input_tokens * price.input_per_mtok + output_tokens * out_price + price.per_call * 1_000_000
+    )
+
+
+def _max_output_tokens(job: Job) -> int:
+    return int(
+        job.body.get("max_tokens") or job.body.get("max_completion_tokens") or DEFAULT_OUTPUT_TOKENS
+    )
+
+
+def _missing_key(pin: schema.Pin) -> str | None:
+    if pin.api_key_env and not os.environ.get(pin.api_key_env):
+        return f"{pin.api_key_env} is not set"
+    return None
+
+
+def _in_shard(key: str, shard: tuple[int, int] | None) -> bool:
+    if shard is None:
+        return True
+    index, count = shard
+    return int(key[:12], 16) % count == index - 1
+
+
+def cell_request(cell: Cell, provider: Provider, item: schema.Item) -> Request:
+    """The request a cell sends for ``item`` (the same body for every sample)."""
+    messages = render_messages(cell.task, cell.candidate.prompt, item, cell=cell.id)
+    return make_request(cell.candidate.pin, cell.pin, provider, messages, item.input)
+
+
+def _keys(cell: Cell, provider: Provider, items: Sequence[schema.Item]) -> list[str]:
+    keys: list[str] = []
+    repeats = range(cell.task.repeats)
+    for item in items:
+        request = cell_request(cell, provider, item)
+        keys.extend(request.key(sample) for sample in repeats)
+    return keys
+
+
+def request_keys(
+    cell: Cell, provider: Provider, items: Sequence[schema.Item], store: ResponseStore
+) -> list[str]:
+    """The store key of every request of ``items``, in (item, sample) order.
+
+    Rendering and hashing 100,000 requests takes a couple of seconds of one core: when
+    the store could answer most of them (a replay), ranges of items are keyed in forked
+    processes. Otherwise most requests are to be bought, and their jobs are built here
+    anyway: one process renders each prompt once.
+    """
+    units = len(items) * cell.task.repeats
+    count = forked.parts(units) if len(store) * 2 >= units else 1
+    if count < 2:
+        return _keys(cell, provider, items)
+    size = -(-len(items) // count)
+    pieces = [items[start : start + size] for start in range(0, len(items), size)]
+    # Keys are sha256 hex digits: a worker's come back joined, 64 characters each.
+    with forked.forked(lambda i: "".join(_keys(cell, provider, pieces[i])), len(pieces)) as done:
+        keys = _keys(cell, provider, pieces[0])
+        for i in range(1, len(pieces)):
+            joined = done(i)
+            keys.extend(joined[start : start + 64] for start in range(0, len(joined), 64))
+    return keys
+
+
+def cell_jobs(
+    cell: Cell, provider: Provider, items: Iterable[schema.Item]
+) -> Iterator[tuple[schema.Item, int, Job]]:
+    """Every request of a cell: each item's rendered prompt, once per sample."""
+    for item in items:
+        request = cell_request(cell, provider, item)
+        for sample in range(cell.task.repeats):
+            yield item, sample, request.job(sample, f"{cell.id}/{item.id}#{sample}")
+
+
+def prepare(
+    root: Path, options: RunOptions, registry: Registry | None = None
+) -> tuple[Registry, ResponseStore, list[CellPlan]]:
+    """Load the registry (unless given) and the store, and plan every cell this run will
+    touch."""
+    if registry is None:
+        registry = load_registry(root)
+    store = ResponseStore.open(root)
+    providers = {name: get_provider(name, root) for name in ("openai", "anthropic", "python")}
+    plans = []
+    # Output length seen per pin (any task), from the cells planned so far: the fallback
+    # for a cell of its own that has no stored response yet.
+    seen_by_pin: dict[str, list[str]] = {}
+    for st in status(registry, split="holdout" if options.holdout else "dev"):
+        cell = st.cell
+        if options.tasks and cell.task_id not in options.tasks:
+            continue
+        if options.candidates and cell.candidate.id not in options.candidates:
+            continue
+        if st.state == "fresh" and not options.force:
+            continue
+        plan = CellPlan(st)
+        provider = providers[cell.pin.provider]
+        items = sorted(registry.evalset_of(cell.task_id, cell.split).items, key=lambda i: i.id)
+        if options.limit is not None:
+            items = items[: options.limit]
+        plan.items = items
+        plan.keys = request_keys(cell, provider, items, store)
+        pin_keys = seen_by_pin.setdefault(cell.candidate.pin, [])
+        observed = observed_output_tokens(store, plan.keys)
+        if observed is not None:
+            plan.output_tokens = f"{observed} output tokens: mean of stored responses of the cell"
+        else:
+            observed = observed_output_tokens(store, pin_keys)
+            if observed is not None:
+                plan.output_tokens = (
+                    f"{observed} output tokens: mean of stored responses of the pin"
+                )
+        pin_keys.extend(plan.keys[: HISTORY_SAMPLE * 4])
+        plan.observed_tokens = observed
+        repeats = cell.task.repeats
+        request: tuple[schema.Item, Request] | None = None
+        for index, key in enumerate(plan.keys):
+            if not _in_shard(key, options.shard):
+                continue
+            plan.in_shard += 1
+            if key not in store:
+                item, sample = items[index // repeats], index % repeats
+                if request is None or request[0] is not item:
+                    request = item, cell_request(cell, provider, item)
+                job = request[1].job(sample, f"{cell.id}/{item.id}#{sample}", key)
+                plan.to_buy.append(job)
+                plan.missing += 1
+                plan.estimated_micro_usd += estimate_micro_usd(cell.pin, job, observed)
+                if not plan.output_tokens:
+                    plan.output_tokens = (
+                        f"{_max_output_tokens(job)} output tokens: max_tokens, no history"
+                    )
+        if plan.missing and not options.offline:
+            plan.blocked = _missing_key(cell.pin)
+            if plan.blocked is not None:
+                plan.unset_key = cell.pin.api_key_env
+        elif options.offline and st.state == "pending" and plan.missing == plan.in_shard:
+            plan.blocked = "never run, and --offline buys nothing"
+        plans.append(plan)
+    return registry, store, plans
+
+
+Prepared = tuple[Registry, ResponseStore, list[CellPlan]]
+
+
+def run(
+    root: Path,
+    options: RunOptions,
+    progress: Progress | None = None,
+    prepared: Prepared | None = None,
+    tracker: Tracker | None = None,
+) -> RunResult:
+    """Reconcile: buy what is missing, grade, and write results for the planned cells.
+
+    ``prepared`` is ``prepare(root, options)`` when the caller already has it (the CLI
+    needs the plans for its progress display), so the registry is loaded once.
+    ``tracker`` is one the caller started before preparing, and closes; without it, one
+    is started here if anything is to run. The caller holds the repository lock
+    (``lock.RepositoryLock``) and has let ``journal.recover_locked`` repair an
+    interrupted run first.
+
+    Until the closing step, nothing but this run's own store segment and temporary files
+    is written; the run's journal says what they are, so that a run stopped at any
+    instant is completed or rolled back by the next command (``journal``).
+    """
+    root = root.resolve()
+    registry, store, plans = prepared if prepared is not None else prepare(root, options)
+    result = RunResult(plans)
+    if options.dry_run:
+        return result
+    runnable = [p for p in plans if p.blocked is None]
+    jobs = [job for p in runnable for job in p.to_buy]
+    budget = _Budget(
+        options.max_cost_usd, {p.status.cell.candidate.pin: p.status.cell.pin for p in plans}
+    )
+    cell_of = {job.key: p.status.cell.id for p in runnable for job in p.to_buy}
+    budget.output_tokens = {job.key: p.observed_tokens for p in runnable for job in p.to_buy}
+    graders = {
+        p.status.cell.id: cell_grader(p.status.cell, registry, store, root) for p in runnable
+    }
+    journal = Journal.begin(root, push=options.push) if runnable else None
+    cleanup = contextlib.ExitStack()
+
+    def stream_of(plan: CellPlan) -> _CellStream:
+        assert journal is not None
+        cell_id = plan.status.cell.id
+        return cleanup.enter_context(
+            _CellStream(root, plan, graders[cell_id], store, journal.tmp_name, progress)
+        )
+
+    streams = {p.status.cell.id: stream_of(p) for p in runnable if _streams(p, options)}
+
+    def on_job(job: Job, outcome: str) -> None:
+        cell_id = cell_of.get(job.key, "?")
+        if progress is not None:
+            progress(cell_id, outcome, 1)
+        if outcome != "error" and cell_id in streams:
+            streams[cell_id].advance()
+
+    judge_keys: dict[str, set[str]] = {}
+
+    def judge_jobs() -> list[Job]:
+        """Judge requests for every graded output of this run (after phase one)."""
+        out = []
+        for plan in runnable:
+            grader = graders[plan.status.cell.id]
+            if not _judged(plan.status.cell):
+                continue
+            mine = judge_keys.setdefault(plan.status.cell.id, set())
+            for item, sample, key in plan.samples():
+                stored = store.get(key) if _in_shard(key, options.shard) else None
+                if stored is not None:
+                    jobs = grader.judge_jobs(item, sample, stored)
+                    mine.update(job.key for job in jobs)
+                    out.extend(jobs)
+        return out
+
+    writers: list[SegmentWriter] = []
+
+    async def go() -> tuple[FetchReport, FetchReport | None]:
+        from evalreg.providers.http import HttpLayer
+
+        label = f"shard{options.shard[0]}of{options.shard[1]}" if options.shard else "run"
+        async with HttpLayer() as http:
+            writer = None
+            if not options.offline:
+                writer = SegmentWriter(root, label=label)
+                writers.append(writer)
+                assert journal is not None
+                journal.add_segment(f"{STORE_DIR}/{writer.name}")
+            try:
+                # Stored responses were found while planning: count them, don't fetch them.
+                stored = 0
+                for plan in runnable:
+                    cached = plan.in_shard - len(plan.to_buy)
+                    stored += cached
+                    if progress is not None and cached:
+                        progress(plan.status.cell.id, "cached", cached)
+                report = await fetch(
+                    jobs,
+                    store,
+                    writer,
+                    http,
+                    offline=options.offline,
+                    concurrency=options.max_concurrency,
+                    progress=on_job,
+                    admit=budget.admit if budget.active else None,
+                )
+                report.total += stored
+                report.cached += stored
+                judged = judge_jobs()
+                second = (
+                    await fetch(
+                        judged,
+                        store,
+                        writer,
+                        http,
+                        offline=options.offline,
+                        concurrency=options.max_concurrency,
+                        admit=budget.admit if budget.active else None,
+                    )
+                    if judged
+                    else None
+                )
+                return report, second
+            finally:
+                if writer is not None:
+                    writer.close()
+
+    with cleanup:
+        # DVC gets ready in a child process while this one fetches and grades.
+        if tracker is None and runnable:
+            tracker = cleanup.enter_context(Tracker(root))
+        try:
+            report, _ = asyncio.run(go()) if runnable else (FetchReport(), None)
+        except KeyboardInterrupt as exc:
+            raise RunInterrupted(sum(w.written for w in writers)) from exc
+        result.fetch = report
+        failed = {e.key: e.kind for e in report.errors}
+        staged: list[tuple[Staged, Staged]] = []
+        for plan in plans:
+            cell_id = plan.status.cell.id
+            stream = streams.get(cell_id)
+            if stream is None and cell_id in graders:
+                stream = stream_of(plan)
+            outcome = _finish(registry, plan, failed, options, stream)
+            result.outcomes.append(outcome)
+            if outcome.written and stream is not None and stream.writer.staged is not None:
+                staged.append(stream.writer.staged)
+        if journal is not None:
+            assert tracker is not None
+            index = metrics_index(root, registry, {s.path for _, s in staged}) if staged else None
+            written = [o.plan for o in result.outcomes if o.written]
+            for rel in _untracked_segments_used(root, store, written, judge_keys):
+                if rel not in journal.segments:
+                    journal.segments.append(rel)
+            # The closing step runs to its end whatever signal arrives (but SIGKILL, which
+            # the journal repairs): results in place, everything tracked.
+            with interrupts.deferred():
+                journal.commit(
+                    [items for items, _ in staged], [s for _, s in staged], index, tracker.add
+                )
+        owed = unpushed(root) if options.push else []
+        if owed:
+            result.push_error = (
+                tracker.push(owed) if tracker is not None else _push_here(root, owed)
+            )
+            if result.push_error is None:
+                mark_pushed(root, owed)
+                result.pushed = owed
+    return result
+
+
+def _untracked_segments_used(
+    root: Path, store: ResponseStore, plans: list[CellPlan], judge_keys: dict[str, set[str]]
+) -> list[str]:
+    """Segments on disk without a pointer here whose responses the written results use.
+
+    The store reads every segment in the working tree, another branch's included (its
+    pointer stays on that branch; the file stays, ignored). Results that use one of its
+    responses need it tracked on this branch too, or a clean clone could not reproduce
+    them; a segment nothing here uses is left alone, so it never joins an unrelated PR.
+    The pointer is the same file on both branches, so they still merge cleanly.
+    """
+    numbers: set[int] = set()
+    for plan in plans:
+        keys = [*plan.keys, *judge_keys.get(plan.status.cell.id, ())]
+        for key in keys:
+            where = store.index.get(key)
+            if where is not None:
+                numbers.add(where[0])
+    out = []
+    for number in sorted(numbers):
+        name = store.names[number]  # "" for a record this run wrote: its own segment
+        rel = f"{STORE_DIR}/{name}"
+        if name and (root / rel).is_file() and not (root / f"{rel}.dvc").exists():
+            out.append(rel)
+    return out
+
+
+def _push_here(root: Path, paths: list[str]) -> str | None:
+    from evalreg import dvcrepo
+
+    return dvcrepo.push(root, paths)
+
+
+def _streams(plan: CellPlan, options: RunOptions) -> bool:
+    """Whether the cell is graded while its responses arrive: it writes results and no
+    criterion waits for a judge's response (those are bought after the fetch)."""
+    return options.shard is None and options.limit is None and not _judged(plan.status.cell)
+
+
+def _judged(cell: Cell) -> bool:
+    """Whether a criterion of the cell is graded by a judge model."""
+    return any(isinstance(c.grader, schema.JudgeGrader) for c in cell.rubric.criteria)
+
+
+class _CellStream:
+    """Grades a cell's samples in (item, sample) order as their responses are stored, so
+    grading overlaps the requests still in flight; the records stream to a ``CellWriter``.
+
+    ``advance`` grades only stored responses: whether a missing one is an error is known
+    when the fetch is over, and ``drain`` grades the rest then. A cell that turns out
+    incomplete leaves its temporary file behind for the writer to remove, and its previous
+    results untouched.
+    """
+
+    def __init__(
+        self,
+        root: Path,
+        plan: CellPlan,
+        grader: CellGrader,
+        store: ResponseStore,
+        tmp_name: Callable[[str], str],
+        progress: Progress | None = None,
+    ) -> None:
+        self.root, self.plan, self.grader, self.store = root, plan, grader, store
+        self.tmp_name = tmp_name
+        self.samples = plan.samples()
+        self.next = next(self.samples, None)
+        self._writer: CellWriter | None = None
+        self.progress = progress
+        self.unreported = 0
+
+    def _graded(self, n: int, *, flush: bool = False) -> None:
+        """Tell ``progress`` about graded samples, a thousand at a time (or now)."""
+        self.unreported += n
+        if self.progress is not None and (flush or self.unreported >= _REPORT_EVERY):
+            if self.unreported:
+                self.progress(self.plan.status.cell.id, "graded", self.unreported)
+            self.unreported = 0
+
+    @property
+    def writer(self) -> CellWriter:
+        """Opened with the first record: a cell that never grades creates no file."""
+        if self._writer is None:
+            self._writer = CellWriter(self.root, self.plan.status.cell, self.tmp_name)
+        return self._writer
+
+    def advance(self) -> None:
+        while self.next is not None:
+            item, sample, key = self.next
+            stored = self.store.get(key)
+            if stored is None:
+                return
+            self.writer.add(self.grader.record(item, sample, key, stored, None))
+            self._graded(1)
+            self.next = next(self.samples, None)
+
+    def drain(self, failed: dict[str, str]) -> None:
+        """Grade every sample not graded yet (``failed``: the error of each key the fetch
+        could not buy); a long remainder is graded by several processes."""
+        if self.next is None:
+            self._graded(0, flush=True)
+            return
+        rest = [self.next, *self.samples]
+        self.next = None
+
+        def grade(item: schema.Item, sample: int, key: str) -> dict[str, Any]:
+            return self.grader.record(item, sample, key, self.store.get(key), failed.get(key))
+
+        criteria = [c.id for c in self.plan.status.cell.rubric.criteria]
+        writer = self.writer
+
+        def add(record: dict[str, Any]) -> None:
+            writer.add(record)
+            self._graded(1)
+
+        def add_graded(lines: BinaryIO, tally: CellTally) -> None:
+            writer.add_graded(lines, tally)
+            self._graded(len(tally.levels))
+
+        grade_all(rest, grade, criteria, add, add_graded)
+        self._graded(0, flush=True)
+
+    def __enter__(self) -> _CellStream:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._writer is not None:
+            self._writer.__exit__(None, None, None)
+
+
+def _finish(
+    registry: Registry,
+    plan: CellPlan,
+    failed: dict[str, str],
+    options: RunOptions,
+    stream: _CellStream | None,
+) -> CellRun:
+    cell = plan.status.cell
+    outcome = CellRun(plan)
+    if plan.blocked is not None:
+        outcome.note = f"pending: {plan.blocked}"
+        return outcome
+    store = stream.store if stream is not None else None
+    unresolved = [
+        k
+        for k in plan.keys
+        if _in_shard(k, options.shard)
+        and (store is None or k not in store)
+        and failed.get(k) in (None, "offline_miss", "budget")
+    ]
+    if unresolved or options.shard is not None or options.limit is not None:
+        stopped = {failed.get(k) for k in unresolved}
+        outcome.note = (
+            "responses bought; results are written by a run without --shard or --limit"
+            if not unresolved
+            else f"incomplete ({len(unresolved)} responses missing: "
+            f"{', '.join(sorted(s or 'unsent' for s in stopped))}); no results written"
+        )
+        # Requests that failed count as well: a smoke test that bought nothing is no success.
+        outcome.errors = sum(
+            1
+            for k in plan.keys
+            if _in_shard(k, options.shard) and (store is None or k not in store)
+        )
+        return outcome
+    assert stream is not None
+    stream.drain(failed)
+    summary = stream.writer.finish(plan.status, registry.evalset_of(cell.task_id, cell.split))
+    outcome.written = True
+    outcome.errors = summary["totals"]["errors"]
+    outcome.cost_micro_usd = summary["totals"]["cost_micro_usd"]
+    human = [c.id for c in cell.rubric.criteria if isinstance(c.grader, schema.HumanGrader)]
+    outcome.coverage = coverage_counts(summary["totals"], human)
+    return outcome
+
+
+class _Budget:
+    """Admits requests while their estimated cost keeps the run within --max-cost."""
+
+    def __init__(self, max_usd: float | None, pins: dict[str, schema.Pin]) -> None:
+        self.active = max_usd is not None
+        self.limit = round((max_usd or 0.0) * 1_000_000)
+        self.committed = 0
+        self.pins = pins
+        self.output_tokens: dict[str, int | None] = {}
+        """Each job's output estimate, as planned (``CellPlan.observed_tokens``)."""
+
+    def admit(self, job: Job) -> bool:
+        cost = estimate_micro_usd(self.pins[job.pin_id], job, self.output_tokens.get(job.key))
+        if self.committed + cost > self.limit:
+            return False
+        self.committed += cost
+        return True
+
+
+def metrics_index(root: Path, registry: Registry, also: set[str]) -> str:
+    """``dvc.yaml`` listing every summary as a metrics file, for ``dvc metrics show/diff``:
+    the summaries on disk, and ``also`` (those this run is about to put in place)."""
+    from evalreg.cells import cells
+
+    paths = sorted(
+        c.summary_path
+        for c in cells(registry)
+        if c.summary_path in also or (root / c.summary_path).is_file()
+    )
+    lines = [
+        "# Written by evalreg run: every cell summary, for `dvc metrics show/diff`.",
+        "metrics:",
+    ] + [f"  - {p}" for p in paths]
+    return "\n".join(lines) + "\n"

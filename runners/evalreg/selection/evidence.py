@@ -1,0 +1,187 @@
+"""Gather a use case's committed evidence from a tree: results, metrics, decision, comparisons."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from evalreg.cells import Cell, cells
+from evalreg.evalsets.evalset import EvalSet
+from evalreg.graders.human import parse_grades, rater_agreement, rater_kappa
+from evalreg.metrics import Comparison, SliceMetrics, cell_metrics, compare
+from evalreg.registry import schema
+from evalreg.registry.loader import Registry
+from evalreg.results.freshness import CellStatus, status
+from evalreg.results.outcomes import Outcomes, from_records, from_summary
+from evalreg.results.records import read_items, read_summary
+from evalreg.selection.calibration import Calibration, add_agreement, calibrations
+from evalreg.selection.policy import Decision, decide
+
+
+@dataclass
+class CandidateEvidence:
+    candidate: schema.Candidate
+    cell: Cell
+    state: str
+    """fresh | stale | pending"""
+    reasons: list[str]
+    summary: dict[str, Any] | None
+    outcomes: Outcomes | None = None
+    """The graded samples, when results exist."""
+
+
+@dataclass
+class SelectionEvidence:
+    selection_id: str
+    selection: schema.Selection
+    task: schema.Task
+    rubric: schema.Rubric
+    evalset: EvalSet
+    candidates: dict[str, CandidateEvidence]
+    metrics: dict[str, dict[str, SliceMetrics]]
+    decision: Decision
+    comparisons: dict[str, list[Comparison]]
+    """Every other candidate against the declared one, per slice."""
+    rater_agreement: dict[str, float | None] = field(default_factory=dict)
+    """Human grades file → Krippendorff's alpha among its raters."""
+    holdout: dict[str, SliceMetrics] = field(default_factory=dict)
+    """Candidate → metrics on the sealed hold-out set (slice ``all``), where it was run."""
+    calibrations: dict[str, list[Calibration]] = field(default_factory=dict)
+    """Candidate → judge criteria whose agreement with human grades was measured there."""
+    rater_kappa: dict[str, tuple[float | None, int]] = field(default_factory=dict)
+    """Human grades file with exactly two raters → their Cohen's kappa and shared grades."""
+
+
+def read_records(registry: Registry, cell: Cell) -> list[dict[str, Any]]:
+    tree = registry.tree
+    if not (tree.is_file(cell.items_path) or tree.is_file(cell.items_path + ".dvc")):
+        return []
+    return read_items(tree.read_data(cell.items_path))
+
+
+OutcomeCache = dict[tuple[str, ...], Outcomes]
+"""Outcomes already read, by items-file md5 and criteria: a diff reads each file once."""
+
+
+def read_outcomes(
+    registry: Registry,
+    cell: Cell,
+    summary: dict[str, Any] | None = None,
+    cache: OutcomeCache | None = None,
+) -> Outcomes | None:
+    """The cell's recorded samples as columns, or None when it has none.
+
+    With ``summary`` (the cell's) and a ``cache``, an items file with the same md5 is read
+    only once.
+    """
+    criteria = [c.id for c in cell.rubric.criteria]
+    md5 = ((summary or {}).get("items_file") or {}).get("md5")
+    key = (str(md5), *criteria) if md5 else None
+    if cache is not None and key is not None and key in cache:
+        return cache[key]
+    outcomes = None
+    if summary is not None:
+        evalset = registry.evalset_of(cell.task_id, cell.split)
+
+        def items_file() -> bytes:
+            return registry.tree.read_data(cell.items_path)
+
+        outcomes = from_summary(summary, evalset.items, evalset.md5, criteria, items_file)
+    if outcomes is None:
+        records_ = read_records(registry, cell)
+        if not records_:
+            return None
+        outcomes = from_records(records_, criteria)
+    if cache is not None and key is not None:
+        cache[key] = outcomes
+    return outcomes
+
+
+def _metrics(
+    outcomes: Outcomes, task: schema.Task, rubric: schema.Rubric, policy: schema.Policy
+) -> dict[str, SliceMetrics]:
+    """``cell_metrics`` with judge-human agreement, computed once per outcomes, task,
+    rubric and policy (both sides of a diff share the outcomes of an unchanged cell)."""
+    key = (policy.pass_level, policy.confidence)
+    seen = outcomes.memo.get(key)
+    if seen is None or seen[0] != task or seen[1] != rubric:
+        computed = cell_metrics(outcomes, task, rubric, policy.pass_level, policy.confidence)
+        add_agreement(computed, outcomes, rubric)
+        seen = outcomes.memo[key] = (task, rubric, computed)
+    return {name: dict(values) for name, values in seen[2].items()}
+
+
+def gather(
+    registry: Registry,
+    selection_id: str,
+    statuses: list[CellStatus] | None = None,
+    *,
+    comparisons: bool = True,
+    cache: OutcomeCache | None = None,
+) -> SelectionEvidence:
+    """Everything the report needs for one use case (``comparisons=False``: only what a
+    decision needs, which is all ``evalreg check`` asks for)."""
+    selection = registry.selections[selection_id]
+    task = registry.tasks[selection.task]
+    rubric = registry.rubrics[task.rubric]
+    by_cell = {s.cell.id: s for s in (statuses if statuses is not None else status(registry))}
+    policy = selection.policy
+    candidates: dict[str, CandidateEvidence] = {}
+    metrics: dict[str, dict[str, SliceMetrics]] = {}
+    for cand in selection.candidates:
+        st = by_cell[f"{selection.task}/{cand.id}"]
+        summary = read_summary(registry.tree, st.cell)
+        outcomes = read_outcomes(registry, st.cell, summary, cache) if summary is not None else None
+        candidates[cand.id] = CandidateEvidence(
+            cand, st.cell, st.state, st.reasons, summary, outcomes
+        )
+        if outcomes is not None:
+            metrics[cand.id] = _metrics(outcomes, task, rubric, policy)
+    pending = {c for c, e in candidates.items() if e.outcomes is None}
+    decision = decide(selection, metrics, pending)
+    declared = candidates[selection.selected].outcomes
+    compared = {
+        cid: compare(declared, ev.outcomes, policy.pass_level, policy.confidence)
+        for cid, ev in candidates.items()
+        if comparisons
+        and cid != selection.selected
+        and ev.outcomes is not None
+        and declared is not None
+    }
+    grades = {
+        c.grader.file: parse_grades(registry.tree.read_data(c.grader.file), c.grader.file)
+        for c in rubric.criteria
+        if isinstance(c.grader, schema.HumanGrader)
+    }
+    raters = {path: rater_agreement(g) for path, g in grades.items()}
+    kappas = {path: k for path, g in grades.items() if (k := rater_kappa(g)) is not None}
+    calibrated = {
+        cid: found
+        for cid, ev in candidates.items()
+        if ev.outcomes is not None
+        and (found := calibrations(ev.outcomes, rubric, metrics[cid].get("all", {})))
+    }
+    holdout = {}
+    for cell in cells(registry, "holdout"):
+        held_summary = read_summary(registry.tree, cell) if cell.selection == selection_id else None
+        if held_summary is not None:
+            held = read_outcomes(registry, cell, held_summary)
+            if held is not None:
+                holdout[cell.candidate.id] = cell_metrics(
+                    held, task, rubric, policy.pass_level, policy.confidence
+                )["all"]
+    return SelectionEvidence(
+        selection_id,
+        selection,
+        task,
+        rubric,
+        registry.evalset_of(selection.task),
+        candidates,
+        metrics,
+        decision,
+        compared,
+        raters,
+        holdout,
+        calibrated,
+        kappas,
+    )

@@ -1,0 +1,209 @@
+"""Selection policy to decision: gates fixed beforehand, an objective, a non-inferiority
+margin, and whether the declared candidate is what the policy recommends.
+
+Pure: it takes metrics per candidate and returns the decision with its reasons.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from evalreg import stats
+from evalreg.metrics import COVERAGE, LOWER_IS_BETTER, Metric, SliceMetrics, covered
+from evalreg.registry import schema
+from evalreg.report.numbers import coverage_text
+
+
+@dataclass(frozen=True)
+class GateResult:
+    gate: schema.Gate
+    index: int
+    value: float | None
+    """The number compared with the threshold (point or bound), None when unmeasured."""
+    n: int
+    passed: bool
+    too_small: bool = False
+    note: str = ""
+    point: float | None = None
+    """The metric's point estimate (``value`` itself for a gate on the point)."""
+
+    def describe(self) -> str:
+        g = self.gate
+        op, threshold = ("≥", g.min) if g.min is not None else ("≤", g.max)
+        where = "" if g.on == "point" else f" ({g.on.replace('_', ' ')})"
+        return f"{g.metric} on {g.slice}{where} {op} {fmt(threshold)}"
+
+    def compared(self) -> str:
+        """What was compared with the threshold, named: ``measured 0.62`` for a gate on the
+        point, ``upper bound 0.709 (point estimate 0.62)`` for one on a bound, so a bound is
+        never read as the estimate."""
+        if self.value is None:
+            return "not measured"
+        if self.gate.metric.startswith(COVERAGE) and self.point is not None:
+            return f"measured {coverage_text(round(self.point * self.n), self.n)}"
+        if self.gate.on == "point" or self.point is None:
+            return f"measured {fmt(self.value)}"
+        bound = self.gate.on.replace("_", " ")
+        return f"{bound} {fmt(self.value)} (point estimate {fmt(self.point)})"
+
+    def why(self) -> str:
+        """Why the gate failed: what it compared, and the note when there is one."""
+        if self.value is None:
+            return self.note or self.compared()
+        return f"{self.compared()}; {self.note}" if self.note else self.compared()
+
+
+@dataclass(frozen=True)
+class Assessment:
+    candidate: str
+    pending: bool
+    gates: list[GateResult] = field(default_factory=list)
+
+    @property
+    def eligible(self) -> bool:
+        return not self.pending and all(g.passed for g in self.gates)
+
+
+@dataclass(frozen=True)
+class Decision:
+    declared: str
+    recommended: str | None
+    ranking: list[str]
+    """Eligible candidates in objective order (best first)."""
+    assessments: dict[str, Assessment]
+    reasons: list[str]
+    waiver: schema.Waiver | None
+
+    @property
+    def agrees(self) -> bool:
+        return self.declared == self.recommended
+
+    @property
+    def needs_waiver(self) -> bool:
+        return not self.agrees and self.waiver is None
+
+
+def fmt(x: float | None) -> str:
+    if x is None:
+        return "n/a"
+    return f"{x:.3f}".rstrip("0").rstrip(".") if x != int(x) else str(int(x))
+
+
+def check_gate(
+    gate: schema.Gate, index: int, metric: Metric | None, confidence: float
+) -> GateResult:
+    if metric is None or metric.n == 0:
+        return GateResult(gate, index, None, 0, False, note="no graded items in this slice")
+    value = metric.bound(gate.on)
+    if gate.min is not None:
+        passed = value >= gate.min
+        small = gate.on == "lower_bound" and stats.too_small(
+            metric.n, metric.value, gate.min, "lower", confidence
+        )
+    else:
+        assert gate.max is not None
+        passed = value <= gate.max
+        small = gate.on == "upper_bound" and stats.too_small(
+            metric.n, metric.value, gate.max, "upper", confidence
+        )
+    note = (
+        f"too small to tell: {metric.n} items cannot show this with {confidence:.0%} confidence"
+        if small and not passed
+        else ""
+    )
+    if gate.metric.startswith(COVERAGE) and not passed:
+        small = False  # a count of the responses graded, not an estimate: never too small
+        graded, applicable = covered(metric)
+        note = (
+            f"{applicable - graded} of the {applicable} responses "
+            f"{gate.metric.removeprefix(COVERAGE)!r} applies to have no human grade"
+        )
+    return GateResult(
+        gate, index, value, metric.n, passed, small and not passed, note, point=metric.value
+    )
+
+
+def _value(metrics: dict[str, SliceMetrics], metric: str) -> float:
+    m = metrics.get("all", {}).get(metric)
+    return m.value if m is not None else 0.0
+
+
+def _objective_key(
+    objective: schema.Objective, metrics: dict[str, SliceMetrics], candidate: str
+) -> tuple[object, ...]:
+    if objective.lexicographic is not None:
+        parts = [
+            -_value(metrics, t.metric) if t.maximize is not None else _value(metrics, t.metric)
+            for t in objective.lexicographic
+        ]
+        return (*parts, candidate)
+    score = sum(
+        t.weight * (_value(metrics, t.metric) if t.maximize else -_value(metrics, t.metric))
+        for t in objective.terms
+    )
+    return (-score, candidate)
+
+
+def decide(
+    selection: schema.Selection,
+    metrics: dict[str, dict[str, SliceMetrics]],
+    pending: set[str],
+) -> Decision:
+    """Apply the policy to every candidate's metrics; pending candidates are never ranked."""
+    policy = selection.policy
+    assessments: dict[str, Assessment] = {}
+    reasons: list[str] = []
+    for cand in selection.candidates:
+        if cand.id in pending or cand.id not in metrics:
+            assessments[cand.id] = Assessment(cand.id, True)
+            reasons.append(f"{cand.id} is pending (no results) and is not ranked")
+            continue
+        results = [
+            check_gate(g, i, metrics[cand.id].get(g.slice, {}).get(g.metric), policy.confidence)
+            for i, g in enumerate(policy.gates, start=1)
+        ]
+        assessments[cand.id] = Assessment(cand.id, False, results)
+        for r in results:
+            if not r.passed:
+                reasons.append(f"{cand.id} fails gate {r.index} ({r.describe()}): {r.why()}")
+    eligible = [c for c, a in assessments.items() if a.eligible]
+    ranking = sorted(eligible, key=lambda c: _objective_key(policy.objective, metrics[c], c))
+    recommended = ranking[0] if ranking else None
+    if recommended is None:
+        reasons.append("no candidate passes every gate: nothing can be recommended")
+    else:
+        first = policy.objective.terms[0]
+        reasons.append(
+            f"{recommended} ranks first among eligible candidates by "
+            f"{'maximizing' if first.maximize else 'minimizing'} {first.metric} "
+            f"({fmt(_value(metrics[recommended], first.metric))})"
+        )
+        ni = policy.non_inferiority
+        if ni is not None and len(ranking) > 1:
+            best = _value(metrics[recommended], ni.metric)
+            lower_better = ni.metric in LOWER_IS_BETTER
+
+            def close_enough(c: str) -> bool:
+                v = _value(metrics[c], ni.metric)
+                return v <= best + ni.margin if lower_better else v >= best - ni.margin
+
+            near = [c for c in ranking if close_enough(c)]
+            prefer = ni.prefer
+            chosen = sorted(
+                near,
+                key=lambda c: (
+                    -_value(metrics[c], prefer.metric)
+                    if prefer.maximize
+                    else _value(metrics[c], prefer.metric),
+                    ranking.index(c),
+                ),
+            )[0]
+            if chosen != recommended:
+                reasons.append(
+                    f"{chosen} is within the non-inferiority margin ({fmt(ni.margin)} on "
+                    f"{ni.metric}) of {recommended} and better on {prefer.metric}: "
+                    f"{chosen} is recommended"
+                )
+                recommended = chosen
+    waiver = next((w for w in selection.waivers if w.candidate == selection.selected), None)
+    return Decision(selection.selected, recommended, ranking, assessments, reasons, waiver)

@@ -1,0 +1,55 @@
+"""Compaction: every segment of the working tree's store merged into one, verified first."""
+
+from __future__ import annotations
+
+import contextlib
+from dataclasses import dataclass
+from pathlib import Path
+
+from evalreg import dvcrepo
+from evalreg.store.segments import STORE_DIR, ResponseStore, SegmentWriter
+
+
+@dataclass(frozen=True)
+class Compaction:
+    before: int
+    """Segments before compaction."""
+    records: int
+    dropped: int
+    """Duplicate or torn lines not carried over."""
+    segment: str | None
+
+
+def compact(root: Path, *, push: bool = True) -> Compaction:
+    """Merge every segment of the working tree's store into one new segment.
+
+    The new segment is written (records in key order), synced and verified before any old
+    segment is removed; old segments stay in the DVC cache and remote, so older revisions
+    that point at them still reproduce.
+    """
+    store = ResponseStore.open(root)
+    directory = root / STORE_DIR
+    old = sorted(n for n in store.names if n)
+    dropped = store.stats.duplicates + store.stats.torn
+    if len(old) <= 1 and not dropped:
+        return Compaction(len(old), len(store), 0, old[0] if old else None)
+    writer = SegmentWriter(root, label="compact")
+    with writer:
+        for key in sorted(store.keys()):
+            number, start, end = store.index[key]
+            writer.put(store.segments[number][start : end + 1])
+    merged = ResponseStore()
+    merged.add_segment(writer.name, writer.path.read_bytes())
+    if set(merged.index) != set(store.index) or merged.stats.torn:
+        writer.path.unlink()
+        raise RuntimeError("compaction verification failed; the store is unchanged")
+    pointers = [f"{STORE_DIR}/{n}.dvc" for n in old if (directory / f"{n}.dvc").exists()]
+    if pointers:
+        dvcrepo.untrack(root, pointers)
+    for name in old:
+        with contextlib.suppress(FileNotFoundError):
+            (directory / name).unlink()
+    dvcrepo.track(root, [f"{STORE_DIR}/{writer.name}"], push=False)
+    if push:
+        dvcrepo.push(root, [f"{STORE_DIR}/{writer.name}"])
+    return Compaction(len(old), len(store), dropped, writer.name)

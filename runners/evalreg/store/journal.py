@@ -1,0 +1,308 @@
+"""The run journal: a run's closing step as a transaction the next command can finish.
+
+A run writes in two stages. While it fetches and grades it only appends to its own store
+segment and writes results to temporary files named for the run, so that the previous
+results stay in place. Then, in one short step, it puts the results in place and tracks
+what it wrote with DVC. A signal can stop the process anywhere, SIGKILL included, so the
+journal (``journal.json`` in the repository's state directory, beside the lock) records
+which stage the run had reached and what it wrote:
+
+- ``fetch``: the run's segments are listed. A run that stops here is rolled back: its
+  temporary results are removed (the previous results stand), and its segments are kept
+  and tracked, so no response that reached a segment is ever bought again. Only the
+  segments the journal names: a segment on disk that no journal names and no pointer
+  here tracks is another branch's (its pointer is on that branch) or one an older evalreg
+  left behind. It is read like any other, so its responses are never bought again, and a
+  run tracks it when its results use it (``runner``); recovery never sweeps it into this
+  branch.
+- ``commit``: the results are complete and their temporary files are listed, with the
+  content of ``dvc.yaml`` to write. A run that stops here is rolled forward: results are
+  moved into place, every file is tracked, the summaries are written last. Before DVC
+  touches a file it is hard-linked into the state directory, because ``dvc add`` deletes
+  and re-creates it; a file DVC left missing is restored from that link.
+
+Once a run's files are tracked the journal is removed. Paths still to push are kept in
+``unpushed.json`` until a push succeeds. Every command that reads or writes results
+calls ``recover`` first; it does nothing unless a journal is there and nobody holds the
+repository lock.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import secrets
+import shutil
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from evalreg import dvcrepo
+from evalreg.store.lock import state_dir, try_lock
+from evalreg.store.segments import keepable
+
+JOURNAL = "journal.json"
+UNPUSHED = "unpushed.json"
+HOLD = "hold"
+TMP_SUFFIX = ".tmp"
+
+Add = Callable[[list[str]], None]
+"""``dvc add`` these repository-relative paths (raises when DVC cannot)."""
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def write_durably(path: Path, data: bytes) -> None:
+    """Replace ``path`` with ``data`` atomically: the old bytes or the new, never half."""
+    tmp = path.with_name(f"{path.name}.{secrets.token_hex(4)}{TMP_SUFFIX}")
+    try:
+        with tmp.open("wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        tmp.replace(path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    _fsync_dir(path.parent)
+
+
+@dataclass
+class Staged:
+    """A result file written under a temporary name, to be moved into place."""
+
+    tmp: str
+    path: str
+
+
+@dataclass
+class Journal:
+    """One run's journal; ``begin`` writes it, ``commit`` closes the run."""
+
+    root: Path
+    run: str
+    push: bool
+    phase: str = "fetch"
+    segments: list[str] = field(default_factory=list)
+    items: list[Staged] = field(default_factory=list)
+    summaries: list[Staged] = field(default_factory=list)
+    metrics_index: str | None = None
+
+    @property
+    def path(self) -> Path:
+        return state_dir(self.root) / JOURNAL
+
+    @property
+    def hold(self) -> Path:
+        return state_dir(self.root) / HOLD / self.run
+
+    def tmp_name(self, rel: str) -> str:
+        """The temporary name this run writes ``rel`` under (beside it, same filesystem)."""
+        return f"{rel}.{self.run}{TMP_SUFFIX}"
+
+    @classmethod
+    def begin(cls, root: Path, *, push: bool) -> Journal:
+        journal = cls(root, secrets.token_hex(6), push)
+        journal.path.parent.mkdir(parents=True, exist_ok=True)
+        journal.save()
+        return journal
+
+    def save(self) -> None:
+        state = {
+            "version": 1,
+            "run": self.run,
+            "pid": os.getpid(),
+            "phase": self.phase,
+            "push": self.push,
+            "segments": self.segments,
+            "items": [[s.tmp, s.path] for s in self.items],
+            "summaries": [[s.tmp, s.path] for s in self.summaries],
+            "metrics_index": self.metrics_index,
+        }
+        write_durably(self.path, json.dumps(state, indent=1, sort_keys=True).encode())
+
+    @classmethod
+    def load(cls, root: Path) -> Journal | None:
+        try:
+            state = json.loads((state_dir(root) / JOURNAL).read_bytes())
+            return cls(
+                root,
+                str(state["run"]),
+                bool(state["push"]),
+                str(state["phase"]),
+                [str(s) for s in state["segments"]],
+                [Staged(str(t), str(p)) for t, p in state["items"]],
+                [Staged(str(t), str(p)) for t, p in state["summaries"]],
+                state.get("metrics_index"),
+            )
+        except FileNotFoundError:
+            return None
+        except (ValueError, KeyError, TypeError):
+            # Written atomically, so never torn: a journal in another shape is not ours to
+            # act on. Orphaned segments are still found and tracked by a later rollback.
+            return None
+
+    def add_segment(self, rel: str) -> None:
+        self.segments.append(rel)
+        self.save()
+
+    # ------------------------------------------------------------ the closing step
+    def commit(
+        self, items: list[Staged], summaries: list[Staged], metrics_index: str | None, add: Add
+    ) -> list[str]:
+        """Put the results in place and track every file this run wrote; return the
+        tracked paths. Call it with ending signals deferred (``interrupts.deferred``):
+        whatever stops it, ``recover`` finishes the same work."""
+        self.items, self.summaries, self.metrics_index = items, summaries, metrics_index
+        segments = keepable(self.root, self.segments)
+        self.segments = segments
+        self._hold([*segments, *(s.tmp for s in items)])
+        self.phase = "commit"
+        self.save()
+        return self._roll_forward(add)
+
+    def _hold(self, rels: list[str]) -> None:
+        """Hard-link each file into the state directory: ``dvc add`` replaces the file
+        (delete, then copy back from its cache), and a kill in between would lose it."""
+        self.hold.mkdir(parents=True, exist_ok=True)
+        for n, rel in enumerate(rels):
+            link = self.hold / str(n)
+            link.unlink(missing_ok=True)
+            with contextlib.suppress(OSError):  # another filesystem: DVC's cache must do
+                os.link(self.root / rel, link)
+        _fsync_dir(self.hold)
+
+    def _roll_forward(self, add: Add) -> list[str]:
+        root = self.root
+        # (hard link, where the file is now, where it goes), in ``_hold``'s order.
+        moves = [(rel, rel) for rel in self.segments] + [(s.tmp, s.path) for s in self.items]
+        for n, (now, final) in enumerate(moves):
+            if (root / now).exists() and now != final:
+                (root / now).replace(root / final)
+            link = self.hold / str(n)
+            if not (root / final).exists() and link.exists():
+                # A killed `dvc add` had deleted it and not copied it back yet.
+                os.link(link, root / final)
+        tracked = [final for _, final in moves if (root / final).exists()]
+        if tracked:
+            add(tracked)
+        # The summaries go last: a summary in place means its items file is tracked.
+        for staged in self.summaries:
+            if (root / staged.tmp).exists():
+                (root / staged.tmp).replace(root / staged.path)
+        if self.metrics_index is not None:
+            write_durably(root / "dvc.yaml", self.metrics_index.encode())
+        if self.push and tracked:
+            mark_unpushed(root, tracked)
+        self.path.unlink(missing_ok=True)
+        shutil.rmtree(self.hold, ignore_errors=True)
+        _fsync_dir(self.path.parent)
+        return tracked
+
+    def _roll_back(self, add: Add) -> list[str]:
+        """The run stopped before its results were complete: remove its temporary
+        result files and keep (track) every response it stored."""
+        root = self.root
+        results = root / "reports" / "results"
+        if results.is_dir():
+            for tmp in results.rglob(f"*.{self.run}{TMP_SUFFIX}"):
+                tmp.unlink(missing_ok=True)
+        segments = keepable(root, self.segments)
+        if segments:
+            add(segments)
+            if self.push:
+                mark_unpushed(root, segments)
+        self.path.unlink(missing_ok=True)
+        shutil.rmtree(self.hold, ignore_errors=True)
+        return segments
+
+
+# ---------------------------------------------------------------- pushes still owed
+def unpushed(root: Path) -> list[str]:
+    """Paths a run tracked but could not push (yet)."""
+    try:
+        data = json.loads((state_dir(root) / UNPUSHED).read_bytes())
+    except (FileNotFoundError, ValueError):
+        return []
+    return [str(p) for p in data] if isinstance(data, list) else []
+
+
+def mark_unpushed(root: Path, rels: list[str]) -> None:
+    owed = sorted(set(unpushed(root)) | set(rels))
+    write_durably(state_dir(root) / UNPUSHED, json.dumps(owed).encode())
+
+
+def mark_pushed(root: Path, rels: list[str]) -> None:
+    owed = sorted(set(unpushed(root)) - set(rels))
+    path = state_dir(root) / UNPUSHED
+    if owed:
+        write_durably(path, json.dumps(owed).encode())
+    else:
+        path.unlink(missing_ok=True)
+
+
+# ---------------------------------------------------------------- recovery
+@dataclass(frozen=True)
+class Recovery:
+    """What ``recover`` found and did."""
+
+    action: str
+    """``completed`` (rolled forward), ``rolled back``, or ``in progress`` (a live run
+    holds the lock: nothing was touched)."""
+    tracked: tuple[str, ...] = ()
+    results: tuple[str, ...] = ()
+
+    def describe(self) -> str:
+        if self.action == "in progress":
+            return "a run is in progress in this repository: its results may change"
+        files = len(self.tracked)
+        if self.action == "completed":
+            return (
+                f"finished an interrupted run's closing step: {len(self.results)} result "
+                f"files put in place, {files} files tracked with DVC"
+            )
+        return (
+            f"rolled back an interrupted run: its unfinished results were removed, and the "
+            f"{files} store segments it wrote are kept and tracked (nothing is bought again)"
+        )
+
+
+def _dvc_add(root: Path) -> Add:
+    def add(paths: list[str]) -> None:
+
+        dvcrepo.track(root, paths, push=False)
+
+    return add
+
+
+def recover_locked(root: Path, add: Add | None = None) -> Recovery | None:
+    """Finish or roll back an interrupted run; the caller holds the repository lock."""
+    add = add or _dvc_add(root)
+    journal = Journal.load(root)
+    if journal is None:
+        return None
+
+    dvcrepo.clear_torn_rwlock(root)  # a `dvc add` killed mid-write of DVC's own lock table
+    if journal.phase == "commit":
+        results = tuple(s.path for s in (*journal.items, *journal.summaries))
+        return Recovery("completed", tracked=tuple(journal._roll_forward(add)), results=results)
+    return Recovery("rolled back", tracked=tuple(journal._roll_back(add)))
+
+
+def recover(root: Path) -> Recovery | None:
+    """For commands that do not write: repair an interrupted run if there is one and no
+    run is live (cheap when there is nothing to do: one ``stat``)."""
+    if not (state_dir(root) / JOURNAL).exists():
+        return None
+    lock = try_lock(root)
+    if lock is None:
+        return Recovery("in progress")
+    with lock:
+        return recover_locked(root)
