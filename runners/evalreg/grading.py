@@ -11,29 +11,16 @@ from evalreg.fetch import Job
 from evalreg.graders import GradingContext, Verdict, build_grader
 from evalreg.graders.base import GradeFn
 from evalreg.human import HumanGrades, parse_grades
-from evalreg.judging import JudgeFailed, Judges
+from evalreg.judging import JudgeFailed, Judges, JudgeVerdict
 from evalreg.levels import LevelRules, applies
 from evalreg.parsing import parse_output
 from evalreg.plan import Cell
+from evalreg.pricing import cost_micro_usd
 from evalreg.providers.base import Completion
 from evalreg.registry import schema
 from evalreg.registry.loader import Registry
 from evalreg.results import rounded
 from evalreg.store import ResponseStore
-
-
-def cost_micro_usd(price: schema.Price | None, completion: Completion) -> int:
-    """What one response cost, in micro-dollars (prices are USD per million tokens)."""
-    if price is None:
-        return 0
-    output = completion.output_tokens
-    cost = completion.input_tokens * price.input_per_mtok + price.per_call * 1_000_000
-    if price.reasoning_per_mtok is not None:
-        reasoning = min(completion.reasoning_tokens, output)
-        cost += (output - reasoning) * price.output_per_mtok + reasoning * price.reasoning_per_mtok
-    else:
-        cost += output * price.output_per_mtok
-    return round(cost)
 
 
 class CellGrader:
@@ -85,6 +72,18 @@ class CellGrader:
             "cost_micro_usd": 0,
         }
 
+    def _usage(self, stored: dict[str, Any], completion: Completion) -> dict[str, Any]:
+        """The candidate response's latency, tokens and cost."""
+        return {
+            "latency_ms": int(stored.get("latency_ms", 0)),
+            "tokens": {
+                "input": completion.input_tokens,
+                "output": completion.output_tokens,
+                "reasoning": completion.reasoning_tokens,
+            },
+            "cost_micro_usd": cost_micro_usd(self.cell.pin.price, completion),
+        }
+
     def judge_jobs(self, item: schema.Item, sample: int, stored: dict[str, Any]) -> list[Job]:
         """The judge requests this output needs (to buy them before grading)."""
         if self.judges is None:
@@ -106,7 +105,7 @@ class CellGrader:
         sample: int,
         key: str | None,
         text: str,
-    ) -> Verdict | None:
+    ) -> Verdict | JudgeVerdict | None:
         grader = criterion.grader
         if isinstance(grader, schema.HumanGrader):
             grades = self.human.get(grader.file)
@@ -115,8 +114,7 @@ class CellGrader:
         assert isinstance(grader, schema.JudgeGrader)
         if self.judges is None:
             raise JudgeFailed("no judge available")
-        v = self.judges.verdict(criterion, item, text, f"{self.cell.id}/{item.id}#{sample}")
-        return Verdict(v.passed, v.score, v.reason[:80])
+        return self.judges.verdict(criterion, item, text, f"{self.cell.id}/{item.id}#{sample}")
 
     def record(
         self,
@@ -135,6 +133,9 @@ class CellGrader:
         completion = Completion.from_record(stored["response"])
         parsed = parse_output(completion.text, self.cell.task.output)
         applicable: dict[str, tuple[schema.Criterion, Verdict]] = {}
+        # What the judges' responses for this sample cost; None when no judge grades it.
+        judge_cost: int | None = None
+        judge_failure: str | None = None
         for criterion, grade in self._graded:
             if grade is not None:
                 verdict = grade(parsed, item)
@@ -142,11 +143,22 @@ class CellGrader:
                 try:
                     special = self._special(criterion, item, sample, key, completion.text)
                 except JudgeFailed as exc:
-                    return self._error(self._base(item, sample, key), f"judge: {exc}")
+                    # The other judges are still read: what they cost was spent.
+                    judge_cost = (judge_cost or 0) + exc.cost_micro_usd
+                    judge_failure = judge_failure or f"judge: {exc}"
+                    continue
+                if isinstance(special, JudgeVerdict):
+                    judge_cost = (judge_cost or 0) + special.cost_micro_usd
+                    special = Verdict(special.passed, special.score, special.reason[:80])
                 if special is None:
                     continue  # no human grades for this response: the criterion is absent
                 verdict = special
             applicable[criterion.id] = (criterion, verdict)
+        spent = {} if judge_cost is None else {"judge_cost_micro_usd": judge_cost}
+        if judge_failure is not None:
+            # The candidate's response was bought and is stored: its usage and cost stay.
+            failed = self._error(self._base(item, sample, key), judge_failure)
+            return {**failed, **self._usage(stored, completion), **spent}
         if len(applicable) < len(self._graded):
             missing = next(c.id for c, _ in self._graded if c.id not in applicable)
             raise ValueError(f"criterion {missing!r} applies but has no verdict")
@@ -160,13 +172,8 @@ class CellGrader:
             },
             "level": level,
             "score": rounded(score),
-            "latency_ms": int(stored.get("latency_ms", 0)),
-            "tokens": {
-                "input": completion.input_tokens,
-                "output": completion.output_tokens,
-                "reasoning": completion.reasoning_tokens,
-            },
-            "cost_micro_usd": cost_micro_usd(self.cell.pin.price, completion),
+            **self._usage(stored, completion),
+            **spent,
         }
 
     def _base(self, item: schema.Item, sample: int, key: str | None) -> dict[str, Any]:
