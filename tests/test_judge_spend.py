@@ -12,7 +12,7 @@ from test_judges_human import MINI, records
 
 from evalreg.judging import JUDGE_INSTRUCTIONS
 
-from conftest import Repo
+from conftest import Repo, items_jsonl
 
 judged = test_judges_human.judged  # the fixture: a judge pin and a judged criterion
 RULES = "reports/results/labels/rules"
@@ -194,3 +194,18 @@ def test_a_cell_without_a_judge_writes_no_judge_cost(live: Repo, cli):
     assert "judge_cost_micro_usd" not in summary["totals"]
     assert "spend_micro_usd" not in summary["totals"]
     assert all("judge_cost_micro_usd" not in r for r in records(live, MINI))
+
+
+def test_dry_run_learns_the_judges_output_length_from_the_store(judged: Repo, cli):
+    _, _, before, count = _estimates(cli(judged, "run", "--dry-run").out)
+    cli(judged, "run")
+    judged.commit("judged results")
+    judged.write("evalsets/messages.jsonl", items_jsonl(8))
+    assert cli(judged, "evalset", "add", str(judged.root / "evalsets/messages.jsonl")).code == 0
+    result = cli(judged, "run", "--dry-run")
+    out = " ".join(result.out.split())
+    assert "judge estimate: " in out and "mean of stored judge responses of the cell" in out
+    _, _, after, new = _estimates(result.out)
+    assert new == count == 8  # four new items, two candidates
+    # A verdict is a dozen tokens, not the 256 a judge request may return.
+    assert after < before / 2

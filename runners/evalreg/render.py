@@ -198,6 +198,8 @@ def print_run(result: RunResult, *, dry_run: bool = False) -> None:
         blocked = f"pending: {plan.blocked}" if plan.blocked else ""
         if dry_run:
             tokens = [f"estimate: {plan.output_tokens}"] if plan.output_tokens else []
+            if plan.judge_output_tokens:
+                tokens.append(f"judge estimate: {plan.judge_output_tokens}")
             row.append(shown("; ".join([*st.reasons, *([blocked] if blocked else []), *tokens])))
         else:
             o = outcomes.get(st.cell.id)

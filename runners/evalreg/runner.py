@@ -85,6 +85,8 @@ class CellPlan:
     judge_estimated_micro_usd: int = 0
     judge_estimates: dict[str, int] = field(default_factory=dict)
     """The estimated cost of the judge requests each request to buy needs, by its key."""
+    judge_output_tokens: str = ""
+    """Where the judge estimate's output tokens come from, for ``--dry-run``."""
 
     def samples(self) -> Iterator[tuple[schema.Item, int, str]]:
         """(item, sample, key) of every request, in (item, sample) order."""
@@ -186,11 +188,13 @@ def judge_estimate(
     item: schema.Item,
     output_tokens: int,
     label: str,
+    judge_tokens: int | None = None,
 ) -> tuple[int, int]:
     """(requests, micro-dollars) the judges of ``criteria`` need to grade one response to
     ``item`` that is yet to be bought: each judge prompt rendered with an output of
-    ``output_tokens`` (the candidate's estimate), and its own output estimated from the
-    judge request's ``max_tokens``, as for a request without history."""
+    ``output_tokens`` (the candidate's estimate), and the judge's own output of
+    ``judge_tokens`` (what the cell's stored judge responses average), or without
+    history, the judge request's ``max_tokens``."""
     # estimate_micro_usd counts three bytes a token: an output of as many tokens.
     stand_in = "x" * (3 * output_tokens)
     requests = cost = 0
@@ -202,8 +206,28 @@ def judge_estimate(
         except JudgeFailed:
             continue  # a prompt that cannot be rendered buys nothing (grading says why)
         requests += 1
-        cost += estimate_micro_usd(job.pin, job)
+        cost += estimate_micro_usd(job.pin, job, judge_tokens)
     return requests, cost
+
+
+def judge_history(
+    judges: Judges, criteria: Sequence[schema.Criterion], plan: CellPlan, store: ResponseStore
+) -> list[str]:
+    """The keys of the judge requests for up to ``HISTORY_SAMPLE`` stored responses of
+    the cell (the judge's output length is learnt from those that are stored)."""
+    keys: list[str] = []
+    for item, sample, key in plan.samples():
+        stored = store.get(key)
+        if stored is None:
+            continue
+        label = f"{plan.status.cell.id}/{item.id}#{sample}"
+        for criterion in criteria:
+            if applies(criterion, item.tags):
+                with contextlib.suppress(JudgeFailed):
+                    keys.append(judges.job(criterion, item, stored["response"]["text"], label).key)
+        if len(keys) >= HISTORY_SAMPLE:
+            break
+    return keys
 
 
 def _max_output_tokens(job: Job) -> int:
@@ -320,6 +344,7 @@ def prepare(
         request: tuple[schema.Item, Request] | None = None
         judged = [c for c in cell.rubric.criteria if isinstance(c.grader, schema.JudgeGrader)]
         judging: tuple[schema.Item, tuple[int, int]] | None = None
+        judge_tokens: int | None = None
         for index, key in enumerate(plan.keys):
             if not _in_shard(key, options.shard):
                 continue
@@ -333,10 +358,22 @@ def prepare(
                 plan.missing += 1
                 plan.estimated_micro_usd += estimate_micro_usd(cell.pin, job, observed)
                 if judged:
+                    if not plan.judge_output_tokens:
+                        history = judge_history(judges, judged, plan, store)
+                        judge_tokens = observed_output_tokens(store, history)
+                        plan.judge_output_tokens = (
+                            "max_tokens of the judge request, no history"
+                            if judge_tokens is None
+                            else f"{judge_tokens} output tokens: mean of stored judge "
+                            "responses of the cell"
+                        )
                     if judging is None or judging[0] is not item:
                         tokens = _max_output_tokens(job) if observed is None else observed
                         label = f"{cell.id}/{item.id}"
-                        judging = item, judge_estimate(judges, judged, item, tokens, label)
+                        judging = (
+                            item,
+                            judge_estimate(judges, judged, item, tokens, label, judge_tokens),
+                        )
                     count, cost = judging[1]
                     plan.judge_requests += count
                     plan.judge_estimated_micro_usd += cost
