@@ -107,6 +107,10 @@ def test_judge_http_500s_are_counted_in_the_summary_and_fail_the_run(judged: Rep
     assert "candidates: 8 bought, 0 from the store, 0 shared; errors: none" in out
     assert "server: HTTP 500: The server had an error" in result.err
     assert "(after 3 attempts)" in result.err
+    # The progress line of each cell counts its judge's errors.
+    progress = " ".join(result.err.split())
+    assert "labels/mini ━" in progress
+    assert progress.count("judge: bought 0 errors 4") == 2
     totals = json.loads(judged.read(MINI + ".json"))["totals"]
     assert totals["errors"] == 4 and totals["graded"] == 0
 
@@ -209,3 +213,11 @@ def test_dry_run_learns_the_judges_output_length_from_the_store(judged: Repo, cl
     assert new == count == 8  # four new items, two candidates
     # A verdict is a dozen tokens, not the 256 a judge request may return.
     assert after < before / 2
+
+
+def test_results_with_a_failed_judge_reproduce_with_its_cause(judged: Repo, cli, server):
+    _flaky_judge(judged, server)
+    cli(judged, "run")
+    judged.commit("results with judge errors")
+    result = cli(judged, "reproduce", "HEAD")
+    assert result.code == 0, result.out + result.err

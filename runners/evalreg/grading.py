@@ -124,7 +124,11 @@ class CellGrader:
         stored: dict[str, Any] | None,
         error: str | None,
     ) -> dict[str, Any]:
-        """The per-item record for one sample: an error, or verdicts, level and usage."""
+        """The per-item record for one sample: an error, or verdicts, level and usage.
+
+        ``error`` is why the response is missing; for a stored response, the error a run
+        recorded for the sample (a judge's, whose request is still unanswered).
+        """
         if item is not self._item:
             self._item, self._content, self._tags = item, item_content(item), sorted(item.tags)
             self._graded = [(c, self._grade_of[c.id]) for c in self._rules.applicable(item.tags)]
@@ -145,6 +149,9 @@ class CellGrader:
                 except JudgeFailed as exc:
                     # The other judges are still read: what they cost was spent.
                     judge_cost = (judge_cost or 0) + exc.cost_micro_usd
+                    if exc.unanswered and error is not None and error.startswith("judge: "):
+                        # Re-grading a recorded failure (reproduce, diff): its cause stands.
+                        judge_failure = judge_failure or error
                     judge_failure = judge_failure or f"judge: {exc}"
                     continue
                 if isinstance(special, JudgeVerdict):

@@ -32,12 +32,14 @@ TEMPLATE_VARIABLES = frozenset({"input", "output", "expected", "criterion"})
 class JudgeFailed(Exception):
     """The judge gave no usable verdict for this output.
 
-    ``cost_micro_usd`` is what its stored response cost, when it answered (unparseably).
+    ``cost_micro_usd`` is what its stored response cost, when it answered (unparseably);
+    ``unanswered`` says the store has no response and this run does not know why.
     """
 
-    def __init__(self, message: str, cost_micro_usd: int = 0) -> None:
+    def __init__(self, message: str, cost_micro_usd: int = 0, *, unanswered: bool = False) -> None:
         super().__init__(message)
         self.cost_micro_usd = cost_micro_usd
+        self.unanswered = unanswered
 
 
 @dataclass(frozen=True)
@@ -110,7 +112,7 @@ class Judges:
             cause = self.failed.get(job.key)
             if cause is not None:
                 raise JudgeFailed(f"judge {config.judge}: {cause}")
-            raise JudgeFailed(f"no stored verdict from judge {config.judge}")
+            raise JudgeFailed(f"no stored verdict from judge {config.judge}", unanswered=True)
         completion = Completion.from_record(stored["response"])
         cost = cost_micro_usd(self.pins[config.judge].price, completion)
         try:
