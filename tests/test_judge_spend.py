@@ -186,7 +186,8 @@ def test_a_cells_cost_includes_its_judges_cost(judged: Repo, cli):
     # The run summary's cost of the cell is its spend.
     row = next(line for line in result.out.splitlines() if "labels/mini" in line)
     spend = f"${totals['spend_micro_usd'] / 1_000_000:,.4f}"
-    assert spend in row
+    share = f"${totals['judge_cost_micro_usd'] / 1_000_000:,.4f}"
+    assert spend in row and share in row
     # The python candidate is free; its cell's spend is its judge's.
     rules = json.loads(judged.read(RULES + ".json"))["totals"]
     assert rules["spend_micro_usd"] == rules["judge_cost_micro_usd"] > 0

@@ -205,7 +205,10 @@ def print_run(result: RunResult, *, dry_run: bool = False) -> None:
             o = outcomes.get(st.cell.id)
             if o is not None:
                 result_text = "written" if o.written else (blocked or o.note)
-                row += [str(o.errors), usd(o.cost_micro_usd), shown(result_text)]
+                cost = usd(o.cost_micro_usd)
+                if o.judge_cost_micro_usd:
+                    cost += f" (judge {usd(o.judge_cost_micro_usd)})"
+                row += [str(o.errors), cost, shown(result_text)]
         table.add_row(*row)
     out.print(table)
     if not result.plans:
