@@ -216,17 +216,19 @@ def judge_history(
     """The keys of the judge requests for up to ``HISTORY_SAMPLE`` stored responses of
     the cell (the judge's output length is learnt from those that are stored)."""
     keys: list[str] = []
+    read = 0
     for item, sample, key in plan.samples():
-        stored = store.get(key)
+        if read >= HISTORY_SAMPLE or len(keys) >= HISTORY_SAMPLE:
+            break
+        stored = store.get(key) if key in store else None
         if stored is None:
             continue
+        read += 1
         label = f"{plan.status.cell.id}/{item.id}#{sample}"
         for criterion in criteria:
             if applies(criterion, item.tags):
                 with contextlib.suppress(JudgeFailed):
                     keys.append(judges.job(criterion, item, stored["response"]["text"], label).key)
-        if len(keys) >= HISTORY_SAMPLE:
-            break
     return keys
 
 
