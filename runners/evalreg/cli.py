@@ -294,6 +294,9 @@ def cmd_run(args: argparse.Namespace) -> int:
                 raise
     print_run(result)
     failed = any(o.errors or o.note.startswith("incomplete") for o in result.outcomes)
+    # A judge request that failed leaves a sample ungraded, whether or not results are
+    # written by this run (--limit, --shard).
+    failed = failed or bool(result.judge_fetch is not None and result.judge_fetch.errors)
     # Cells nobody here can run (no key) stay pending: a note, not a failure, unless the
     # user named them (then the run did not do what was asked) or asked for --strict.
     asked = bool(options.tasks or options.candidates)

@@ -8,13 +8,15 @@ that sample, never a failed item.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from dataclasses import dataclass
 from typing import Any
 
 from evalreg.providers import get_provider
-from evalreg.providers.base import Provider
+from evalreg.providers.base import Completion, Provider
 from evalreg.providers.fetch import Job, make_job
+from evalreg.providers.pricing import cost_micro_usd
 from evalreg.registry import schema
 from evalreg.store.segments import ResponseStore
 from evalreg.templating import RenderError, render
@@ -27,7 +29,16 @@ JUDGE_INSTRUCTIONS = (
 
 
 class JudgeFailed(Exception):
-    """The judge gave no usable verdict for this output."""
+    """The judge gave no usable verdict for this output.
+
+    ``cost_micro_usd`` is what its stored response cost, when it answered (unparseably);
+    ``unanswered`` says the store has no response and this run does not know why.
+    """
+
+    def __init__(self, message: str, cost_micro_usd: int = 0, *, unanswered: bool = False) -> None:
+        super().__init__(message)
+        self.cost_micro_usd = cost_micro_usd
+        self.unanswered = unanswered
 
 
 @dataclass(frozen=True)
@@ -35,6 +46,8 @@ class JudgeVerdict:
     passed: bool
     score: float
     reason: str
+    cost_micro_usd: int = 0
+    """What the judge's response cost at the judge pin's price."""
 
 
 class Judges:
@@ -44,6 +57,9 @@ class Judges:
         self.pins = pins
         self.store = store
         self._providers: dict[str, Provider] = {}
+        self.failed: dict[str, str] = {}
+        """Why each judge request this run could not buy has no response, by store key
+        ("HTTP 500 after 3 attempts"): what a sample's error then says."""
 
     def _provider(self, name: str) -> Provider:
         if name not in self._providers:
@@ -92,8 +108,17 @@ class Judges:
         job = self.job(criterion, item, output, label)
         stored = self.store.get(job.key) if self.store is not None else None
         if stored is None:
-            raise JudgeFailed(f"no stored verdict from judge {config.judge}")
-        return parse_verdict(stored["response"]["text"], config.pass_threshold)
+            cause = self.failed.get(job.key)
+            if cause is not None:
+                raise JudgeFailed(f"judge {config.judge}: {cause}")
+            raise JudgeFailed(f"no stored verdict from judge {config.judge}", unanswered=True)
+        completion = Completion.from_record(stored["response"])
+        cost = cost_micro_usd(self.pins[config.judge].price, completion)
+        try:
+            verdict = parse_verdict(completion.text, config.pass_threshold)
+        except JudgeFailed as exc:
+            raise JudgeFailed(str(exc), cost) from None
+        return dataclasses.replace(verdict, cost_micro_usd=cost)
 
 
 def parse_verdict(text: str, threshold: float) -> JudgeVerdict:

@@ -75,6 +75,8 @@ class ProviderError(Exception):
         self.status = status
         self.retryable = retryable
         self.retry_after = retry_after
+        self.attempts = 1
+        """Requests sent before giving up (the HTTP layer's retries included)."""
 
     def summary(self) -> str:
         status = f" {self.status}" if self.status is not None else ""

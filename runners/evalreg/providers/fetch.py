@@ -98,9 +98,17 @@ class JobError:
     kind: str
     status: int | None
     message: str
+    attempts: int = 1
 
     def as_dict(self) -> dict[str, Any]:
         return self.__dict__.copy()
+
+    def cause(self) -> str:
+        """Why the request has no response, in a few words: "HTTP 500 after 3 attempts"."""
+        if self.status is not None and self.status != 200:
+            tries = f" after {self.attempts} attempts" if self.attempts > 1 else ""
+            return f"HTTP {self.status}{tries}"
+        return f"{self.kind}: {self.message}"
 
 
 @dataclass
@@ -185,7 +193,15 @@ async def fetch(
                 future.set_result(True)
             except ProviderError as exc:
                 report.errors.append(
-                    JobError(job.label, job.key, job.pin_id, exc.kind, exc.status, str(exc))
+                    JobError(
+                        job.label,
+                        job.key,
+                        job.pin_id,
+                        exc.kind,
+                        exc.status,
+                        str(exc),
+                        exc.attempts,
+                    )
                 )
                 outcome = "error"
                 future.set_result(False)

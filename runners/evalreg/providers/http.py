@@ -211,6 +211,7 @@ class HttpLayer:
             except ProviderError as exc:
                 breaker.record(exc.kind == "connection")
                 if not exc.retryable or attempt > limits.max_retries:
+                    exc.attempts = attempt
                     raise
                 await asyncio.sleep(self._delay(exc, attempt))
             else:

@@ -8,6 +8,7 @@ registry, results or log file says) reaches the terminal only through ``plain``,
 from __future__ import annotations
 
 import sys
+from collections import Counter
 from functools import cache
 from typing import TYPE_CHECKING
 
@@ -25,6 +26,7 @@ from evalreg.results.freshness import PURGE_LOG
 if TYPE_CHECKING:
     from evalreg.check import CheckResult
     from evalreg.evalsets.slice_sizes import ItemsNeeded, SliceStats
+    from evalreg.providers.fetch import FetchReport
     from evalreg.results.freshness import CellStatus
     from evalreg.runner.reproduce import Reproduction
     from evalreg.runner.run import CellPlan, RunResult
@@ -120,7 +122,8 @@ def usd(micro: int) -> str:
 
 
 class RunProgress:
-    """A live progress display: per cell, done, errors and requests bought."""
+    """A live progress display: per cell, done, errors and requests bought (and, for a
+    judged cell, its judge requests bought and failed)."""
 
     def __init__(self, plans: list[CellPlan]) -> None:
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
@@ -131,25 +134,33 @@ class RunProgress:
             MofNCompleteColumn(),
             TextColumn(
                 "bought {task.fields[bought]}  errors {task.fields[errors]}"
-                "  graded {task.fields[graded]}"
+                "  graded {task.fields[graded]}{task.fields[judge]}"
             ),
             console=error_console(),
             transient=False,
         )
         self.tasks = {
             p.status.cell.id: self.progress.add_task(
-                p.status.cell.id, total=p.in_shard, bought=0, errors=0, graded=0
+                p.status.cell.id, total=p.in_shard, bought=0, errors=0, graded=0, judge=""
             )
             for p in plans
             if p.blocked is None
         }
         self.counts: dict[str, list[int]] = {cid: [0, 0, 0] for cid in self.tasks}
+        self.judge_counts: dict[str, list[int]] = {cid: [0, 0] for cid in self.tasks}
 
     def advance(self, cell_id: str, outcome: str, jobs: int = 1) -> None:
         """Count ``jobs`` requests (cached, fetched, shared or error), or ``jobs`` samples
         graded (``outcome`` "graded": the bar does not move, the count does)."""
         task = self.tasks.get(cell_id)
         if task is None:
+            return
+        if outcome.startswith("judge "):
+            judged = self.judge_counts[cell_id]
+            judged[0] += jobs * (outcome == "judge fetched")
+            judged[1] += jobs * (outcome == "judge error")
+            text = f"  judge: bought {judged[0]}  errors {judged[1]}"
+            self.progress.update(task, judge=text)
             return
         counts = self.counts[cell_id]
         if outcome == "graded":
@@ -173,7 +184,9 @@ class RunProgress:
 def print_run(result: RunResult, *, dry_run: bool = False) -> None:
     out = console()
     table = Table(title="Dry run: what would run" if dry_run else "Run", title_justify="left")
+    judged = result.judge_requests > 0
     columns = ["cell", "state", "to buy", "est. cost"]
+    columns += ["judge req.", "judge est."] if judged else []
     columns += ["why"] if dry_run else ["errors", "cost", "result"]
     for column in columns:
         table.add_column(column, overflow="fold")
@@ -181,15 +194,22 @@ def print_run(result: RunResult, *, dry_run: bool = False) -> None:
     for plan in result.plans:
         st = plan.status
         row = [st.cell.id, st.state, str(plan.missing), usd(plan.estimated_micro_usd)]
+        if judged:
+            row += [str(plan.judge_requests), usd(plan.judge_estimated_micro_usd)]
         blocked = f"pending: {plan.blocked}" if plan.blocked else ""
         if dry_run:
             tokens = [f"estimate: {plan.output_tokens}"] if plan.output_tokens else []
+            if plan.judge_output_tokens:
+                tokens.append(f"judge estimate: {plan.judge_output_tokens}")
             row.append(shown("; ".join([*st.reasons, *([blocked] if blocked else []), *tokens])))
         else:
             o = outcomes.get(st.cell.id)
             if o is not None:
                 result_text = "written" if o.written else (blocked or o.note)
-                row += [str(o.errors), usd(o.cost_micro_usd), shown(result_text)]
+                cost = usd(o.cost_micro_usd)
+                if o.judge_cost_micro_usd:
+                    cost += f" (judge {usd(o.judge_cost_micro_usd)})"
+                row += [str(o.errors), cost, shown(result_text)]
         table.add_row(*row)
     out.print(table)
     for o in result.outcomes:
@@ -207,18 +227,35 @@ def print_run(result: RunResult, *, dry_run: bool = False) -> None:
             )
     if not result.plans:
         out.print("Nothing to run: every cell is fresh.")
-    out.print(f"Estimated cost of missing responses: {usd(result.estimated_micro_usd)}")
-    if result.fetch is not None:
-        f = result.fetch
-        kinds = ", ".join(f"{k} {n}" for k, n in sorted(f.error_kinds.items())) or "none"
+    if judged:
         out.print(
-            f"Requests: {f.fetched} bought, {f.cached} from the store, "
-            f"{f.shared} shared; errors: {kinds}"
+            "Estimated cost of missing responses: "
+            f"{usd(result.estimated_micro_usd + result.judge_estimated_micro_usd)} "
+            f"(candidates {usd(result.estimated_micro_usd)}, {result.judge_requests} judge "
+            f"requests {usd(result.judge_estimated_micro_usd)}: one per judge criterion that "
+            "applies, per candidate request to buy)"
         )
+    else:
+        out.print(f"Estimated cost of missing responses: {usd(result.estimated_micro_usd)}")
+    if result.fetch is not None:
+        f, j = result.fetch, result.judge_fetch
+        both = [f] if j is None else [f, j]
+        kinds = _error_kinds(both)
+        out.print(
+            f"Requests: {sum(r.fetched for r in both)} bought, "
+            f"{sum(r.cached for r in both)} from the store, "
+            f"{sum(r.shared for r in both)} shared; errors: {kinds}"
+        )
+        if j is not None:
+            for name, r in (("candidates", f), ("judges", j)):
+                out.print(
+                    f"  {name}: {r.fetched} bought, {r.cached} from the store, "
+                    f"{r.shared} shared; errors: {_error_kinds([r])}"
+                )
         # A pin whose endpoint is down fails every remaining request alike: one line each.
         unreachable: dict[str, tuple[str, int]] = {}
         errors = []
-        for error in f.errors:
+        for error in [e for r in both for e in r.errors]:
             if error.kind == "unreachable":
                 message, count = unreachable.get(error.pin_id, (error.message, 0))
                 unreachable[error.pin_id] = message, count + 1
@@ -227,7 +264,9 @@ def print_run(result: RunResult, *, dry_run: bool = False) -> None:
         for message, count in unreachable.values():
             error_console().print(Text(plain(f"error: {message}; {count} requests not sent")))
         for error in errors[:20]:
-            error_console().print(Text(plain(f"{error.label}: {error.kind}: {error.message}")))
+            tries = f" (after {error.attempts} attempts)" if error.attempts > 1 else ""
+            line = f"{error.label}: {error.kind}: {error.message}{tries}"
+            error_console().print(Text(plain(line)))
         if len(errors) > 20:
             error_console().print(f"... and {len(errors) - 20} more errors")
     if result.push_error:
@@ -239,6 +278,14 @@ def print_run(result: RunResult, *, dry_run: bool = False) -> None:
                 )
             )
         )
+
+
+def _error_kinds(reports: list[FetchReport]) -> str:
+    """ "server 17, timeout 2": the requests of ``reports`` that failed, by kind."""
+    kinds: Counter[str] = Counter()
+    for report in reports:
+        kinds.update(report.error_kinds)
+    return ", ".join(f"{k} {n}" for k, n in sorted(kinds.items())) or "none"
 
 
 def print_reproduction(rep: Reproduction) -> None:

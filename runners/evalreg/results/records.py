@@ -68,9 +68,14 @@ def aggregate(records: Sequence[dict[str, Any]]) -> dict[str, Any]:
     latencies: list[int] = []
     scores: list[float] = []
     tokens = dict.fromkeys(("input", "output", "reasoning"), 0)
-    cost = 0
+    cost = spend = 0
+    judge_cost: int | None = None
     for r in records:
         items.add(r["item"])
+        judge = r.get("judge_cost_micro_usd")
+        if judge is not None:
+            judge_cost = (judge_cost or 0) + judge
+        spend += r["cost_micro_usd"] + (judge or 0)
         if r["error"] is not None:
             continue
         level = r["level"]
@@ -103,6 +108,7 @@ def aggregate(records: Sequence[dict[str, Any]]) -> dict[str, Any]:
         "latency_ms": {"p50": percentile(latencies, 50), "p95": percentile(latencies, 95)},
         "tokens": tokens,
         "cost_micro_usd": cost,
+        **judge_spend(judge_cost, spend),
     }
 
 
@@ -125,6 +131,25 @@ def coverage_counts(totals: dict[str, Any], criteria: Iterable[str]) -> dict[str
         graded = int(counts.get("applicable", 0))
         out[cid] = graded, graded + int(counts.get("ungraded", 0))
     return out
+
+
+def judge_spend(judge_cost: int | None, spend: int) -> dict[str, int]:
+    """The judge's share of a slice's cost, for a slice a judge graded (``judge_cost`` is
+    None otherwise, and a cell without a judge keeps the fields it always had).
+
+    ``cost_micro_usd`` is the candidate's cost over graded samples: what production pays,
+    where there is no judge. ``spend_micro_usd`` is what the eval spent on the slice: the
+    candidate's response to every sample (one whose judge failed included) and every
+    judge response, each at its own pin's price.
+    """
+    if judge_cost is None:
+        return {}
+    return {"judge_cost_micro_usd": judge_cost, "spend_micro_usd": spend}
+
+
+def spend_micro_usd(totals: dict[str, Any]) -> int:
+    """What a cell (or slice) cost to run: its candidate and judge responses."""
+    return int(totals.get("spend_micro_usd", totals["cost_micro_usd"]))
 
 
 def slices_of(records: Iterable[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:

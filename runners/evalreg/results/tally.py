@@ -22,6 +22,7 @@ from evalreg.results.records import (
     SUMMARY_SCHEMA,
     UNGRADED_FIELD,
     criterion_entry,
+    judge_spend,
     level_char,
     rounded,
     verdict_char,
@@ -43,9 +44,15 @@ class SliceTally:
         self.scores = array("d")
         self.tokens = dict.fromkeys(("input", "output", "reasoning"), 0)
         self.cost = 0
+        self.judge_cost: int | None = None
+        self.spend = 0
 
     def add(self, r: dict[str, Any]) -> None:
         self.samples += 1
+        judge = r.get("judge_cost_micro_usd")
+        if judge is not None:
+            self.judge_cost = (self.judge_cost or 0) + judge
+        self.spend += r["cost_micro_usd"] + (judge or 0)
         # Records arrive grouped by item, so counting changes of item counts distinct items.
         if r["item"] != self.last_item:
             self.items += 1
@@ -93,6 +100,9 @@ class SliceTally:
         for kind, n in other.tokens.items():
             self.tokens[kind] += n
         self.cost += other.cost
+        if other.judge_cost is not None:
+            self.judge_cost = (self.judge_cost or 0) + other.judge_cost
+        self.spend += other.spend
 
     def result(self) -> dict[str, Any]:
         graded = len(self.scores)
@@ -109,6 +119,7 @@ class SliceTally:
             "latency_ms": {"p50": self._percentile(50), "p95": self._percentile(95)},
             "tokens": self.tokens,
             "cost_micro_usd": self.cost,
+            **judge_spend(self.judge_cost, self.spend),
         }
 
     def _percentile(self, p: float) -> int:

@@ -12,28 +12,15 @@ from evalreg.graders import GradingContext, Verdict, build_grader
 from evalreg.graders.base import GradeFn
 from evalreg.graders.human import HumanGrades, parse_grades
 from evalreg.graders.levels import LevelRules, applies
-from evalreg.graders.llm_judge import JudgeFailed, Judges
+from evalreg.graders.llm_judge import JudgeFailed, Judges, JudgeVerdict
 from evalreg.graders.parsing import parse_output
 from evalreg.providers.base import Completion
 from evalreg.providers.fetch import Job
+from evalreg.providers.pricing import cost_micro_usd
 from evalreg.registry import schema
 from evalreg.registry.loader import Registry
 from evalreg.results.records import UNGRADED_FIELD, rounded
 from evalreg.store.segments import ResponseStore
-
-
-def cost_micro_usd(price: schema.Price | None, completion: Completion) -> int:
-    """What one response cost, in micro-dollars (prices are USD per million tokens)."""
-    if price is None:
-        return 0
-    output = completion.output_tokens
-    cost = completion.input_tokens * price.input_per_mtok + price.per_call * 1_000_000
-    if price.reasoning_per_mtok is not None:
-        reasoning = min(completion.reasoning_tokens, output)
-        cost += (output - reasoning) * price.output_per_mtok + reasoning * price.reasoning_per_mtok
-    else:
-        cost += output * price.output_per_mtok
-    return round(cost)
 
 
 class CellGrader:
@@ -86,6 +73,18 @@ class CellGrader:
             "cost_micro_usd": 0,
         }
 
+    def _usage(self, stored: dict[str, Any], completion: Completion) -> dict[str, Any]:
+        """The candidate response's latency, tokens and cost."""
+        return {
+            "latency_ms": int(stored.get("latency_ms", 0)),
+            "tokens": {
+                "input": completion.input_tokens,
+                "output": completion.output_tokens,
+                "reasoning": completion.reasoning_tokens,
+            },
+            "cost_micro_usd": cost_micro_usd(self.cell.pin.price, completion),
+        }
+
     def judge_jobs(self, item: schema.Item, sample: int, stored: dict[str, Any]) -> list[Job]:
         """The judge requests this output needs (to buy them before grading)."""
         if self.judges is None:
@@ -107,7 +106,7 @@ class CellGrader:
         sample: int,
         key: str | None,
         text: str,
-    ) -> Verdict | None:
+    ) -> Verdict | JudgeVerdict | None:
         grader = criterion.grader
         if isinstance(grader, schema.HumanGrader):
             grades = self.human.get(grader.file)
@@ -116,8 +115,7 @@ class CellGrader:
         assert isinstance(grader, schema.JudgeGrader)
         if self.judges is None:
             raise JudgeFailed("no judge available")
-        v = self.judges.verdict(criterion, item, text, f"{self.cell.id}/{item.id}#{sample}")
-        return Verdict(v.passed, v.score, v.reason[:80])
+        return self.judges.verdict(criterion, item, text, f"{self.cell.id}/{item.id}#{sample}")
 
     def record(
         self,
@@ -127,7 +125,11 @@ class CellGrader:
         stored: dict[str, Any] | None,
         error: str | None,
     ) -> dict[str, Any]:
-        """The per-item record for one sample: an error, or verdicts, level and usage."""
+        """The per-item record for one sample: an error, or verdicts, level and usage.
+
+        ``error`` is why the response is missing; for a stored response, the error a run
+        recorded for the sample (a judge's, whose request is still unanswered).
+        """
         if item is not self._item:
             self._item, self._content, self._tags = item, item_content(item), sorted(item.tags)
             self._graded = [(c, self._grade_of[c.id]) for c in self._rules.applicable(item.tags)]
@@ -137,6 +139,9 @@ class CellGrader:
         parsed = parse_output(completion.text, self.cell.task.output)
         applicable: dict[str, tuple[schema.Criterion, Verdict]] = {}
         ungraded: list[str] = []
+        # What the judges' responses for this sample cost; None when no judge grades it.
+        judge_cost: int | None = None
+        judge_failure: str | None = None
         for criterion, grade in self._graded:
             if grade is not None:
                 verdict = grade(parsed, item)
@@ -144,7 +149,16 @@ class CellGrader:
                 try:
                     special = self._special(criterion, item, sample, key, completion.text)
                 except JudgeFailed as exc:
-                    return self._error(self._base(item, sample, key), f"judge: {exc}")
+                    # The other judges are still read: what they cost was spent.
+                    judge_cost = (judge_cost or 0) + exc.cost_micro_usd
+                    if exc.unanswered and error is not None and error.startswith("judge: "):
+                        # Re-grading a recorded failure (reproduce, diff): its cause stands.
+                        judge_failure = judge_failure or error
+                    judge_failure = judge_failure or f"judge: {exc}"
+                    continue
+                if isinstance(special, JudgeVerdict):
+                    judge_cost = (judge_cost or 0) + special.cost_micro_usd
+                    special = Verdict(special.passed, special.score, special.reason[:80])
                 if special is None:
                     # Too few raters graded this response: left out of its level and score,
                     # as a criterion that does not apply is, and recorded as not graded.
@@ -152,6 +166,11 @@ class CellGrader:
                     continue
                 verdict = special
             applicable[criterion.id] = (criterion, verdict)
+        spent = {} if judge_cost is None else {"judge_cost_micro_usd": judge_cost}
+        if judge_failure is not None:
+            # The candidate's response was bought and is stored: its usage and cost stay.
+            failed = self._error(self._base(item, sample, key), judge_failure)
+            return {**failed, **self._usage(stored, completion), **spent}
         level, score = self._rules.assign(applicable)
         # Only when non-empty, so records of rubrics graded in full keep their bytes.
         marker = {UNGRADED_FIELD: sorted(ungraded)} if ungraded else {}
@@ -165,13 +184,8 @@ class CellGrader:
             },
             "level": level,
             "score": rounded(score),
-            "latency_ms": int(stored.get("latency_ms", 0)),
-            "tokens": {
-                "input": completion.input_tokens,
-                "output": completion.output_tokens,
-                "reasoning": completion.reasoning_tokens,
-            },
-            "cost_micro_usd": cost_micro_usd(self.cell.pin.price, completion),
+            **self._usage(stored, completion),
+            **spent,
         }
 
     def _base(self, item: schema.Item, sample: int, key: str | None) -> dict[str, Any]:

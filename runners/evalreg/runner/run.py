@@ -16,6 +16,8 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 from evalreg.cells import Cell
+from evalreg.graders.levels import applies
+from evalreg.graders.llm_judge import JudgeFailed, Judges
 from evalreg.prompting import render_messages
 from evalreg.providers import get_provider
 from evalreg.providers.base import Provider
@@ -23,7 +25,7 @@ from evalreg.providers.fetch import FetchReport, Job, Request, fetch, make_reque
 from evalreg.registry import schema
 from evalreg.registry.loader import Registry, load_registry
 from evalreg.results.freshness import CellStatus, status
-from evalreg.results.records import coverage_counts
+from evalreg.results.records import coverage_counts, spend_micro_usd
 from evalreg.results.tally import CellTally
 from evalreg.runner import _forked as forked
 from evalreg.runner import interrupts
@@ -79,6 +81,14 @@ class CellPlan:
     """Where the cost estimate's output tokens come from, for ``--dry-run``."""
     observed_tokens: int | None = None
     """Mean output tokens of stored responses of the cell or pin; None without history."""
+    judge_requests: int = 0
+    """Judge requests the responses to buy will need: one per judge criterion that applies
+    to the item, per request to buy (what the judges see is not known before buying)."""
+    judge_estimated_micro_usd: int = 0
+    judge_estimates: dict[str, int] = field(default_factory=dict)
+    """The estimated cost of the judge requests each request to buy needs, by its key."""
+    judge_output_tokens: str = ""
+    """Where the judge estimate's output tokens come from, for ``--dry-run``."""
 
     def samples(self) -> Iterator[tuple[schema.Item, int, str]]:
         """(item, sample, key) of every request, in (item, sample) order."""
@@ -95,6 +105,8 @@ class CellRun:
     written: bool = False
     errors: int = 0
     cost_micro_usd: int = 0
+    """What the cell's samples cost to run: candidate and judge responses."""
+    judge_cost_micro_usd: int = 0
     note: str = ""
     coverage: dict[str, tuple[int, int]] = field(default_factory=dict)
     """Per human criterion of the cell's rubric: (graded, applicable) samples."""
@@ -105,12 +117,23 @@ class RunResult:
     plans: list[CellPlan]
     outcomes: list[CellRun] = field(default_factory=list)
     fetch: FetchReport | None = None
+    judge_fetch: FetchReport | None = None
+    """The judges' requests, bought after the candidates' outputs exist."""
     pushed: list[str] = field(default_factory=list)
     push_error: str | None = None
 
     @property
     def estimated_micro_usd(self) -> int:
+        """The candidates' requests to buy."""
         return sum(p.estimated_micro_usd for p in self.plans)
+
+    @property
+    def judge_estimated_micro_usd(self) -> int:
+        return sum(p.judge_estimated_micro_usd for p in self.plans)
+
+    @property
+    def judge_requests(self) -> int:
+        return sum(p.judge_requests for p in self.plans)
 
 
 class RunInterrupted(KeyboardInterrupt):
@@ -122,7 +145,8 @@ class RunInterrupted(KeyboardInterrupt):
 
 
 Progress = Callable[[str, str, int], None]
-"""Called with (cell id, outcome, jobs) as jobs finish: cached, fetched, shared or error."""
+"""Called with (cell id, outcome, jobs) as jobs finish: cached, fetched, shared or error,
+or for judge requests "judge cached", "judge fetched", "judge shared" or "judge error"."""
 
 
 HISTORY_SAMPLE = 200
@@ -159,6 +183,56 @@ def estimate_micro_usd(pin: schema.Pin, job: Job, output_tokens: int | None = No
     return round(
         input_tokens * price.input_per_mtok + output_tokens * out_price + price.per_call * 1_000_000
     )
+
+
+def judge_estimate(
+    judges: Judges,
+    criteria: Sequence[schema.Criterion],
+    item: schema.Item,
+    output_tokens: int,
+    label: str,
+    judge_tokens: int | None = None,
+) -> tuple[int, int]:
+    """(requests, micro-dollars) the judges of ``criteria`` need to grade one response to
+    ``item`` that is yet to be bought: each judge prompt rendered with an output of
+    ``output_tokens`` (the candidate's estimate), and the judge's own output of
+    ``judge_tokens`` (what the cell's stored judge responses average), or without
+    history, the judge request's ``max_tokens``."""
+    # estimate_micro_usd counts three bytes a token: an output of as many tokens.
+    stand_in = "x" * (3 * output_tokens)
+    requests = cost = 0
+    for criterion in criteria:
+        if not applies(criterion, item.tags):
+            continue
+        try:
+            job = judges.job(criterion, item, stand_in, label)
+        except JudgeFailed:
+            continue  # a prompt that cannot be rendered buys nothing (grading says why)
+        requests += 1
+        cost += estimate_micro_usd(job.pin, job, judge_tokens)
+    return requests, cost
+
+
+def judge_history(
+    judges: Judges, criteria: Sequence[schema.Criterion], plan: CellPlan, store: ResponseStore
+) -> list[str]:
+    """The keys of the judge requests for up to ``HISTORY_SAMPLE`` stored responses of
+    the cell (the judge's output length is learnt from those that are stored)."""
+    keys: list[str] = []
+    read = 0
+    for item, sample, key in plan.samples():
+        if read >= HISTORY_SAMPLE or len(keys) >= HISTORY_SAMPLE:
+            break
+        stored = store.get(key) if key in store else None
+        if stored is None:
+            continue
+        read += 1
+        label = f"{plan.status.cell.id}/{item.id}#{sample}"
+        for criterion in criteria:
+            if applies(criterion, item.tags):
+                with contextlib.suppress(JudgeFailed):
+                    keys.append(judges.job(criterion, item, stored["response"]["text"], label).key)
+    return keys
 
 
 def _max_output_tokens(job: Job) -> int:
@@ -239,6 +313,7 @@ def prepare(
         registry = load_registry(root)
     store = ResponseStore.open(root)
     providers = {name: get_provider(name, root) for name in ("openai", "anthropic", "python")}
+    judges = Judges(registry.pins, store)
     plans = []
     # Output length seen per pin (any task), from the cells planned so far: the fallback
     # for a cell of its own that has no stored response yet.
@@ -272,6 +347,9 @@ def prepare(
         plan.observed_tokens = observed
         repeats = cell.task.repeats
         request: tuple[schema.Item, Request] | None = None
+        judged = [c for c in cell.rubric.criteria if isinstance(c.grader, schema.JudgeGrader)]
+        judging: tuple[schema.Item, tuple[int, int]] | None = None
+        judge_tokens: int | None = None
         for index, key in enumerate(plan.keys):
             if not _in_shard(key, options.shard):
                 continue
@@ -284,6 +362,27 @@ def prepare(
                 plan.to_buy.append(job)
                 plan.missing += 1
                 plan.estimated_micro_usd += estimate_micro_usd(cell.pin, job, observed)
+                if judged:
+                    if not plan.judge_output_tokens:
+                        history = judge_history(judges, judged, plan, store)
+                        judge_tokens = observed_output_tokens(store, history)
+                        plan.judge_output_tokens = (
+                            "max_tokens of the judge request, no history"
+                            if judge_tokens is None
+                            else f"{judge_tokens} output tokens: mean of stored judge "
+                            "responses of the cell"
+                        )
+                    if judging is None or judging[0] is not item:
+                        tokens = _max_output_tokens(job) if observed is None else observed
+                        label = f"{cell.id}/{item.id}"
+                        judging = (
+                            item,
+                            judge_estimate(judges, judged, item, tokens, label, judge_tokens),
+                        )
+                    count, cost = judging[1]
+                    plan.judge_requests += count
+                    plan.judge_estimated_micro_usd += cost
+                    plan.judge_estimates[key] = cost
                 if not plan.output_tokens:
                     plan.output_tokens = (
                         f"{_max_output_tokens(job)} output tokens: max_tokens, no history"
@@ -328,11 +427,10 @@ def run(
         return result
     runnable = [p for p in plans if p.blocked is None]
     jobs = [job for p in runnable for job in p.to_buy]
-    budget = _Budget(
-        options.max_cost_usd, {p.status.cell.candidate.pin: p.status.cell.pin for p in plans}
-    )
+    budget = _Budget(options.max_cost_usd)
     cell_of = {job.key: p.status.cell.id for p in runnable for job in p.to_buy}
     budget.output_tokens = {job.key: p.observed_tokens for p in runnable for job in p.to_buy}
+    budget.judges = {k: v for p in runnable for k, v in p.judge_estimates.items()}
     graders = {
         p.status.cell.id: cell_grader(p.status.cell, registry, store, root) for p in runnable
     }
@@ -356,22 +454,32 @@ def run(
             streams[cell_id].advance()
 
     judge_keys: dict[str, set[str]] = {}
+    judge_cell: dict[int, str] = {}
+    """The cell of each judge job, by ``id``: cells may send the same judge request."""
 
     def judge_jobs() -> list[Job]:
         """Judge requests for every graded output of this run (after phase one)."""
         out = []
         for plan in runnable:
-            grader = graders[plan.status.cell.id]
+            cell_id = plan.status.cell.id
+            grader = graders[cell_id]
             if not _judged(plan.status.cell):
                 continue
-            mine = judge_keys.setdefault(plan.status.cell.id, set())
+            mine = judge_keys.setdefault(cell_id, set())
             for item, sample, key in plan.samples():
                 stored = store.get(key) if _in_shard(key, options.shard) else None
                 if stored is not None:
                     jobs = grader.judge_jobs(item, sample, stored)
                     mine.update(job.key for job in jobs)
+                    budget.cover(key, jobs)
+                    for job in jobs:
+                        judge_cell[id(job)] = cell_id
                     out.extend(jobs)
         return out
+
+    def on_judge_job(job: Job, outcome: str) -> None:
+        if progress is not None:
+            progress(judge_cell.get(id(job), "?"), f"judge {outcome}", 1)
 
     writers: list[SegmentWriter] = []
 
@@ -415,6 +523,7 @@ def run(
                         http,
                         offline=options.offline,
                         concurrency=options.max_concurrency,
+                        progress=on_judge_job,
                         admit=budget.admit if budget.active else None,
                     )
                     if judged
@@ -430,11 +539,16 @@ def run(
         if tracker is None and runnable:
             tracker = cleanup.enter_context(Tracker(root))
         try:
-            report, _ = asyncio.run(go()) if runnable else (FetchReport(), None)
+            report, result.judge_fetch = asyncio.run(go()) if runnable else (FetchReport(), None)
         except KeyboardInterrupt as exc:
             raise RunInterrupted(sum(w.written for w in writers)) from exc
         result.fetch = report
         failed = {e.key: e.kind for e in report.errors}
+        if result.judge_fetch is not None:
+            causes = judge_causes(result.judge_fetch)
+            for grader in graders.values():
+                if grader.judges is not None:
+                    grader.judges.failed.update(causes)
         staged: list[tuple[Staged, Staged]] = []
         for plan in plans:
             cell_id = plan.status.cell.id
@@ -638,29 +752,61 @@ def _finish(
     stream.drain(failed)
     summary = stream.writer.finish(plan.status, registry.evalset_of(cell.task_id, cell.split))
     outcome.written = True
-    outcome.errors = summary["totals"]["errors"]
-    outcome.cost_micro_usd = summary["totals"]["cost_micro_usd"]
+    totals = summary["totals"]
+    outcome.errors = totals["errors"]
+    outcome.cost_micro_usd = spend_micro_usd(totals)
+    outcome.judge_cost_micro_usd = int(totals.get("judge_cost_micro_usd", 0))
     human = [c.id for c in cell.rubric.criteria if isinstance(c.grader, schema.HumanGrader)]
-    outcome.coverage = coverage_counts(summary["totals"], human)
+    outcome.coverage = coverage_counts(totals, human)
     return outcome
 
 
-class _Budget:
-    """Admits requests while their estimated cost keeps the run within --max-cost."""
+def judge_causes(report: FetchReport) -> dict[str, str]:
+    """Why each judge request the fetch could not buy has no response, by key (a request
+    that shared a failed identical one gets that one's cause)."""
+    causes: dict[str, str] = {}
+    for error in report.errors:
+        if error.kind != "shared_error" or error.key not in causes:
+            causes[error.key] = error.cause()
+    return causes
 
-    def __init__(self, max_usd: float | None, pins: dict[str, schema.Pin]) -> None:
+
+class _Budget:
+    """Admits requests while their estimated cost keeps the run within --max-cost.
+
+    A candidate request is admitted with the estimated cost of the judge requests its
+    response will need (``CellPlan.judge_estimates``): those are then admitted as paid
+    for. Other judge requests (for responses from the store) are estimated when asked.
+    """
+
+    def __init__(self, max_usd: float | None) -> None:
         self.active = max_usd is not None
         self.limit = round((max_usd or 0.0) * 1_000_000)
         self.committed = 0
-        self.pins = pins
         self.output_tokens: dict[str, int | None] = {}
         """Each job's output estimate, as planned (``CellPlan.observed_tokens``)."""
+        self.judges: dict[str, int] = {}
+        """The judges' estimated cost for each candidate job, by key."""
+        self.reserved: set[str] = set()
+        """Candidate keys admitted with their judges' cost."""
+        self.paid: set[str] = set()
+        """Judge keys whose cost was admitted with their candidate request."""
+
+    def cover(self, key: str, judge_jobs: Iterable[Job]) -> None:
+        """The judge jobs for the response under ``key``, once it is stored."""
+        if key in self.reserved:
+            self.paid.update(job.key for job in judge_jobs)
 
     def admit(self, job: Job) -> bool:
-        cost = estimate_micro_usd(self.pins[job.pin_id], job, self.output_tokens.get(job.key))
-        if self.committed + cost > self.limit:
+        if job.key in self.paid:
+            return True
+        cost = estimate_micro_usd(job.pin, job, self.output_tokens.get(job.key))
+        judges = self.judges.get(job.key, 0)
+        if self.committed + cost + judges > self.limit:
             return False
-        self.committed += cost
+        self.committed += cost + judges
+        if job.key in self.judges:
+            self.reserved.add(job.key)
         return True
 
 
