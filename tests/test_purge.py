@@ -14,7 +14,8 @@ from test_judges_human import JUDGE_CRITERION, JUDGE_PIN, judge_or_label
 from evalreg import __version__, dvcrepo
 from evalreg.errors import UsageError
 from evalreg.graders.llm_judge import JUDGE_INSTRUCTIONS
-from evalreg.store.purge import PURGE_LOG, purge_item
+from evalreg.store.purge import purge_item
+from evalreg.store.purge_log import PURGE_LOG
 from evalreg.store.segments import STORE_DIR, ResponseStore
 
 from conftest import Repo, items_jsonl
@@ -432,3 +433,15 @@ def test_a_damaged_purge_log_is_named_at_its_line(live: Repo, cli):
 
     assert result.code == 2 and "Traceback" not in result.err
     assert "reports/purges.jsonl:1" in result.err and "not a purge record (KeyError" in result.err
+
+
+@pytest.mark.parametrize("command", ["status", "check"])
+def test_a_purge_log_line_that_is_not_json_is_named_by_every_reader(live: Repo, cli, command):
+    assert cli(live, "run").code == 0
+    live.commit("results")
+    live.write(PURGE_LOG, '{"item": "m-001", "evalset": "e", "reason": "r"}\n{not json\n')
+
+    result = cli(live, command)
+
+    assert result.code == 2 and "Traceback" not in result.err
+    assert "reports/purges.jsonl:2" in result.err and "not a purge record" in result.err

@@ -680,8 +680,8 @@ def cmd_evalset_stats(args: argparse.Namespace) -> int:
 
 def cmd_store_purge(args: argparse.Namespace) -> int:
     from evalreg.report.terminal import console, shown
-    from evalreg.results.freshness import PURGE_LOG
     from evalreg.store.purge import purge_item
+    from evalreg.store.purge_log import PURGE_LOG
 
     root = _root(args)
     with _writing(root):

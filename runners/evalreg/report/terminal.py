@@ -21,7 +21,7 @@ from evalreg.redaction import redact
 from evalreg.registry.diagnostics import Severity
 from evalreg.report.escape import strip_controls
 from evalreg.report.numbers import coverage_text
-from evalreg.results.freshness import PURGE_LOG
+from evalreg.store.purge_log import PURGE_LOG
 
 if TYPE_CHECKING:
     from evalreg.check import CheckResult

@@ -7,7 +7,6 @@ when it has no committed summary at all.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -15,6 +14,7 @@ from evalreg.cells import Cell, cells, fingerprint, fingerprint_parts
 from evalreg.registry.loader import Registry
 from evalreg.registry.tree import Tree
 from evalreg.results.records import read_summary
+from evalreg.store.purge_log import read_log
 
 
 @dataclass
@@ -56,21 +56,14 @@ def status(
     return out
 
 
-PURGE_LOG = "reports/purges.jsonl"
-
-
 def _purged(tree: Tree) -> dict[str, set[str]]:
     """md5 of per-item records written before a purge → the items purged from them.
 
     Results recorded before a purge still count responses the store no longer holds; they
     are stale until re-graded.
     """
-    if not tree.is_file(PURGE_LOG):
-        return {}
     out: dict[str, set[str]] = {}
-    for line in tree.read(PURGE_LOG).splitlines():
-        if line.strip():
-            entry = json.loads(line)
-            for md5 in (entry.get("results") or {}).values():
-                out.setdefault(md5, set()).add(str(entry.get("item")))
+    for purge in read_log(tree):
+        for md5 in purge.results:
+            out.setdefault(md5, set()).add(purge.item)
     return out

@@ -23,11 +23,10 @@ from evalreg.registry import schema
 from evalreg.registry.diagnostics import Finding
 from evalreg.registry.loader import load_registry
 from evalreg.registry.tree import GitTree, Tree, WorkspaceTree
-from evalreg.results.freshness import PURGE_LOG
 from evalreg.results.records import as_schema, items_bytes, read_summary, summary_bytes, summary_for
 from evalreg.runner.grading import cell_grader
 from evalreg.runner.run import cell_jobs
-from evalreg.store.purge import LoggedPurge, read_log
+from evalreg.store.purge_log import PURGE_LOG, LoggedPurge, read_log
 from evalreg.store.segments import STORE_DIR, ResponseStore, collection_paused, segment_names
 
 MAX_DIFFERENCES_PER_CELL = 50

@@ -14,11 +14,10 @@ from typing import TYPE_CHECKING, Any
 from evalreg._version import __version__
 from evalreg.canonical import canonical_bytes
 from evalreg.cells import RESULTS_DIR, cells
-from evalreg.errors import DataMissingError, EvalregError, RegistryError, UsageError
-from evalreg.registry.diagnostics import Finding
+from evalreg.errors import DataMissingError, EvalregError, UsageError
 from evalreg.registry.schema import ID_PATTERN, Item
 from evalreg.registry.tree import GitTree, PathEscapes, Tree, WorkspaceTree, clean_relpath
-from evalreg.results.freshness import PURGE_LOG
+from evalreg.store.purge_log import PURGE_LOG
 from evalreg.store.segments import STORE_DIR, ResponseStore, SegmentWriter
 
 if TYPE_CHECKING:
@@ -70,47 +69,6 @@ class PurgeRecord:
         entry = asdict(self)
         del entry["push_error"]
         return entry
-
-
-@dataclass(frozen=True)
-class LoggedPurge:
-    """What a line of :data:`PURGE_LOG` says that others act on."""
-
-    line: int
-    item: str
-    evalset: str
-    reason: str
-    at: str | None
-    segments_removed: tuple[str, ...]
-    segment_written: str | None
-
-
-def read_log(tree: Tree) -> list[LoggedPurge]:
-    """The purges logged in ``tree``, oldest first (none without a log); a line that is
-    not one raises ``RegistryError`` at its line number."""
-    if not tree.is_file(PURGE_LOG):
-        return []
-    out = []
-    for number, line in enumerate(tree.read(PURGE_LOG).splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            entry = json.loads(line)
-            out.append(
-                LoggedPurge(
-                    number,
-                    str(entry["item"]),
-                    str(entry["evalset"]),
-                    str(entry["reason"]),
-                    entry.get("at"),
-                    tuple(entry.get("segments_removed") or ()),
-                    entry.get("segment_written"),
-                )
-            )
-        except (ValueError, RecursionError, KeyError, TypeError) as exc:
-            problem = f"not a purge record ({type(exc).__name__}: {exc})"
-            raise RegistryError([Finding(PURGE_LOG, number, 0, problem)]) from None
-    return out
 
 
 def purge_item(
