@@ -87,3 +87,16 @@ def test_the_selection_has_a_baseline_a_prompt_variant_and_both_http_providers(r
     assert any(c.prompt is not None for c in selection.candidates)
     assert selection.policy.gates
     assert selection.selected in {c.id for c in selection.candidates}
+
+
+def test_the_committed_report_is_what_evalreg_report_writes(registry):
+    """The example's report is what an auditor reads first: it must be today's rendering of
+    the committed results (a change to the report's text shows up here, in review)."""
+    from evalreg.redaction import current
+    from evalreg.report.writer import render
+
+    redactor = current()
+    for rel, data in render(registry).items():
+        committed = (ROOT / rel).read_bytes()
+        assert redactor.data(data) == committed, f"{rel} is stale: run `evalreg report`"
+        assert b"\n\n\n" not in committed, f"{rel} has a run of blank lines"

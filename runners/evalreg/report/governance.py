@@ -367,7 +367,8 @@ def _evidence(ev: SelectionEvidence, evalreg_version: str) -> str:
     out.append(_comparisons(ev))
     out.append(_holdout(ev))
     out.append(_benchmark_contradiction(ev))
-    return "\n".join(out)
+    # A section with nothing to show is left out, not left as a blank line.
+    return "\n".join(section for section in out if section)
 
 
 def _judges(ev: SelectionEvidence, judges: list[str]) -> str:
