@@ -44,13 +44,19 @@ class AnthropicProvider:
             if not blocks:
                 raise ValueError("no content blocks")
             usage = data.get("usage") or {}
+            # Anthropic counts cached and cache-written input apart from ``input_tokens``.
+            cached = int(usage.get("cache_read_input_tokens") or 0)
+            written = int(usage.get("cache_creation_input_tokens") or 0)
+            reason = data.get("stop_reason")
             return Completion(
                 text=text,
                 model=data.get("model"),
                 system_fingerprint=None,
-                input_tokens=int(usage.get("input_tokens") or 0),
+                input_tokens=int(usage.get("input_tokens") or 0) + cached + written,
                 output_tokens=int(usage.get("output_tokens") or 0),
                 reasoning_tokens=0,
+                cached_input_tokens=cached,
+                finish_reason=reason if isinstance(reason, str) else None,
             )
         except (KeyError, TypeError, AttributeError, ValueError) as exc:
             raise ProviderError(

@@ -6,7 +6,7 @@ import importlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ClassVar, Protocol
+from typing import Any, ClassVar, Protocol, runtime_checkable
 
 from evalreg.errors import UsageError
 from evalreg.redaction import redact
@@ -25,18 +25,30 @@ class Completion:
     input_tokens: int = 0
     output_tokens: int = 0
     reasoning_tokens: int = 0
+    cached_input_tokens: int = 0
+    """Input tokens the provider served from its prompt cache (part of ``input_tokens``)."""
+    finish_reason: str | None = None
+    """Why the model stopped, in the provider's own words (``stop``, ``length``,
+    ``end_turn``, ``content_filter``...)."""
 
     def as_record(self) -> dict[str, Any]:
-        return {
+        usage = {
+            "input_tokens": self.input_tokens,
+            "output_tokens": self.output_tokens,
+            "reasoning_tokens": self.reasoning_tokens,
+        }
+        # Written only when known, so records of providers that report neither keep their bytes.
+        if self.cached_input_tokens:
+            usage["cached_input_tokens"] = self.cached_input_tokens
+        record: dict[str, Any] = {
             "text": self.text,
             "model": self.model,
             "system_fingerprint": self.system_fingerprint,
-            "usage": {
-                "input_tokens": self.input_tokens,
-                "output_tokens": self.output_tokens,
-                "reasoning_tokens": self.reasoning_tokens,
-            },
+            "usage": usage,
         }
+        if self.finish_reason is not None:
+            record["finish_reason"] = self.finish_reason
+        return record
 
     @classmethod
     def from_record(cls, data: dict[str, Any]) -> Completion:
@@ -48,6 +60,8 @@ class Completion:
             input_tokens=int(usage.get("input_tokens", 0)),
             output_tokens=int(usage.get("output_tokens", 0)),
             reasoning_tokens=int(usage.get("reasoning_tokens", 0)),
+            cached_input_tokens=int(usage.get("cached_input_tokens", 0)),
+            finish_reason=data.get("finish_reason"),
         )
 
 
@@ -106,6 +120,23 @@ class Provider(Protocol):
     def parse(self, data: Any) -> Completion:
         """Completion from a response body; ``ProviderError('malformed')`` if it has none."""
         ...
+
+
+@runtime_checkable
+class Signer(Protocol):
+    """What a provider whose requests carry a per-request signature or short-lived token
+    offers besides ``headers`` (AWS SigV4, Entra ID or Google access tokens): the headers
+    to send for one attempt, computed from the exact URL and body. The HTTP layer calls it
+    before every attempt, so a retry is signed afresh; nothing it returns is stored."""
+
+    def sign(self, pin: Pin, url: str, headers: dict[str, str], content: bytes) -> dict[str, str]:
+        """``headers`` with the signature or token added."""
+        ...
+
+
+def signer(provider: Provider) -> Signer | None:
+    """The provider's signer, if its requests are signed per request."""
+    return provider if isinstance(provider, Signer) else None
 
 
 _PROVIDERS: dict[str, type[Any]] = {}

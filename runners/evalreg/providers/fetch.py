@@ -11,11 +11,12 @@ import asyncio
 from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 from evalreg import redaction
 from evalreg.canonical import canonical_bytes
-from evalreg.providers.base import Messages, Provider, ProviderError
+from evalreg.providers.base import Messages, Provider, ProviderError, signer
 from evalreg.providers.http import HttpLayer, Reply
 from evalreg.registry.schema import Pin
 from evalreg.store.segments import ResponseStore, SegmentWriter, encode_record, request_key, utc_now
@@ -241,6 +242,7 @@ async def _buy(
     if job.provider.http:
         if http is None:
             raise ProviderError("client", "no HTTP layer")
+        signed = signer(job.provider)
         reply = await http.post(
             job.pin_id,
             job.pin.limits,
@@ -249,6 +251,7 @@ async def _buy(
             job.content,
             job.provider.parse,
             estimated_tokens=len(job.content) // 4 + int(job.body.get("max_tokens") or 0),
+            sign=None if signed is None else partial(signed.sign, job.pin),
         )
     else:
         reply = _call_local(job)

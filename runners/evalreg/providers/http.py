@@ -181,8 +181,13 @@ class HttpLayer:
         parse: Callable[[Any], Completion],
         *,
         estimated_tokens: int = 0,
+        sign: Callable[[str, dict[str, str], bytes], dict[str, str]] | None = None,
     ) -> Reply:
         """POST ``content`` (already-serialised JSON) and parse the reply, retrying as needed.
+
+        ``sign``, when given, returns the headers of each attempt from the URL, the headers
+        and the body (a per-request signature or a short-lived token, made afresh for every
+        retry).
 
         Raises ``ProviderError`` once retries are exhausted or the error is not retryable.
         """
@@ -200,7 +205,7 @@ class HttpLayer:
                 reply = await self._attempt(
                     throttle,
                     target,
-                    send_headers,
+                    send_headers if sign is None else sign(url, send_headers, content),
                     content,
                     timeout,
                     limits.max_response_bytes,

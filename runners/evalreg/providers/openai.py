@@ -40,6 +40,8 @@ class OpenAIProvider:
                 raise TypeError("content is not text")
             usage = data.get("usage") or {}
             details = usage.get("completion_tokens_details") or {}
+            cached = (usage.get("prompt_tokens_details") or {}).get("cached_tokens")
+            reason = choice.get("finish_reason")
             return Completion(
                 text=text,
                 model=data.get("model"),
@@ -47,6 +49,8 @@ class OpenAIProvider:
                 input_tokens=int(usage.get("prompt_tokens") or 0),
                 output_tokens=int(usage.get("completion_tokens") or 0),
                 reasoning_tokens=int(details.get("reasoning_tokens") or 0),
+                cached_input_tokens=int(cached or 0),
+                finish_reason=reason if isinstance(reason, str) else None,
             )
         except (KeyError, IndexError, TypeError, AttributeError, ValueError) as exc:
             raise ProviderError(
