@@ -65,6 +65,7 @@ FAULTS: dict[str, frozenset[str]] = {
     "500": frozenset(),
     "503": frozenset(),
     "529": frozenset(),
+    "quota": frozenset(),
     "timeout": frozenset({"delay"}),
     "reset": frozenset(),
     "malformed": frozenset(),
@@ -640,7 +641,15 @@ class LLMServer:
                     sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, _LINGER_ZERO)
             writer.transport.abort()
             return False
-        if name in ("401", "429", "500", "503", "529"):
+        if name == "quota":
+            # OpenAI's answer when the account's credit is spent: a 429 that waiting won't fix.
+            status = 429
+            payload = _openai_error(
+                "You exceeded your current quota, please check your plan and billing details.",
+                "insufficient_quota",
+                code="insufficient_quota",
+            )
+        elif name in ("401", "429", "500", "503", "529"):
             assert fault is not None
             status = int(name)
             payload = _error_body(protocol, status)

@@ -71,7 +71,9 @@ class ProviderError(Exception):
     ``kind`` is one of: rate_limited, server, timeout, connection, malformed, too_large (a
     body longer than the pin's ``limits.max_response_bytes``), client, auth, system (a
     ``python`` callable raised), unreachable (not sent: the pin's endpoint refused its last
-    connections, ``http.UNREACHABLE_AFTER`` of them). The message is redacted here, once: a
+    connections, ``http.UNREACHABLE_AFTER`` of them), quota (the account's quota or budget
+    is spent: not retried), refused (not sent: the pin's first request was refused for the
+    whole pin, see ``fetch.refuses_pin``). The message is redacted here, once: a
     provider may quote the key it was sent (a 401 body, a URL in a connection error).
     """
 

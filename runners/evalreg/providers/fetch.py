@@ -3,6 +3,13 @@
 This is the only place model calls happen. A job whose key is already stored is never
 sent; identical jobs in one run share a single request; provider errors are returned
 (and logged by the caller), never stored, so the next run retries them.
+
+A pin's first request to buy goes alone: until it is answered, the pin's other requests
+wait. If the provider refuses it for the whole pin (a bad key, a model or deployment that
+does not exist, no quota left: see :func:`refuses_pin`), the rest are not sent, and the run
+reports the provider's own message once instead of one error per item. It is the run's
+preflight, and it costs nothing extra: the first request is a real one, stored when it
+succeeds.
 """
 
 from __future__ import annotations
@@ -126,6 +133,16 @@ class FetchReport:
         return Counter(e.kind for e in self.errors)
 
 
+REFUSED = "refused"
+"""The kind of a request not sent because its pin's first request was refused."""
+
+
+def refuses_pin(exc: ProviderError) -> bool:
+    """Whether ``exc`` refuses every request of the pin alike, not just this one: bad
+    credentials (401, 403), an unknown model, deployment or route (404), or no quota."""
+    return exc.kind in ("auth", "quota") or (exc.kind == "client" and exc.status == 404)
+
+
 class OfflineMiss(ProviderError):
     def __init__(self, label: str) -> None:
         super().__init__("offline_miss", f"no stored response for {label} and --offline was given")
@@ -163,6 +180,21 @@ async def fetch(
         else:
             queue.put_nowait(job)
     inflight: dict[str, asyncio.Future[bool]] = {}
+    # Per pin: its first request's outcome (None: answered, or failed for itself alone).
+    probes: dict[str, asyncio.Future[ProviderError | None]] = {}
+
+    async def preflight(job: Job) -> ProviderError | None:
+        """Wait for the pin's first request, unless this is it; what refused the pin."""
+        probe = probes.get(job.pin_id)
+        if probe is None:
+            probes[job.pin_id] = asyncio.get_running_loop().create_future()
+            return None
+        return await asyncio.shield(probe)
+
+    def answered(job: Job, exc: ProviderError | None) -> None:
+        probe = probes[job.pin_id]
+        if not probe.done():
+            probe.set_result(exc if exc is not None and refuses_pin(exc) else None)
 
     async def one(job: Job) -> None:
         if job.key in store:
@@ -188,7 +220,23 @@ async def fetch(
             future: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
             inflight[job.key] = future
             try:
-                await _buy(job, store, writer, http, offline, admit, redactor)
+                refused = None if offline else await preflight(job)
+                if refused is not None:
+                    status = f" (HTTP {refused.status})" if refused.status else ""
+                    raise ProviderError(
+                        REFUSED,
+                        f"not sent: {job.pin_id} refused its first request{status}: {refused}",
+                        status=refused.status,
+                    )
+                try:
+                    await _buy(job, store, writer, http, offline, admit, redactor)
+                except ProviderError as exc:
+                    if not offline:
+                        answered(job, exc)
+                    raise
+                finally:
+                    if not offline:
+                        answered(job, None)  # a success, or stopped: the pin's others go
                 report.fetched += 1
                 outcome = "fetched"
                 future.set_result(True)

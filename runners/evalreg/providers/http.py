@@ -296,6 +296,9 @@ class HttpLayer:
         if status == 200:
             return body
         detail = _error_detail(response, body)
+        if status == 429 and _quota_exhausted(body):
+            # Not a rate limit: waiting does not help until the account is topped up.
+            raise ProviderError("quota", detail, status=status)
         if status == 429:
             raise ProviderError(
                 "rate_limited",
@@ -396,6 +399,22 @@ def _error_detail(response: httpx.Response, body: bytes) -> str:
     # Redacted before it is cut: a cut through a quoted key would leave a part of it.
     text = redact(" ".join(text.split()))
     return f"HTTP {response.status_code}: {text[:200]}"
+
+
+_QUOTA_CODES = frozenset({"insufficient_quota", "billing_hard_limit_reached"})
+
+
+def _quota_exhausted(body: bytes) -> bool:
+    """Whether a 429 says the account's quota or budget is spent (OpenAI's
+    ``insufficient_quota``), rather than asking the client to slow down."""
+    try:
+        data = json.loads(body)
+    except (ValueError, RecursionError):
+        return False
+    err = data.get("error") if isinstance(data, dict) else None
+    if not isinstance(err, dict):
+        return False
+    return err.get("code") in _QUOTA_CODES or err.get("type") in _QUOTA_CODES
 
 
 def retry_after(headers: httpx.Headers) -> float | None:

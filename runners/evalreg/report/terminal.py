@@ -252,11 +252,12 @@ def print_run(result: RunResult, *, dry_run: bool = False) -> None:
                     f"  {name}: {r.fetched} bought, {r.cached} from the store, "
                     f"{r.shared} shared; errors: {_error_kinds([r])}"
                 )
-        # A pin whose endpoint is down fails every remaining request alike: one line each.
+        # A pin whose endpoint is down, or that refused its first request, fails every
+        # remaining request alike: one line each.
         unreachable: dict[str, tuple[str, int]] = {}
         errors = []
         for error in [e for r in both for e in r.errors]:
-            if error.kind == "unreachable":
+            if error.kind in ("unreachable", "refused"):
                 message, count = unreachable.get(error.pin_id, (error.message, 0))
                 unreachable[error.pin_id] = message, count + 1
             else:
