@@ -47,6 +47,59 @@ def test_init_scaffolds_a_registry_that_passes_check(tmp_path: Path, cli):
     assert "faq-routing" in checked.out
 
 
+def _commit(root: Path, message: str) -> None:
+    git = ["git", "-c", "user.name=T", "-c", "user.email=t@example.com"]
+    subprocess.run([*git, "add", "-A"], cwd=root, check=True, capture_output=True)
+    subprocess.run([*git, "commit", "-qm", message], cwd=root, check=True, capture_output=True)
+
+
+def test_the_scaffold_passes_its_own_next_steps(tmp_path: Path, cli):
+    """What a new user does first: init, commit, run, report, commit; check stays green."""
+    target = tmp_path / "r"
+    assert cli(None, "init", str(target)).code == 0
+    _commit(target, "Start an eval registry")
+    assert cli(target, "run").code == 0  # the baseline runs offline; the model is pending
+    assert cli(target, "report").code == 0
+    _commit(target, "First results")
+
+    checked = cli(target, "check")
+
+    assert checked.code == 0, checked.err
+    assert "finding" not in checked.err.replace("0 findings", "")
+
+
+def test_a_waiver_finding_names_the_command_that_records_it(tmp_path: Path, cli):
+    target = tmp_path / "r"
+    assert cli(None, "init", str(target)).code == 0
+    selection = target / "registry/selections/faq-routing.yaml"
+    selection.write_text(selection.read_text().replace("min: 0.7", "min: 0.8"))
+    _commit(target, "a stricter bar")
+    assert cli(target, "run").code == 0
+    assert cli(target, "report").code == 0
+    _commit(target, "results")
+
+    checked = cli(target, "check")
+
+    assert checked.code == 1
+    command = "evalreg select faq-routing keyword-router --reason '…' --approver '…'"
+    assert f"`{command}` records a waiver for it" in checked.err
+    # Doing what it says clears the finding.
+    waived = cli(
+        target,
+        "select",
+        "faq-routing",
+        "keyword-router",
+        "--reason",
+        "Today's rules until a model has been evaluated",
+        "--approver",
+        "Dana Reyes",
+    )
+    assert waived.code == 0, waived.err
+    assert cli(target, "report").code == 0
+    _commit(target, "waiver")
+    assert cli(target, "check").code == 0
+
+
 def test_init_with_a_remote_url_configures_it(tmp_path: Path, cli):
     target = tmp_path / "r"
     result = cli(None, "init", str(target), "--remote", "s3://team-bucket/evalreg")

@@ -429,6 +429,16 @@ def _result_findings(registry: Registry) -> list[Finding]:
                 for g in (declared.gates if declared else ())
                 if not g.passed
             )
+            keep = (
+                f"`evalreg select {sid} {decision.declared} --reason '…' --approver '…'` "
+                "records a waiver for it"
+            )
+            switch = (
+                f"; `evalreg select {sid} {decision.recommended} --reason '…'` declares the "
+                "recommended one"
+                if decision.recommended
+                else ""
+            )
             out.append(
                 Finding(
                     doc.path,
@@ -436,7 +446,7 @@ def _result_findings(registry: Registry) -> list[Finding]:
                     col,
                     f"declared candidate {decision.declared!r} is not what the policy recommends "
                     f"({recommended}){fails}: add a waiver for it (candidate, reason, approver, "
-                    "date) or change the declared candidate",
+                    f"date) or change the declared candidate: {keep}{switch}",
                     Severity.FINDING,
                 )
             )
