@@ -336,3 +336,90 @@ def test_check_names_the_bound_and_the_point_estimate_of_a_failed_gate(reported:
         result.err,
     )
     assert said, result.err
+
+
+HAND_WRITTEN = """\
+# Owned by the support team; reviewed every quarter.
+schema_version: 1
+use_case: Message labelling
+description: >
+  Which system labels incoming messages. A long paragraph that a round trip through a YAML
+  emitter would re-wrap at its own width, which a reviewer would then have to read again.
+task: labels   \n\
+candidates:
+  - {id: rules, pin: rules}
+  - id: mini
+    pin: mini    # the model under evaluation
+    description: |
+      Kept verbatim:
+         indentation, and a line that ends in spaces   \n\
+
+policy:
+  gates:
+    - {metric: pass_rate, slice: common, min: 0.5}
+  objective:
+    lexicographic:
+      - maximize: pass_rate
+      - minimize: cost_per_item_usd
+
+# Who decided, and why.
+selected: rules
+rationale: >
+  The baseline, until a model
+  has been evaluated.
+{waivers}
+# End of file.
+"""
+
+
+def _changed_lines(before: str, after: str) -> list[str]:
+    import difflib
+
+    return [
+        line
+        for line in difflib.unified_diff(before.splitlines(), after.splitlines(), lineterm="", n=0)
+        if line[:1] in "+-" and not line.startswith(("+++", "---"))
+    ]
+
+
+@pytest.mark.parametrize(
+    ("waivers", "expected_tail"),
+    [
+        ("", ["+waivers:"]),
+        ("waivers: []", ["-waivers: []", "+waivers:"]),
+        (
+            "waivers:\n  - candidate: rules\n    reason: an earlier waiver\n"
+            "    approver: Sam Doe\n    date: 2026-01-02",
+            [],
+        ),
+    ],
+)
+def test_select_changes_only_the_lines_it_must(reported: Repo, cli, waivers, expected_tail):
+    path = "registry/selections/labels.yaml"
+    original = HAND_WRITTEN.replace("{waivers}\n", waivers + "\n" if waivers else "")
+    reported.write(path, original)
+    reason = "Keep the rules while the model's cost is reviewed"
+
+    said = cli(reported, "select", "labels", "rules", "--reason", reason, "--approver", "Pat Lee")
+
+    assert said.code == 0, said.err
+    text = reported.read(path)
+    changed = _changed_lines(original, text)
+    removed = [line for line in changed if line.startswith("-")]
+    added = [line for line in changed if line.startswith("+")]
+    # The folded rationale stays folded, with the new reason; nothing else is removed.
+    assert removed == [
+        "-  The baseline, until a model",
+        "-  has been evaluated.",
+        *[line for line in expected_tail if line.startswith("-")],
+    ]
+    assert added[0] == f"+  {reason}"
+    assert [line for line in added if line.startswith("+waivers")] == [
+        line for line in expected_tail if line.startswith("+")
+    ]
+    assert "+  - candidate: rules" in added and "+    approver: Pat Lee" in added
+    assert text.endswith("# End of file.\n")  # the waiver goes in its place, not at the end
+    assert "task: labels   \n" in text and "spaces   \n" in text  # bytes kept as they were
+    if waivers.startswith("waivers:\n"):
+        assert text.index("an earlier waiver") < text.index("approver: Pat Lee")
+    assert cli(reported, "check").code in (0, 1)  # the file still loads and validates
