@@ -381,6 +381,19 @@ def cmd_report(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_schema(args: argparse.Namespace) -> int:
+    from evalreg.report import reference
+    from evalreg.report.terminal import console
+
+    root = _root(args)
+    with _writing(root):
+        written = reference.write(root)
+    console().print(
+        ("Wrote " + ", ".join(written)) if written else f"{reference.SCHEMA_DIR}/ is up to date"
+    )
+    return 0
+
+
 def cmd_resolve(args: argparse.Namespace) -> int:
     from evalreg.gitops.merging import resolve
     from evalreg.report.terminal import console, shown
@@ -846,6 +859,13 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("report", help="write the governance report into reports/")
     p.set_defaults(handler=cmd_report)
+
+    p = sub.add_parser(
+        "schema",
+        help="write the JSON Schemas of the registry's files and their reference "
+        "into registry/schemas/",
+    )
+    p.set_defaults(handler=cmd_schema)
 
     p = sub.add_parser(
         "resolve",

@@ -36,7 +36,9 @@ ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
 class Model(BaseModel):
-    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+    model_config = ConfigDict(
+        extra="forbid", strict=True, frozen=True, use_attribute_docstrings=True
+    )
 
 
 class VersionedFile(Model):
@@ -59,10 +61,14 @@ class Limits(Model):
     """How hard a run may push one pin's endpoint."""
 
     concurrency: Annotated[int, Field(ge=1, le=4096)] = 16
+    """Requests in flight at once to this pin's endpoint."""
     requests_per_minute: Annotated[int, Field(ge=1)] | None = None
     tokens_per_minute: Annotated[int, Field(ge=1)] | None = None
     timeout_s: Annotated[float, Field(gt=0, le=3600)] = 120.0
+    """Seconds to wait for one response before it is a ``timeout`` error (retried)."""
     max_retries: Annotated[int, Field(ge=0, le=20)] = 6
+    """Retries of a retryable error (429, 5xx, timeout, connection), with exponential
+    backoff and ``Retry-After``; a 4xx other than 408 and 429 is not retried."""
     max_response_bytes: Annotated[int, Field(ge=1024, le=1 << 30)] = 16 << 20
     """Longest response body read (16 MiB by default): a longer one is a ``too_large``
     error for that request, read no further and never stored."""
@@ -263,6 +269,7 @@ class _FieldGrader(_Grader):
 class ExactGrader(_FieldGrader):
     type: Literal["exact"]
     value: Any = None
+    """The value to equal; absent means the item's expected value (or its ``expected_field``)."""
     ignore_case: bool = False
 
 
@@ -274,8 +281,10 @@ class NormalizedGrader(_FieldGrader):
 class RegexGrader(_FieldGrader):
     type: Literal["regex"]
     pattern: Annotated[str, Field(min_length=1, max_length=2000)]
+    """A Python regular expression, searched anywhere in the text (anchor it with ``^``/``$``)."""
     ignore_case: bool = False
     must_match: bool = True
+    """False: the criterion passes when the pattern does *not* match."""
 
     @model_validator(mode="after")
     def _compiles(self) -> RegexGrader:
@@ -314,19 +323,23 @@ class FieldNumericGrader(_FieldGrader):
     type: Literal["field_numeric"]
     field: str
     tolerance: NonNegative = 0.0
+    """Largest accepted difference from the expected number (0: exactly equal)."""
     relative: bool = False
+    """True: ``tolerance`` is a fraction of the expected value (0.01 is 1 %)."""
 
 
 class FieldFuzzyGrader(_FieldGrader):
     type: Literal["field_fuzzy"]
     field: str
     threshold: Fraction = 0.8
+    """Least similarity (difflib's ratio, 0 to 1) between the field and the expected text."""
 
 
 class FieldSetF1Grader(_FieldGrader):
     type: Literal["field_set_f1"]
     field: str
     threshold: Fraction = 1.0
+    """Least F1 between the list and the expected list, as sets (1.0: the same set)."""
 
 
 class RefusalGrader(_FieldGrader):
@@ -366,6 +379,7 @@ class PythonGrader(_Grader):
     callable: Annotated[str, Field(pattern=r"^[^:\s]+\.py:[A-Za-z_][A-Za-z0-9_]*$")]
     files: list[RelPath] = Field(default_factory=list)
     params: dict[str, Any] = Field(default_factory=dict)
+    """Keyword arguments passed to the function."""
 
 
 JUDGE_PROMPT_VARIABLES = frozenset({"input", "output", "expected", "criterion"})
@@ -380,7 +394,9 @@ class JudgeGrader(_Grader):
     prompt: Annotated[str, Field(min_length=1, max_length=100_000)]
     """A template over ``JUDGE_PROMPT_VARIABLES``."""
     prompt_version: Annotated[str, Field(min_length=1, max_length=64)]
+    """Your name for this prompt's version: shown in the report, part of the fingerprint."""
     pass_threshold: Fraction = 0.5
+    """A judge score at or above this passes."""
 
 
 class HumanGrader(_Grader):
@@ -427,7 +443,9 @@ class Criterion(Model):
     description: Text
     grader: Grader
     weight: Annotated[float, Field(gt=0)] = 1.0
+    """The criterion's weight in the item's weighted mean score."""
     critical: bool = False
+    """Critical criteria decide ``require: critical`` level rules."""
     slices: Annotated[list[str], Field(min_length=1)] | None = None
     """When given, the criterion applies only to items tagged with one of these slices."""
 
@@ -532,10 +550,13 @@ graded samples among those it applies to."""
 
 class Gate(Model):
     metric: str
+    """A metric name (see Metrics), ``criterion:<id>`` or ``coverage:<id>``."""
     slice: str = "all"
     min: float | None = None
+    """The metric must be at least this (give ``min`` or ``max``, not both)."""
     max: float | None = None
     on: Literal["point", "lower_bound", "upper_bound"] = "point"
+    """Test the point estimate, or the interval's lower or upper bound (a cautious gate)."""
 
     @model_validator(mode="after")
     def _one_bound(self) -> Gate:
@@ -583,9 +604,12 @@ class NonInferiority(Model):
 
 class Policy(Model):
     pass_level: Literal["correct", "acceptable"] = "correct"
+    """The level an item must reach to count as passed in ``pass_rate``."""
     confidence: Annotated[float, Field(gt=0.5, lt=1.0)] = 0.95
+    """Confidence level of every interval and test in this selection."""
     gates: list[Gate] = Field(default_factory=list)
     objective: Objective
+    """How the candidates that pass every gate are ranked."""
     non_inferiority: NonInferiority | None = None
 
 
@@ -618,8 +642,10 @@ class Selection(VersionedFile):
     candidates: Annotated[list[Candidate], Field(min_length=1)]
     policy: Policy
     selected: Id
+    """The declared candidate: the model in production for this use case."""
     rationale: Text
     waivers: list[Waiver] = Field(default_factory=list)
+    """Approved exceptions: a declared candidate the policy does not recommend needs one."""
 
 
 # ---------------------------------------------------------------- registry settings

@@ -11,6 +11,7 @@ from evalreg import dvcrepo
 from evalreg._version import __version__
 from evalreg.errors import UsageError
 from evalreg.registry.schema import SCHEMA_VERSION, SETTINGS_FILE, install_spec_problem
+from evalreg.report import reference
 
 _RENAMES = {"gitignore": ".gitignore", "gitattributes": ".gitattributes", "github": ".github"}
 EXAMPLE_EVALSET = "evalsets/faq-routing.jsonl"
@@ -73,6 +74,8 @@ def init_registry(
                 # The spec was validated above: it holds no quote, space or newline, so it
                 # is safe inside the double-quoted YAML scalars and shell words it fills.
                 dest.write_bytes(path.read_bytes().replace(SPEC_PLACEHOLDER, spec.encode()))
+        # The schemas the template's YAML files point editors at, written by this version.
+        reference.write(root)
         if not snippets:
             _settings_privacy(root / SETTINGS_FILE)
         where = dvcrepo.init(root, remote)
