@@ -219,3 +219,42 @@ def test_the_verdicts_render_from_any_json_in_any_place():
     for path in list(_paths(data))[1:]:
         for value in strange:
             assert isinstance(diff_markdown(_replaced(data, path, value)), str)
+
+
+@pytest.mark.parametrize("fork", [False, True], ids=["with data", "summaries only"])
+def test_the_diff_says_what_changed_in_the_pin_and_the_prompt(on_main: Repo, cli, fork):
+    pin, task = "registry/models/mini.yaml", "registry/tasks/labels.yaml"
+    on_main.write(pin, on_main.read(pin).replace("temperature: 0", "temperature: 0.2"))
+    on_main.write(
+        task, on_main.read(task).replace("system: Answer with JSON.", "system: Reply in JSON.")
+    )
+    assert cli(on_main, "run").code == 0
+    on_main.commit("warmer model, reworded system prompt")
+    if fork:
+        _as_a_fork(on_main)
+
+    data, text = _diff(on_main, cli)
+
+    assert _cell(data, "labels/mini")["config_changes"] == [
+        {"what": "pin.params.temperature", "base": 0, "head": 0.2},
+        {"what": "prompt.system", "base": "Answer with JSON.", "head": "Reply in JSON."},
+    ]
+    # The python baseline's pin did not change; its prompt did.
+    assert [c["what"] for c in _cell(data, "labels/rules")["config_changes"]] == ["prompt.system"]
+    assert "### What changed in the configuration" in text
+    line = next(x for x in text.splitlines() if x.startswith("- labels/mini:"))
+    shown = line.replace("\\", "")  # as GitHub renders the escaped text
+    assert "pin.params.temperature: 0 → 0.2" in shown
+    assert "prompt.system: “Answer with JSON.” → “Reply in JSON.”" in shown
+
+
+def test_a_diff_without_configuration_changes_has_no_such_section(on_main: Repo, cli):
+    on_main.write(EVALSET, items_jsonl(21))
+    assert cli(on_main, "evalset", "add", str(on_main.root / EVALSET)).code == 0
+    assert cli(on_main, "run").code == 0
+    on_main.commit("one more item")
+
+    data, text = _diff(on_main, cli)
+
+    assert all("config_changes" not in c for c in data["cells"])
+    assert "What changed in the configuration" not in text

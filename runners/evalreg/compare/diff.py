@@ -27,6 +27,7 @@ from typing import Any
 import numpy as np
 
 from evalreg.cells import Cell, cells
+from evalreg.compare.config import config_changes
 from evalreg.compare.selections import selections_diff
 from evalreg.compare.statuses import REPRODUCTION_STATUSES, UNEXPLAINED
 from evalreg.compare.summaries import (
@@ -501,6 +502,9 @@ def _diff(root: Path, base: Side, head: Side, scans: Prefetch) -> dict[str, Any]
                 cid, base_status[cid].parts, head_status[cid].parts, warnings
             )
             entry["unexplained"] = moved
+            config = config_changes(b, h)
+            if config:  # only when some, so diffs of unchanged configurations keep their bytes
+                entry["config_changes"] = config
             entry["ruler_changed"] = bool(ruler_changes(entry["fingerprint_changes"]))
             if entry["ruler_changed"]:
                 ruled.add(h.selection)

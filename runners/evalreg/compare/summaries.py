@@ -21,6 +21,7 @@ from typing import Any
 
 from evalreg import stats
 from evalreg.cells import Cell, cells
+from evalreg.compare.config import config_changes
 from evalreg.compare.selections import selections_diff
 from evalreg.compare.statuses import UNEXPLAINED
 from evalreg.metrics import COVERAGE, Metric, SliceMetrics
@@ -299,6 +300,10 @@ def summary_diff(
                 cid, bs.get("fingerprint_parts") or {}, hs.get("fingerprint_parts") or {}, warnings
             )
             entry["unexplained"] = unexplained(bs, hs)
+            if b is not None and h is not None:
+                config = config_changes(b, h)
+                if config:
+                    entry["config_changes"] = config
             # Without the responses nothing can be re-graded: a ruler change is unattributed.
             entry["ruler_changed"] = bool(ruler_changes(entry["fingerprint_changes"]))
             if entry["ruler_changed"] and h is not None:

@@ -7,6 +7,7 @@ The result always fits GitHub's comment limit.
 
 from __future__ import annotations
 
+import json
 import math
 import re
 from collections.abc import Sequence
@@ -180,6 +181,9 @@ def diff_markdown(data: dict[str, Any], *, limit: int = COMMENT_LIMIT - RESERVED
     out.append(_unexplained(_list(data.get("cells"))))
     out.append(_selections(_list(data.get("selections"))))
     out.append(_cells_table(compared, reproduced))
+    config = _config_changes(compared)
+    if config:
+        out.append(config)
     out.append(_coverage_table(compared))
     snippets = data.get("snippets") is not False
     if not snippets:
@@ -435,6 +439,33 @@ def _cells_table(entries: list[dict[str, Any]], reproduced: bool) -> str:
         ],
         rows,
     )
+
+
+def _config_changes(entries: list[dict[str, Any]]) -> str:
+    """Each cell's pin and prompt settings that changed, as ``what: before → after``."""
+    lines = []
+    for e in entries:
+        changes = [c for c in _list(e.get("config_changes")) if isinstance(c, dict)]
+        if not changes:
+            continue
+        shown = "; ".join(
+            f"{_s(c.get('what'))}: {_setting(c.get('base'))} → {_setting(c.get('head'))}"
+            for c in changes[:12]
+        )
+        more = f"; and {len(changes) - 12} more" if len(changes) > 12 else ""
+        lines.append(f"- {_s(e.get('id'))}: {shown}{more}")
+    if not lines:
+        return ""
+    return "### What changed in the configuration\n\n" + "\n".join(lines) + "\n"
+
+
+def _setting(value: Any) -> str:
+    """A setting's value on one line: absent, a number, or quoted text (cut)."""
+    if value is None:
+        return "(none)"
+    if isinstance(value, str):
+        return "“" + inline(value, limit=60) + "”"
+    return inline(json.dumps(value, sort_keys=True), limit=60)
 
 
 def _flip_rows(flips: list[Any]) -> list[list[str]]:
