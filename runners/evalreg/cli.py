@@ -455,11 +455,20 @@ def cmd_audit(args: argparse.Namespace) -> int:
 
 def cmd_diff(args: argparse.Namespace) -> int:
     from evalreg.compare.diff import diff
+    from evalreg.gitops.trusted import read_json_object
     from evalreg.report.diff_markdown import diff_markdown
     from evalreg.report.escape import json_text
 
-    what = "the output of `evalreg check --json`"
-    checked = _read_json_arg("--check", str(_path(args, args.check)), what) if args.check else None
+    checked = (
+        read_json_object(
+            _path(args, args.check),
+            flag="--check",
+            name=str(_path(args, args.check)),
+            what="the output of `evalreg check --json`",
+        )
+        if args.check
+        else None
+    )
     data = diff(
         _repaired(_root(args)),
         args.base,
@@ -528,70 +537,36 @@ def _print_import(result: ImportResult) -> None:
 COMMENT_MARKER = "<!-- evalreg:diff -->"
 
 
-def _read_json_arg(flag: str, name: str, what: str) -> dict[str, object]:
-    """The JSON object in the file ``name`` given to ``flag``, which should hold ``what``;
-    a usage error otherwise."""
-    from evalreg.errors import UsageError
-
-    path = Path(name)
-    try:
-        if path.stat().st_size > 50_000_000:
-            raise UsageError(f"{flag} {name}: larger than 50 MB, not {what}")
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError, RecursionError) as exc:
-        raise UsageError(
-            f"{flag} {name}: not {what}, unreadable as JSON ({type(exc).__name__})"
-        ) from None
-    if not isinstance(data, dict):
-        raise UsageError(f"{flag} {name}: not {what} (not a JSON object)")
-    return data
-
-
 def cmd_comment(args: argparse.Namespace) -> int:
     import os
-    import re
 
-    from evalreg.errors import UsageError
     from evalreg.gitops.github import (
         GitHubClient,
         api_url_from_environment,
         context_from_environment,
         token_from_environment,
     )
+    from evalreg.gitops.trusted import check_head_sha, comment_target, read_diff
     from evalreg.redaction import redact
     from evalreg.report.diff_markdown import diff_markdown
     from evalreg.report.terminal import console, shown
 
-    data = _read_json_arg("--diff", str(_path(args, args.diff)), "an evalreg diff")
-    if data.get("schema_version") != 1:
-        raise UsageError(f"--diff {args.diff}: not an evalreg diff (schema_version 1)")
-    if args.head_sha is not None and not re.fullmatch(r"[0-9a-f]{40}", args.head_sha):
-        raise UsageError("--head-sha must be a full 40-character commit SHA")
+    data = read_diff(_path(args, args.diff), str(_path(args, args.diff)))
     body = redact(diff_markdown(data))
     ctx = context_from_environment(
-        os.environ, pr=args.pr, repository=args.repository, head=args.head_sha
+        os.environ, pr=args.pr, repository=args.repository, head=check_head_sha(args.head_sha)
     )
-    head_sha = ctx.head_sha
     client = GitHubClient(
         token_from_environment(os.environ),
         ctx.repository,
         api_url=api_url_from_environment(os.environ),
     )
     with client:
-        number = ctx.number
-        if number == 0:
-            assert head_sha is not None  # the context guarantees it for number 0
-            found = client.pull_for_sha(head_sha)
-            if found is None:
-                console().print(f"No open pull request has head {head_sha[:12]}: nothing to post.")
-                return 0
-            number = found
-        if head_sha is not None and client.pull_head_sha(number) != head_sha:
-            console().print(
-                f"Pull request #{number} has moved past {head_sha[:12]}: this diff is out of "
-                "date and is not posted (the run for the new head will post its own)."
-            )
+        target = comment_target(client, ctx.number, ctx.head_sha)
+        if target.number is None or not target.post:
+            console().print(target.describe())
             return 0
+        number = target.number
         result = client.upsert_comment(
             number, body, marker=COMMENT_MARKER, bot_login=args.bot_login, dry_run=args.dry_run
         )
