@@ -279,7 +279,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         # to do dismisses it).
         with Tracker(root, lock_fd=lock.fd) as tracker:
             prepared = prepare(root, options, registry)
-            plans = prepared[2]
+            plans = prepared.plans
             try:
                 with RunProgress(plans) as progress:
                     result = run(
