@@ -250,10 +250,9 @@ def _shard(text: str | None) -> tuple[int, int] | None:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from evalreg.registry.loader import load_registry
     from evalreg.report.terminal import RunProgress, plain, print_run
-    from evalreg.runner._dvcworker import Tracker
-    from evalreg.runner.run import RunInterrupted, RunOptions, prepare, run
+    from evalreg.runner.command import run_command
+    from evalreg.runner.run import RunInterrupted, RunOptions
 
     root = _root(args)
     options = RunOptions(
@@ -268,23 +267,14 @@ def cmd_run(args: argparse.Namespace) -> int:
         force=args.force,
         push=not args.no_push,
         holdout=args.holdout,
+        strict=args.strict,
     )
     if options.dry_run:
-        result = run(_repaired(root), options)
-        print_run(result, dry_run=True)
-        return 0
-    with _writing(root) as lock:
-        registry = load_registry(root)  # bad input stops here, before anything is started
-        # DVC gets ready on another core while the cells are planned (a run with nothing
-        # to do dismisses it).
-        with Tracker(root, lock_fd=lock.fd) as tracker:
-            prepared = prepare(root, options, registry)
-            plans = prepared.plans
+        verdict = run_command(_repaired(root), options)
+    else:
+        with _writing(root) as lock:
             try:
-                with RunProgress(plans) as progress:
-                    result = run(
-                        root, options, progress=progress.advance, prepared=prepared, tracker=tracker
-                    )
+                verdict = run_command(root, options, lock=lock, display=RunProgress)
             except RunInterrupted as exc:
                 _note(
                     f"interrupted: {exc.stored} responses bought by this run are kept in the "
@@ -292,24 +282,10 @@ def cmd_run(args: argparse.Namespace) -> int:
                     f"`{_resume_command(args)}`: it buys only what is missing"
                 )
                 raise
-    print_run(result)
-    failed = any(o.errors or o.note.startswith("incomplete") for o in result.outcomes)
-    # A judge request that failed leaves a sample ungraded, whether or not results are
-    # written by this run (--limit, --shard).
-    failed = failed or bool(result.judge_fetch is not None and result.judge_fetch.errors)
-    # Cells nobody here can run (no key) stay pending: a note, not a failure, unless the
-    # user named them (then the run did not do what was asked) or asked for --strict.
-    asked = bool(options.tasks or options.candidates)
-    for o in result.outcomes:
-        plan = o.plan
-        if plan.blocked is None:
-            continue
-        if args.strict or (asked and plan.unset_key is not None):
-            sys.stderr.write(
-                plain(f"evalreg: error: {plan.status.cell.id} cannot run: {plan.blocked}") + "\n"
-            )
-            failed = True
-    return 1 if failed else 0
+    print_run(verdict.result, dry_run=options.dry_run)
+    for refusal in verdict.refusals:
+        sys.stderr.write(plain(f"evalreg: error: {refusal}") + "\n")
+    return verdict.exit_code
 
 
 def _resume_command(args: argparse.Namespace) -> str:

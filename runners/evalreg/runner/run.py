@@ -58,6 +58,9 @@ class RunOptions:
     """Push new store segments and item records to the DVC remote."""
     holdout: bool = False
     """Run the sealed hold-out cells instead of the development cells."""
+    strict: bool = False
+    """A cell left pending (its key unset, or never run under --offline) fails the run;
+    without it only a cell named by ``tasks`` or ``candidates`` does."""
 
 
 @dataclass
