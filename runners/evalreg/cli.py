@@ -20,7 +20,6 @@ from evalreg.compare.statuses import REPRODUCTION_STATUSES
 from evalreg.errors import EvalregError
 
 if TYPE_CHECKING:
-    from evalreg.importers import ImportResult
     from evalreg.store.lock import RepositoryLock
 
 Handler = Callable[[argparse.Namespace], int]
@@ -126,10 +125,9 @@ def cmd_check(args: argparse.Namespace) -> int:
 
 
 def cmd_init(args: argparse.Namespace) -> int:
-    from evalreg.report.terminal import console, error_console, shown
+    from evalreg.report.terminal import print_init
     from evalreg.scaffold import init_registry
 
-    target = Path(args.path)
     snippets = args.snippets
     if snippets is None and sys.stdin.isatty():
         # Whether the repository will be public is not known here: ask.
@@ -139,54 +137,25 @@ def cmd_init(args: argparse.Namespace) -> int:
         )
         snippets = answer.strip().lower() not in ("y", "yes")
     created = init_registry(
-        target, remote=args.remote, evalreg_spec=args.evalreg_spec, snippets=snippets is not False
+        Path(args.path),
+        remote=args.remote,
+        evalreg_spec=args.evalreg_spec,
+        snippets=snippets is not False,
     )
-    out = console()
-    out.print(f"Initialised an evalreg registry in [bold]{shown(created.root)}[/bold]")
-    out.print(f"  DVC remote: {shown(created.remote)}")
-    out.print(f"  CI installs: {shown(created.evalreg_spec)}")
-    if snippets is False:
-        out.print("  Snippets: off in pull-request comments (registry/evalreg.yaml)")
-    else:
-        out.print(
-            "  Snippets: pull-request comments quote item text and model output. For a public "
-            "repository with private eval data, turn them off: `privacy: {snippets: false}` "
-            "in registry/evalreg.yaml (or `evalreg init --no-snippets`)",
-            markup=False,
-        )
-    if created.push_failed is not None:
-        error_console().print(
-            f"warning: the example eval set was not pushed to {shown(created.remote)}: "
-            f"{shown(created.push_failed)}\n"
-            "  CI cannot read it until you run `dvc push` in the new repository."
-        )
-    out.print("Next steps:")
-    out.print(f"  cd {shown(args.path)}")
-    if created.push_failed is not None:
-        out.print("  dvc push")
-    out.print("  evalreg check")
-    out.print("  git add -A && git commit -m 'Start an eval registry'")
-    return 0 if created.push_failed is None else 1
+    print_init(created, args.path, snippets=snippets is not False)
+    return created.exit_code
 
 
 def cmd_evalset_add(args: argparse.Namespace) -> int:
     from evalreg.evalsets.tracking import add_evalset
-    from evalreg.report.terminal import console, plain, shown
+    from evalreg.report.terminal import print_evalset_added
 
     root = _root(args)
     with _writing(root):
         added = add_evalset(
             root, _path(args, args.file), push=not args.no_push, replace=args.replace
         )
-    out = console()
-    out.print(
-        f"Tracked [bold]{shown(added.path)}[/bold] with DVC: {added.items} items, md5 "
-        f"{added.md5}" + ("" if args.no_push else f", pushed to the {shown(added.remote)}")
-    )
-    if added.changes is not None:
-        for line in added.changes.lines() or ["no item changed (only the file's bytes)"]:
-            out.print(f"  {plain(line)}", markup=False)
-    out.print(f"Commit {shown(added.path)}.dvc (and .gitignore) to record this version.")
+    print_evalset_added(added, pushed=not args.no_push)
     return 0
 
 
@@ -197,16 +166,7 @@ def cmd_status(args: argparse.Namespace) -> int:
 
     statuses = status(load_registry(_repaired(_root(args))))
     if args.json:
-        rows = [
-            {
-                "cell": s.cell.id,
-                "state": s.state,
-                "reasons": s.reasons,
-                "fingerprint": s.fingerprint,
-            }
-            for s in statuses
-        ]
-        _emit(json.dumps(rows, indent=2) + "\n")
+        _emit(json.dumps([s.as_dict() for s in statuses], indent=2) + "\n")
     else:
         print_status(statuses)
     return 0
@@ -329,19 +289,13 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
 
 
 def cmd_store_compact(args: argparse.Namespace) -> int:
-    from evalreg.report.terminal import console
+    from evalreg.report.terminal import print_compaction
     from evalreg.store.compaction import compact
 
     root = _root(args)
     with _writing(root):
         done = compact(root, push=not args.no_push)
-    if done.segment is None or (done.before <= 1 and not done.dropped):
-        console().print(f"Nothing to compact: {done.before} segment, {done.records} responses.")
-    else:
-        console().print(
-            f"Compacted {done.before} segments into {done.segment}: {done.records} responses"
-            f", {done.dropped} duplicate or torn lines dropped. Commit reports/store/."
-        )
+    print_compaction(done)
     return 0
 
 
@@ -359,27 +313,13 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 def cmd_resolve(args: argparse.Namespace) -> int:
     from evalreg.gitops.merging import resolve
-    from evalreg.report.terminal import console, shown
+    from evalreg.report.terminal import print_resolution
 
     root = _root(args)
     with _writing(root):
         done = resolve(root, push=not args.no_push)
-    out = console()
-    if done.set_aside:
-        out.print(f"Conflicted generated files set aside: {len(done.set_aside)}")
-    if done.regraded:
-        out.print("Re-graded offline: " + ", ".join(shown(c) for c in done.regraded))
-    out.print(f"Report rewritten; {len(done.staged)} generated files staged.")
-    if done.still_stale:
-        out.print(
-            "Still stale (their merged requests were never bought): "
-            + ", ".join(shown(c) for c in done.still_stale)
-            + ". Run `evalreg run` where the keys are, then commit."
-        )
-        return 1
-    if done.merging:
-        out.print("Conclude the merge: `git commit`")
-    return 0
+    print_resolution(done)
+    return done.exit_code
 
 
 def cmd_select(args: argparse.Namespace) -> int:
@@ -425,8 +365,7 @@ def cmd_audit(args: argparse.Namespace) -> int:
     _emit(audit_markdown(record), output)
     if args.html:
         write_html(record, _path(args, args.html))
-    verdict = record.reproduction
-    return 1 if verdict is not None and verdict.status in ("different", "error") else 0
+    return record.exit_code
 
 
 def cmd_diff(args: argparse.Namespace) -> int:
@@ -472,42 +411,26 @@ def cmd_drift(args: argparse.Namespace) -> int:
 
 def cmd_import_promptfoo(args: argparse.Namespace) -> int:
     from evalreg.importers import import_promptfoo
+    from evalreg.report.terminal import print_import
 
     root = _root(args)
     with _writing(root):
         result = import_promptfoo(_path(args, args.config), root, name=args.name, judge=args.judge)
-    _print_import(result)
+    print_import(result)
     return 0
 
 
 def cmd_import_openai_evals(args: argparse.Namespace) -> int:
     from evalreg.importers import import_openai_evals
+    from evalreg.report.terminal import print_import
 
     root = _root(args)
     with _writing(root):
         result = import_openai_evals(
             _path(args, args.samples), root, name=args.name, pins=args.pin, kind=args.kind
         )
-    _print_import(result)
+    print_import(result)
     return 0
-
-
-def _print_import(result: ImportResult) -> None:
-    from evalreg.report.terminal import console, plain
-
-    out = console()
-    out.print(f"Wrote {len(result.written)} files:", markup=False)
-    for rel in result.written:
-        out.print(f"  {plain(rel)}", markup=False)
-    # The notes quote the imported config, which is someone else's file.
-    for title, lines in (("Not mapped", result.not_mapped), ("To review", result.notes)):
-        if lines:
-            out.print(f"{title}:", markup=False)
-            for line in lines:
-                out.print(f"  - {plain(line)}", markup=False)
-    out.print("Next steps:", markup=False)
-    out.print(f"  evalreg evalset add {plain(result.evalset)}", markup=False)
-    out.print("  evalreg check", markup=False)
 
 
 COMMENT_MARKER = "<!-- evalreg:diff -->"
@@ -556,7 +479,7 @@ def cmd_comment(args: argparse.Namespace) -> int:
 
 def cmd_evalset_sample(args: argparse.Namespace) -> int:
     from evalreg.evalsets.sampling import sample_logs
-    from evalreg.report.terminal import console, shown
+    from evalreg.report.terminal import print_sample
 
     result = sample_logs(
         _path(args, args.source),
@@ -573,19 +496,7 @@ def cmd_evalset_sample(args: argparse.Namespace) -> int:
         scrub=args.scrub,
         root=_root(args),
     )
-    out = console()
-    scrubbed = f"scrubbed with {shown(result.scrubber)}" if result.scrubber else "not scrubbed"
-    out.print(
-        f"Wrote [bold]{shown(result.path)}[/bold]: {result.items} items from {result.rows} rows "
-        f"({result.exact_duplicates} exact and {result.near_duplicates} near duplicates removed; "
-        f"{scrubbed})"
-    )
-    for name, stratum in result.strata.items():
-        out.print(f"  {shown(name)}: {stratum.sampled} of {stratum.unique} ({stratum.rows} rows)")
-    out.print(
-        f"Provenance in {shown(result.provenance)}. Review the items, then "
-        f"`evalreg evalset add {shown(result.path)}` and commit the pointer and the provenance."
-    )
+    print_sample(result)
     return 0
 
 
@@ -630,8 +541,7 @@ def cmd_evalset_stats(args: argparse.Namespace) -> int:
 
 
 def cmd_store_purge(args: argparse.Namespace) -> int:
-    from evalreg.report.terminal import console, shown
-    from evalreg.results.freshness import PURGE_LOG
+    from evalreg.report.terminal import print_purge
     from evalreg.store.purge import purge_item
 
     root = _root(args)
@@ -644,25 +554,7 @@ def cmd_store_purge(args: argparse.Namespace) -> int:
             at=args.date,
             push=not args.no_push,
         )
-    out = console()
-    out.print(
-        f"Purged {record.keys_removed} stored records of item {shown(record.item)} "
-        f"({shown(record.evalset)}): {record.removed.get('candidate', 0)} candidate "
-        f"responses, {record.removed.get('judge', 0)} judge verdicts, no drift records "
-        f"(drift checks store none); logged in {PURGE_LOG}."
-    )
-    if record.segments_removed:
-        out.print(
-            f"Rewrote {len(record.segments_removed)} store segments into "
-            f"{record.segment_written or 'none (they held nothing else)'}."
-        )
-    if record.push_error:
-        out.print(f"[yellow]Push failed[/yellow] ({shown(record.push_error)}): push it later.")
-    for note in record.notes:
-        out.print(shown(note))
-    out.print("Next steps:")
-    for step in record.next_steps:
-        out.print(f"  {shown(step)}")
+    print_purge(record)
     return 0
 
 

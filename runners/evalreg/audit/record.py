@@ -269,6 +269,12 @@ class AuditRecord:
     lookup_errors: tuple[str, ...] = ()
     """Commit→pull-request lookups that failed."""
 
+    @property
+    def exit_code(self) -> int:
+        """1 when REV's results were verified and did not reproduce (or could not be)."""
+        verdict = self.reproduction
+        return 1 if verdict is not None and verdict.status in ("different", "error") else 0
+
 
 class ReviewSource(Protocol):
     """Where pull requests, their reviews and a commit's pull request come from."""
