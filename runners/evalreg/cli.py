@@ -339,23 +339,12 @@ def cmd_audit(args: argparse.Namespace) -> int:
     import os
     from contextlib import nullcontext
 
-    from evalreg.audit.record import GitHubReviews, build_audit
-    from evalreg.errors import UsageError
-    from evalreg.gitops.github import api_url_from_environment
+    from evalreg.audit.record import build_audit, reviews_from_environment
     from evalreg.report.audit import audit_markdown, write_html
 
     root = _root(args)
-    token = os.environ.get(args.github_token_env, "").strip()
-    repository = args.repository or os.environ.get("GITHUB_REPOSITORY")
-    if token and not repository:
-        raise UsageError(
-            "a GitHub token is set but no repository: pass --repository OWNER/NAME "
-            "or set GITHUB_REPOSITORY"
-        )
-    reviews = (
-        GitHubReviews(token, str(repository), api_url_from_environment(os.environ))
-        if token
-        else None
+    reviews = reviews_from_environment(
+        os.environ, token_env=args.github_token_env, repository=args.repository
     )
     with reviews if reviews is not None else nullcontext():
         record = build_audit(root, args.rev, github=reviews, verify=not args.no_verify)
@@ -501,42 +490,22 @@ def cmd_evalset_sample(args: argparse.Namespace) -> int:
 
 
 def cmd_evalset_stats(args: argparse.Namespace) -> int:
-    from dataclasses import asdict
-
-    from evalreg.errors import RegistryError, UsageError
-    from evalreg.evalsets.evalset import parse_evalset
-    from evalreg.evalsets.slice_sizes import evalset_stats, items_needed
+    from evalreg.evalsets.evalset import read_evalset
+    from evalreg.evalsets.slice_sizes import sizing_report
     from evalreg.registry.loader import load_registry
-    from evalreg.registry.tree import PathEscapes, WorkspaceTree, clean_relpath
     from evalreg.report.terminal import print_evalset_stats
 
     root = _root(args)
     if args.file is None:
         evalsets = load_registry(root).evalsets
     else:
-        try:
-            rel = clean_relpath(
-                (Path.cwd() / _path(args, args.file)).resolve().relative_to(root).as_posix()
-            )
-            data = WorkspaceTree(root).read_data(rel)
-        except (ValueError, PathEscapes, FileNotFoundError):
-            raise UsageError(f"{args.file}: no eval set in the repository {root}") from None
-        evalset, findings = parse_evalset(data, rel)
-        if evalset is None:
-            raise RegistryError(findings)
-        evalsets = {rel: evalset}
+        evalsets = dict([read_evalset(root, Path.cwd() / _path(args, args.file), args.file)])
     plan = {"detect": args.detect, "baseline": args.baseline, "discordance": args.discordance}
-    needed = items_needed(**plan)
-    stats = {path: evalset_stats(es, **plan) for path, es in sorted(evalsets.items())}
+    sizes = sizing_report(evalsets, **plan)
     if args.json:
-        payload = {
-            **plan,
-            "items_needed": asdict(needed),
-            "evalsets": {p: [asdict(s) for s in rows] for p, rows in stats.items()},
-        }
-        _emit(json.dumps(payload, indent=2, sort_keys=True) + "\n")
+        _emit(json.dumps(sizes.as_dict(), indent=2, sort_keys=True) + "\n")
     else:
-        print_evalset_stats(stats, needed, **plan)
+        print_evalset_stats(sizes.evalsets, sizes.needed, **plan)
     return 0
 
 
