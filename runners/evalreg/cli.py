@@ -440,9 +440,10 @@ def cmd_comment(args: argparse.Namespace) -> int:
     from evalreg.report.terminal import console, shown
 
     data = read_diff(_path(args, args.diff), str(_path(args, args.diff)))
+    head_sha = check_head_sha(args.head_sha)
     body = redact(diff_markdown(data))
     ctx = context_from_environment(
-        os.environ, pr=args.pr, repository=args.repository, head=check_head_sha(args.head_sha)
+        os.environ, pr=args.pr, repository=args.repository, head=head_sha
     )
     client = GitHubClient(
         token_from_environment(os.environ),
