@@ -20,7 +20,6 @@ from evalreg.compare.statuses import REPRODUCTION_STATUSES
 from evalreg.errors import EvalregError
 
 if TYPE_CHECKING:
-    from evalreg.importers import ImportResult
     from evalreg.store.lock import RepositoryLock
 
 Handler = Callable[[argparse.Namespace], int]
@@ -126,10 +125,9 @@ def cmd_check(args: argparse.Namespace) -> int:
 
 
 def cmd_init(args: argparse.Namespace) -> int:
-    from evalreg.report.terminal import console, error_console, shown
+    from evalreg.report.terminal import print_init
     from evalreg.scaffold import init_registry
 
-    target = Path(args.path)
     snippets = args.snippets
     if snippets is None and sys.stdin.isatty():
         # Whether the repository will be public is not known here: ask.
@@ -139,54 +137,25 @@ def cmd_init(args: argparse.Namespace) -> int:
         )
         snippets = answer.strip().lower() not in ("y", "yes")
     created = init_registry(
-        target, remote=args.remote, evalreg_spec=args.evalreg_spec, snippets=snippets is not False
+        Path(args.path),
+        remote=args.remote,
+        evalreg_spec=args.evalreg_spec,
+        snippets=snippets is not False,
     )
-    out = console()
-    out.print(f"Initialised an evalreg registry in [bold]{shown(created.root)}[/bold]")
-    out.print(f"  DVC remote: {shown(created.remote)}")
-    out.print(f"  CI installs: {shown(created.evalreg_spec)}")
-    if snippets is False:
-        out.print("  Snippets: off in pull-request comments (registry/evalreg.yaml)")
-    else:
-        out.print(
-            "  Snippets: pull-request comments quote item text and model output. For a public "
-            "repository with private eval data, turn them off: `privacy: {snippets: false}` "
-            "in registry/evalreg.yaml (or `evalreg init --no-snippets`)",
-            markup=False,
-        )
-    if created.push_failed is not None:
-        error_console().print(
-            f"warning: the example eval set was not pushed to {shown(created.remote)}: "
-            f"{shown(created.push_failed)}\n"
-            "  CI cannot read it until you run `dvc push` in the new repository."
-        )
-    out.print("Next steps:")
-    out.print(f"  cd {shown(args.path)}")
-    if created.push_failed is not None:
-        out.print("  dvc push")
-    out.print("  evalreg check")
-    out.print("  git add -A && git commit -m 'Start an eval registry'")
-    return 0 if created.push_failed is None else 1
+    print_init(created, args.path, snippets=snippets is not False)
+    return created.exit_code
 
 
 def cmd_evalset_add(args: argparse.Namespace) -> int:
     from evalreg.evalsets.tracking import add_evalset
-    from evalreg.report.terminal import console, plain, shown
+    from evalreg.report.terminal import print_evalset_added
 
     root = _root(args)
     with _writing(root):
         added = add_evalset(
             root, _path(args, args.file), push=not args.no_push, replace=args.replace
         )
-    out = console()
-    out.print(
-        f"Tracked [bold]{shown(added.path)}[/bold] with DVC: {added.items} items, md5 "
-        f"{added.md5}" + ("" if args.no_push else f", pushed to the {shown(added.remote)}")
-    )
-    if added.changes is not None:
-        for line in added.changes.lines() or ["no item changed (only the file's bytes)"]:
-            out.print(f"  {plain(line)}", markup=False)
-    out.print(f"Commit {shown(added.path)}.dvc (and .gitignore) to record this version.")
+    print_evalset_added(added, pushed=not args.no_push)
     return 0
 
 
@@ -197,16 +166,7 @@ def cmd_status(args: argparse.Namespace) -> int:
 
     statuses = status(load_registry(_repaired(_root(args))))
     if args.json:
-        rows = [
-            {
-                "cell": s.cell.id,
-                "state": s.state,
-                "reasons": s.reasons,
-                "fingerprint": s.fingerprint,
-            }
-            for s in statuses
-        ]
-        _emit(json.dumps(rows, indent=2) + "\n")
+        _emit(json.dumps([s.as_dict() for s in statuses], indent=2) + "\n")
     else:
         print_status(statuses)
     return 0
@@ -250,10 +210,9 @@ def _shard(text: str | None) -> tuple[int, int] | None:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from evalreg.registry.loader import load_registry
     from evalreg.report.terminal import RunProgress, plain, print_run
-    from evalreg.runner._dvcworker import Tracker
-    from evalreg.runner.run import RunInterrupted, RunOptions, prepare, run
+    from evalreg.runner.command import run_command
+    from evalreg.runner.run import RunInterrupted, RunOptions
 
     root = _root(args)
     options = RunOptions(
@@ -268,23 +227,14 @@ def cmd_run(args: argparse.Namespace) -> int:
         force=args.force,
         push=not args.no_push,
         holdout=args.holdout,
+        strict=args.strict,
     )
     if options.dry_run:
-        result = run(_repaired(root), options)
-        print_run(result, dry_run=True)
-        return 0
-    with _writing(root) as lock:
-        registry = load_registry(root)  # bad input stops here, before anything is started
-        # DVC gets ready on another core while the cells are planned (a run with nothing
-        # to do dismisses it).
-        with Tracker(root, lock_fd=lock.fd) as tracker:
-            prepared = prepare(root, options, registry)
-            plans = prepared[2]
+        verdict = run_command(_repaired(root), options)
+    else:
+        with _writing(root) as lock:
             try:
-                with RunProgress(plans) as progress:
-                    result = run(
-                        root, options, progress=progress.advance, prepared=prepared, tracker=tracker
-                    )
+                verdict = run_command(root, options, lock=lock, display=RunProgress)
             except RunInterrupted as exc:
                 _note(
                     f"interrupted: {exc.stored} responses bought by this run are kept in the "
@@ -292,24 +242,10 @@ def cmd_run(args: argparse.Namespace) -> int:
                     f"`{_resume_command(args)}`: it buys only what is missing"
                 )
                 raise
-    print_run(result)
-    failed = any(o.errors or o.note.startswith("incomplete") for o in result.outcomes)
-    # A judge request that failed leaves a sample ungraded, whether or not results are
-    # written by this run (--limit, --shard).
-    failed = failed or bool(result.judge_fetch is not None and result.judge_fetch.errors)
-    # Cells nobody here can run (no key) stay pending: a note, not a failure, unless the
-    # user named them (then the run did not do what was asked) or asked for --strict.
-    asked = bool(options.tasks or options.candidates)
-    for o in result.outcomes:
-        plan = o.plan
-        if plan.blocked is None:
-            continue
-        if args.strict or (asked and plan.unset_key is not None):
-            sys.stderr.write(
-                plain(f"evalreg: error: {plan.status.cell.id} cannot run: {plan.blocked}") + "\n"
-            )
-            failed = True
-    return 1 if failed else 0
+    print_run(verdict.result, dry_run=options.dry_run)
+    for refusal in verdict.refusals:
+        sys.stderr.write(plain(f"evalreg: error: {refusal}") + "\n")
+    return verdict.exit_code
 
 
 def _resume_command(args: argparse.Namespace) -> str:
@@ -353,19 +289,13 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
 
 
 def cmd_store_compact(args: argparse.Namespace) -> int:
-    from evalreg.report.terminal import console
+    from evalreg.report.terminal import print_compaction
     from evalreg.store.compaction import compact
 
     root = _root(args)
     with _writing(root):
         done = compact(root, push=not args.no_push)
-    if done.segment is None or (done.before <= 1 and not done.dropped):
-        console().print(f"Nothing to compact: {done.before} segment, {done.records} responses.")
-    else:
-        console().print(
-            f"Compacted {done.before} segments into {done.segment}: {done.records} responses"
-            f", {done.dropped} duplicate or torn lines dropped. Commit reports/store/."
-        )
+    print_compaction(done)
     return 0
 
 
@@ -396,27 +326,13 @@ def cmd_schema(args: argparse.Namespace) -> int:
 
 def cmd_resolve(args: argparse.Namespace) -> int:
     from evalreg.gitops.merging import resolve
-    from evalreg.report.terminal import console, shown
+    from evalreg.report.terminal import print_resolution
 
     root = _root(args)
     with _writing(root):
         done = resolve(root, push=not args.no_push)
-    out = console()
-    if done.set_aside:
-        out.print(f"Conflicted generated files set aside: {len(done.set_aside)}")
-    if done.regraded:
-        out.print("Re-graded offline: " + ", ".join(shown(c) for c in done.regraded))
-    out.print(f"Report rewritten; {len(done.staged)} generated files staged.")
-    if done.still_stale:
-        out.print(
-            "Still stale (their merged requests were never bought): "
-            + ", ".join(shown(c) for c in done.still_stale)
-            + ". Run `evalreg run` where the keys are, then commit."
-        )
-        return 1
-    if done.merging:
-        out.print("Conclude the merge: `git commit`")
-    return 0
+    print_resolution(done)
+    return done.exit_code
 
 
 def cmd_select(args: argparse.Namespace) -> int:
@@ -436,23 +352,12 @@ def cmd_audit(args: argparse.Namespace) -> int:
     import os
     from contextlib import nullcontext
 
-    from evalreg.audit.record import GitHubReviews, build_audit
-    from evalreg.errors import UsageError
-    from evalreg.gitops.github import api_url_from_environment
+    from evalreg.audit.record import build_audit, reviews_from_environment
     from evalreg.report.audit import audit_markdown, write_html
 
     root = _root(args)
-    token = os.environ.get(args.github_token_env, "").strip()
-    repository = args.repository or os.environ.get("GITHUB_REPOSITORY")
-    if token and not repository:
-        raise UsageError(
-            "a GitHub token is set but no repository: pass --repository OWNER/NAME "
-            "or set GITHUB_REPOSITORY"
-        )
-    reviews = (
-        GitHubReviews(token, str(repository), api_url_from_environment(os.environ))
-        if token
-        else None
+    reviews = reviews_from_environment(
+        os.environ, token_env=args.github_token_env, repository=args.repository
     )
     with reviews if reviews is not None else nullcontext():
         record = build_audit(root, args.rev, github=reviews, verify=not args.no_verify)
@@ -462,17 +367,25 @@ def cmd_audit(args: argparse.Namespace) -> int:
     _emit(audit_markdown(record), output)
     if args.html:
         write_html(record, _path(args, args.html))
-    verdict = record.reproduction
-    return 1 if verdict is not None and verdict.status in ("different", "error") else 0
+    return record.exit_code
 
 
 def cmd_diff(args: argparse.Namespace) -> int:
     from evalreg.compare.diff import diff
+    from evalreg.gitops.trusted import read_json_object
     from evalreg.report.diff_markdown import diff_markdown
     from evalreg.report.escape import json_text
 
-    what = "the output of `evalreg check --json`"
-    checked = _read_json_arg("--check", str(_path(args, args.check)), what) if args.check else None
+    checked = (
+        read_json_object(
+            _path(args, args.check),
+            flag="--check",
+            name=str(_path(args, args.check)),
+            what="the output of `evalreg check --json`",
+        )
+        if args.check
+        else None
+    )
     data = diff(
         _repaired(_root(args)),
         args.base,
@@ -500,111 +413,62 @@ def cmd_drift(args: argparse.Namespace) -> int:
 
 def cmd_import_promptfoo(args: argparse.Namespace) -> int:
     from evalreg.importers import import_promptfoo
+    from evalreg.report.terminal import print_import
 
     root = _root(args)
     with _writing(root):
         result = import_promptfoo(_path(args, args.config), root, name=args.name, judge=args.judge)
-    _print_import(result)
+    print_import(result)
     return 0
 
 
 def cmd_import_openai_evals(args: argparse.Namespace) -> int:
     from evalreg.importers import import_openai_evals
+    from evalreg.report.terminal import print_import
 
     root = _root(args)
     with _writing(root):
         result = import_openai_evals(
             _path(args, args.samples), root, name=args.name, pins=args.pin, kind=args.kind
         )
-    _print_import(result)
+    print_import(result)
     return 0
-
-
-def _print_import(result: ImportResult) -> None:
-    from evalreg.report.terminal import console, plain
-
-    out = console()
-    out.print(f"Wrote {len(result.written)} files:", markup=False)
-    for rel in result.written:
-        out.print(f"  {plain(rel)}", markup=False)
-    # The notes quote the imported config, which is someone else's file.
-    for title, lines in (("Not mapped", result.not_mapped), ("To review", result.notes)):
-        if lines:
-            out.print(f"{title}:", markup=False)
-            for line in lines:
-                out.print(f"  - {plain(line)}", markup=False)
-    out.print("Next steps:", markup=False)
-    out.print(f"  evalreg evalset add {plain(result.evalset)}", markup=False)
-    out.print("  evalreg check", markup=False)
 
 
 COMMENT_MARKER = "<!-- evalreg:diff -->"
 
 
-def _read_json_arg(flag: str, name: str, what: str) -> dict[str, object]:
-    """The JSON object in the file ``name`` given to ``flag``, which should hold ``what``;
-    a usage error otherwise."""
-    from evalreg.errors import UsageError
-
-    path = Path(name)
-    try:
-        if path.stat().st_size > 50_000_000:
-            raise UsageError(f"{flag} {name}: larger than 50 MB, not {what}")
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError, RecursionError) as exc:
-        raise UsageError(
-            f"{flag} {name}: not {what}, unreadable as JSON ({type(exc).__name__})"
-        ) from None
-    if not isinstance(data, dict):
-        raise UsageError(f"{flag} {name}: not {what} (not a JSON object)")
-    return data
-
-
 def cmd_comment(args: argparse.Namespace) -> int:
     import os
-    import re
 
-    from evalreg.errors import UsageError
     from evalreg.gitops.github import (
         GitHubClient,
         api_url_from_environment,
         context_from_environment,
         token_from_environment,
     )
+    from evalreg.gitops.trusted import check_head_sha, comment_target, read_diff
     from evalreg.redaction import redact
     from evalreg.report.diff_markdown import diff_markdown
     from evalreg.report.terminal import console, shown
 
-    data = _read_json_arg("--diff", str(_path(args, args.diff)), "an evalreg diff")
-    if data.get("schema_version") != 1:
-        raise UsageError(f"--diff {args.diff}: not an evalreg diff (schema_version 1)")
-    if args.head_sha is not None and not re.fullmatch(r"[0-9a-f]{40}", args.head_sha):
-        raise UsageError("--head-sha must be a full 40-character commit SHA")
+    data = read_diff(_path(args, args.diff), str(_path(args, args.diff)))
+    head_sha = check_head_sha(args.head_sha)
     body = redact(diff_markdown(data))
     ctx = context_from_environment(
-        os.environ, pr=args.pr, repository=args.repository, head=args.head_sha
+        os.environ, pr=args.pr, repository=args.repository, head=head_sha
     )
-    head_sha = ctx.head_sha
     client = GitHubClient(
         token_from_environment(os.environ),
         ctx.repository,
         api_url=api_url_from_environment(os.environ),
     )
     with client:
-        number = ctx.number
-        if number == 0:
-            assert head_sha is not None  # the context guarantees it for number 0
-            found = client.pull_for_sha(head_sha)
-            if found is None:
-                console().print(f"No open pull request has head {head_sha[:12]}: nothing to post.")
-                return 0
-            number = found
-        if head_sha is not None and client.pull_head_sha(number) != head_sha:
-            console().print(
-                f"Pull request #{number} has moved past {head_sha[:12]}: this diff is out of "
-                "date and is not posted (the run for the new head will post its own)."
-            )
+        target = comment_target(client, ctx.number, ctx.head_sha)
+        if target.number is None or not target.post:
+            console().print(target.describe())
             return 0
+        number = target.number
         result = client.upsert_comment(
             number, body, marker=COMMENT_MARKER, bot_login=args.bot_login, dry_run=args.dry_run
         )
@@ -618,7 +482,7 @@ def cmd_comment(args: argparse.Namespace) -> int:
 
 def cmd_evalset_sample(args: argparse.Namespace) -> int:
     from evalreg.evalsets.sampling import sample_logs
-    from evalreg.report.terminal import console, shown
+    from evalreg.report.terminal import print_sample
 
     result = sample_logs(
         _path(args, args.source),
@@ -635,66 +499,33 @@ def cmd_evalset_sample(args: argparse.Namespace) -> int:
         scrub=args.scrub,
         root=_root(args),
     )
-    out = console()
-    scrubbed = f"scrubbed with {shown(result.scrubber)}" if result.scrubber else "not scrubbed"
-    out.print(
-        f"Wrote [bold]{shown(result.path)}[/bold]: {result.items} items from {result.rows} rows "
-        f"({result.exact_duplicates} exact and {result.near_duplicates} near duplicates removed; "
-        f"{scrubbed})"
-    )
-    for name, stratum in result.strata.items():
-        out.print(f"  {shown(name)}: {stratum.sampled} of {stratum.unique} ({stratum.rows} rows)")
-    out.print(
-        f"Provenance in {shown(result.provenance)}. Review the items, then "
-        f"`evalreg evalset add {shown(result.path)}` and commit the pointer and the provenance."
-    )
+    print_sample(result)
     return 0
 
 
 def cmd_evalset_stats(args: argparse.Namespace) -> int:
-    from dataclasses import asdict
-
-    from evalreg.errors import RegistryError, UsageError
-    from evalreg.evalsets.evalset import parse_evalset
-    from evalreg.evalsets.slice_sizes import evalset_stats, items_needed
+    from evalreg.evalsets.evalset import read_evalset
+    from evalreg.evalsets.slice_sizes import sizing_report
     from evalreg.registry.loader import load_registry
-    from evalreg.registry.tree import PathEscapes, WorkspaceTree, clean_relpath
     from evalreg.report.terminal import print_evalset_stats
 
     root = _root(args)
     if args.file is None:
         evalsets = load_registry(root).evalsets
     else:
-        try:
-            rel = clean_relpath(
-                (Path.cwd() / _path(args, args.file)).resolve().relative_to(root).as_posix()
-            )
-            data = WorkspaceTree(root).read_data(rel)
-        except (ValueError, PathEscapes, FileNotFoundError):
-            raise UsageError(f"{args.file}: no eval set in the repository {root}") from None
-        evalset, findings = parse_evalset(data, rel)
-        if evalset is None:
-            raise RegistryError(findings)
-        evalsets = {rel: evalset}
+        evalsets = dict([read_evalset(root, Path.cwd() / _path(args, args.file), args.file)])
     plan = {"detect": args.detect, "baseline": args.baseline, "discordance": args.discordance}
-    needed = items_needed(**plan)
-    stats = {path: evalset_stats(es, **plan) for path, es in sorted(evalsets.items())}
+    sizes = sizing_report(evalsets, **plan)
     if args.json:
-        payload = {
-            **plan,
-            "items_needed": asdict(needed),
-            "evalsets": {p: [asdict(s) for s in rows] for p, rows in stats.items()},
-        }
-        _emit(json.dumps(payload, indent=2, sort_keys=True) + "\n")
+        _emit(json.dumps(sizes.as_dict(), indent=2, sort_keys=True) + "\n")
     else:
-        print_evalset_stats(stats, needed, **plan)
+        print_evalset_stats(sizes.evalsets, sizes.needed, **plan)
     return 0
 
 
 def cmd_store_purge(args: argparse.Namespace) -> int:
-    from evalreg.report.terminal import console, shown
+    from evalreg.report.terminal import print_purge
     from evalreg.store.purge import purge_item
-    from evalreg.store.purge_log import PURGE_LOG
 
     root = _root(args)
     with _writing(root):
@@ -706,25 +537,7 @@ def cmd_store_purge(args: argparse.Namespace) -> int:
             at=args.date,
             push=not args.no_push,
         )
-    out = console()
-    out.print(
-        f"Purged {record.keys_removed} stored records of item {shown(record.item)} "
-        f"({shown(record.evalset)}): {record.removed.get('candidate', 0)} candidate "
-        f"responses, {record.removed.get('judge', 0)} judge verdicts, no drift records "
-        f"(drift checks store none); logged in {PURGE_LOG}."
-    )
-    if record.segments_removed:
-        out.print(
-            f"Rewrote {len(record.segments_removed)} store segments into "
-            f"{record.segment_written or 'none (they held nothing else)'}."
-        )
-    if record.push_error:
-        out.print(f"[yellow]Push failed[/yellow] ({shown(record.push_error)}): push it later.")
-    for note in record.notes:
-        out.print(shown(note))
-    out.print("Next steps:")
-    for step in record.next_steps:
-        out.print(f"  {shown(step)}")
+    print_purge(record)
     return 0
 
 

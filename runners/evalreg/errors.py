@@ -47,3 +47,13 @@ class PromptError(EvalregError):
             f"cell {self.cell}, item {self.item!r}: the {self.what} cannot be rendered: "
             f"{self.problem} (`evalreg check` shows the template and the item)"
         )
+
+
+class UntrustedInputError(UsageError):
+    """A file or value a command takes from outside (a CI artifact, a workflow's event)
+    fails one of the checks made before anything is trusted to it (exit 2)."""
+
+    def __init__(self, check: str, message: str) -> None:
+        super().__init__(message)
+        self.check = check
+        """Which check refused it: "size", "json", "schema" or "sha"."""

@@ -20,7 +20,7 @@ from __future__ import annotations
 import hashlib
 import re
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
@@ -42,8 +42,8 @@ from evalreg.audit.changes import (
 from evalreg.canonical import digest
 from evalreg.cells import RESULTS_DIR
 from evalreg.dvcrepo import cached, pointer_md5
-from evalreg.errors import EvalregError, RegistryError
-from evalreg.gitops.github import DEFAULT_API_URL, GitHubClient
+from evalreg.errors import EvalregError, RegistryError, UsageError
+from evalreg.gitops.github import DEFAULT_API_URL, GitHubClient, api_url_from_environment
 from evalreg.registry import schema
 from evalreg.registry.loader import REGISTRY_DIR, YAML_SUFFIXES
 from evalreg.registry.migrations import upgrade
@@ -268,6 +268,12 @@ class AuditRecord:
     """None when no review source was given: approvals not checked."""
     lookup_errors: tuple[str, ...] = ()
     """Commit→pull-request lookups that failed."""
+
+    @property
+    def exit_code(self) -> int:
+        """1 when REV's results were verified and did not reproduce (or could not be)."""
+        verdict = self.reproduction
+        return 1 if verdict is not None and verdict.status in ("different", "error") else 0
 
 
 class ReviewSource(Protocol):
@@ -1152,3 +1158,21 @@ def _review(item: Any) -> Review | None:
         submitted_at=when.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
         commit=commit if isinstance(commit, str) else None,
     )
+
+
+def reviews_from_environment(
+    env: Mapping[str, str], *, token_env: str, repository: str | None
+) -> GitHubReviews | None:
+    """The review source an audit reads approvals from: GitHub, when the variable
+    ``token_env`` holds a token (None otherwise: approvals are not checked), for
+    ``repository`` or ``GITHUB_REPOSITORY``."""
+    token = env.get(token_env, "").strip()
+    if not token:
+        return None
+    repo = repository or env.get("GITHUB_REPOSITORY")
+    if not repo:
+        raise UsageError(
+            "a GitHub token is set but no repository: pass --repository OWNER/NAME "
+            "or set GITHUB_REPOSITORY"
+        )
+    return GitHubReviews(token, repo, api_url_from_environment(env))

@@ -145,7 +145,8 @@ def drift(
         raise UsageError(f"concurrency {concurrency}: at least 1 request in flight")
     root = root.resolve()
     # ``force`` plans fresh cells too: every cell with results is a candidate for drift.
-    registry, store, plans = prepare(root, RunOptions(force=True))
+    prepared = prepare(root, RunOptions(force=True))
+    registry, store, plans = prepared.registry, prepared.store, prepared.plans
     wanted = set(cells or ())
     unknown = wanted - {p.status.cell.id for p in plans}
     if unknown:

@@ -8,15 +8,17 @@ import json
 import re
 from collections import Counter
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import orjson
 from pydantic import ValidationError
 
 from evalreg.canonical import canonical_bytes, digest, loads_finite
+from evalreg.errors import RegistryError, UsageError
 from evalreg.registry.diagnostics import Finding
 from evalreg.registry.schema import Item
-from evalreg.registry.tree import decode_utf8
+from evalreg.registry.tree import PathEscapes, WorkspaceTree, clean_relpath, decode_utf8
 from evalreg.registry.validation import describe_errors
 from evalreg.store.segments import collection_paused, has_long_number
 
@@ -83,6 +85,21 @@ def parse_evalset(data: bytes, path: str) -> tuple[EvalSet | None, list[Finding]
         _RECENT.insert(0, (path, md5, parsed))
         del _RECENT[_RECENT_SIZE:]
     return parsed, findings
+
+
+def read_evalset(root: Path, path: Path, given: str) -> tuple[str, EvalSet]:
+    """The eval set at ``path`` (absolute, named ``given`` by the user) inside the
+    repository at ``root``, read from the workspace or DVC's cache, with its repository
+    path; ``RegistryError`` with each finding when it is not a valid eval set."""
+    try:
+        rel = clean_relpath(path.resolve().relative_to(root).as_posix())
+        data = WorkspaceTree(root).read_data(rel)
+    except (ValueError, PathEscapes, FileNotFoundError):
+        raise UsageError(f"{given}: no eval set in the repository {root}") from None
+    evalset, findings = parse_evalset(data, rel)
+    if evalset is None:
+        raise RegistryError(findings)
+    return rel, evalset
 
 
 def _parse(data: bytes, path: str, md5: str) -> tuple[EvalSet | None, list[Finding]]:

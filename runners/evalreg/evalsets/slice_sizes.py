@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import asdict, dataclass
+from typing import Any
 
 from evalreg import stats
 from evalreg.errors import UsageError
@@ -142,3 +143,40 @@ def _points(share: float) -> str:
     """A share as percentage points: whole points from 10 up, one decimal below."""
     points = share * 100
     return f"{points:.0f}" if round(points, 1) >= 10 else f"{points:.1f}".removesuffix(".0")
+
+
+@dataclass(frozen=True)
+class SizingReport:
+    """``evalset stats``: what each slice of each eval set can detect, under one plan."""
+
+    detect: float
+    baseline: float
+    discordance: float
+    needed: ItemsNeeded
+    evalsets: dict[str, list[SliceStats]]
+    """By repository path, in path order."""
+
+    def as_dict(self) -> dict[str, Any]:
+        """What ``evalreg evalset stats --json`` prints."""
+        return {
+            "detect": self.detect,
+            "baseline": self.baseline,
+            "discordance": self.discordance,
+            "items_needed": asdict(self.needed),
+            "evalsets": {p: [asdict(s) for s in rows] for p, rows in self.evalsets.items()},
+        }
+
+
+def sizing_report(
+    evalsets: Mapping[str, EvalSet], *, detect: float, baseline: float, discordance: float
+) -> SizingReport:
+    """Every slice of ``evalsets`` (by path) sized for changes of ``detect``."""
+    plan = {"detect": detect, "baseline": baseline, "discordance": discordance}
+    needed = items_needed(**plan)
+    return SizingReport(
+        detect,
+        baseline,
+        discordance,
+        needed,
+        {path: evalset_stats(es, **plan) for path, es in sorted(evalsets.items())},
+    )

@@ -112,6 +112,11 @@ class Resolution:
     merging: bool = False
     """A merge is in progress: ``git commit`` concludes it."""
 
+    @property
+    def exit_code(self) -> int:
+        """1 while a cell is still stale: the merge cannot be committed as it is."""
+        return 1 if self.still_stale else 0
+
 
 def _take_a_side(root: Path, rel: str) -> None:
     """Replace a conflicted generated file with a version that parses: both sides'

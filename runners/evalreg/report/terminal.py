@@ -25,11 +25,18 @@ from evalreg.store.purge_log import PURGE_LOG
 
 if TYPE_CHECKING:
     from evalreg.check import CheckResult
+    from evalreg.evalsets.sampling import SampleResult
     from evalreg.evalsets.slice_sizes import ItemsNeeded, SliceStats
+    from evalreg.evalsets.tracking import AddedEvalSet
+    from evalreg.gitops.merging import Resolution
+    from evalreg.importers import ImportResult
     from evalreg.providers.fetch import FetchReport
     from evalreg.results.freshness import CellStatus
     from evalreg.runner.reproduce import Reproduction
     from evalreg.runner.run import CellPlan, RunResult
+    from evalreg.scaffold import Scaffolded
+    from evalreg.store.compaction import Compaction
+    from evalreg.store.purge import PurgeRecord
 
 
 def plain(text: object) -> str:
@@ -373,3 +380,125 @@ def print_evalset_stats(
         f"between two candidates that disagree on {discordance:.0%} of items, and "
         f"{needed.rate} to detect a {detect * 100:g}-point change of one rate from {baseline:.0%}."
     )
+
+
+def print_init(created: Scaffolded, path: str, *, snippets: bool) -> None:
+    """What ``evalreg init`` made in ``path`` (as the user typed it), and the next steps."""
+    out = console()
+    out.print(f"Initialised an evalreg registry in [bold]{shown(created.root)}[/bold]")
+    out.print(f"  DVC remote: {shown(created.remote)}")
+    out.print(f"  CI installs: {shown(created.evalreg_spec)}")
+    if not snippets:
+        out.print("  Snippets: off in pull-request comments (registry/evalreg.yaml)")
+    else:
+        out.print(
+            "  Snippets: pull-request comments quote item text and model output. For a public "
+            "repository with private eval data, turn them off: `privacy: {snippets: false}` "
+            "in registry/evalreg.yaml (or `evalreg init --no-snippets`)",
+            markup=False,
+        )
+    if created.push_failed is not None:
+        error_console().print(
+            f"warning: the example eval set was not pushed to {shown(created.remote)}: "
+            f"{shown(created.push_failed)}\n"
+            "  CI cannot read it until you run `dvc push` in the new repository."
+        )
+    out.print("Next steps:")
+    out.print(f"  cd {shown(path)}")
+    if created.push_failed is not None:
+        out.print("  dvc push")
+    out.print("  evalreg check")
+    out.print("  git add -A && git commit -m 'Start an eval registry'")
+
+
+def print_evalset_added(added: AddedEvalSet, *, pushed: bool) -> None:
+    out = console()
+    out.print(
+        f"Tracked [bold]{shown(added.path)}[/bold] with DVC: {added.items} items, md5 "
+        f"{added.md5}" + (f", pushed to the {shown(added.remote)}" if pushed else "")
+    )
+    if added.changes is not None:
+        for line in added.changes.lines() or ["no item changed (only the file's bytes)"]:
+            out.print(f"  {plain(line)}", markup=False)
+    out.print(f"Commit {shown(added.path)}.dvc (and .gitignore) to record this version.")
+
+
+def print_compaction(done: Compaction) -> None:
+    if not done.compacted:
+        console().print(f"Nothing to compact: {done.before} segment, {done.records} responses.")
+    else:
+        console().print(
+            f"Compacted {done.before} segments into {done.segment}: {done.records} responses"
+            f", {done.dropped} duplicate or torn lines dropped. Commit reports/store/."
+        )
+
+
+def print_resolution(done: Resolution) -> None:
+    out = console()
+    if done.set_aside:
+        out.print(f"Conflicted generated files set aside: {len(done.set_aside)}")
+    if done.regraded:
+        out.print("Re-graded offline: " + ", ".join(shown(c) for c in done.regraded))
+    out.print(f"Report rewritten; {len(done.staged)} generated files staged.")
+    if done.still_stale:
+        out.print(
+            "Still stale (their merged requests were never bought): "
+            + ", ".join(shown(c) for c in done.still_stale)
+            + ". Run `evalreg run` where the keys are, then commit."
+        )
+    elif done.merging:
+        out.print("Conclude the merge: `git commit`")
+
+
+def print_import(result: ImportResult) -> None:
+    out = console()
+    out.print(f"Wrote {len(result.written)} files:", markup=False)
+    for rel in result.written:
+        out.print(f"  {plain(rel)}", markup=False)
+    # The notes quote the imported config, which is someone else's file.
+    for title, lines in (("Not mapped", result.not_mapped), ("To review", result.notes)):
+        if lines:
+            out.print(f"{title}:", markup=False)
+            for line in lines:
+                out.print(f"  - {plain(line)}", markup=False)
+    out.print("Next steps:", markup=False)
+    out.print(f"  evalreg evalset add {plain(result.evalset)}", markup=False)
+    out.print("  evalreg check", markup=False)
+
+
+def print_sample(result: SampleResult) -> None:
+    out = console()
+    scrubbed = f"scrubbed with {shown(result.scrubber)}" if result.scrubber else "not scrubbed"
+    out.print(
+        f"Wrote [bold]{shown(result.path)}[/bold]: {result.items} items from {result.rows} rows "
+        f"({result.exact_duplicates} exact and {result.near_duplicates} near duplicates removed; "
+        f"{scrubbed})"
+    )
+    for name, stratum in result.strata.items():
+        out.print(f"  {shown(name)}: {stratum.sampled} of {stratum.unique} ({stratum.rows} rows)")
+    out.print(
+        f"Provenance in {shown(result.provenance)}. Review the items, then "
+        f"`evalreg evalset add {shown(result.path)}` and commit the pointer and the provenance."
+    )
+
+
+def print_purge(record: PurgeRecord) -> None:
+    out = console()
+    out.print(
+        f"Purged {record.keys_removed} stored records of item {shown(record.item)} "
+        f"({shown(record.evalset)}): {record.removed.get('candidate', 0)} candidate "
+        f"responses, {record.removed.get('judge', 0)} judge verdicts, no drift records "
+        f"(drift checks store none); logged in {PURGE_LOG}."
+    )
+    if record.segments_removed:
+        out.print(
+            f"Rewrote {len(record.segments_removed)} store segments into "
+            f"{record.segment_written or 'none (they held nothing else)'}."
+        )
+    if record.push_error:
+        out.print(f"[yellow]Push failed[/yellow] ({shown(record.push_error)}): push it later.")
+    for note in record.notes:
+        out.print(shown(note))
+    out.print("Next steps:")
+    for step in record.next_steps:
+        out.print(f"  {shown(step)}")

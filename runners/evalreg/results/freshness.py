@@ -26,6 +26,15 @@ class CellStatus:
     fingerprint: str = ""
     parts: dict[str, Any] = field(default_factory=dict)
 
+    def as_dict(self) -> dict[str, Any]:
+        """What ``evalreg status --json`` prints of the cell."""
+        return {
+            "cell": self.cell.id,
+            "state": self.state,
+            "reasons": self.reasons,
+            "fingerprint": self.fingerprint,
+        }
+
 
 def status(
     registry: Registry, committed: Tree | None = None, split: str = "dev"

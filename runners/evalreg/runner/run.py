@@ -58,6 +58,9 @@ class RunOptions:
     """Push new store segments and item records to the DVC remote."""
     holdout: bool = False
     """Run the sealed hold-out cells instead of the development cells."""
+    strict: bool = False
+    """A cell left pending (its key unset, or never run under --offline) fails the run;
+    without it only a cell named by ``tasks`` or ``candidates`` does."""
 
 
 @dataclass
@@ -304,9 +307,17 @@ def cell_jobs(
             yield item, sample, request.job(sample, f"{cell.id}/{item.id}#{sample}")
 
 
-def prepare(
-    root: Path, options: RunOptions, registry: Registry | None = None
-) -> tuple[Registry, ResponseStore, list[CellPlan]]:
+@dataclass(frozen=True)
+class Prepared:
+    """What a run works from, planned before anything is bought."""
+
+    registry: Registry
+    store: ResponseStore
+    plans: list[CellPlan]
+    """Every cell the run touches, in the order of ``status``."""
+
+
+def prepare(root: Path, options: RunOptions, registry: Registry | None = None) -> Prepared:
     """Load the registry (unless given) and the store, and plan every cell this run will
     touch."""
     if registry is None:
@@ -394,10 +405,7 @@ def prepare(
         elif options.offline and st.state == "pending" and plan.missing == plan.in_shard:
             plan.blocked = "never run, and --offline buys nothing"
         plans.append(plan)
-    return registry, store, plans
-
-
-Prepared = tuple[Registry, ResponseStore, list[CellPlan]]
+    return Prepared(registry, store, plans)
 
 
 def run(
@@ -421,7 +429,9 @@ def run(
     instant is completed or rolled back by the next command (``journal``).
     """
     root = root.resolve()
-    registry, store, plans = prepared if prepared is not None else prepare(root, options)
+    if prepared is None:
+        prepared = prepare(root, options)
+    registry, store, plans = prepared.registry, prepared.store, prepared.plans
     result = RunResult(plans)
     if options.dry_run:
         return result

@@ -27,6 +27,11 @@ class Scaffolded:
     push_failed: str | None = None
     """Why the example eval set could not be pushed to the remote, or None."""
 
+    @property
+    def exit_code(self) -> int:
+        """1 when the example eval set is not on the remote yet (CI cannot read it)."""
+        return 0 if self.push_failed is None else 1
+
 
 def default_spec() -> str:
     """The exact release of the evalreg running now, which writes the results."""

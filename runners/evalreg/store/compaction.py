@@ -19,6 +19,11 @@ class Compaction:
     """Duplicate or torn lines not carried over."""
     segment: str | None
 
+    @property
+    def compacted(self) -> bool:
+        """Whether a new segment replaced several, or dropped lines from one."""
+        return self.segment is not None and (self.before > 1 or self.dropped > 0)
+
 
 def compact(root: Path, *, push: bool = True) -> Compaction:
     """Merge every segment of the working tree's store into one new segment.

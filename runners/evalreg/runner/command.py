@@ -1,0 +1,96 @@
+"""``evalreg run`` as one call: options in, a result and its verdict out.
+
+How the run is made fast stays here, out of the caller's sight: the DVC child is started
+before the cells are planned (so DVC imports on another core while this one plans), the
+registry is loaded once for planning and running, and the progress display is built from
+the plans. The caller chooses only the options and how progress is shown.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Protocol
+
+from evalreg.registry.loader import load_registry
+from evalreg.runner._dvcworker import Tracker
+from evalreg.runner.run import CellPlan, RunOptions, RunResult, prepare, run
+from evalreg.store.lock import RepositoryLock
+
+
+class ProgressDisplay(Protocol):
+    """Shown while the run buys and grades (``report.terminal.RunProgress``): built from
+    the plans, told of every request and graded sample (``run.Progress``)."""
+
+    def __enter__(self) -> ProgressDisplay: ...
+
+    def __exit__(self, *exc: object) -> None: ...
+
+    def advance(self, cell_id: str, outcome: str, jobs: int = 1) -> None: ...
+
+
+@dataclass(frozen=True)
+class RunVerdict:
+    """What a run did, and whether it did what was asked."""
+
+    result: RunResult
+    refusals: list[str] = field(default_factory=list)
+    """Cells that could not run and so fail it, each as "CELL cannot run: WHY"."""
+    failed: bool = False
+    """A request failed, a cell was left incomplete, or a cell in ``refusals``."""
+
+    @property
+    def exit_code(self) -> int:
+        return 1 if self.failed else 0
+
+
+def run_command(
+    root: Path,
+    options: RunOptions,
+    *,
+    lock: RepositoryLock | None = None,
+    display: Callable[[list[CellPlan]], ProgressDisplay] | None = None,
+) -> RunVerdict:
+    """Run the cells ``options`` select and judge the outcome.
+
+    Unless ``options.dry_run`` (which writes nothing), the caller holds ``lock`` (taken
+    with ``lock.RepositoryLock`` after ``journal.recover_locked``): the DVC child inherits
+    it. ``display`` is built from the plans and told of every request and graded sample.
+    A registry that cannot be loaded stops the run before anything is started.
+    """
+    if options.dry_run:
+        return RunVerdict(run(root, options))
+    if lock is None:
+        raise ValueError("a run that writes needs the repository lock")
+    registry = load_registry(root)
+    # DVC gets ready on another core while the cells are planned (a run with nothing to
+    # do dismisses it).
+    with Tracker(root, lock_fd=lock.fd) as tracker:
+        prepared = prepare(root, options, registry)
+        if display is None:
+            result = run(root, options, prepared=prepared, tracker=tracker)
+        else:
+            with display(prepared.plans) as shown:
+                result = run(
+                    root, options, progress=shown.advance, prepared=prepared, tracker=tracker
+                )
+    return judge(result, options)
+
+
+def judge(result: RunResult, options: RunOptions) -> RunVerdict:
+    """Whether ``result`` is a failure (exit 1), and which blocked cells make it one."""
+    failed = any(o.errors or o.note.startswith("incomplete") for o in result.outcomes)
+    # A judge request that failed leaves a sample ungraded, whether or not results are
+    # written by this run (--limit, --shard).
+    failed = failed or bool(result.judge_fetch is not None and result.judge_fetch.errors)
+    # Cells nobody here can run (no key) stay pending: a note, not a failure, unless the
+    # user named them (then the run did not do what was asked) or asked for strict.
+    asked = bool(options.tasks or options.candidates)
+    refusals = [
+        f"{o.plan.status.cell.id} cannot run: {o.plan.blocked}"
+        for o in result.outcomes
+        if o.plan.blocked is not None
+        and (options.strict or (asked and o.plan.unset_key is not None))
+    ]
+    return RunVerdict(result, refusals, failed or bool(refusals))
