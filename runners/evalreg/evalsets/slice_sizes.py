@@ -9,6 +9,7 @@ from evalreg import stats
 from evalreg.errors import UsageError
 from evalreg.evalsets.evalset import EvalSet
 from evalreg.registry.schema import Item
+from evalreg.report.numbers import whole_points
 
 DEFAULT_DISCORDANCE = stats.DISCORDANCE_FLOOR
 """The share of items on which two candidates disagree, assumed when sizing slices."""
@@ -75,7 +76,7 @@ def evalset_stats(
         mde_rate = stats.mde_rate(units, baseline, alpha, power)
         mde_paired = stats.mde_paired(units, discordance, alpha, power, discordance_floor=0.0)
         detectable = mde_paired <= detect
-        change = f"a {_points(detect)}-point change (MDE {_points(mde_paired)} points)"
+        change = f"a {whole_points(detect)}-point change (MDE {whole_points(mde_paired)} points)"
         out.append(
             SliceStats(
                 slice=name,
@@ -136,9 +137,3 @@ def _check_plan(detect: float, baseline: float, discordance: float) -> None:
         raise UsageError(f"the baseline rate must be between 0 and 1, got {baseline}")
     if not 0.0 < discordance <= 1.0:
         raise UsageError(f"the discordance must be in (0, 1], got {discordance}")
-
-
-def _points(share: float) -> str:
-    """A share as percentage points: whole points from 10 up, one decimal below."""
-    points = share * 100
-    return f"{points:.0f}" if round(points, 1) >= 10 else f"{points:.1f}".removesuffix(".0")
