@@ -10,6 +10,7 @@ import json
 import re
 from collections.abc import Sequence
 
+from evalreg.evalsets.slice_sizes import evalset_stats
 from evalreg.families import MIN_SLICE_ITEMS, NONE_DETECTABLE, family_sentence
 from evalreg.metrics import COVERAGE, covered
 from evalreg.report.chart import Bar, bar_chart
@@ -30,6 +31,7 @@ from evalreg.report.numbers import (
     statistic,
     threshold_text,
     usd,
+    whole_points,
 )
 from evalreg.selection.evidence import SelectionEvidence
 
@@ -639,17 +641,17 @@ def _benchmark_contradiction(ev: SelectionEvidence) -> str:
 def _limitations(ev: SelectionEvidence) -> str:
     out = ["## 6. Limitations\n"]
     small = sorted((n, s) for s, n in ev.evalset.slices.items() if n < MIN_SLICE_ITEMS)
-    from evalreg.stats import mde_rate
-
     bullets = []
-    sizes = ev.evalset.slices
-    weak = [(name, mde_rate(sizes[name], 0.5)) for name in _big_slices(ev)]
-    weak = [(name, mde) for name, mde in weak if mde > DETECT]
+    big = set(_big_slices(ev))
+    weak = [
+        s for s in evalset_stats(ev.evalset, detect=DETECT) if s.slice in big and not s.detectable
+    ]
     if weak:
         bullets.append(
-            f"Too small to detect a {100 * DETECT:.0f}-point change (the smallest change each "
-            "slice can show, in points): "
-            + ", ".join(f"{code(name)} {100 * mde:.0f}" for name, mde in weak)
+            f"Too small to detect a {whole_points(DETECT)}-point change between two "
+            "candidates (the smallest change each slice can show, in points, as "
+            "`evalreg evalset stats` sizes it): "
+            + ", ".join(f"{code(s.slice)} {whole_points(s.mde_paired)}" for s in weak)
             + "."
         )
     if small:
