@@ -35,9 +35,9 @@ RAISED_GATE = SELECTION.replace("min: 0.5", "min: 0.6")
 PICK_MINI = RAISED_GATE.replace("selected: rules", "selected: mini")
 HOSTILE = "<img src=x> @octocat #12 | pipe"
 TOKEN = "ghs_audit0123456789SECRET"
-GATE_05_TEXT = "gates: pass_rate[common] ≥ 0.5"
+GATE_05_TEXT = "gates: pass_rate on common ≥ 0.5"
 POLICY_AT_CREATION_TEXT = (
-    "pass_level: correct; confidence: 0.95; gates: pass_rate[common] ≥ 0.5; "
+    "pass_level: correct; confidence: 0.95; gates: pass_rate on common ≥ 0.5; "
     "objective: lexicographic maximize pass_rate, then minimize cost_per_item_usd; "
     "non_inferiority: none"
 )
@@ -205,11 +205,11 @@ def test_a_policy_change_says_which_parts_changed(history: History) -> None:
 
     assert (merge.parts, merge.before, merge.after) == (
         ("gates",),
-        "gates: pass_rate[common] ≥ 0.5",
-        "gates: pass_rate[common] ≥ 0.6",
+        "gates: pass_rate on common ≥ 0.5",
+        "gates: pass_rate on common ≥ 0.6",
     )
     assert selection.changes[1].after == (
-        "pass_level: correct; confidence: 0.95; gates: pass_rate[common] ≥ 0.5; "
+        "pass_level: correct; confidence: 0.95; gates: pass_rate on common ≥ 0.5; "
         "objective: lexicographic maximize pass_rate, then minimize cost_per_item_usd; "
         "non_inferiority: none"
     )
@@ -604,8 +604,8 @@ def test_a_gate_loosened_in_the_commit_that_first_records_results_is_flagged(
     )
     [gate] = [c for c in selection.changes if c.commit.sha == both]
     assert (gate.before, gate.after) == (
-        "gates: pass_rate[common] ≥ 0.9",
-        "gates: pass_rate[common] ≥ 0.5",
+        "gates: pass_rate on common ≥ 0.9",
+        "gates: pass_rate on common ≥ 0.5",
     )
 
 

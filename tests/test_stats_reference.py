@@ -107,3 +107,30 @@ def test_paired_intervals_and_tests_agree_at_the_edges() -> None:
             want = mcnemar([[0, b], [c, 0]], exact=False, correction=False).pvalue
             assert diff.p_value == pytest.approx(want, abs=1e-12)
     assert math.isclose(stats.paired_binary(10_000, 400, 480).mean, 0.008)
+
+
+@pytest.mark.parametrize("n", (1, 2, 10, 51, 100, 400, 10_000))
+@pytest.mark.parametrize("discordance", (0.02, 0.10, 0.3, 1.0))
+@pytest.mark.parametrize(("alpha", "power"), [(0.05, 0.8), (0.01, 0.9), (0.0125, 0.8)])
+def test_slice_mde_is_the_statsmodels_normal_power_of_the_paired_difference(
+    n: int, discordance: float, alpha: float, power: float
+) -> None:
+    """A paired difference ``d_i`` in {-1, 0, 1} has variance ``ψ`` near no effect, so
+    McNemar's normal test on ``n`` pairs is statsmodels' one-sample normal test with effect
+    size ``δ / sqrt(ψ)``. slice_mde leaves out the opposite tail, so statsmodels' two-sided
+    power there is the target plus at most that tail, and its one-sided power at
+    ``alpha / 2`` is the target itself."""
+    from statsmodels.stats.power import NormalIndPower
+
+    mde = stats.slice_mde(n, discordance=discordance, alpha=alpha, power=power)
+    if mde == 1.0:
+        return  # clamped: no difference in pass rate is larger
+    effect = mde / math.sqrt(discordance)
+    solver = NormalIndPower()
+    one_sided = solver.power(effect, n, alpha / 2, ratio=0, alternative="larger")
+    assert one_sided == pytest.approx(power, abs=1e-12)
+    two_sided = solver.power(effect, n, alpha, ratio=0, alternative="two-sided")
+    assert power <= two_sided <= power + 1e-4
+    # And solved for the effect size, as a planner would.
+    solved = solver.solve_power(None, nobs1=n, alpha=alpha, power=power, ratio=0)
+    assert mde == pytest.approx(solved * math.sqrt(discordance), rel=1e-4)

@@ -26,13 +26,15 @@ __all__ = [
     "mde_rate",
     "paired_binary",
     "paired_comparison",
+    "slice_mde",
     "tango_interval",
     "tango_statistic",
     "too_small",
     "wilson",
 ]
 
-#: Smallest discordant-pair rate :func:`mde_paired` plans with (see there for why).
+#: Smallest discordant-pair rate :func:`mde_paired` plans with (see there for why), and the
+#: discordance :func:`slice_mde` assumes when none is stated.
 DISCORDANCE_FLOOR = 0.10
 
 #: Rates closer to 0 or 1 than this are moved to it by :func:`mde_rate`.
@@ -897,6 +899,36 @@ def mde_mcnemar(
         else:
             weak = middle
     return _clamp(m / n * (2.0 * strong - 1.0), 0.0, 1.0)
+
+
+def slice_mde(
+    units: int,
+    *,
+    discordance: float = DISCORDANCE_FLOOR,
+    alpha: float = 0.05,
+    power: float = 0.8,
+) -> float:
+    """The smallest change a slice can detect: the one definition the governance report and
+    ``evalreg evalset stats`` share.
+
+    Design: the comparison the pull-request diff makes, two candidates graded on the same
+    items, tested with McNemar's test on the discordant pairs (two-sided, level ``alpha``,
+    default 0.05), detected with probability ``power`` (default 0.8). Formula: the normal
+    approximation of :func:`mde_paired`, ``δ = (z_{1-alpha/2} + z_{power}) · sqrt(ψ / n)``
+    (Connor 1987), with ``n = units``, the slice's independent units (distinct clusters,
+    each unclustered item its own: items of one cluster may fail together) and ``ψ`` the
+    share of units on which the two candidates disagree, a planning assumption since no
+    candidate has to have run: ``discordance``, default :data:`DISCORDANCE_FLOOR` (0.10, a
+    typical disagreement between different models on one task), taken as stated (no
+    floor). Example: 51 units at the defaults, ``2.8016 · sqrt(0.10 / 51) ≈ 0.124``.
+
+    This is a size for planning, known before anything runs; once two candidates have run,
+    the diff states the MDE of the test it made from the observed discordant pairs
+    (:func:`mde_mcnemar`, exact binomial power), which can differ from it. ``units == 0``
+    gives 1.0; the result is clamped to ``[0, 1]``; bad arguments raise ValueError as in
+    :func:`mde_paired`.
+    """
+    return mde_paired(units, discordance, alpha, power, discordance_floor=0.0)
 
 
 def mde_rate(n: int, p: float, alpha: float = 0.05, power: float = 0.8) -> float:

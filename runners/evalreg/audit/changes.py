@@ -14,6 +14,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel
 
+from evalreg.report.numbers import exact
+
 MAX_PHRASES = 8
 # A longer value (a prompt template, a JSON schema) is named as changed, not quoted.
 _MAX_VALUE_CHARS = 60
@@ -80,12 +82,6 @@ def describe_evalset(old: EvalsetVersion | None, new: EvalsetVersion) -> tuple[s
 def count_items(data: bytes) -> int:
     """How many items a JSONL eval set holds: its non-blank lines."""
     return sum(1 for line in data.splitlines() if line.strip())
-
-
-def num(value: float) -> str:
-    """A number as written, without a spurious ``.0`` (so ``1`` and ``1.0`` read alike)."""
-    number = float(value)
-    return str(int(number)) if number.is_integer() else repr(number)
 
 
 # ---------------------------------------------------------------- flattening
@@ -171,7 +167,7 @@ def _value(value: Any) -> str | None:
     if isinstance(value, bool):
         text = "true" if value else "false"
     elif isinstance(value, int | float):
-        text = num(value)
+        text = exact(value)
     elif isinstance(value, str):
         text = value
     else:

@@ -37,7 +37,6 @@ from evalreg.audit.changes import (
     count_items,
     describe,
     describe_evalset,
-    num,
 )
 from evalreg.canonical import digest
 from evalreg.cells import RESULTS_DIR
@@ -50,6 +49,7 @@ from evalreg.registry.migrations import upgrade
 from evalreg.registry.tree import GitTree, PathEscapes, clean_relpath
 from evalreg.registry.validation import validate
 from evalreg.registry.yamlio import parse_yaml
+from evalreg.report.numbers import exact, gates_text, objective_text, term_text
 from evalreg.runner.reproduce import reproduce
 
 SELECTIONS_DIR = f"{REGISTRY_DIR}/selections"
@@ -1022,37 +1022,25 @@ _SUMMARIES: dict[str, Callable[[schema.Selection], str]] = {
 
 def _policy_parts(policy: schema.Policy) -> dict[str, str]:
     """Each part of a policy as text that changes exactly when the part's meaning does."""
-    gates = ", ".join(_gate(g) for g in policy.gates) or "none"
+    gates = gates_text(policy.gates)
     ni = policy.non_inferiority
     return {
         "pass_level": policy.pass_level,
-        "confidence": num(policy.confidence),
+        "confidence": exact(policy.confidence),
         "gates": gates,
         "objective": _objective(policy.objective),
         "non_inferiority": (
-            f"{ni.metric} within {num(ni.margin)}, then {_term(ni.prefer, weighted=False)}"
+            f"{ni.metric} within {exact(ni.margin)}, then {term_text(ni.prefer, weighted=False)}"
             if ni
             else "none"
         ),
     }
 
 
-def _gate(gate: schema.Gate) -> str:
-    bound = f"≥ {num(gate.min)}" if gate.min is not None else f"≤ {num(gate.max or 0.0)}"
-    on = "" if gate.on == "point" else f" on {gate.on.replace('_', ' ')}"
-    return f"{gate.metric}[{gate.slice}] {bound}{on}"
-
-
 def _objective(objective: schema.Objective) -> str:
-    if objective.weighted is not None:
-        return "weighted " + " + ".join(_term(t, weighted=True) for t in objective.terms)
-    return "lexicographic " + ", then ".join(_term(t, weighted=False) for t in objective.terms)
-
-
-def _term(term: schema.Term, *, weighted: bool) -> str:
-    goal = "maximize" if term.maximize is not None else "minimize"
-    text = f"{goal} {term.metric}"
-    return f"{text} ×{num(term.weight)}" if weighted or term.weight != 1.0 else text
+    weighted = objective.weighted is not None
+    kind = "weighted" if weighted else "lexicographic"
+    return f"{kind} {objective_text(objective.terms, weighted=weighted)}"
 
 
 # ---------------------------------------------------------------- GitHub reviews

@@ -18,6 +18,7 @@ from evalreg.providers.fetch import Job, JobError, fetch
 from evalreg.providers.http import HttpLayer
 from evalreg.registry import schema
 from evalreg.registry.loader import Registry
+from evalreg.report.numbers import percent
 from evalreg.results.records import rounded
 from evalreg.runner.grading import CellGrader, cell_grader
 from evalreg.runner.run import CellPlan, RunOptions, cell_jobs, prepare
@@ -306,8 +307,8 @@ def _decide(result: CellDrift, threshold: float) -> None:
     agreement = result.level_agreement
     if agreement is not None and 1.0 - agreement > threshold:
         result.reasons.append(
-            f"levels differ on {1.0 - agreement:.1%} of {result.compared} compared samples "
-            f"(threshold {threshold:.1%})"
+            f"levels differ on {percent(1.0 - agreement)} of {result.compared} compared "
+            f"samples (threshold {percent(threshold)})"
         )
     changed = sum(result.models.values())
     if changed:

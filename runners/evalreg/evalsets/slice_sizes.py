@@ -10,9 +10,7 @@ from evalreg import stats
 from evalreg.errors import UsageError
 from evalreg.evalsets.evalset import EvalSet
 from evalreg.registry.schema import Item
-
-DEFAULT_DISCORDANCE = stats.DISCORDANCE_FLOOR
-"""The share of items on which two candidates disagree, assumed when sizing slices."""
+from evalreg.report.numbers import whole_points
 
 
 @dataclass(frozen=True)
@@ -53,16 +51,17 @@ def evalset_stats(
     *,
     detect: float = 0.05,
     baseline: float = 0.5,
-    discordance: float = DEFAULT_DISCORDANCE,
+    discordance: float = stats.DISCORDANCE_FLOOR,
     alpha: float = 0.05,
     power: float = 0.8,
 ) -> list[SliceStats]:
     """Per slice (``all`` first, then tags in order): its size and the changes it can detect.
 
-    MDEs use :func:`stats.mde_rate` at ``baseline`` and :func:`stats.mde_paired` with the
-    stated ``discordance`` (no floor: it is a planning assumption), both at ``alpha`` and
-    ``power``. The verdict reads "can detect a 5-point change (MDE 4.4 points)" or "too
-    small to detect a 5-point change (MDE 14 points)".
+    MDEs use :func:`stats.mde_rate` at ``baseline`` and :func:`stats.slice_mde` (the
+    smallest change a slice can detect, as the governance report states it too) with the
+    stated ``discordance``, both at ``alpha`` and ``power``. The verdict reads "can detect a
+    5-point change (MDE 4.4 points)" or "too small to detect a 5-point change (MDE 14
+    points)".
     """
     _check_plan(detect, baseline, discordance)
     groups: dict[str, list[Item]] = {"all": list(evalset.items)}
@@ -74,9 +73,9 @@ def evalset_stats(
             item.cluster is None for item in items
         )
         mde_rate = stats.mde_rate(units, baseline, alpha, power)
-        mde_paired = stats.mde_paired(units, discordance, alpha, power, discordance_floor=0.0)
+        mde_paired = stats.slice_mde(units, discordance=discordance, alpha=alpha, power=power)
         detectable = mde_paired <= detect
-        change = f"a {_points(detect)}-point change (MDE {_points(mde_paired)} points)"
+        change = f"a {whole_points(detect)}-point change (MDE {whole_points(mde_paired)} points)"
         out.append(
             SliceStats(
                 slice=name,
@@ -98,7 +97,7 @@ def items_needed(
     detect: float,
     baseline: float,
     *,
-    discordance: float = DEFAULT_DISCORDANCE,
+    discordance: float = stats.DISCORDANCE_FLOOR,
     alpha: float = 0.05,
     power: float = 0.8,
 ) -> ItemsNeeded:
@@ -109,7 +108,7 @@ def items_needed(
     return ItemsNeeded(
         rate=_fewest(lambda n: stats.mde_rate(n, baseline, alpha, power), detect),
         paired=_fewest(
-            lambda n: stats.mde_paired(n, discordance, alpha, power, discordance_floor=0.0),
+            lambda n: stats.slice_mde(n, discordance=discordance, alpha=alpha, power=power),
             detect,
         ),
     )
@@ -137,12 +136,6 @@ def _check_plan(detect: float, baseline: float, discordance: float) -> None:
         raise UsageError(f"the baseline rate must be between 0 and 1, got {baseline}")
     if not 0.0 < discordance <= 1.0:
         raise UsageError(f"the discordance must be in (0, 1], got {discordance}")
-
-
-def _points(share: float) -> str:
-    """A share as percentage points: whole points from 10 up, one decimal below."""
-    points = share * 100
-    return f"{points:.0f}" if round(points, 1) >= 10 else f"{points:.1f}".removesuffix(".0")
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,6 @@ The result always fits GitHub's comment limit.
 from __future__ import annotations
 
 import json
-import math
 import re
 from collections.abc import Sequence
 from typing import Any
@@ -16,7 +15,17 @@ from typing import Any
 from evalreg.compare.statuses import UNEXPLAINED
 from evalreg.families import MIN_SLICE_ITEMS, TOO_SMALL_TO_TEST, family_sentence
 from evalreg.report.escape import COMMENT_LIMIT, cell, cut_to_fit, html_inline, inline
-from evalreg.report.numbers import coverage_text
+from evalreg.report.numbers import (
+    count,
+    coverage_text,
+    finite,
+    milliseconds,
+    p_value,
+    percent,
+    points,
+    points_interval,
+    usd,
+)
 
 RESERVED = 200
 """Room left for the sticky marker and a cut note."""
@@ -24,34 +33,6 @@ MAX_FINDINGS = 20
 """Findings of a failed check listed in the comment; the rest are counted."""
 
 _SHA = re.compile(r"[0-9a-f]{7,40}")
-
-
-def _float(x: Any) -> float | None:
-    """``x`` as a finite float, or None for anything else (bools, text, huge or NaN)."""
-    if isinstance(x, bool) or not isinstance(x, (int, float)):
-        return None
-    try:
-        value = float(x)
-    except OverflowError:
-        return None
-    return value if math.isfinite(value) else None
-
-
-def _num(x: Any, digits: int = 1, scale: float = 100.0, unit: str = "%") -> str:
-    value = _float(x)
-    return "–" if value is None else f"{scale * value:.{digits}f}{unit}"
-
-
-def _pts(x: Any) -> str:
-    value = _float(x)
-    return "–" if value is None else f"{100 * value:+.1f} pts"
-
-
-def _money(x: Any) -> str:
-    value = _float(x)
-    if value is None:
-        return "–"
-    return f"${value:.6f}".rstrip("0").rstrip(".") if abs(value) < 1 else f"${value:,.2f}"
 
 
 def _dict(x: Any) -> dict[str, Any]:
@@ -65,16 +46,6 @@ def _list(x: Any) -> list[Any]:
 def _pair(x: Any) -> list[Any]:
     """A [before, after] pair, or two unknowns."""
     return x if isinstance(x, list) and len(x) == 2 else [None, None]
-
-
-def _int(x: Any) -> str:
-    value = _float(x)
-    return "–" if value is None or abs(value) > 1e15 else str(int(value))
-
-
-def _p(x: Any) -> str:
-    value = _float(x)
-    return "–" if value is None else f"{value:.3g}"
 
 
 def _s(x: Any, limit: int = 80) -> str:
@@ -99,7 +70,7 @@ def _verdict(entry: dict[str, Any]) -> str:
         return f"not tested (under {MIN_SLICE_ITEMS} items)"
     if entry.get("mde") is None and entry.get("mde_note"):
         return f"no detectable difference ({_s(entry.get('mde_note'))})"
-    return f"no detectable difference (MDE {_pts(entry.get('mde')).replace('+', '')})"
+    return f"no detectable difference (MDE {points(entry.get('mde'), signed=False)})"
 
 
 def _unexplained(cells: list[Any]) -> str:
@@ -137,7 +108,7 @@ def _ruled_verdict(e: dict[str, Any]) -> str:
         None,
     )
     tested = f" ({_verdict(model)})" if model else ""
-    return f"ruler: {_pts(cf.get('ruler'))}, model: {_pts(cf.get('model'))}{tested}"
+    return f"ruler: {points(cf.get('ruler'))}, model: {points(cf.get('model'))}{tested}"
 
 
 def _cell_verdict(e: dict[str, Any], reproduced: bool) -> str:
@@ -247,12 +218,12 @@ def _notices(data: dict[str, Any], cells: list[dict[str, Any]], reproduced: bool
         findings = [f for f in _list(check.get("findings")) if isinstance(f, dict)]
         failing = [f for f in findings if f.get("severity") != "warning"] or findings
         lines = [
-            f"> [!CAUTION]\n> **`evalreg check` failed** (exit {_int(check.get('exit_code'))}):"
+            f"> [!CAUTION]\n> **`evalreg check` failed** (exit {count(check.get('exit_code'))}):"
         ]
         for f in failing[:MAX_FINDINGS]:
             where = _s(f.get("path"), 120)
             if isinstance(f.get("line"), int) and f["line"] > 0:
-                where += f":{_int(f['line'])}"
+                where += f":{count(f['line'])}"
             lines.append(f"> - {where}: {inline(str(f.get('message', '')), limit=400)}")
         if len(failing) > MAX_FINDINGS:
             lines.append(f"> - … and {len(failing) - MAX_FINDINGS} more")
@@ -375,7 +346,7 @@ def _selections(selections: list[Any]) -> str:
 
 def _coverage_text(x: Any) -> str:
     pair = _pair(x)
-    graded, applicable = (_float(v) for v in pair)
+    graded, applicable = (finite(v) for v in pair)
     if graded is None or applicable is None or not 0 <= graded <= applicable <= 1e15:
         return "–"
     return coverage_text(int(graded), int(applicable))
@@ -414,15 +385,15 @@ def _cells_table(entries: list[dict[str, Any]], reproduced: bool) -> str:
             [
                 _s(e.get("id")),
                 _s(e.get("status")),
-                f"{_num(b.get('pass_rate'))} → {_num(h.get('pass_rate'))}",
+                f"{percent(b.get('pass_rate'))} → {percent(h.get('pass_rate'))}",
                 verdict,
-                f"{_int(flips.get('regressions_total', 0))} / "
-                f"{_int(flips.get('improvements_total', 0))}"
+                f"{count(flips.get('regressions_total', 0))} / "
+                f"{count(flips.get('improvements_total', 0))}"
                 if flips
                 else "–",
-                f"{_money(b.get('cost_per_item_usd'))} → {_money(h.get('cost_per_item_usd'))}",
-                f"{_num(b.get('latency_p95_ms'), 0, 1, ' ms')} → "
-                f"{_num(h.get('latency_p95_ms'), 0, 1, ' ms')}",
+                f"{usd(b.get('cost_per_item_usd'))} → {usd(h.get('cost_per_item_usd'))}",
+                f"{milliseconds(b.get('latency_p95_ms'))} → "
+                f"{milliseconds(h.get('latency_p95_ms'))}",
                 ", ".join(_s(p) for p in _list(e.get("fingerprint_changes"))) or "–",
             ]
         )
@@ -492,10 +463,10 @@ def _slices_table(slices: list[Any], *, tested: bool) -> str:
     rows = [
         [
             _s(s.get("slice")),
-            _int(s.get("n")),
-            f"{_pts(s.get('diff'))} ({_pts(s.get('lo'))} to {_pts(s.get('hi'))})",
-            f"{_int(s.get('only_base'))} / {_int(s.get('only_head'))}",
-            _p(s.get("p_adjusted")),
+            count(s.get("n")),
+            points_interval(s.get("diff"), s.get("lo"), s.get("hi")),
+            f"{count(s.get('only_base'))} / {count(s.get('only_head'))}",
+            p_value(s.get("p_adjusted")),
             _verdict(s) if tested else "not the model's alone (rubric changed)",
         ]
         for s in slices
@@ -516,8 +487,8 @@ def _cell_details(e: dict[str, Any], snippets: bool = True) -> str:
     # Raw HTML: Markdown's backslash escapes would show, so HTML's character references.
     name = html_inline(str(e.get("id")), limit=80) if e.get("id") is not None else "–"
     summary = (
-        f"{name}: {_int(flips.get('regressions_total', 0))} regressions, "
-        f"{_int(flips.get('improvements_total', 0))} improvements"
+        f"{name}: {count(flips.get('regressions_total', 0))} regressions, "
+        f"{count(flips.get('improvements_total', 0))} improvements"
         if flips
         else f"{name}: pass rate per slice"
     )
@@ -528,8 +499,8 @@ def _cell_details(e: dict[str, Any], snippets: bool = True) -> str:
     if isinstance(cf, dict):
         out.append(
             "**The rubric or graders changed.** Re-grading the base's stored responses under "
-            f"the new ones moves the pass rate by {_pts(cf.get('ruler'))} (the ruler); the "
-            f"rest, {_pts(cf.get('model'))}, is the model's change, tested against that "
+            f"the new ones moves the pass rate by {points(cf.get('ruler'))} (the ruler); the "
+            f"rest, {points(cf.get('model'))}, is the model's change, tested against that "
             "re-grade (the same items under one ruler):\n"
         )
         out.append(_slices_table(_list(cf.get("model_slices")), tested=True))
@@ -546,7 +517,7 @@ def _cell_details(e: dict[str, Any], snippets: bool = True) -> str:
         if listed:
             total = flips.get(f"{key}_total", len(listed))
             more = (
-                f" (first {len(listed)} of {_int(total)})"
+                f" (first {len(listed)} of {count(total)})"
                 if isinstance(total, int) and total > len(listed)
                 else ""
             )
@@ -557,10 +528,10 @@ def _cell_details(e: dict[str, Any], snippets: bool = True) -> str:
         ids = ", ".join(_s(i) for i in _list(changed.get("ids")))
         out.append(
             f"Changed items (content differs, so not counted as flips): "
-            f"{_int(changed['count'])}: {ids}\n"
+            f"{count(changed['count'])}: {ids}\n"
         )
     for key, what in (("added_items", "added"), ("removed_items", "removed")):
         if flips.get(key):
-            out.append(f"Items {what}: {_int(flips[key])}.\n")
+            out.append(f"Items {what}: {count(flips[key])}.\n")
     out.append("</details>\n")
     return "\n".join(out)

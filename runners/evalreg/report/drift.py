@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from evalreg.compare.drift import CellDrift, DriftReport, ordered
-from evalreg.metrics import Metric
 from evalreg.report.escape import cell, inline
-from evalreg.report.governance import code, pct, table
+from evalreg.report.governance import code, table
+from evalreg.report.numbers import percent, percent_interval
 from evalreg.stats import wilson
 
 
@@ -18,7 +18,7 @@ def render_drift(report: DriftReport) -> str:
         "## evalreg: model drift\n",
         f"Re-asked up to {report.sample} recorded requests a cell (seed {report.seed}) and "
         "compared each live response with the stored one. A cell drifts when the graded "
-        f"levels differ on more than {report.threshold:.1%} of its compared samples, or when "
+        f"levels differ on more than {percent(report.threshold)} of its compared samples, or when "
         "the provider names a different model.\n",
     ]
     if drifted:
@@ -64,7 +64,7 @@ def _cells(n: int) -> str:
 
 
 def _share(k: int, n: int) -> str:
-    return pct(Metric(k / n, *wilson(k, n), n)) if n else "–"
+    return percent_interval(k / n, *wilson(k, n)) if n else "–"
 
 
 def _row(c: CellDrift) -> list[str]:

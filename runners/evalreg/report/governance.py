@@ -10,13 +10,30 @@ import json
 import re
 from collections.abc import Sequence
 
+from evalreg.evalsets.slice_sizes import evalset_stats
 from evalreg.families import MIN_SLICE_ITEMS, NONE_DETECTABLE, family_sentence
-from evalreg.metrics import COVERAGE, Metric, covered
+from evalreg.metrics import COVERAGE, covered
 from evalreg.report.chart import Bar, bar_chart
 from evalreg.report.escape import block, cell, inline
-from evalreg.report.numbers import coverage_text
+from evalreg.report.numbers import (
+    compared_on,
+    count,
+    coverage_text,
+    exact,
+    milliseconds,
+    number,
+    objective_text,
+    p_value,
+    percent,
+    points,
+    points_interval,
+    rate,
+    statistic,
+    threshold_text,
+    usd,
+    whole_points,
+)
 from evalreg.selection.evidence import SelectionEvidence
-from evalreg.selection.policy import fmt
 
 # Slices with fewer than MIN_SLICE_ITEMS items are listed under Limitations instead of the
 # evidence tables (and are not tested).
@@ -35,23 +52,6 @@ def table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
     out = ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
     out += ["| " + " | ".join(row) + " |" for row in rows]
     return "\n".join(out) + "\n"
-
-
-def pct(m: Metric | None, *, interval: bool = True) -> str:
-    if m is None or m.n == 0:
-        return "–"
-    text = f"{100 * m.value:.1f}%"
-    if interval and m.lo is not None and m.hi is not None:
-        text += f" ({100 * m.lo:.1f}–{100 * m.hi:.1f})"
-    return text
-
-
-def usd(x: float) -> str:
-    if x == 0:
-        return "$0"
-    if abs(x) < 0.01:
-        return f"${x:.6f}".rstrip("0")
-    return f"${x:,.2f}"
 
 
 def chart_name(ev: SelectionEvidence) -> str:
@@ -168,7 +168,7 @@ def _criteria(ev: SelectionEvidence) -> str:
     out.append(
         f"An item **passes** when its level is `{policy.pass_level}`"
         + (" or better" if policy.pass_level == "acceptable" else "")
-        + f". Intervals are {policy.confidence:.0%} (Wilson, clustered by item and by the "
+        + f". Intervals are {percent(policy.confidence, 0)} (Wilson, clustered by item and by the "
         "item's `cluster` when given); differences are called better or worse only when "
         "their paired interval (Tango's score interval, or a cluster-robust one with "
         "repeats or clusters) excludes 0. " + family_sentence(policy.confidence) + "\n"
@@ -176,24 +176,22 @@ def _criteria(ev: SelectionEvidence) -> str:
     if policy.gates:
         rows = []
         for i, g in enumerate(policy.gates, start=1):
-            op = f"≥ {fmt(g.min)}" if g.min is not None else f"≤ {fmt(g.max)}"
-            rows.append([str(i), f"{code(g.metric)}", cell(g.slice), op, g.on.replace("_", " ")])
+            rows.append(
+                [str(i), f"{code(g.metric)}", cell(g.slice), threshold_text(g), compared_on(g)]
+            )
         out.append("Gates every candidate must pass:\n")
         out.append(table(["#", "metric", "slice", "threshold", "compared on"], rows))
     else:
         out.append("No gates: every candidate with results is ranked.\n")
-    kind = "lexicographic" if policy.objective.lexicographic else "weighted"
-    terms = [
-        f"{'maximize' if t.maximize else 'minimize'} {code(t.metric)}"
-        + (f" × {fmt(t.weight)}" if kind == "weighted" else "")
-        for t in policy.objective.terms
-    ]
-    out.append(f"Objective ({kind}, ties broken by candidate id): " + ", then ".join(terms) + ".\n")
+    weighted = policy.objective.weighted is not None
+    terms = objective_text(policy.objective.terms, weighted=weighted, name=code)
+    kind = "weighted" if weighted else "lexicographic"
+    out.append(f"Objective ({kind}, ties broken by candidate id): {terms}.\n")
     if policy.non_inferiority:
         ni = policy.non_inferiority
         prefer = ni.prefer
         out.append(
-            f"Non-inferiority: a candidate within {fmt(ni.margin)} of the best on "
+            f"Non-inferiority: a candidate within {exact(ni.margin)} of the best on "
             f"{code(ni.metric)} is preferred when it is better on "
             f"{code(prefer.metric)} ({'higher' if prefer.maximize else 'lower'} is better).\n"
         )
@@ -250,7 +248,13 @@ def _candidates(ev: SelectionEvidence) -> str:
         if prompt.template is not None:
             out.append(f"Template of {code(cid)}:\n\n" + block(prompt.template, limit_lines=30))
     shortlist = [
-        [f"{code(cid)}", cell(b.name), fmt(b.score), b.date.isoformat(), cell(b.source, limit=60)]
+        [
+            f"{code(cid)}",
+            cell(b.name),
+            number(b.score),
+            b.date.isoformat(),
+            cell(b.source, limit=60),
+        ]
         for cid, c in ev.candidates.items()
         for b in c.cell.pin.benchmarks
     ]
@@ -280,10 +284,10 @@ def _overall_rows(ev: SelectionEvidence) -> list[list[str]]:
         rows.append(
             [
                 f"{code(cid)}",
-                pct(m["pass_rate"]),
-                pct(m["unacceptable_rate"], interval=False),
-                pct(m["error_rate"], interval=False),
-                f"{fmt(m['latency_p50_ms'].value)} / {fmt(m['latency_p95_ms'].value)} ms",
+                rate(m["pass_rate"]),
+                rate(m["unacceptable_rate"], interval=False),
+                rate(m["error_rate"], interval=False),
+                f"{count(m['latency_p50_ms'].value)} / {milliseconds(m['latency_p95_ms'].value)}",
                 usd(m["cost_per_item_usd"].value),
                 usd(m["monthly_cost_usd"].value),
                 usd(m["failure_cost_per_1k_usd"].value),
@@ -332,7 +336,7 @@ def _evidence(ev: SelectionEvidence, evalreg_version: str) -> str:
             inline(c.description, limit=160),
             c.grader.type,
             "critical" if c.critical else "minor",
-            fmt(c.weight),
+            exact(c.weight),
             ", ".join(c.slices) if c.slices else "all",
         ]
         for c in ev.rubric.criteria
@@ -397,11 +401,11 @@ def _judges(ev: SelectionEvidence, judges: list[str]) -> str:
         text += " The judge is not calibrated against human grades yet."
     for path, a in sorted(ev.rater_agreement.items()):
         text += f" Agreement among the human raters of {code(path)}: " + (
-            f"alpha {a:.2f}" if a is not None else "too few shared grades"
+            f"alpha {statistic(a)}" if a is not None else "too few shared grades"
         )
         if path in ev.rater_kappa and a is not None:
             kappa, n = ev.rater_kappa[path]
-            text += f", Cohen's kappa {_agreement(kappa)} on {n} responses both graded"
+            text += f", Cohen's kappa {statistic(kappa)} on {n} responses both graded"
         text += "."
     return text
 
@@ -414,8 +418,8 @@ def _calibration(ev: SelectionEvidence) -> str:
             code(c.human),
             code(cid),
             str(c.n),
-            _agreement(c.alpha),
-            _agreement(c.kappa),
+            statistic(c.alpha),
+            statistic(c.kappa),
             coverage_text(*covered(c.coverage)) if c.coverage is not None else "–",
         ]
         for cid, found in ev.calibrations.items()
@@ -438,12 +442,6 @@ def _calibration(ev: SelectionEvidence) -> str:
         "graded (pairs); n/a where a statistic is undefined (fewer than two pairs, or a "
         "single grade throughout).\n\n" + table(headers, rows)
     )
-
-
-def _agreement(value: float | None) -> str:
-    """An agreement statistic, ``n/a`` where it is undefined (too few pairs, or one grade
-    only: agreement by construction, which tells nothing)."""
-    return "n/a" if value is None else f"{value:.2f}"
 
 
 def _uncalibrated(ev: SelectionEvidence) -> list[str]:
@@ -474,7 +472,7 @@ def _human(ev: SelectionEvidence) -> str:
     for cid in ranked:
         for hid in human:
             m = ev.metrics[cid]
-            row = [code(cid), code(hid), pct(m["all"].get(f"criterion:{hid}"))]
+            row = [code(cid), code(hid), rate(m["all"].get(f"criterion:{hid}"))]
             for name in ("all", *slices):
                 coverage = m.get(name, {}).get(f"{COVERAGE}{hid}")
                 row.append(coverage_text(*covered(coverage)) if coverage is not None else "–")
@@ -503,7 +501,7 @@ def _slices(ev: SelectionEvidence) -> str:
     for name in _big_slices(ev):
         row = [cell(name), str(ev.evalset.slices[name])]
         for cid in ranked:
-            row.append(pct(ev.metrics[cid].get(name, {}).get("pass_rate")))
+            row.append(rate(ev.metrics[cid].get(name, {}).get("pass_rate")))
         rows.append(row)
     return (
         "### Pass rate by slice\n\nSlices with at least "
@@ -554,9 +552,9 @@ def _comparisons(ev: SelectionEvidence) -> str:
                 [
                     cell(c.slice),
                     str(d.n),
-                    f"{100 * d.mean:+.1f} pts ({100 * d.lo:+.1f} to {100 * d.hi:+.1f})",
+                    points_interval(d.mean, d.lo, d.hi),
                     f"{d.b} / {d.c}",
-                    "–" if c.p_adjusted is None else f"{c.p_adjusted:.3g}",
+                    p_value(c.p_adjusted),
                     c.verdict + _mde_text(c.verdict, c.mde),
                 ]
             )
@@ -581,7 +579,7 @@ def _mde_text(verdict: str, mde: float | None) -> str:
     """What a "no detectable difference" could have detected."""
     if verdict != "no detectable difference":
         return ""
-    return f" ({NONE_DETECTABLE})" if mde is None else f" (MDE {100 * mde:.1f} pts)"
+    return f" ({NONE_DETECTABLE})" if mde is None else f" (MDE {points(mde, signed=False)})"
 
 
 def _holdout(ev: SelectionEvidence) -> str:
@@ -603,8 +601,8 @@ def _holdout(ev: SelectionEvidence) -> str:
         rows.append(
             [
                 code(cid),
-                pct(dev),
-                pct(held) if held else "not run",
+                rate(dev),
+                rate(held) if held else "not run",
                 str(held.n) if held else "–",
                 flag,
             ]
@@ -644,17 +642,17 @@ def _benchmark_contradiction(ev: SelectionEvidence) -> str:
 def _limitations(ev: SelectionEvidence) -> str:
     out = ["## 6. Limitations\n"]
     small = sorted((n, s) for s, n in ev.evalset.slices.items() if n < MIN_SLICE_ITEMS)
-    from evalreg.stats import mde_rate
-
     bullets = []
-    sizes = ev.evalset.slices
-    weak = [(name, mde_rate(sizes[name], 0.5)) for name in _big_slices(ev)]
-    weak = [(name, mde) for name, mde in weak if mde > DETECT]
+    big = set(_big_slices(ev))
+    weak = [
+        s for s in evalset_stats(ev.evalset, detect=DETECT) if s.slice in big and not s.detectable
+    ]
     if weak:
         bullets.append(
-            f"Too small to detect a {100 * DETECT:.0f}-point change (the smallest change each "
-            "slice can show, in points): "
-            + ", ".join(f"{code(name)} {100 * mde:.0f}" for name, mde in weak)
+            f"Too small to detect a {whole_points(DETECT)}-point change between two "
+            "candidates (the smallest change each slice can show, in points, as "
+            "`evalreg evalset stats` sizes it): "
+            + ", ".join(f"{code(s.slice)} {whole_points(s.mde_paired)}" for s in weak)
             + "."
         )
     if small:
@@ -726,7 +724,7 @@ def index(evidences: Sequence[SelectionEvidence], digest: str) -> str:
                 f"{code(d.declared)}",
                 f"{code(d.recommended)}" if d.recommended else "none",
                 state,
-                pct(declared),
+                rate(declared),
             ]
         )
     return (

@@ -20,7 +20,7 @@ from rich.text import Text
 from evalreg.redaction import redact
 from evalreg.registry.diagnostics import Severity
 from evalreg.report.escape import strip_controls
-from evalreg.report.numbers import coverage_text
+from evalreg.report.numbers import coverage_text, percent, points, usd_micro, whole_points
 from evalreg.store.purge_log import PURGE_LOG
 
 if TYPE_CHECKING:
@@ -124,10 +124,6 @@ def print_status(statuses: list[CellStatus]) -> None:
     console().print(table)
 
 
-def usd(micro: int) -> str:
-    return f"${micro / 1_000_000:,.4f}"
-
-
 class RunProgress:
     """A live progress display: per cell, done, errors and requests bought (and, for a
     judged cell, its judge requests bought and failed)."""
@@ -200,9 +196,9 @@ def print_run(result: RunResult, *, dry_run: bool = False) -> None:
     outcomes = {o.plan.status.cell.id: o for o in result.outcomes}
     for plan in result.plans:
         st = plan.status
-        row = [st.cell.id, st.state, str(plan.missing), usd(plan.estimated_micro_usd)]
+        row = [st.cell.id, st.state, str(plan.missing), usd_micro(plan.estimated_micro_usd)]
         if judged:
-            row += [str(plan.judge_requests), usd(plan.judge_estimated_micro_usd)]
+            row += [str(plan.judge_requests), usd_micro(plan.judge_estimated_micro_usd)]
         blocked = f"pending: {plan.blocked}" if plan.blocked else ""
         if dry_run:
             tokens = [f"estimate: {plan.output_tokens}"] if plan.output_tokens else []
@@ -213,9 +209,9 @@ def print_run(result: RunResult, *, dry_run: bool = False) -> None:
             o = outcomes.get(st.cell.id)
             if o is not None:
                 result_text = "written" if o.written else (blocked or o.note)
-                cost = usd(o.cost_micro_usd)
+                cost = usd_micro(o.cost_micro_usd)
                 if o.judge_cost_micro_usd:
-                    cost += f" (judge {usd(o.judge_cost_micro_usd)})"
+                    cost += f" (judge {usd_micro(o.judge_cost_micro_usd)})"
                 row += [str(o.errors), cost, shown(result_text)]
         table.add_row(*row)
     out.print(table)
@@ -237,13 +233,13 @@ def print_run(result: RunResult, *, dry_run: bool = False) -> None:
     if judged:
         out.print(
             "Estimated cost of missing responses: "
-            f"{usd(result.estimated_micro_usd + result.judge_estimated_micro_usd)} "
-            f"(candidates {usd(result.estimated_micro_usd)}, {result.judge_requests} judge "
-            f"requests {usd(result.judge_estimated_micro_usd)}: one per judge criterion that "
+            f"{usd_micro(result.estimated_micro_usd + result.judge_estimated_micro_usd)} "
+            f"(candidates {usd_micro(result.estimated_micro_usd)}, {result.judge_requests} judge "
+            f"requests {usd_micro(result.judge_estimated_micro_usd)}: one per judge criterion that "
             "applies, per candidate request to buy)"
         )
     else:
-        out.print(f"Estimated cost of missing responses: {usd(result.estimated_micro_usd)}")
+        out.print(f"Estimated cost of missing responses: {usd_micro(result.estimated_micro_usd)}")
     if result.fetch is not None:
         f, j = result.fetch, result.judge_fetch
         both = [f] if j is None else [f, j]
@@ -369,16 +365,17 @@ def print_evalset_stats(
                 str(s.items),
                 str(s.conversations),
                 str(s.units),
-                f"{s.mde_rate * 100:.1f}",
-                f"{s.mde_paired * 100:.1f}",
+                points(s.mde_rate, signed=False),
+                points(s.mde_paired, signed=False),
                 s.verdict,
             )
     console().print(table)
     console().print(
-        f"MDEs in points (α = 0.05, power 0.8) on independent units (a cluster counts once). "
-        f"A slice needs {needed.paired} units to detect a {detect * 100:g}-point difference "
-        f"between two candidates that disagree on {discordance:.0%} of items, and "
-        f"{needed.rate} to detect a {detect * 100:g}-point change of one rate from {baseline:.0%}."
+        f"MDEs (α = 0.05, power 0.8) on independent units (a cluster counts once). "
+        f"A slice needs {needed.paired} units to detect a {whole_points(detect)}-point "
+        f"difference between two candidates that disagree on {percent(discordance, 0)} of "
+        f"items, and {needed.rate} to detect a {whole_points(detect)}-point change of one rate "
+        f"from {percent(baseline, 0)}."
     )
 
 

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from evalreg import stats
 from evalreg.metrics import COVERAGE, LOWER_IS_BETTER, Metric, SliceMetrics, covered
 from evalreg.registry import schema
-from evalreg.report.numbers import coverage_text
+from evalreg.report.numbers import compared_on, coverage_text, exact, gate_text, number, percent
 
 
 @dataclass(frozen=True)
@@ -28,10 +28,7 @@ class GateResult:
     """The metric's point estimate (``value`` itself for a gate on the point)."""
 
     def describe(self) -> str:
-        g = self.gate
-        op, threshold = ("≥", g.min) if g.min is not None else ("≤", g.max)
-        where = "" if g.on == "point" else f" ({g.on.replace('_', ' ')})"
-        return f"{g.metric} on {g.slice}{where} {op} {fmt(threshold)}"
+        return gate_text(self.gate)
 
     def compared(self) -> str:
         """What was compared with the threshold, named: ``measured 0.62`` for a gate on the
@@ -42,9 +39,10 @@ class GateResult:
         if self.gate.metric.startswith(COVERAGE) and self.point is not None:
             return f"measured {coverage_text(round(self.point * self.n), self.n)}"
         if self.gate.on == "point" or self.point is None:
-            return f"measured {fmt(self.value)}"
-        bound = self.gate.on.replace("_", " ")
-        return f"{bound} {fmt(self.value)} (point estimate {fmt(self.point)})"
+            return f"measured {number(self.value)}"
+        return (
+            f"{compared_on(self.gate)} {number(self.value)} (point estimate {number(self.point)})"
+        )
 
     def why(self) -> str:
         """Why the gate failed: what it compared, and the note when there is one."""
@@ -83,12 +81,6 @@ class Decision:
         return not self.agrees and self.waiver is None
 
 
-def fmt(x: float | None) -> str:
-    if x is None:
-        return "n/a"
-    return f"{x:.3f}".rstrip("0").rstrip(".") if x != int(x) else str(int(x))
-
-
 def check_gate(
     gate: schema.Gate, index: int, metric: Metric | None, confidence: float
 ) -> GateResult:
@@ -107,7 +99,8 @@ def check_gate(
             metric.n, metric.value, gate.max, "upper", confidence
         )
     note = (
-        f"too small to tell: {metric.n} items cannot show this with {confidence:.0%} confidence"
+        f"too small to tell: {metric.n} items cannot show this with "
+        f"{percent(confidence, 0)} confidence"
         if small and not passed
         else ""
     )
@@ -176,7 +169,7 @@ def decide(
         reasons.append(
             f"{recommended} ranks first among eligible candidates by "
             f"{'maximizing' if first.maximize else 'minimizing'} {first.metric} "
-            f"({fmt(_value(metrics[recommended], first.metric))})"
+            f"({number(_value(metrics[recommended], first.metric))})"
         )
         ni = policy.non_inferiority
         if ni is not None and len(ranking) > 1:
@@ -200,7 +193,7 @@ def decide(
             )[0]
             if chosen != recommended:
                 reasons.append(
-                    f"{chosen} is within the non-inferiority margin ({fmt(ni.margin)} on "
+                    f"{chosen} is within the non-inferiority margin ({exact(ni.margin)} on "
                     f"{ni.metric}) of {recommended} and better on {prefer.metric}: "
                     f"{chosen} is recommended"
                 )
