@@ -81,6 +81,7 @@ def test_a_waiver_finding_names_the_command_that_records_it(tmp_path: Path, cli)
     checked = cli(target, "check")
 
     assert checked.code == 1
+    assert "check: findings (0 errors, 1 finding, 1 warning)" in checked.out
     command = "evalreg select faq-routing keyword-router --reason '…' --approver '…'"
     assert f"`{command}` records a waiver for it" in checked.err
     # Doing what it says clears the finding.

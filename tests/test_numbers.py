@@ -23,6 +23,7 @@ from evalreg.report.numbers import (
     p_value,
     percent,
     percent_interval,
+    plural,
     points,
     points_interval,
     rate,
@@ -266,3 +267,18 @@ def test_the_module_is_the_only_home_of_these_formatters() -> None:
     ]:
         found = getattr(module, name, None)
         assert found is None or found.__module__ == numbers.__name__, f"{module.__name__}.{name}"
+
+
+@pytest.mark.parametrize(
+    ("n", "args", "text"),
+    [
+        (0, ("item",), "0 items"),
+        (1, ("item",), "1 item"),
+        (2, ("item",), "2 items"),
+        (12_345, ("response",), "12,345 responses"),
+        (1, ("recorded cell",), "1 recorded cell"),
+        (3, ("was", "were"), "3 were"),
+    ],
+)
+def test_a_count_agrees_with_its_noun(n, args, text):
+    assert plural(n, *args) == text

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, NoReturn
 from evalreg._version import __version__
 from evalreg.compare.statuses import REPRODUCTION_STATUSES
 from evalreg.errors import EvalregError
+from evalreg.report.numbers import plural
 
 if TYPE_CHECKING:
     from evalreg.store.lock import RepositoryLock
@@ -237,8 +238,8 @@ def cmd_run(args: argparse.Namespace) -> int:
                 verdict = run_command(root, options, lock=lock, display=RunProgress)
             except RunInterrupted as exc:
                 _note(
-                    f"interrupted: {exc.stored} responses bought by this run are kept in the "
-                    "store; the next evalreg command tracks them. Resume with "
+                    f"interrupted: {plural(exc.stored, 'response')} bought by this run "
+                    "are kept in the store; the next evalreg command tracks them. Resume with "
                     f"`{_resume_command(args)}`: it buys only what is missing"
                 )
                 raise

@@ -14,7 +14,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel
 
-from evalreg.report.numbers import exact
+from evalreg.report.numbers import exact, plural
 
 MAX_PHRASES = 8
 # A longer value (a prompt template, a JSON schema) is named as changed, not quoted.
@@ -187,4 +187,6 @@ def _md5(md5: str | None) -> str:
 
 
 def _items(items: int | None) -> str:
-    return f"{items} items" if items is not None else "item count unknown (not in the DVC cache)"
+    return (
+        plural(items, "item") if items is not None else "item count unknown (not in the DVC cache)"
+    )

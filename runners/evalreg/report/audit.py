@@ -20,6 +20,7 @@ from evalreg.audit.record import (
 )
 from evalreg.redaction import redact
 from evalreg.report.escape import cell
+from evalreg.report.numbers import plural
 
 MAX_CELL_CHARS = 600
 
@@ -305,7 +306,8 @@ def _reproduction(rev: str, verdict: ReproduceVerdict | None) -> list[str]:
         return lines
     differing = [c for c in verdict.cells if not c.identical]
     lines += [
-        f"Different: {len(differing)} of {total} recorded cells do not reproduce ({command} "
+        f"Different: {len(differing)} of {plural(total, 'recorded cell')} "
+        f"{'does' if len(differing) == 1 else 'do'} not reproduce ({command} "
         "lists every difference).",
         "",
     ]

@@ -25,6 +25,7 @@ from evalreg.report.numbers import (
     objective_text,
     p_value,
     percent,
+    plural,
     points,
     points_interval,
     rate,
@@ -307,7 +308,8 @@ def _evidence(ev: SelectionEvidence, evalreg_version: str) -> str:
         {str(c.summary.get("evalreg_version")) for c in ev.candidates.values() if c.summary}
     )
     out.append(
-        f"- Eval set {code(es.path)}: {len(es.items)} items ({conversations} conversations), "
+        f"- Eval set {code(es.path)}: {plural(len(es.items), 'item')} "
+        f"({plural(conversations, 'conversation')}), "
         f"md5 `{es.md5}`"
         + (f"; provenance: {', '.join(cell(s) for s in sources)}" if sources else "")
         + "."

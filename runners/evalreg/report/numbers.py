@@ -63,6 +63,12 @@ def count(x: float | None) -> str:
     return MISSING if value is None or abs(value) > _LARGEST_COUNT else str(round(value))
 
 
+def plural(n: int, singular: str, many: str | None = None) -> str:
+    """``n`` with its noun agreeing: "1 item", "2 items", "0 items" (``many`` for
+    irregular nouns: ``plural(n, "was", "were")``)."""
+    return f"{n:,} {singular if n == 1 else (many or singular + 's')}"
+
+
 def milliseconds(x: float | None) -> str:
     """A duration in whole milliseconds: ``812 ms``."""
     text = count(x)

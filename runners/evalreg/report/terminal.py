@@ -20,7 +20,14 @@ from rich.text import Text
 from evalreg.redaction import redact
 from evalreg.registry.diagnostics import Severity
 from evalreg.report.escape import strip_controls
-from evalreg.report.numbers import coverage_text, percent, points, usd_micro, whole_points
+from evalreg.report.numbers import (
+    coverage_text,
+    percent,
+    plural,
+    points,
+    usd_micro,
+    whole_points,
+)
 from evalreg.store.purge_log import PURGE_LOG
 
 if TYPE_CHECKING:
@@ -106,8 +113,8 @@ def print_check(result: CheckResult, *, strict: bool = False) -> None:
         2: "[red]unusable input[/red]",
     }[code]
     out.print(
-        f"check: {verdict} ({by[Severity.ERROR]} errors, {by[Severity.FINDING]} findings, "
-        f"{by[Severity.WARNING]} warnings)"
+        f"check: {verdict} ({plural(by[Severity.ERROR], 'error')}, "
+        f"{plural(by[Severity.FINDING], 'finding')}, {plural(by[Severity.WARNING], 'warning')})"
     )
     sys.stdout.flush()
 
@@ -266,7 +273,9 @@ def print_run(result: RunResult, *, dry_run: bool = False) -> None:
             else:
                 errors.append(error)
         for message, count in unreachable.values():
-            error_console().print(Text(plain(f"error: {message}; {count} requests not sent")))
+            error_console().print(
+                Text(plain(f"error: {message}; {plural(count, 'request')} not sent"))
+            )
         for error in errors[:20]:
             tries = f" (after {error.attempts} attempts)" if error.attempts > 1 else ""
             line = f"{error.label}: {error.kind}: {error.message}{tries}"
@@ -334,7 +343,8 @@ def print_reproduction(rep: Reproduction) -> None:
             "cells without them once the item is out of the eval set."
         )
     verdict = "identical" if rep.identical else "DIFFERENT"
-    out.print(f"reproduce {shown(rep.rev[:12])}: {verdict} ({len(rep.cells)} cells with results)")
+    cells = plural(len(rep.cells), "cell")
+    out.print(f"reproduce {shown(rep.rev[:12])}: {verdict} ({cells} with results)")
 
 
 def print_evalset_stats(
@@ -411,7 +421,7 @@ def print_init(created: Scaffolded, path: str, *, snippets: bool) -> None:
 def print_evalset_added(added: AddedEvalSet, *, pushed: bool) -> None:
     out = console()
     out.print(
-        f"Tracked [bold]{shown(added.path)}[/bold] with DVC: {added.items} items, md5 "
+        f"Tracked [bold]{shown(added.path)}[/bold] with DVC: {plural(added.items, 'item')}, md5 "
         f"{added.md5}" + (f", pushed to the {shown(added.remote)}" if pushed else "")
     )
     if added.changes is not None:
@@ -422,10 +432,14 @@ def print_evalset_added(added: AddedEvalSet, *, pushed: bool) -> None:
 
 def print_compaction(done: Compaction) -> None:
     if not done.compacted:
-        console().print(f"Nothing to compact: {done.before} segment, {done.records} responses.")
+        console().print(
+            f"Nothing to compact: {plural(done.before, 'segment')}, "
+            f"{plural(done.records, 'response')}."
+        )
     else:
         console().print(
-            f"Compacted {done.before} segments into {done.segment}: {done.records} responses"
+            f"Compacted {plural(done.before, 'segment')} into {done.segment}: "
+            f"{plural(done.records, 'response')}"
             f", {done.dropped} duplicate or torn lines dropped. Commit reports/store/."
         )
 
@@ -467,7 +481,8 @@ def print_sample(result: SampleResult) -> None:
     out = console()
     scrubbed = f"scrubbed with {shown(result.scrubber)}" if result.scrubber else "not scrubbed"
     out.print(
-        f"Wrote [bold]{shown(result.path)}[/bold]: {result.items} items from {result.rows} rows "
+        f"Wrote [bold]{shown(result.path)}[/bold]: {plural(result.items, 'item')} from "
+        f"{plural(result.rows, 'row')} "
         f"({result.exact_duplicates} exact and {result.near_duplicates} near duplicates removed; "
         f"{scrubbed})"
     )

@@ -24,6 +24,7 @@ from evalreg.providers.base import Provider
 from evalreg.providers.fetch import FetchReport, Job, Request, fetch, make_request
 from evalreg.registry import schema
 from evalreg.registry.loader import Registry, load_registry
+from evalreg.report.numbers import plural
 from evalreg.results.freshness import CellStatus, status
 from evalreg.results.records import coverage_counts, spend_micro_usd
 from evalreg.results.tally import CellTally
@@ -748,7 +749,7 @@ def _finish(
         outcome.note = (
             "responses bought; results are written by a run without --shard or --limit"
             if not unresolved
-            else f"incomplete ({len(unresolved)} responses missing: "
+            else f"incomplete ({plural(len(unresolved), 'response')} missing: "
             f"{', '.join(sorted(s or 'unsent' for s in stopped))}); no results written"
         )
         # Requests that failed count as well: a smoke test that bought nothing is no success.
