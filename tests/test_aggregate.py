@@ -1,18 +1,21 @@
-"""A cell's results written while grading are the bytes ``results`` gives for all records."""
+"""A cell's summary, the one implementation (``results.tally``), against a brute-force
+computation; the files written while grading are the bytes of all records at once."""
 
 from __future__ import annotations
 
+import hashlib
 import io
 import itertools
+import math
 import random
-from typing import Any
+from typing import Any, cast
 
 import pytest
 
 from evalreg.registry.loader import load_registry
 from evalreg.results.freshness import status
-from evalreg.results.records import items_bytes, rounded, summary_bytes, summary_for
-from evalreg.results.tally import CellTally
+from evalreg.results.records import ItemRecord, items_bytes, rounded, summary_bytes
+from evalreg.results.tally import CellTally, summary_for
 from evalreg.runner._cellwriter import CellWriter
 
 from conftest import Repo
@@ -25,10 +28,11 @@ def tmp_name(rel: str) -> str:
 TAGS = ["edge", "common", "long", "all"]
 
 
-def records(n_items: int, seed: int = 7) -> list[dict[str, Any]]:
-    """Varied records in (item, sample) order: errors, repeats, odd tags, equal latencies."""
+def records(n_items: int, seed: int = 7) -> list[ItemRecord]:
+    """Varied records in (item, sample) order: errors, repeats, odd tags (``all`` among
+    them), equal latencies, judge costs, criteria not graded."""
     rng = random.Random(seed)
-    out = []
+    out: list[dict[str, Any]] = []
     for i in range(n_items):
         tags = sorted(rng.sample(TAGS, rng.randint(0, 2)) + (["edge"] if i % 11 == 0 else []))
         for sample in range(rng.randint(1, 3)):
@@ -40,17 +44,19 @@ def records(n_items: int, seed: int = 7) -> list[dict[str, Any]]:
                 "cluster": None if i % 4 else f"c{i % 3}",
                 "key": f"{i * 31 + sample:064x}",
             }
+            judge = {"judge_cost_micro_usd": rng.randint(0, 30)} if i % 5 == 1 else {}
             if rng.random() < 0.1:
                 out.append(
                     {
                         **base,
-                        "error": "offline_miss",
+                        "error": "offline_miss" if not judge else "judge: timed out",
                         "criteria": {},
                         "level": None,
                         "score": 0.0,
                         "latency_ms": 0,
                         "tokens": {"input": 0, "output": 0, "reasoning": 0},
-                        "cost_micro_usd": 0,
+                        "cost_micro_usd": rng.randint(0, 9) if judge else 0,
+                        **judge,
                     }
                 )
                 continue
@@ -59,9 +65,12 @@ def records(n_items: int, seed: int = 7) -> list[dict[str, Any]]:
                 for cid in ("echo", "valid_json", "short")
                 if rng.random() < 0.8
             }
+            ungraded = {"ungraded": ["human"]} if "echo" not in criteria else {}
             out.append(
                 {
                     **base,
+                    **ungraded,
+                    **judge,
                     "error": None,
                     "criteria": criteria,
                     "level": rng.choice(["correct", "acceptable", "unacceptable"]),
@@ -71,7 +80,85 @@ def records(n_items: int, seed: int = 7) -> list[dict[str, Any]]:
                     "cost_micro_usd": rng.randint(0, 50),
                 }
             )
+    return cast(list[ItemRecord], out)
+
+
+def nearest_rank(values: list[int], p: float) -> int:
+    """The smallest value with at least ``p`` percent of the values at or below it."""
+    ordered = sorted(values)
+    for value in ordered:
+        if sum(v <= value for v in ordered) * 100 >= p * len(ordered):
+            return value
+    return 0
+
+
+def brute_aggregate(rs: list[ItemRecord]) -> dict[str, Any]:
+    """A slice's aggregate straight from its records, by the documented definitions."""
+    graded = [r for r in rs if r["error"] is None]
+    names = sorted({cid for r in graded for cid in [*r["criteria"], *r.get("ungraded", [])]})
+    criteria = {}
+    for cid in names:
+        verdicts = [r["criteria"][cid] for r in graded if cid in r["criteria"]]
+        entry = {"applicable": len(verdicts), "passed": sum(v["passed"] for v in verdicts)}
+        ungraded = sum(cid in r.get("ungraded", []) for r in graded)
+        if ungraded:
+            entry["ungraded"] = ungraded
+        criteria[cid] = entry
+    latencies = [r["latency_ms"] for r in graded]
+    out = {
+        "samples": len(rs),
+        "items": len({r["item"] for r in rs}),
+        "graded": len(graded),
+        "errors": len(rs) - len(graded),
+        "levels": {
+            level: sum(r["level"] == level for r in graded)
+            for level in ("correct", "acceptable", "unacceptable")
+        },
+        "criteria": criteria,
+        "score_sum": round(math.fsum(r["score"] for r in graded), 6),
+        "latency_ms": {"p50": nearest_rank(latencies, 50), "p95": nearest_rank(latencies, 95)},
+        "tokens": {
+            kind: sum(r["tokens"][kind] for r in graded)  # type: ignore[literal-required]
+            for kind in ("input", "output", "reasoning")
+        },
+        "cost_micro_usd": sum(r["cost_micro_usd"] for r in graded),
+    }
+    judged = [r["judge_cost_micro_usd"] for r in rs if "judge_cost_micro_usd" in r]
+    if judged:
+        out["judge_cost_micro_usd"] = sum(judged)
+        out["spend_micro_usd"] = sum(r["cost_micro_usd"] for r in rs) + sum(judged)
     return out
+
+
+def brute_summary(rs: list[ItemRecord], criteria: list[str]) -> dict[str, Any]:
+    """The results part of a summary: totals over every record (each once), one slice per
+    tag other than ``all``, and every sample's level and verdicts in items-file order."""
+    ordered = sorted(rs, key=lambda r: (r["item"], r["sample"]))
+    tags = sorted({t for r in rs for t in r["tags"]} - {"all"})
+    levels = {"correct": "c", "acceptable": "a", "unacceptable": "u"}
+
+    def verdict(r: ItemRecord, cid: str) -> str:
+        if cid in r["criteria"]:
+            return "1" if r["criteria"][cid]["passed"] else "0"
+        return "-" if cid in r.get("ungraded", []) else "."
+
+    return {
+        "totals": brute_aggregate(rs),
+        "slices": {t: brute_aggregate([r for r in rs if t in r["tags"]]) for t in tags},
+        "samples": {
+            "levels": "".join(
+                "e" if r["error"] is not None else levels.get(r["level"] or "", "?")
+                for r in ordered
+            ),
+            "criteria": {
+                cid: "".join(verdict(r, cid) for r in ordered) for cid in sorted(criteria)
+            },
+        },
+    }
+
+
+def results_of(summary: Any) -> dict[str, Any]:
+    return {k: summary[k] for k in ("totals", "slices", "samples")}
 
 
 @pytest.mark.parametrize("n_items", [0, 1, 250])
@@ -90,10 +177,50 @@ def test_a_cell_written_while_grading_has_the_bytes_of_all_records_at_once(
     for staged in writer.staged:
         (repo.root / staged.tmp).replace(repo.root / staged.path)
     items = items_bytes(rs)
-    expected = summary_for(st.cell, st.fingerprint, st.parts, evalset.path, evalset.md5, rs, items)
-    assert summary == expected
+    criteria = [c.id for c in st.cell.rubric.criteria]
+    assert results_of(summary) == brute_summary(rs, criteria)
+    assert summary["cell"] == {
+        "task": st.cell.task_id,
+        "candidate": st.cell.candidate.id,
+        "pin": st.cell.candidate.pin,
+    }
+    assert (summary["fingerprint"], summary["fingerprint_parts"]) == (st.fingerprint, st.parts)
+    assert summary["evalset"] == {"path": evalset.path, "md5": evalset.md5}
+    md5 = hashlib.md5(items, usedforsecurity=False).hexdigest()
+    assert summary["items_file"] == {"path": st.cell.items_path, "md5": md5}
     assert (repo.root / st.cell.items_path).read_bytes() == items
-    assert (repo.root / st.cell.summary_path).read_bytes() == summary_bytes(expected)
+    assert (repo.root / st.cell.summary_path).read_bytes() == summary_bytes(summary)
+    # Records in any order (reproduce's) give the same summary.
+    shuffled = random.Random(n_items).sample(rs, len(rs))
+    again = summary_for(
+        st.cell, st.fingerprint, st.parts, evalset.path, evalset.md5, shuffled, items
+    )
+    assert again == summary
+
+
+def test_an_item_tagged_all_counts_once_in_the_totals(repo: Repo) -> None:
+    """The totals are the ``all`` slice: an item tagged ``all`` is counted once, like any
+    other, and ``all`` is not a slice of its own."""
+    registry = load_registry(repo.root)
+    st = status(registry)[0]
+    evalset = registry.evalset_of(st.cell.task_id)
+    rs = [r for r in records(40) if r["error"] is None][:6]
+    for i, r in enumerate(rs):
+        r["item"], r["sample"] = f"i-{i}", 0
+        r["tags"] = ["all", "edge"] if i < 2 else ["edge"] if i < 4 else []
+        r.pop("judge_cost_micro_usd", None)
+        r.pop("ungraded", None)
+    items = items_bytes(rs)
+    summary = summary_for(st.cell, st.fingerprint, st.parts, evalset.path, evalset.md5, rs, items)
+    totals = summary["totals"]
+    assert (totals["samples"], totals["items"], totals["graded"]) == (6, 6, 6)
+    assert sum(totals["levels"].values()) == 6
+    assert totals["cost_micro_usd"] == sum(r["cost_micro_usd"] for r in rs)
+    assert totals["tokens"]["input"] == sum(r["tokens"]["input"] for r in rs)
+    assert totals["score_sum"] == round(math.fsum(r["score"] for r in rs), 6)
+    assert sorted(summary["slices"]) == ["edge"]
+    assert summary["slices"]["edge"]["samples"] == 4
+    assert len(summary["samples"]["levels"]) == 6  # type: ignore[typeddict-item]
 
 
 def test_a_tally_refuses_records_out_of_item_order() -> None:
@@ -144,8 +271,9 @@ def test_tallies_merged_in_order_equal_one_tally_of_all(repo: Repo, seed: int) -
     for staged in writer.staged:
         (repo.root / staged.tmp).replace(repo.root / staged.path)
     items = items_bytes(rs)
-    expected = summary_for(st.cell, st.fingerprint, st.parts, evalset.path, evalset.md5, rs, items)
-    assert summary == expected
+    assert results_of(summary) == brute_summary(rs, criteria)
+    md5 = hashlib.md5(items, usedforsecurity=False).hexdigest()
+    assert summary["items_file"]["md5"] == md5
     assert (repo.root / st.cell.items_path).read_bytes() == items
 
 
@@ -183,7 +311,7 @@ def test_grade_all_keeps_one_items_samples_together(monkeypatch: pytest.MonkeyPa
     monkeypatch.setattr(forked, "parts", lambda units, min_part=0: 4)
     item = object()
     samples = [(item, s, f"k{s}") for s in range(8)]
-    got: list[dict[str, Any]] = []
+    got: list[ItemRecord] = []
     graded_elsewhere: list[bytes] = []
     gradepool.grade_all(
         samples,  # type: ignore[arg-type]

@@ -210,7 +210,7 @@ def test_summary_samples_give_the_same_metrics_as_the_records(
 ) -> None:
     """A summary's ``samples`` plus its eval set stand in for the per-item records."""
     from evalreg.results.outcomes import from_summary
-    from evalreg.results.records import aggregate, sample_columns, slices_of
+    from evalreg.results.tally import CellTally
     from evalreg.runner.grading import item_content
 
     rng = random.Random(n_items + repeats)
@@ -227,13 +227,15 @@ def test_summary_samples_give_the_same_metrics_as_the_records(
         )
     for r in records:
         r["content"] = item_content(items[r["item"]])
-    rng.shuffle(records)  # the summary orders samples itself
-    by_slice = slices_of(records)
-    summary = {
+    rng.shuffle(records)
+    tally = CellTally(CRITERIA)
+    for r in sorted(records, key=lambda r: (r["item"], r["sample"])):
+        tally.add(r)  # type: ignore[arg-type]
+    summary: Any = {
         "evalset": {"md5": "m1"},
-        "totals": aggregate(by_slice.pop("all")),
-        "slices": {name: aggregate(rs) for name, rs in by_slice.items()},
-        "samples": sample_columns(records, CRITERIA),
+        "totals": tally.totals.result(),
+        "slices": {name: t.result() for name, t in tally.slices.items()},
+        "samples": tally.columns(),
     }
     shuffled = list(items.values())
     rng.shuffle(shuffled)

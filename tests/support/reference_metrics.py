@@ -14,7 +14,7 @@ from typing import Any
 from evalreg import stats
 from evalreg.metrics import Comparison, Metric, pass_levels, verdicts
 from evalreg.registry import schema
-from evalreg.results.records import percentile, slices_of
+from evalreg.results.records import percentile
 
 _CORRECT = frozenset({"correct"})
 _ACCEPTABLE = frozenset({"correct", "acceptable"})
@@ -25,7 +25,14 @@ _ITEM = itemgetter("item")
 SliceMetrics = dict[str, Metric]
 
 
-by_slice = slices_of
+def by_slice(records: Iterable[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
+    """Every record in ``all``, and in each of its tags' slices (once each)."""
+    out: dict[str, list[dict[str, Any]]] = {}
+    for r in records:
+        out.setdefault("all", []).append(r)
+        for tag in sorted(set(r["tags"]) - {"all"}):
+            out.setdefault(tag, []).append(r)
+    return out
 
 
 @dataclass(frozen=True)

@@ -47,7 +47,7 @@ from evalreg.registry.loader import Registry, inspect_registry
 from evalreg.registry.tree import GitTree, Tree, WorkspaceTree
 from evalreg.results.freshness import status
 from evalreg.results.outcomes import Outcomes, from_records
-from evalreg.results.records import read_summary
+from evalreg.results.records import items_md5, read_summary
 from evalreg.selection.evidence import (
     OutcomeCache,
     SelectionEvidence,
@@ -339,10 +339,11 @@ def _counterfactual(
     regraded = []
     for r in base_records:
         item = items.get(r["item"])
-        stored = store.get(r["key"]) if r.get("key") else None
-        if item is None or (r.get("key") and stored is None):
+        key = r.get("key")
+        stored = store.get(key) if key else None
+        if item is None or (key and stored is None):
             return None  # a re-grade without the response would grade nothing
-        record = grader.record(item, r["sample"], r.get("key"), stored, r.get("error"))
+        record = grader.record(item, r["sample"], key, stored, r.get("error"))
         if record["error"] is not None and r.get("error") is None:
             return None  # e.g. no stored verdict of a new judge: the re-grade is partial
         regraded.append(record)
@@ -551,10 +552,10 @@ def _changed_records(
     out: list[str] = []
     for cid in sorted(set(base_cells) & set(head_cells)):
         b, h = (
-            ((read_summary(side.registry.tree, cell) or {}).get("items_file") or {}).get("md5")
+            items_md5(read_summary(side.registry.tree, cell))
             for side, cell in ((base, base_cells[cid]), (head, head_cells[cid]))
         )
-        if isinstance(b, str) and isinstance(h, str) and b != h:
+        if b is not None and h is not None and b != h:
             out += [b, h]
     return out
 

@@ -19,7 +19,7 @@ from evalreg.providers.http import HttpLayer
 from evalreg.registry import schema
 from evalreg.registry.loader import Registry
 from evalreg.report.numbers import percent
-from evalreg.results.records import rounded
+from evalreg.results.records import ItemRecord, rounded
 from evalreg.runner.grading import CellGrader, cell_grader
 from evalreg.runner.run import CellPlan, RunOptions, cell_jobs, prepare
 from evalreg.store.segments import ResponseStore
@@ -280,8 +280,7 @@ def _compare(
     differing = [
         cid
         for cid in sorted(before["criteria"].keys() | after["criteria"].keys())
-        if before["criteria"].get(cid, {}).get("passed")
-        != after["criteria"].get(cid, {}).get("passed")
+        if _passed(before, cid) != _passed(after, cid)
     ]
     result.criteria.update(differing)
     if before["level"] == after["level"]:
@@ -299,6 +298,11 @@ def _compare(
                 snippet(new["text"]) or "",
             )
         )
+
+
+def _passed(record: ItemRecord, criterion: str) -> bool | None:
+    verdict = record["criteria"].get(criterion)
+    return None if verdict is None else verdict["passed"]
 
 
 def _decide(result: CellDrift, threshold: float) -> None:

@@ -16,6 +16,7 @@ numbers moved while its fingerprint stayed is a hand edit, or results from other
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -28,7 +29,17 @@ from evalreg.metrics import COVERAGE, Metric, SliceMetrics
 from evalreg.registry import schema
 from evalreg.registry.loader import Registry
 from evalreg.registry.tree import PathEscapes, Tree
-from evalreg.results.records import ALL, VERDICT_CHARS, read_summary
+from evalreg.results.records import (
+    ALL,
+    VERDICT_CHARS,
+    CellSummary,
+    CriterionCounts,
+    SampleColumns,
+    SliceAggregate,
+    items_md5,
+    read_summary,
+)
+from evalreg.results.tally import SliceTally
 from evalreg.selection.policy import Decision, decide
 
 MODE = "summaries"
@@ -41,7 +52,7 @@ RESULT_FIELDS = ("items_file", "samples", "slices", "totals")
 """The fields of a summary that hold its results (the rest is provenance)."""
 
 
-def unexplained(before: dict[str, Any], after: dict[str, Any]) -> list[str]:
+def unexplained(before: CellSummary, after: CellSummary) -> list[str]:
     """The result fields that differ between two summaries of a cell whose fingerprint is
     the same on both sides (sorted; empty when nothing moved or the fingerprint changed).
     A field only one side has (``samples`` before schema 2) is not compared."""
@@ -50,7 +61,9 @@ def unexplained(before: dict[str, Any], after: dict[str, Any]) -> list[str]:
         return []
     if before.get("fingerprint_parts") != after.get("fingerprint_parts"):
         return []
-    return [f for f in RESULT_FIELDS if f in before and f in after and before[f] != after[f]]
+    b: Mapping[str, object] = before
+    a: Mapping[str, object] = after
+    return [f for f in RESULT_FIELDS if f in b and f in a and b[f] != a[f]]
 
 
 def ruler_changes(changed: list[str]) -> list[str]:
@@ -66,12 +79,12 @@ class Decided:
     decision: Decision
 
 
-def _accepted(levels: dict[str, Any], pass_level: str) -> int:
+def _accepted(levels: Mapping[str, int], pass_level: str) -> int:
     names = ("correct",) if pass_level == "correct" else ("correct", "acceptable")
     return sum(int(levels.get(name, 0)) for name in names)
 
 
-def _overall(totals: dict[str, Any] | None, pass_level: str) -> dict[str, float] | None:
+def _overall(totals: SliceAggregate | None, pass_level: str) -> dict[str, float] | None:
     """Per-sample rates, latency and cost from a summary's totals."""
     if not isinstance(totals, dict):
         return None
@@ -91,12 +104,9 @@ def _overall(totals: dict[str, Any] | None, pass_level: str) -> dict[str, float]
 
 
 def _slices(
-    base: dict[str, Any], head: dict[str, Any], pass_level: str, confidence: float
+    base: CellSummary, head: CellSummary, pass_level: str, confidence: float
 ) -> list[dict[str, Any]]:
-    def by_name(summary: dict[str, Any]) -> dict[str, dict[str, Any]]:
-        return {ALL: summary.get("totals") or {}, **(summary.get("slices") or {})}
-
-    b, h = by_name(base), by_name(head)
+    b, h = _by_name(base), _by_name(head)
     out = []
     for name in sorted(b.keys() & h.keys()):
         kb, nb = _accepted(b[name].get("levels") or {}, pass_level), int(b[name].get("graded", 0))
@@ -122,9 +132,16 @@ def _slices(
     return out
 
 
-def _items_md5(summary: dict[str, Any]) -> str | None:
-    md5 = (summary.get("items_file") or {}).get("md5")
-    return md5 if isinstance(md5, str) else None
+def _by_name(summary: CellSummary) -> dict[str, SliceAggregate]:
+    """A summary's aggregates by slice name, the totals as ``all``."""
+    totals = summary.get("totals") or _NO_TOTALS
+    return {ALL: totals, **(summary.get("slices") or {})}
+
+
+_NO_TOTALS = SliceTally().result()
+"""The totals of a summary without any (edited by hand): the aggregate of no samples."""
+_NO_COUNTS = CriterionCounts(applicable=0, passed=0)
+"""The counts of a criterion a slice has none for."""
 
 
 def _rate(k: int, n: int, confidence: float) -> Metric:
@@ -132,20 +149,22 @@ def _rate(k: int, n: int, confidence: float) -> Metric:
     return Metric(k / n if n else 0.0, lo, hi, n)
 
 
-def _criteria_failed(counts: dict[str, Any], cid: str) -> int:
-    c = counts.get(cid) or {}
+def _criteria_failed(counts: Mapping[str, CriterionCounts], cid: str) -> int:
+    c = counts.get(cid) or _NO_COUNTS
     return int(c.get("applicable", 0)) - int(c.get("passed", 0))
 
 
 def _failure_hits(
-    mode: schema.FailureMode, counts: dict[str, Any], samples: dict[str, Any] | None
+    mode: schema.FailureMode,
+    counts: Mapping[str, CriterionCounts],
+    samples: SampleColumns | None,
 ) -> int | None:
     """Graded samples that failure ``mode`` hit: from the slice's criterion counts when one
     criterion detects it, else from the per-sample columns (``samples``, slice ``all``
     only); None when neither can tell."""
     if len(mode.detected_by) == 1:
         return _criteria_failed(counts, mode.detected_by[0])
-    columns = (samples or {}).get("criteria")
+    columns = samples.get("criteria") if samples else None
     if not isinstance(columns, dict):
         return None
     wanted = [columns.get(cid) for cid in mode.detected_by]
@@ -157,7 +176,7 @@ def _failure_hits(
 
 
 def summary_metrics(
-    summary: dict[str, Any], task: schema.Task, rubric: schema.Rubric, policy: schema.Policy
+    summary: CellSummary, task: schema.Task, rubric: schema.Rubric, policy: schema.Policy
 ) -> dict[str, SliceMetrics]:
     """The metrics a policy names, per slice, from a summary's counts alone.
 
@@ -168,7 +187,7 @@ def summary_metrics(
     that cannot be read is left out, so a gate on it does not pass.
     """
     confidence = policy.confidence
-    slices = {ALL: summary.get("totals") or {}, **(summary.get("slices") or {})}
+    slices = _by_name(summary)
     out: dict[str, SliceMetrics] = {}
     for name, t in slices.items():
         if not isinstance(t, dict):
@@ -200,11 +219,12 @@ def summary_metrics(
             )
             m["failure_cost_per_1k_usd"] = Metric(failure * 1000, n=graded)
         for c in rubric.criteria:
-            applicable = int((counts.get(c.id) or {}).get("applicable", 0))
+            entry = counts.get(c.id) or _NO_COUNTS
+            applicable = int(entry.get("applicable", 0))
             passed = applicable - _criteria_failed(counts, c.id)
             m[f"criterion:{c.id}"] = _rate(passed, applicable, confidence)
             if isinstance(c.grader, schema.HumanGrader):
-                ungraded = int((counts.get(c.id) or {}).get("ungraded", 0))
+                ungraded = int(entry.get("ungraded", 0))
                 if applicable + ungraded:
                     share = applicable / (applicable + ungraded)
                     m[f"{COVERAGE}{c.id}"] = Metric(share, n=applicable + ungraded)
@@ -291,7 +311,7 @@ def summary_diff(
             entry["status"] = "new results"
         elif unexplained(bs, hs):
             entry["status"] = UNEXPLAINED
-        elif _items_md5(bs) is not None and _items_md5(bs) == _items_md5(hs):
+        elif items_md5(bs) is not None and items_md5(bs) == items_md5(hs):
             entry["status"] = "unchanged"
         else:
             entry["status"] = "compared"

@@ -40,7 +40,7 @@ class EvalSet:
     @functools.cached_property
     def slices(self) -> Counter[str]:
         """Item counts per tag (counted once: do not modify)."""
-        return Counter(tag for item in self.items for tag in item.tags)
+        return Counter(tag for item in self.items for tag in set(item.tags))
 
 
 def item_content(item: Item) -> str:

@@ -65,7 +65,7 @@ def evalset_stats(
     """
     _check_plan(detect, baseline, discordance)
     groups: dict[str, list[Item]] = {"all": list(evalset.items)}
-    for tag in sorted(evalset.slices):
+    for tag in sorted(set(evalset.slices) - {"all"}):  # "all" is every item already
         groups[tag] = [item for item in evalset.items if tag in item.tags]
     out = []
     for name, items in groups.items():

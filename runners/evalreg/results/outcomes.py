@@ -30,6 +30,9 @@ from evalreg.results.records import (
     UNGRADED_CHAR,
     UNGRADED_FIELD,
     VERDICT_CHARS,
+    CellSummary,
+    ItemRecord,
+    SliceAggregate,
     percentile,
 )
 from evalreg.store.segments import load_json
@@ -203,7 +206,7 @@ class Outcomes:
         return sorted(cid for cid, codes in self.criteria.items() if codes[row] == FAILED)
 
 
-def from_records(records: Sequence[dict[str, Any]], criteria: Sequence[str]) -> Outcomes:
+def from_records(records: Sequence[ItemRecord], criteria: Sequence[str]) -> Outcomes:
     """Columns for per-item records (as ``results.items_bytes`` writes them)."""
     index: dict[str, int] = {}
     content: list[str] = []
@@ -232,7 +235,7 @@ def from_records(records: Sequence[dict[str, Any]], criteria: Sequence[str]) -> 
             level[row] = ERROR
             continue
         clusters[at] = r.get("cluster") or item_id
-        level[row] = _LEVEL_CODE.get(r["level"], _UNLEVELLED)
+        level[row] = _LEVEL_CODE.get(r["level"] or "", _UNLEVELLED)
         latency[row] = int(r["latency_ms"])
         cost[row] = int(r["cost_micro_usd"])
         for cid, verdict in r["criteria"].items():
@@ -272,7 +275,7 @@ def _codes(column: str, table: npt.NDArray[np.int8]) -> Codes:
 
 
 def from_summary(
-    summary: dict[str, Any],
+    summary: CellSummary,
     items: Sequence[schema.Item],
     md5: str,
     criteria: Sequence[str],
@@ -293,11 +296,12 @@ def from_summary(
     ):
         return None
     levels: str = samples["levels"]
-    columns: dict[str, Any] = samples["criteria"]
-    totals = summary.get("totals") or {}
+    columns: dict[str, str] = samples["criteria"]
+    totals = summary.get("totals")
     repeats, remainder = divmod(len(levels), len(items))
     if (
         remainder
+        or totals is None
         or totals.get("items") != len(items)
         or totals.get("samples") != len(levels)
         or not repeats
@@ -310,15 +314,15 @@ def from_summary(
     ):
         return None
     known = _evalset_items(items)
-    slices: dict[str, Any] = {"all": summary.get("totals"), **(summary.get("slices") or {})}
+    slices: dict[str, SliceAggregate] = {ALL: totals, **(summary.get("slices") or {})}
 
     def usage(name: str, _graded: Mask) -> Usage:
-        totals = slices[name]
+        aggregate = slices[name]
         return Usage(
-            int(totals["graded"]),
-            int(totals["latency_ms"]["p50"]),
-            int(totals["latency_ms"]["p95"]),
-            int(totals["cost_micro_usd"]),
+            int(aggregate["graded"]),
+            int(aggregate["latency_ms"]["p50"]),
+            int(aggregate["latency_ms"]["p95"]),
+            int(aggregate["cost_micro_usd"]),
         )
 
     def content() -> list[str]:

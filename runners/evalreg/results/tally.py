@@ -1,13 +1,18 @@
-"""A cell's summary, tallied record by record: the same dict as ``results.summary_for``.
+"""The cell summary, computed in one place: a ``CellTally`` fed records one at a time.
 
-``summary_for`` needs every record in memory; a ``CellTally`` takes records one at a time
-and keeps only what the aggregates need (counts, sums, a latency histogram and the
-scores as 8-byte floats), so grading 100,000 samples holds no per-item dicts. Records
-must arrive in ``(item, sample)`` order, as they are written to the items file.
+Run's streaming path feeds it records as they are graded, grading workers' tallies are
+merged into it, and ``summary_for`` (reproduce, tests) feeds it a list of records. It
+keeps only what the aggregates need (counts, sums, a latency histogram and the scores as
+8-byte floats), so grading 100,000 samples holds no per-item dicts. Records must arrive in
+``(item, sample)`` order, as they are written to the items file.
+
+A record's tags name the slices it counts in, once each; the totals are the ``all`` slice,
+so an item tagged ``all`` counts in them once, as every other item does.
 """
 
 from __future__ import annotations
 
+import hashlib
 import math
 from array import array
 from collections import Counter
@@ -21,8 +26,13 @@ from evalreg.results.records import (
     LEVELS,
     SUMMARY_SCHEMA,
     UNGRADED_FIELD,
-    criterion_entry,
-    judge_spend,
+    CellSummary,
+    CriterionCounts,
+    ItemRecord,
+    SampleColumns,
+    SliceAggregate,
+    Tokens,
+    item_order,
     level_char,
     rounded,
     verdict_char,
@@ -30,7 +40,7 @@ from evalreg.results.records import (
 
 
 class SliceTally:
-    """The running aggregate of one slice (``results.aggregate`` over its records)."""
+    """The running aggregate of one slice of a cell's records."""
 
     def __init__(self) -> None:
         self.samples = 0
@@ -40,14 +50,15 @@ class SliceTally:
         self.levels = dict.fromkeys(LEVELS, 0)
         self.criteria: dict[str, list[int]] = {}
         self.latencies: Counter[int] = Counter()
-        # Summed at the end with math.fsum, as ``aggregate`` does.
+        # Summed at the end with math.fsum, which is correctly rounded: the same float on
+        # every Python version (the built-in sum of floats changed in 3.12), in any order.
         self.scores = array("d")
-        self.tokens = dict.fromkeys(("input", "output", "reasoning"), 0)
+        self.tokens = Tokens(input=0, output=0, reasoning=0)
         self.cost = 0
         self.judge_cost: int | None = None
         self.spend = 0
 
-    def add(self, r: dict[str, Any]) -> None:
+    def add(self, r: ItemRecord) -> None:
         self.samples += 1
         judge = r.get("judge_cost_micro_usd")
         if judge is not None:
@@ -74,10 +85,13 @@ class SliceTally:
             self.criteria.setdefault(cid, [0, 0, 0])[2] += 1
         self.latencies[r["latency_ms"]] += 1
         self.scores.append(r["score"])
-        used = r["tokens"]
-        for kind in self.tokens:
-            self.tokens[kind] += used[kind]
+        self._add_tokens(r["tokens"])
         self.cost += r["cost_micro_usd"]
+
+    def _add_tokens(self, used: Tokens) -> None:
+        self.tokens["input"] += used["input"]
+        self.tokens["output"] += used["output"]
+        self.tokens["reasoning"] += used["reasoning"]
 
     def merge(self, other: SliceTally) -> None:
         """Add ``other``, the tally of the records that follow this one's."""
@@ -97,33 +111,40 @@ class SliceTally:
                 counts[i] += n
         self.latencies.update(other.latencies)
         self.scores.extend(other.scores)  # fsum is exact: the split does not matter
-        for kind, n in other.tokens.items():
-            self.tokens[kind] += n
+        self._add_tokens(other.tokens)
         self.cost += other.cost
         if other.judge_cost is not None:
             self.judge_cost = (self.judge_cost or 0) + other.judge_cost
         self.spend += other.spend
 
-    def result(self) -> dict[str, Any]:
+    def result(self) -> SliceAggregate:
+        """The slice's aggregate. Per criterion: ``applicable`` counts its verdicts,
+        ``passed`` those that passed, and ``ungraded`` (only when non-zero) the samples it
+        applies to without a verdict."""
         graded = len(self.scores)
-        return {
+        out: SliceAggregate = {
             "samples": self.samples,
             "items": self.items,
             "graded": graded,
             "errors": self.samples - graded,
-            "levels": self.levels,
+            "levels": dict(self.levels),
             "criteria": {
                 cid: criterion_entry(counts) for cid, counts in sorted(self.criteria.items())
             },
             "score_sum": rounded(math.fsum(self.scores)),
             "latency_ms": {"p50": self._percentile(50), "p95": self._percentile(95)},
-            "tokens": self.tokens,
+            "tokens": self.tokens.copy(),
             "cost_micro_usd": self.cost,
-            **judge_spend(self.judge_cost, self.spend),
         }
+        if self.judge_cost is not None:
+            # Only for a slice a judge graded: a cell without a judge keeps the fields it
+            # always had.
+            out["judge_cost_micro_usd"] = self.judge_cost
+            out["spend_micro_usd"] = self.spend
+        return out
 
     def _percentile(self, p: float) -> int:
-        """``results.percentile`` (nearest rank) read from the histogram."""
+        """``records.percentile`` (nearest rank) read from the histogram."""
         total = sum(self.latencies.values())
         if not total:
             return 0
@@ -134,6 +155,17 @@ class SliceTally:
             if seen >= rank:
                 return value
         raise AssertionError("unreachable: the ranks add up to the total")
+
+
+def criterion_entry(counts: Sequence[int]) -> CriterionCounts:
+    """A criterion's entry in a slice's aggregate, from its verdicts, passes and ungraded
+    samples (``ungraded`` is written only when non-zero, so rubrics graded in full keep
+    their bytes)."""
+    applicable, passed, ungraded = counts
+    entry = CriterionCounts(applicable=applicable, passed=passed)
+    if ungraded:
+        entry["ungraded"] = ungraded
+    return entry
 
 
 class CellTally:
@@ -147,8 +179,8 @@ class CellTally:
         self.levels: list[str] = []
         self.verdicts: dict[str, list[str]] = {cid: [] for cid in sorted(criteria)}
 
-    def add(self, record: dict[str, Any]) -> None:
-        order = (record["item"], record["sample"])
+    def add(self, record: ItemRecord) -> None:
+        order = item_order(record)
         if self.last is not None and order < self.last:
             raise ValueError(f"records out of (item, sample) order: {order} after {self.last}")
         self.last = order
@@ -158,10 +190,10 @@ class CellTally:
         for cid, chars in self.verdicts.items():
             chars.append(verdict_char(record, cid))
         self.totals.add(record)
-        for tag in record["tags"]:
+        # Each slice counts a record once, as metrics' slices do: an item tagged twice with
+        # the same tag is in it once, and one tagged ``all`` is in the totals once.
+        for tag in set(record["tags"]):
             if tag == ALL:
-                # As in results.slices_of: a record tagged "all" counts twice in the totals.
-                self.totals.add(record)
                 continue
             tally = self.slices.get(tag)
             if tally is None:
@@ -195,9 +227,8 @@ class CellTally:
         evalset_path: str,
         evalset_md5: str,
         items_md5: str,
-    ) -> dict[str, Any]:
-        """What ``results.summary_for`` returns for the same records (``items_md5`` is the
-        md5 of their items file)."""
+    ) -> CellSummary:
+        """The cell's summary (``items_md5`` is the md5 of the records' items file)."""
         return {
             "schema_version": SUMMARY_SCHEMA,
             "cell": {
@@ -212,8 +243,29 @@ class CellTally:
             "items_file": {"path": cell.items_path, "md5": items_md5},
             "totals": self.totals.result(),
             "slices": {name: t.result() for name, t in sorted(self.slices.items())},
-            "samples": {
-                "levels": "".join(self.levels),
-                "criteria": {cid: "".join(chars) for cid, chars in self.verdicts.items()},
-            },
+            "samples": self.columns(),
         }
+
+    def columns(self) -> SampleColumns:
+        """Every sample's level and verdicts, one character each, in items-file order."""
+        return {
+            "levels": "".join(self.levels),
+            "criteria": {cid: "".join(chars) for cid, chars in self.verdicts.items()},
+        }
+
+
+def summary_for(
+    cell: Cell,
+    fingerprint: str,
+    parts: dict[str, Any],
+    evalset_path: str,
+    evalset_md5: str,
+    records: Sequence[ItemRecord],
+    items_data: bytes,
+) -> CellSummary:
+    """The summary of ``records`` (in any order), whose items file is ``items_data``."""
+    tally = CellTally([c.id for c in cell.rubric.criteria])
+    for r in sorted(records, key=item_order):
+        tally.add(r)
+    items_md5 = hashlib.md5(items_data, usedforsecurity=False).hexdigest()
+    return tally.summary(cell, fingerprint, parts, evalset_path, evalset_md5, items_md5)

@@ -3,8 +3,8 @@
 Each record's line goes to a temporary items file as soon as it is graded (its md5
 updated on the way) and into a ``CellTally``; at the end the summary is written to a
 temporary file beside it, and the run's closing step (``journal.Journal.commit``) moves
-both into place. The bytes are those of ``results.items_bytes``
-and ``results.summary_for`` for the same records, which must arrive in (item, sample)
+both into place. The bytes are those of ``records.items_bytes``
+and ``tally.summary_for`` for the same records, which must arrive in (item, sample)
 order.
 """
 
@@ -15,12 +15,12 @@ import hashlib
 from collections.abc import Callable
 from pathlib import Path
 from types import TracebackType
-from typing import Any, BinaryIO
+from typing import BinaryIO
 
 from evalreg.cells import Cell
 from evalreg.evalsets.evalset import EvalSet
 from evalreg.results.freshness import CellStatus
-from evalreg.results.records import item_line, summary_bytes
+from evalreg.results.records import CellSummary, ItemRecord, item_line, summary_bytes
 from evalreg.results.tally import CellTally
 from evalreg.store.journal import Staged
 
@@ -53,7 +53,7 @@ class CellWriter:
         # object, holds several times its length in allocator slack.
         self.pending = bytearray()
 
-    def add(self, record: dict[str, Any]) -> None:
+    def add(self, record: ItemRecord) -> None:
         self.tally.add(record)
         line = item_line(record)
         self.pending += line
@@ -76,7 +76,7 @@ class CellWriter:
             self.file.write(self.pending)
             self.pending.clear()
 
-    def finish(self, status: CellStatus, evalset: EvalSet) -> dict[str, Any]:
+    def finish(self, status: CellStatus, evalset: EvalSet) -> CellSummary:
         """Write the items file and the summary under their temporary names (``staged``
         says where they go); return the summary."""
         self._flush()

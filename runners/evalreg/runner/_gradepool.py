@@ -18,17 +18,17 @@ import contextlib
 import functools
 import tempfile
 from collections.abc import Callable, Sequence
-from typing import Any, BinaryIO
+from typing import BinaryIO
 
 from evalreg.registry import schema
-from evalreg.results.records import item_line
+from evalreg.results.records import ItemRecord, item_line
 from evalreg.results.tally import CellTally
 from evalreg.runner import _forked as forked
 
 _SPOOL_BYTES = 1 << 20
 
 Sample = tuple[schema.Item, int, str]
-Grade = Callable[[schema.Item, int, str], dict[str, Any]]
+Grade = Callable[[schema.Item, int, str], ItemRecord]
 
 
 def chunks(samples: Sequence[Sample], parts: int) -> list[list[Sample]]:
@@ -71,7 +71,7 @@ def grade_all(
     samples: Sequence[Sample],
     grade: Grade,
     criteria: list[str],
-    add: Callable[[dict[str, Any]], None],
+    add: Callable[[ItemRecord], None],
     add_graded: Callable[[BinaryIO, CellTally], None],
 ) -> None:
     """Grade ``samples`` in order: records graded here go to ``add`` one by one, chunks

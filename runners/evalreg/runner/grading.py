@@ -19,7 +19,7 @@ from evalreg.providers.fetch import Job
 from evalreg.providers.pricing import cost_micro_usd
 from evalreg.registry import schema
 from evalreg.registry.loader import Registry
-from evalreg.results.records import UNGRADED_FIELD, rounded
+from evalreg.results.records import ItemRecord, Tokens, rounded
 from evalreg.store.segments import ResponseStore
 
 
@@ -60,10 +60,18 @@ class CellGrader:
             self._rules_built = LevelRules(self.cell.rubric)
         return self._rules_built
 
-    @staticmethod
-    def _error(base: dict[str, Any], error: str) -> dict[str, Any]:
+    def _blank(
+        self, item: schema.Item, sample: int, key: str | None, error: str | None
+    ) -> ItemRecord:
+        """A sample's record without verdicts and without a response counted: the record
+        of an error, or the start of a graded one."""
         return {
-            **base,
+            "item": item.id,
+            "content": self._content,
+            "sample": sample,
+            "tags": self._tags,
+            "cluster": item.cluster,
+            "key": key,
             "error": error,
             "criteria": {},
             "level": None,
@@ -73,17 +81,17 @@ class CellGrader:
             "cost_micro_usd": 0,
         }
 
-    def _usage(self, stored: dict[str, Any], completion: Completion) -> dict[str, Any]:
-        """The candidate response's latency, tokens and cost."""
-        return {
-            "latency_ms": int(stored.get("latency_ms", 0)),
-            "tokens": {
-                "input": completion.input_tokens,
-                "output": completion.output_tokens,
-                "reasoning": completion.reasoning_tokens,
-            },
-            "cost_micro_usd": cost_micro_usd(self.cell.pin.price, completion),
-        }
+    def _count_usage(
+        self, record: ItemRecord, stored: dict[str, Any], completion: Completion
+    ) -> None:
+        """Set ``record``'s latency, tokens and cost to the candidate response's."""
+        record["latency_ms"] = int(stored.get("latency_ms", 0))
+        record["tokens"] = Tokens(
+            input=completion.input_tokens,
+            output=completion.output_tokens,
+            reasoning=completion.reasoning_tokens,
+        )
+        record["cost_micro_usd"] = cost_micro_usd(self.cell.pin.price, completion)
 
     def judge_jobs(self, item: schema.Item, sample: int, stored: dict[str, Any]) -> list[Job]:
         """The judge requests this output needs (to buy them before grading)."""
@@ -124,7 +132,7 @@ class CellGrader:
         key: str | None,
         stored: dict[str, Any] | None,
         error: str | None,
-    ) -> dict[str, Any]:
+    ) -> ItemRecord:
         """The per-item record for one sample: an error, or verdicts, level and usage.
 
         ``error`` is why the response is missing; for a stored response, the error a run
@@ -134,7 +142,7 @@ class CellGrader:
             self._item, self._content, self._tags = item, item_content(item), sorted(item.tags)
             self._graded = [(c, self._grade_of[c.id]) for c in self._rules.applicable(item.tags)]
         if stored is None:
-            return self._error(self._base(item, sample, key), error or "missing")
+            return self._blank(item, sample, key, error or "missing")
         completion = Completion.from_record(stored["response"])
         parsed = parse_output(completion.text, self.cell.task.output)
         applicable: dict[str, tuple[schema.Criterion, Verdict]] = {}
@@ -166,37 +174,22 @@ class CellGrader:
                     continue
                 verdict = special
             applicable[criterion.id] = (criterion, verdict)
-        spent = {} if judge_cost is None else {"judge_cost_micro_usd": judge_cost}
-        if judge_failure is not None:
-            # The candidate's response was bought and is stored: its usage and cost stay.
-            failed = self._error(self._base(item, sample, key), judge_failure)
-            return {**failed, **self._usage(stored, completion), **spent}
-        level, score = self._rules.assign(applicable)
-        # Only when non-empty, so records of rubrics graded in full keep their bytes.
-        marker = {UNGRADED_FIELD: sorted(ungraded)} if ungraded else {}
-        return {
-            **self._base(item, sample, key),
-            **marker,
-            "error": None,
-            "criteria": {
+        record = self._blank(item, sample, key, judge_failure)
+        if judge_failure is None:
+            record["criteria"] = {
                 cid: {"passed": v.passed, "score": rounded(v.score), "detail": v.detail}
                 for cid, (_, v) in sorted(applicable.items())
-            },
-            "level": level,
-            "score": rounded(score),
-            **self._usage(stored, completion),
-            **spent,
-        }
-
-    def _base(self, item: schema.Item, sample: int, key: str | None) -> dict[str, Any]:
-        return {
-            "item": item.id,
-            "content": self._content,
-            "sample": sample,
-            "tags": self._tags,
-            "cluster": item.cluster,
-            "key": key,
-        }
+            }
+            level, score = self._rules.assign(applicable)
+            record["level"], record["score"] = level, rounded(score)
+            if ungraded:  # only then, so records of rubrics graded in full keep their bytes
+                record["ungraded"] = sorted(ungraded)
+        # A judge's failure leaves no verdicts, but the candidate's response was bought and
+        # is stored: its usage and cost count.
+        self._count_usage(record, stored, completion)
+        if judge_cost is not None:
+            record["judge_cost_micro_usd"] = judge_cost
+        return record
 
 
 _ELSEWHERE = (schema.JudgeGrader, schema.HumanGrader)

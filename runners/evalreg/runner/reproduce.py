@@ -13,7 +13,7 @@ import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from evalreg._version import __version__
 from evalreg.cells import Cell, cells, fingerprint, fingerprint_parts
@@ -23,7 +23,15 @@ from evalreg.registry import schema
 from evalreg.registry.diagnostics import Finding
 from evalreg.registry.loader import load_registry
 from evalreg.registry.tree import GitTree, Tree, WorkspaceTree
-from evalreg.results.records import as_schema, items_bytes, read_summary, summary_bytes, summary_for
+from evalreg.results.records import (
+    CellSummary,
+    ItemRecord,
+    as_schema,
+    items_bytes,
+    read_summary,
+    summary_bytes,
+)
+from evalreg.results.tally import summary_for
 from evalreg.runner.grading import cell_grader
 from evalreg.runner.run import cell_jobs
 from evalreg.store.purge_log import PURGE_LOG, LoggedPurge, read_log
@@ -125,7 +133,7 @@ def _reproduce_cell(
     registry: Any,
     store: ResponseStore,
     cell: Cell,
-    recorded: dict[str, Any],
+    recorded: CellSummary,
     providers: dict[str, Any],
     code_root: Path,
     purges: list[LoggedPurge],
@@ -177,7 +185,7 @@ def _reproduce_cell(
     return out
 
 
-def _records(data: bytes, path: str) -> dict[tuple[str, int], dict[str, Any]]:
+def _records(data: bytes, path: str) -> dict[tuple[str, int], ItemRecord]:
     """The recorded per-item records by (item, sample); a line that is not one raises
     ``RegistryError`` at its line number."""
     out = {}
@@ -185,7 +193,7 @@ def _records(data: bytes, path: str) -> dict[tuple[str, int], dict[str, Any]]:
         if not line.strip():
             continue
         try:
-            r = json.loads(line)
+            r = cast(ItemRecord, json.loads(line))
             out[(r["item"], r["sample"])] = r
         except (ValueError, RecursionError, TypeError, KeyError) as exc:
             problem = f"{type(exc).__name__}: {exc}"

@@ -13,7 +13,7 @@ import os
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import BinaryIO
 
 from evalreg.cells import Cell
 from evalreg.graders.levels import applies
@@ -26,7 +26,7 @@ from evalreg.registry import schema
 from evalreg.registry.loader import Registry, load_registry
 from evalreg.report.numbers import plural
 from evalreg.results.freshness import CellStatus, status
-from evalreg.results.records import coverage_counts, spend_micro_usd
+from evalreg.results.records import ItemRecord, coverage_counts, spend_micro_usd
 from evalreg.results.tally import CellTally
 from evalreg.runner import _forked as forked
 from evalreg.runner import interrupts
@@ -699,13 +699,13 @@ class _CellStream:
         rest = [self.next, *self.samples]
         self.next = None
 
-        def grade(item: schema.Item, sample: int, key: str) -> dict[str, Any]:
+        def grade(item: schema.Item, sample: int, key: str) -> ItemRecord:
             return self.grader.record(item, sample, key, self.store.get(key), failed.get(key))
 
         criteria = [c.id for c in self.plan.status.cell.rubric.criteria]
         writer = self.writer
 
-        def add(record: dict[str, Any]) -> None:
+        def add(record: ItemRecord) -> None:
             writer.add(record)
             self._graded(1)
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
 
 from evalreg.cells import Cell, cells
 from evalreg.evalsets.evalset import EvalSet
@@ -13,7 +12,7 @@ from evalreg.registry import schema
 from evalreg.registry.loader import Registry
 from evalreg.results.freshness import CellStatus, status
 from evalreg.results.outcomes import Outcomes, from_records, from_summary
-from evalreg.results.records import read_items, read_summary
+from evalreg.results.records import CellSummary, ItemRecord, items_md5, read_items, read_summary
 from evalreg.selection.calibration import Calibration, add_agreement, calibrations
 from evalreg.selection.policy import Decision, decide
 
@@ -25,7 +24,7 @@ class CandidateEvidence:
     state: str
     """fresh | stale | pending"""
     reasons: list[str]
-    summary: dict[str, Any] | None
+    summary: CellSummary | None
     outcomes: Outcomes | None = None
     """The graded samples, when results exist."""
 
@@ -52,7 +51,7 @@ class SelectionEvidence:
     """Human grades file with exactly two raters → their Cohen's kappa and shared grades."""
 
 
-def read_records(registry: Registry, cell: Cell) -> list[dict[str, Any]]:
+def read_records(registry: Registry, cell: Cell) -> list[ItemRecord]:
     tree = registry.tree
     if not (tree.is_file(cell.items_path) or tree.is_file(cell.items_path + ".dvc")):
         return []
@@ -66,7 +65,7 @@ OutcomeCache = dict[tuple[str, ...], Outcomes]
 def read_outcomes(
     registry: Registry,
     cell: Cell,
-    summary: dict[str, Any] | None = None,
+    summary: CellSummary | None = None,
     cache: OutcomeCache | None = None,
 ) -> Outcomes | None:
     """The cell's recorded samples as columns, or None when it has none.
@@ -75,8 +74,8 @@ def read_outcomes(
     only once.
     """
     criteria = [c.id for c in cell.rubric.criteria]
-    md5 = ((summary or {}).get("items_file") or {}).get("md5")
-    key = (str(md5), *criteria) if md5 else None
+    md5 = items_md5(summary)
+    key = (md5, *criteria) if md5 else None
     if cache is not None and key is not None and key in cache:
         return cache[key]
     outcomes = None
