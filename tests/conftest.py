@@ -9,7 +9,7 @@ import random
 import shutil
 import socket
 import subprocess
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -344,6 +344,24 @@ def live_template(tmp_path_factory: pytest.TempPathFactory, server_port: int) ->
         r.commit("registry")
         _make_live(r, f"http://127.0.0.1:{server_port}/v1")
     return r.root
+
+
+def template_from_live(
+    tmp_path_factory: pytest.TempPathFactory,
+    live_template: Path,
+    server_port: int,
+    build: Callable[[Repo, LLMServer], None],
+) -> Path:
+    """A copy of ``live_template`` changed by ``build`` (given the repository and a server
+    on the session's port): a module's shared starting point; copy it, never change it."""
+    root = tmp_path_factory.mktemp("template") / "repo"
+    shutil.copytree(live_template, root, symlinks=True)
+    with (
+        session_environment(tmp_path_factory),
+        LLMServer(api_key=LIVE_KEY, responder=label_of, port=server_port) as srv,
+    ):
+        build(Repo(root), srv)
+    return root
 
 
 @pytest.fixture

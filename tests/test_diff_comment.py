@@ -14,7 +14,7 @@ from evalreg.cli import COMMENT_MARKER, main
 from evalreg.report.diff_markdown import diff_markdown
 from evalreg.report.escape import COMMENT_LIMIT
 
-from conftest import LIVE_KEY, Repo, label_of, replace_tree, session_environment
+from conftest import Repo, replace_tree, template_from_live
 from support.github_api import GitHubAPI
 from support.llm_server import LLMServer
 
@@ -36,28 +36,23 @@ def worse(request) -> str:
     return json.dumps({"label": label})
 
 
+def _branch(live: Repo, server: LLMServer) -> None:
+    assert main(["-C", str(live.root), "run"]) == 0
+    live.commit("results on main")
+    server.responder = worse
+    live.git("checkout", "-q", "-b", "cheaper-model")
+    live.write(
+        "registry/models/mini.yaml",
+        live.read("registry/models/mini.yaml").replace("temperature: 0", "temperature: 0.9"),
+    )
+    assert main(["-C", str(live.root), "run"]) == 0
+    live.commit("a warmer pin")
+
+
 @pytest.fixture(scope="module")
 def branch_template(tmp_path_factory, live_template: Path, server_port: int) -> Path:
-    """``branch``'s repository, built once for the module (two runs); copy it, never change
-    it."""
-    root = tmp_path_factory.mktemp("branch-template") / "repo"
-    shutil.copytree(live_template, root, symlinks=True)
-    live = Repo(root)
-    with (
-        session_environment(tmp_path_factory),
-        LLMServer(api_key=LIVE_KEY, responder=label_of, port=server_port) as server,
-    ):
-        assert main(["-C", str(root), "run"]) == 0
-        live.commit("results on main")
-        server.responder = worse
-        live.git("checkout", "-q", "-b", "cheaper-model")
-        live.write(
-            "registry/models/mini.yaml",
-            live.read("registry/models/mini.yaml").replace("temperature: 0", "temperature: 0.9"),
-        )
-        assert main(["-C", str(root), "run"]) == 0
-        live.commit("a warmer pin")
-    return root
+    """``branch``'s repository, built once for the module (two runs)."""
+    return template_from_live(tmp_path_factory, live_template, server_port, _branch)
 
 
 @pytest.fixture
