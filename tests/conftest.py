@@ -334,16 +334,24 @@ def _make_live(repo: Repo, base_url: str) -> None:
     repo.commit("registry on DVC, pin at the test server")
 
 
-@pytest.fixture(scope="session")
-def live_template(tmp_path_factory: pytest.TempPathFactory, server_port: int) -> Path:
-    """``live``'s repository, built once (``dvc init`` and ``evalset add`` cost seconds);
-    copy it, never change it."""
+def registry_template(
+    tmp_path_factory: pytest.TempPathFactory, build: Callable[[Repo], object]
+) -> Path:
+    """``repo``'s registry changed by ``build``, built outside any test for several tests to
+    start from (``replace_tree``); copy it, never change it."""
     with session_environment(tmp_path_factory):
-        r = Repo(tmp_path_factory.mktemp("live-template") / "repo")
+        r = Repo(tmp_path_factory.mktemp("template") / "repo")
         build_registry(r)
         r.commit("registry")
-        _make_live(r, f"http://127.0.0.1:{server_port}/v1")
+        build(r)
     return r.root
+
+
+@pytest.fixture(scope="session")
+def live_template(tmp_path_factory: pytest.TempPathFactory, server_port: int) -> Path:
+    """``live``'s repository, built once (``dvc init`` and ``evalset add`` cost seconds)."""
+    url = f"http://127.0.0.1:{server_port}/v1"
+    return registry_template(tmp_path_factory, lambda r: _make_live(r, url))
 
 
 def template_from_live(
