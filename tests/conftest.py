@@ -5,8 +5,12 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import random
+import shutil
+import socket
 import subprocess
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -200,10 +204,8 @@ class Repo:
         return out
 
 
-@pytest.fixture
-def repo(tmp_path: Path) -> Repo:
-    """A valid registry in a real git repository with one commit."""
-    r = Repo(tmp_path / "repo")
+def build_registry(r: Repo) -> None:
+    """Write the standard registry into a new git repository at ``r.root`` (not committed)."""
     r.root.mkdir()
     r.git("init", "-q", "-b", "main")
     r.write("registry/models/rules.yaml", PIN_PYTHON)
@@ -213,6 +215,13 @@ def repo(tmp_path: Path) -> Repo:
     r.write("registry/selections/labels.yaml", SELECTION)
     r.write("registry/systems/rules.py", SYSTEM)
     r.write("evalsets/messages.jsonl", items_jsonl())
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> Repo:
+    """A valid registry in a real git repository with one commit."""
+    r = Repo(tmp_path / "repo")
+    build_registry(r)
     r.commit("registry")
     return r
 
@@ -253,6 +262,7 @@ def assert_refused(repo: Repo, cli, *args: str, expect: tuple[str, ...] = ()) ->
 
 # ---------------------------------------------------------------- live registries
 LIVE_KEY = "sk-test-runner-5d1c0a"
+EVALSET = "evalsets/messages.jsonl"
 
 
 def label_of(request) -> str:
@@ -260,24 +270,112 @@ def label_of(request) -> str:
     return json.dumps({"label": "a" if text.endswith(("1", "3", "5")) else "b"})
 
 
+def _free_port() -> int:
+    """A loopback port below the system's ephemeral range (so no client socket or port-0
+    server is given it while it is free between tests), free right now."""
+    for _ in range(200):
+        port = random.randrange(20000, 32000)
+        with socket.socket() as sock:
+            try:
+                sock.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    raise RuntimeError("no free loopback port between 20000 and 32000")
+
+
+@pytest.fixture(scope="session")
+def server_port() -> int:
+    """The port every ``server`` of this session listens on: registries built once for the
+    session (``live_template``) point their pins at it, and stay valid for every test."""
+    return _free_port()
+
+
 @pytest.fixture
-def server():
-    with LLMServer(api_key=LIVE_KEY, responder=label_of) as srv:
+def server(server_port: int):
+    """A fresh loopback model server for this test (nothing recorded, no faults)."""
+    with LLMServer(api_key=LIVE_KEY, responder=label_of, port=server_port) as srv:
         yield srv
 
 
-@pytest.fixture
-def live(repo: Repo, cli, server, monkeypatch) -> Repo:
-    """The standard registry on DVC, its OpenAI pin pointed at the loopback server."""
-    monkeypatch.setenv("OPENAI_API_KEY", LIVE_KEY)
+@contextmanager
+def session_environment(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[pytest.MonkeyPatch]:
+    """The environment ``_git_identity`` and ``live`` give a test, for building a template
+    outside any test."""
+    home = tmp_path_factory.mktemp("template-home")
+    with pytest.MonkeyPatch.context() as mp:
+        for key, value in GIT_ENV.items():
+            mp.setenv(key, value)
+        mp.setenv("HOME", str(home))
+        mp.setenv("XDG_CONFIG_HOME", str(home / ".config"))
+        mp.setenv("DVC_NO_ANALYTICS", "1")
+        mp.setenv("COLUMNS", "200")
+        mp.setenv("OPENAI_API_KEY", LIVE_KEY)
+        yield mp
+
+
+def replace_tree(repo: Repo, template: Path) -> Repo:
+    """Make ``repo`` (same path) a copy of ``template``: its own, writable repository."""
+    shutil.rmtree(repo.root)
+    shutil.copytree(template, repo.root, symlinks=True)
+    return repo
+
+
+def _make_live(repo: Repo, base_url: str) -> None:
     repo.write(
         "registry/models/mini.yaml",
-        repo.read("registry/models/mini.yaml").replace(
-            "https://api.openai.com/v1", server.base_url
-        ),
+        repo.read("registry/models/mini.yaml").replace("https://api.openai.com/v1", base_url),
     )
-    repo.git("rm", "-q", "--cached", "evalsets/messages.jsonl")
+    repo.git("rm", "-q", "--cached", EVALSET)
     dvcrepo.init(repo.root, remote=None)
-    assert cli(repo, "evalset", "add", str(repo.root / "evalsets/messages.jsonl")).code == 0
+    assert main(["-C", str(repo.root), "evalset", "add", str(repo.root / EVALSET)]) == 0
     repo.commit("registry on DVC, pin at the test server")
-    return repo
+
+
+def registry_template(
+    tmp_path_factory: pytest.TempPathFactory, build: Callable[[Repo], object]
+) -> Path:
+    """``repo``'s registry changed by ``build``, built outside any test for several tests to
+    start from (``replace_tree``); copy it, never change it."""
+    with session_environment(tmp_path_factory):
+        r = Repo(tmp_path_factory.mktemp("template") / "repo")
+        build_registry(r)
+        r.commit("registry")
+        build(r)
+    return r.root
+
+
+@pytest.fixture(scope="session")
+def live_template(tmp_path_factory: pytest.TempPathFactory, server_port: int) -> Path:
+    """``live``'s repository, built once (``dvc init`` and ``evalset add`` cost seconds)."""
+    url = f"http://127.0.0.1:{server_port}/v1"
+    return registry_template(tmp_path_factory, lambda r: _make_live(r, url))
+
+
+def template_from_live(
+    tmp_path_factory: pytest.TempPathFactory,
+    live_template: Path,
+    server_port: int,
+    build: Callable[[Repo, LLMServer], None],
+) -> Path:
+    """A copy of ``live_template`` changed by ``build`` (given the repository and a server
+    on the session's port): a module's shared starting point; copy it, never change it."""
+    root = tmp_path_factory.mktemp("template") / "repo"
+    shutil.copytree(live_template, root, symlinks=True)
+    with (
+        session_environment(tmp_path_factory),
+        LLMServer(api_key=LIVE_KEY, responder=label_of, port=server_port) as srv,
+    ):
+        build(Repo(root), srv)
+    return root
+
+
+@pytest.fixture
+def live(repo: Repo, server, monkeypatch, live_template: Path) -> Repo:
+    """The standard registry on DVC, its OpenAI pin pointed at the loopback server: this
+    test's own copy of ``live_template``, at ``repo``'s path."""
+    monkeypatch.setenv("OPENAI_API_KEY", LIVE_KEY)
+    assert server.base_url in (live_template / "registry/models/mini.yaml").read_text()
+    return replace_tree(repo, live_template)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import signal
 import subprocess
+from pathlib import Path
 
 import pytest
 
@@ -12,7 +13,7 @@ from evalreg.check import check
 from evalreg.registry.tree import GitTree
 from evalreg.store.segments import STORE_DIR
 
-from conftest import Repo
+from conftest import Repo, registry_template, replace_tree
 from support import runs
 from support.llm_server import LLMServer
 
@@ -20,19 +21,33 @@ ITEMS = 60
 
 
 @pytest.fixture
-def server():
-    with LLMServer(api_key=runs.KEY, responder=runs.label_of, latency=0.01) as srv:
+def server(server_port: int):
+    with LLMServer(
+        api_key=runs.KEY, responder=runs.label_of, latency=0.01, port=server_port
+    ) as srv:
         yield srv
 
 
-@pytest.fixture
-def registry(repo: Repo, server: LLMServer) -> Repo:
+def _results_on_main(repo: Repo, server: LLMServer) -> None:
     reg = runs.live_registry(repo, server, items=ITEMS, pins=1)
     assert runs.evalreg(reg, "run").returncode == 0
     assert runs.evalreg(reg, "report").returncode == 0
     reg.git("add", "-A")
     reg.commit("results")
-    return reg
+
+
+@pytest.fixture(scope="module")
+def results_on_main(tmp_path_factory, server_port: int) -> Path:
+    """``registry``'s repository, built once for the module (a live run and a report)."""
+    with LLMServer(api_key=runs.KEY, responder=runs.label_of, port=server_port) as srv:
+        return registry_template(tmp_path_factory, lambda r: _results_on_main(r, srv))
+
+
+@pytest.fixture
+def registry(repo: Repo, server: LLMServer, results_on_main: Path) -> Repo:
+    """One HTTP pin at ``server``, on DVC, its results and report committed on main (this
+    test's own copy)."""
+    return replace_tree(repo, results_on_main)
 
 
 PIN = "registry/models/mini.yaml"

@@ -21,7 +21,7 @@ import pytest
 from evalreg.store.lock import state_dir
 from evalreg.store.segments import STORE_DIR, ResponseStore
 
-from conftest import Repo
+from conftest import Repo, registry_template, replace_tree
 from support import runs
 from support.llm_server import LLMServer
 
@@ -29,14 +29,26 @@ ITEMS = 60  # x 2 HTTP pins = 120 requests a run
 
 
 @pytest.fixture
-def server():
-    with LLMServer(api_key=runs.KEY, responder=runs.label_of, latency=0.01) as srv:
+def server(server_port: int):
+    with LLMServer(
+        api_key=runs.KEY, responder=runs.label_of, latency=0.01, port=server_port
+    ) as srv:
         yield srv
 
 
+@pytest.fixture(scope="module")
+def registry_on_dvc(tmp_path_factory, server_port: int) -> Path:
+    """``registry``'s repository, built once for the module (``dvc init``, add and push)."""
+    with LLMServer(api_key=runs.KEY, port=server_port) as srv:
+        return registry_template(
+            tmp_path_factory, lambda r: runs.live_registry(r, srv, items=ITEMS)
+        )
+
+
 @pytest.fixture
-def registry(repo: Repo, server: LLMServer) -> Repo:
-    return runs.live_registry(repo, server, items=ITEMS)
+def registry(repo: Repo, server: LLMServer, registry_on_dvc: Path) -> Repo:
+    """The registry with two HTTP pins at ``server``, on DVC: this test's own copy."""
+    return replace_tree(repo, registry_on_dvc)
 
 
 def assert_whole(repo: Repo, server: LLMServer, kept: set[str]) -> None:

@@ -5,16 +5,18 @@ from __future__ import annotations
 
 import json
 import shutil
+from pathlib import Path
 
 import pytest
 from markdown_it import MarkdownIt
 
-from evalreg.cli import COMMENT_MARKER
+from evalreg.cli import COMMENT_MARKER, main
 from evalreg.report.diff_markdown import diff_markdown
 from evalreg.report.escape import COMMENT_LIMIT
 
-from conftest import Repo
+from conftest import Repo, replace_tree, template_from_live
 from support.github_api import GitHubAPI
+from support.llm_server import LLMServer
 
 BOT = "github-actions[bot]"
 TOKEN = "ghs_difftest0123456789"
@@ -25,28 +27,40 @@ def md_tokens(text: str):
     return MarkdownIt("commonmark").enable("table").parse(text)
 
 
-@pytest.fixture
-def branch(live: Repo, cli, server) -> Repo:
-    """Results on main; a branch whose pin change makes the model worse on two items."""
-    assert cli(live, "run").code == 0
+def worse(request) -> str:
+    """The warmer pin's model: "b" for items 0-3, so wrong on items 1 and 3 (hostile text on 1)."""
+    text = request.body["messages"][-1]["content"]
+    label = "b" if text.endswith(("0", "1", "2", "3")) else "a"
+    if text.endswith("1"):
+        return json.dumps({"label": "b", "note": HOSTILE})
+    return json.dumps({"label": label})
+
+
+def _branch(live: Repo, server: LLMServer) -> None:
+    assert main(["-C", str(live.root), "run"]) == 0
     live.commit("results on main")
-
-    def worse(request) -> str:
-        text = request.body["messages"][-1]["content"]
-        label = "b" if text.endswith(("0", "1", "2", "3")) else "a"
-        if text.endswith("1"):
-            return json.dumps({"label": "b", "note": HOSTILE})
-        return json.dumps({"label": label})
-
     server.responder = worse
     live.git("checkout", "-q", "-b", "cheaper-model")
     live.write(
         "registry/models/mini.yaml",
         live.read("registry/models/mini.yaml").replace("temperature: 0", "temperature: 0.9"),
     )
-    assert cli(live, "run").code == 0
+    assert main(["-C", str(live.root), "run"]) == 0
     live.commit("a warmer pin")
-    return live
+
+
+@pytest.fixture(scope="module")
+def branch_template(tmp_path_factory, live_template: Path, server_port: int) -> Path:
+    """``branch``'s repository, built once for the module (two runs)."""
+    return template_from_live(tmp_path_factory, live_template, server_port, _branch)
+
+
+@pytest.fixture
+def branch(live: Repo, server, branch_template: Path) -> Repo:
+    """Results on main; a branch whose pin change makes the model worse on two items (this
+    test's own copy; the server answers as the warmer pin's model)."""
+    server.responder = worse
+    return replace_tree(live, branch_template)
 
 
 def test_diff_reports_flips_regressions_first_and_honest_verdicts(branch: Repo, cli):

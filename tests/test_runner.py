@@ -163,9 +163,14 @@ def test_limit_runs_n_items_a_cell_and_writes_no_results(live: Repo, cli, server
 
 
 def test_provider_errors_are_counted_and_retried_next_run(live: Repo, cli, server):
+    # One retry is enough to show retrying; the default six would sleep half a minute.
+    pin = live.read("registry/models/mini.yaml")
+    live.write("registry/models/mini.yaml", pin + "limits:\n  max_retries: 1\n")
+    live.commit("the pin retries once")
     server.fail_matching('"Message: message 2"', "500")
     result = cli(live, "run", "--candidate", "mini")
     assert result.code == 1
+    assert server.count(lambda r: b"Message: message 2" in r.raw) == 2  # tried, retried once
     summary = json.loads(live.read(MINI + ".json"))
     assert summary["totals"]["errors"] == 1
     assert summary["totals"]["graded"] == 3

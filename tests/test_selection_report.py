@@ -4,15 +4,18 @@ from __future__ import annotations
 
 import json
 from datetime import date
+from pathlib import Path
 
 import pytest
 from markdown_it import MarkdownIt
 
+from evalreg.cli import main
 from evalreg.metrics import Metric
 from evalreg.registry import schema
 from evalreg.selection.policy import decide
 
-from conftest import Repo
+from conftest import Repo, replace_tree, template_from_live
+from support.llm_server import LLMServer
 
 
 def selection(**policy: object) -> schema.Selection:
@@ -126,18 +129,28 @@ def test_a_waiver_for_the_declared_candidate_satisfies_the_policy():
 HOSTILE = "<img src=x onerror=alert(1)> @octocat org/repo#12 | ![p](https://evil.test/p.png)"
 
 
-@pytest.fixture
-def reported(live: Repo, cli) -> Repo:
+def _reported(live: Repo, server: LLMServer) -> None:
     live.write(
         "registry/selections/labels.yaml",
         live.read("registry/selections/labels.yaml").replace(
             "use_case: Message labelling", f"use_case: Message labelling\ndescription: '{HOSTILE}'"
         ),
     )
-    assert cli(live, "run").code == 0
-    assert cli(live, "report").code == 0
+    assert main(["-C", str(live.root), "run"]) == 0
+    assert main(["-C", str(live.root), "report"]) == 0
     live.commit("results and report")
-    return live
+
+
+@pytest.fixture(scope="module")
+def reported_template(tmp_path_factory, live_template: Path, server_port: int) -> Path:
+    """``reported``'s repository, built once for the module (a run and a report)."""
+    return template_from_live(tmp_path_factory, live_template, server_port, _reported)
+
+
+@pytest.fixture
+def reported(live: Repo, reported_template: Path) -> Repo:
+    """Results and the report committed, a hostile use-case description (this test's copy)."""
+    return replace_tree(live, reported_template)
 
 
 def test_the_report_has_every_section_and_parses_as_markdown(reported: Repo):
