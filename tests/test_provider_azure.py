@@ -18,7 +18,7 @@ from evalreg.providers.base import ProviderError
 from conftest import Repo, assert_refused
 from support.llm_server import LLMServer
 from support.provider_calls import completion, pin_of, send
-from test_secrets import everything_written
+from support.runs import everything_written
 
 AZURE_KEY = "az-canary-3f9Kq2Lm8Np5Rs1Tv7Wx"
 PIN = "registry/models/mini.yaml"

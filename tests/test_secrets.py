@@ -6,8 +6,6 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
-import subprocess
-from pathlib import Path
 from urllib.parse import quote
 
 import pytest
@@ -21,6 +19,7 @@ from evalreg.registry.schema import Limits
 from conftest import Repo
 from support.github_api import GitHubAPI
 from support.llm_server import LLMServer
+from support.runs import everything_written
 
 CANARY = "sk-canary-7Qm2Zp9Lx4Vr8Tn3Wb6Y"
 """The OpenAI pin's key in these tests."""
@@ -196,19 +195,6 @@ def forms(key: str) -> list[bytes]:
         base64.b64encode(key.encode()),
         base64.b64encode(f"user:{key}".encode()),
     ]
-
-
-def everything_written(root: Path) -> list[tuple[str, bytes]]:
-    """Every file below ``root`` (working tree, .git, DVC cache and remote) and every git
-    object, loose or packed, decompressed."""
-    files = [(str(p.relative_to(root)), p.read_bytes()) for p in root.rglob("*") if p.is_file()]
-    objects = subprocess.run(
-        ["git", "cat-file", "--batch-all-objects", "--batch"],
-        cwd=root,
-        check=True,
-        capture_output=True,
-    ).stdout
-    return [*files, ("git objects", objects)]
 
 
 def test_no_key_reaches_disk_the_terminal_or_the_comment(live: Repo, cli, server, monkeypatch):
