@@ -250,7 +250,7 @@ async def _buy(
             job.provider.headers(job.pin),
             job.content,
             job.provider.parse,
-            estimated_tokens=len(job.content) // 4 + int(job.body.get("max_tokens") or 0),
+            estimated_tokens=len(job.content) // 4 + _max_output(job.body),
             sign=None if signed is None else partial(signed.sign, job.pin),
         )
     else:
@@ -278,6 +278,12 @@ async def _buy(
     if writer is not None:
         writer.put(line)
     store.remember(job.key, line)
+
+
+def _max_output(body: dict[str, Any]) -> int:
+    """The output tokens a request may buy, as its body caps them (0: no cap given)."""
+    cap = body.get("max_tokens") or body.get("max_output_tokens") or 0
+    return cap if isinstance(cap, int) else 0
 
 
 def _call_local(job: Job) -> Reply:
