@@ -129,6 +129,13 @@ def test_an_entra_pin_on_the_v1_endpoint_signs_every_request_with_one_cached_tok
     live, cli, server, entra
 ):
     server.api_key = AZURE_KEY  # a request without a valid token or key is refused
+
+    def echo(request) -> str:  # a model that quotes the token it was sent
+        text = request.body["messages"][-1]["content"]
+        label = "a" if text.endswith(("1", "3", "5")) else "b"
+        return json.dumps({"label": label, "note": request.headers["authorization"]})
+
+    server.responder = echo
     repo = azure_live(live, server, ENTRA_PIN)
     result = cli(repo, "run")
     assert result.code == 0, result.out + result.err
@@ -141,6 +148,9 @@ def test_an_entra_pin_on_the_v1_endpoint_signs_every_request_with_one_cached_tok
         assert "api-key" not in request.headers
     assert entra.scopes == [("https://cognitiveservices.azure.com/.default",)]
     assert "site-packages" in azure.identity.__file__  # the real library, not a stand-in
+    records = [r for r in stored(repo) if r.get("provider") == "azure_openai"]
+    assert [json.loads(r["response"]["text"])["note"] for r in records] == ["Bearer [redacted]"] * 4
+    assert cli(repo, "report").code == 0
     repo.commit("results")
     written = everything_written(repo.root)
     assert not [name for name, data in written if b"entra-token-" in data]

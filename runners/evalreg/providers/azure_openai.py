@@ -8,6 +8,7 @@ import time
 from typing import Any, ClassVar, Protocol
 from urllib.parse import quote
 
+from evalreg import redaction
 from evalreg.errors import UsageError
 from evalreg.providers.base import Completion, Messages, api_key, register
 from evalreg.providers.openai import parse_chat_completion
@@ -34,7 +35,8 @@ class _Credential(Protocol):
 class EntraTokens:
     """Bearer tokens for Azure OpenAI from ``azure-identity``'s ``DefaultAzureCredential``
     (environment, workload identity, managed identity, Azure CLI...), made on first use
-    and cached until ``REFRESH_BEFORE_S`` before they expire. Tokens live only in memory."""
+    and cached until ``REFRESH_BEFORE_S`` before they expire. Tokens live only in memory,
+    and are redacted like keys from whatever a server quotes back."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
@@ -57,6 +59,7 @@ class EntraTokens:
                         "the AZURE_CLIENT_ID/AZURE_TENANT_ID/AZURE_CLIENT_SECRET variables or "
                         "a managed identity"
                     ) from None
+                redaction.watch_value(got.token)  # a server may quote it back
                 self._token = (got.token, float(got.expires_on))
             return self._token[0]
 

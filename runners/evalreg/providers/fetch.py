@@ -152,7 +152,6 @@ async def fetch(
     the job is then reported as a ``budget`` error and not sent).
     """
     report = FetchReport()
-    redactor = redaction.current()
     queue: asyncio.Queue[Job] = asyncio.Queue()
     for job in jobs:
         report.total += 1
@@ -188,7 +187,7 @@ async def fetch(
             future: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
             inflight[job.key] = future
             try:
-                await _buy(job, store, writer, http, offline, admit, redactor)
+                await _buy(job, store, writer, http, offline, admit)
                 report.fetched += 1
                 outcome = "fetched"
                 future.set_result(True)
@@ -233,7 +232,6 @@ async def _buy(
     http: HttpLayer | None,
     offline: bool,
     admit: Callable[[Job], bool] | None,
-    redactor: redaction.Redactor,
 ) -> None:
     if offline:
         raise OfflineMiss(job.label)
@@ -269,6 +267,8 @@ async def _buy(
         line = encode_record(job.key, record, encoded={"request": job.content})
     except ValueError as exc:  # a lone surrogate in the text, say: no record can hold it
         raise ProviderError("malformed", f"the response cannot be stored: {exc}") from None
+    # Asked after the request: a provider may have made a secret for it (an access token).
+    redactor = redaction.current()
     if redactor:
         # A model may quote the key it was called with, or a provider echo it: the record
         # is redacted before it is stored and graded as stored, so a replay grades the
