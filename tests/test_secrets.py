@@ -6,8 +6,6 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
-import subprocess
-from pathlib import Path
 from urllib.parse import quote
 
 import pytest
@@ -21,6 +19,7 @@ from evalreg.registry.schema import Limits
 from conftest import Repo
 from support.github_api import GitHubAPI
 from support.llm_server import LLMServer
+from support.runs import everything_written
 
 CANARY = "sk-canary-7Qm2Zp9Lx4Vr8Tn3Wb6Y"
 """The OpenAI pin's key in these tests."""
@@ -198,17 +197,8 @@ def forms(key: str) -> list[bytes]:
     ]
 
 
-def everything_written(root: Path) -> list[tuple[str, bytes]]:
-    """Every file below ``root`` (working tree, .git, DVC cache and remote) and every git
-    object, loose or packed, decompressed."""
-    files = [(str(p.relative_to(root)), p.read_bytes()) for p in root.rglob("*") if p.is_file()]
-    objects = subprocess.run(
-        ["git", "cat-file", "--batch-all-objects", "--batch"],
-        cwd=root,
-        check=True,
-        capture_output=True,
-    ).stdout
-    return [*files, ("git objects", objects)]
+ITEM_2 = '"Message: message 2","role":"user"}],'
+"""Where item 2's request body ends its messages (request bodies are canonical JSON)."""
 
 
 def test_no_key_reaches_disk_the_terminal_or_the_comment(live: Repo, cli, server, monkeypatch):
@@ -253,9 +243,10 @@ def test_no_key_reaches_disk_the_terminal_or_the_comment(live: Repo, cli, server
             assert result.code == code, (args, result.out, result.err)
         return result.out + result.err
 
-    server.fail_matching("gpt-4o-mini", "401", times=1)
-    server.fail_matching("claude-test-1", "401", times=1)
-    server.fail_matching("claude-test-1", "500", times=1)
+    # Not on a pin's first request, which would stop the pin (its preflight): on item 2's.
+    server.fail_matching(ITEM_2 + '"model":"gpt-4o-mini', "401", times=1)
+    server.fail_matching(ITEM_2 + '"model":"claude-test-1"', "401", times=1)
+    server.fail_matching(ITEM_2 + '"model":"claude-test-1"', "500", times=1)
     first = run("run", code=1)  # a 401 is an error of its cell, retried by the next run
     assert f"Incorrect API key provided: Bearer {REDACTED}" in first
     assert f"Incorrect API key provided: {REDACTED}" in first
@@ -265,7 +256,7 @@ def test_no_key_reaches_disk_the_terminal_or_the_comment(live: Repo, cli, server
     live.git("checkout", "-q", "-b", "warmer")
     flip["value"] = True
     edit_pin(live, "temperature: 0", "temperature: 0.9", "a warmer pin")
-    server.fail_matching("gpt-4o-mini", "401", times=1)
+    server.fail_matching(ITEM_2 + '"model":"gpt-4o-mini', "401", times=1)
     run("run", code=1)
     run("report")
     head = live.commit("results of a warmer pin")

@@ -95,6 +95,7 @@ def env_names(model: BaseModel) -> list[str]:
 
 
 _watched: set[str] = set()
+_values: set[str] = set()
 _current: tuple[tuple[str | None, ...], Redactor] = ((), Redactor())
 
 
@@ -103,10 +104,17 @@ def watch(names: Iterable[str]) -> None:
     _watched.update(names)
 
 
+def watch_value(value: str) -> None:
+    """Treat ``value`` as a secret from now on: a credential made at run time (an access
+    token from a credential chain), which no watched variable holds."""
+    _values.add(value)
+
+
 def current() -> Redactor:
-    """A redactor for what the watched variables hold now (rebuilt only when that changes)."""
+    """A redactor for what the watched variables hold now and the watched values (rebuilt
+    only when those change)."""
     global _current
-    values = tuple(os.environ.get(name) for name in sorted(_watched))
+    values = tuple(os.environ.get(name) for name in sorted(_watched)) + tuple(sorted(_values))
     if values != _current[0]:
         _current = (values, Redactor(v for v in values if v))
     return _current[1]

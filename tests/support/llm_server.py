@@ -1,7 +1,9 @@
-"""Real loopback HTTP server speaking the OpenAI and Anthropic chat APIs, for tests and benchmarks.
+"""Real loopback HTTP server speaking the OpenAI, Azure OpenAI and Anthropic APIs, for tests.
 
-``LLMServer`` listens on ``127.0.0.1`` and answers ``POST /v1/chat/completions`` (OpenAI) and
-``POST /v1/messages`` (Anthropic) with realistic, deterministic responses. Faults (rate limits,
+``LLMServer`` listens on ``127.0.0.1`` and answers ``POST /v1/chat/completions`` (OpenAI),
+``POST /v1/responses`` (OpenAI's Responses API), ``POST /v1/messages`` (Anthropic) and Azure
+OpenAI's ``POST /openai/deployments/{deployment}/chat/completions?api-version=...`` and
+``POST /openai/v1/chat/completions`` with realistic, deterministic responses. Faults (rate limits,
 server errors, timeouts, connection resets, malformed bodies) can be injected for the next N
 requests, for requests whose body contains a substring, or for a seeded, body-determined fraction
 of requests. Everything the server receives is recorded in ``LLMServer.requests``.
@@ -19,7 +21,7 @@ SIGTERM or SIGINT)::
 
 Behaviour worth knowing:
 
-* Faults are drawn only for ``POST`` requests to the two endpoints, when the request arrives and
+* Faults are drawn only for ``POST`` requests to the endpoints, when the request arrives and
   before authentication and validation (like a gateway in front of the API). Precedence:
   ``fail_next`` queue, then ``fail_matching`` rules in the order added, then ``fail_randomly``.
 * ``latency`` is slept before every endpoint response, faulted or not. ``"timeout"`` sleeps
@@ -28,6 +30,13 @@ Behaviour worth knowing:
 * ``error_text``, when set, writes the message of every injected HTTP error (``"401"``,
   ``"429"``, ``"5xx"``) from the request, as providers that quote what they were sent do:
   ``server.error_text = lambda r: f"bad key {r.headers['authorization']}"``.
+* Azure requests authenticate with the ``api-key`` header (``api_key``) or an Entra ID
+  ``authorization: Bearer`` token in ``entra_tokens``; ``deployments`` maps each deployment
+  to the model it serves (None: any name is a deployment of the model of that name).
+* ``"content_filter"``, ``"context_length"`` and ``"403"`` answer with the provider's 400 or
+  403 shape; ``"filtered"`` and ``"truncated"`` answer a 200 whose completion was withheld
+  by the content filter or cut at the token limit (``finish_reason`` or, for the Responses
+  API, ``status: incomplete``).
 * ``stream: true`` is rejected with a 400: this server only speaks non-streaming responses.
 * Bytes that do not parse as HTTP get a 400 and a closed connection and are not recorded.
 
@@ -42,6 +51,7 @@ import contextlib
 import hashlib
 import json
 import os
+import re
 import signal
 import socket
 import struct
@@ -56,11 +66,12 @@ from typing import Any, Literal
 
 __all__ = ["FAULTS", "LLMServer", "Request", "default_text", "estimate_tokens"]
 
-ProtocolName = Literal["openai", "anthropic"]
+ProtocolName = Literal["openai", "anthropic", "azure", "responses"]
 
 #: Fault names accepted by ``fail_next``/``fail_matching``/``fail_randomly`` and their options.
 FAULTS: dict[str, frozenset[str]] = {
     "401": frozenset(),
+    "403": frozenset(),
     "429": frozenset({"retry_after"}),
     "500": frozenset(),
     "503": frozenset(),
@@ -70,6 +81,10 @@ FAULTS: dict[str, frozenset[str]] = {
     "reset": frozenset(),
     "malformed": frozenset(),
     "missing_fields": frozenset(),
+    "content_filter": frozenset(),
+    "context_length": frozenset(),
+    "filtered": frozenset(),
+    "truncated": frozenset(),
 }
 
 _FAULT_DEFAULTS: dict[str, dict[str, float]] = {
@@ -79,12 +94,17 @@ _FAULT_DEFAULTS: dict[str, dict[str, float]] = {
 
 _OPENAI_PATH = "/v1/chat/completions"
 _ANTHROPIC_PATH = "/v1/messages"
+_RESPONSES_PATH = "/v1/responses"
+_AZURE_V1_PATH = "/openai/v1/chat/completions"
+_AZURE_DEPLOYMENT = re.compile(r"^/openai/deployments/([^/]+)/chat/completions$")
+_API_VERSION = re.compile(r"^\d{4}-\d{2}-\d{2}(-preview)?$")
 _MAX_HEADER_BYTES = 1 << 20
 _MAX_BODY_BYTES = 64 << 20
 _REASONS = {
     200: "OK",
     400: "Bad Request",
     401: "Unauthorized",
+    403: "Forbidden",
     404: "Not Found",
     413: "Content Too Large",
     429: "Too Many Requests",
@@ -122,6 +142,8 @@ class Request:
     raw: bytes
     protocol: ProtocolName
     fault: str | None = None
+    query: str = ""
+    """The request target's query string (Azure's ``api-version=...``), without ``?``."""
 
 
 @dataclass(slots=True)
@@ -202,7 +224,8 @@ def estimate_tokens(text: str) -> int:
 def default_text(messages: Any) -> str:
     """The reply the server gives when no responder is set: a JSON string fixed by ``messages``.
 
-    ``{"echo": <first 40 chars of the last user message>, "n": <0..999 from a sha256>}``.
+    ``{"echo": <first 40 chars of the last user message>, "n": <0..999 from a sha256>}``
+    (for the Responses API, ``messages`` is the request's ``input``).
     """
     canonical = json.dumps(messages, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
     digest = hashlib.sha256(canonical.encode()).digest()
@@ -216,8 +239,8 @@ def default_text(messages: Any) -> str:
 
 
 def _prompt_text(body: dict[str, Any]) -> str:
-    parts = [_content_text(body.get("system"))]
-    messages = body.get("messages")
+    parts = [_content_text(body.get("system") or body.get("instructions"))]
+    messages = body.get("messages", body.get("input"))
     if isinstance(messages, list):
         parts.extend(_content_text(m.get("content")) for m in messages if isinstance(m, dict))
     return "\n".join(parts)
@@ -233,8 +256,117 @@ def _anthropic_error(message: str, type_: str) -> dict[str, Any]:
     return {"type": "error", "error": {"type": type_, "message": message}}
 
 
+def _azure_error(code: str, message: str) -> dict[str, Any]:
+    return {"error": {"code": code, "message": message}}
+
+
+_AZURE_FILTERED_PROMPT = (
+    "The response was filtered due to the prompt triggering Azure OpenAI's content management "
+    "policy. Please modify your prompt and retry. To learn more about our content filtering "
+    "policies please read our documentation: https://go.microsoft.com/fwlink/?linkid=2198766"
+)
+_CONTEXT_LENGTH = (
+    "This model's maximum context length is 128000 tokens. However, your messages resulted in "
+    "131072 tokens. Please reduce the length of the messages."
+)
+_FILTER_CLEAN = {
+    category: {"filtered": False, "severity": "safe"}
+    for category in ("hate", "self_harm", "sexual", "violence")
+}
+
+
+def _client_error_body(protocol: ProtocolName, fault: str) -> tuple[int, dict[str, Any]]:
+    """Status and payload of an injected ``403``, ``content_filter`` or ``context_length``."""
+    if fault == "403":
+        if protocol == "anthropic":
+            return 403, _anthropic_error(
+                "Your API key does not have permission to use the specified resource.",
+                "permission_error",
+            )
+        if protocol == "azure":
+            return 403, _azure_error(
+                "PermissionDenied", "Principal does not have access to API/Operation."
+            )
+        return 403, _openai_error(
+            "You are not allowed to sample from this model", "invalid_request_error"
+        )
+    if fault == "context_length":
+        if protocol == "anthropic":
+            return 400, _anthropic_error(
+                "prompt is too long: 213462 tokens > 200000 maximum", "invalid_request_error"
+            )
+        return 400, _openai_error(
+            _CONTEXT_LENGTH, "invalid_request_error", "messages", "context_length_exceeded"
+        )
+    if protocol == "azure":
+        payload = _openai_error(_AZURE_FILTERED_PROMPT, "invalid_request_error", "prompt")
+        payload["error"].update(
+            code="content_filter",
+            status=400,
+            innererror={
+                "code": "ResponsibleAIPolicyViolation",
+                "content_filter_result": {
+                    **_FILTER_CLEAN,
+                    "violence": {"filtered": True, "severity": "high"},
+                },
+            },
+        )
+        return 400, payload
+    if protocol == "anthropic":
+        return 400, _anthropic_error(
+            "Output blocked by content filtering policy", "invalid_request_error"
+        )
+    return 400, _openai_error(
+        "Invalid prompt: your prompt was flagged as potentially violating our usage policy.",
+        "invalid_request_error",
+        code="invalid_prompt",
+    )
+
+
+def _withheld(protocol: ProtocolName, fault: str, payload: dict[str, Any]) -> None:
+    """Turn a 200 into one the content filter withheld (``filtered``) or the token limit
+    cut (``truncated``), in place."""
+    if protocol == "responses":
+        reason = "content_filter" if fault == "filtered" else "max_output_tokens"
+        payload["status"] = "incomplete"
+        payload["incomplete_details"] = {"reason": reason}
+        if fault == "filtered":
+            payload["output"] = []
+        return
+    if protocol == "anthropic":
+        payload["stop_reason"] = "refusal" if fault == "filtered" else "max_tokens"
+        return
+    choice = payload["choices"][0]
+    choice["finish_reason"] = "content_filter" if fault == "filtered" else "length"
+    if fault == "filtered":
+        choice["message"]["content"] = None
+        if protocol == "azure":
+            choice["content_filter_results"] = {
+                **_FILTER_CLEAN,
+                "violence": {"filtered": True, "severity": "medium"},
+            }
+
+
 def _error_body(protocol: ProtocolName, status: int) -> dict[str, Any]:
     """Error payload for an injected HTTP error fault, in the provider's shape."""
+    if protocol == "azure":
+        if status == 401:
+            return _azure_error(
+                "401",
+                "Access denied due to invalid subscription key or wrong API endpoint. Make sure "
+                "to provide a valid key for an active subscription and use a correct regional "
+                "API endpoint for your resource.",
+            )
+        if status == 429:
+            return _azure_error(
+                "429",
+                "Requests to the ChatCompletions_Create Operation under Azure OpenAI API "
+                "version 2024-10-21 have exceeded token rate limit of your current OpenAI S0 "
+                "pricing tier. Please retry after 1 second.",
+            )
+        return _azure_error(
+            "InternalServerError", "The server had an error processing your request."
+        )
     if protocol == "anthropic":
         if status == 401:
             return _anthropic_error("invalid x-api-key", "authentication_error")
@@ -277,8 +409,9 @@ class LLMServer:
     """Loopback OpenAI/Anthropic-compatible HTTP/1.1 server with injectable faults.
 
     Use as a context manager (or call ``start``/``stop``). Attributes ``latency``, ``api_key``,
-    ``responder``, ``error_text``, ``model_alias``, ``fingerprint`` and ``reasoning_tokens``
-    may be changed while the server runs; each request reads them when it is handled.
+    ``responder``, ``error_text``, ``model_alias``, ``fingerprint``, ``reasoning_tokens``,
+    ``cached_tokens``, ``entra_tokens`` and ``deployments`` may be changed while the server
+    runs; each request reads them when it is handled.
     """
 
     def __init__(
@@ -301,6 +434,12 @@ class LLMServer:
         self.fingerprint = fingerprint
         #: Reasoning tokens reported in OpenAI usage (included in ``completion_tokens``).
         self.reasoning_tokens = 0
+        #: Cached input tokens reported in usage (part of the prompt's input tokens).
+        self.cached_tokens = 0
+        #: Entra ID bearer tokens Azure requests may carry instead of the ``api-key``.
+        self.entra_tokens: set[str] = set()
+        #: Azure deployment name -> the model it serves (None: every name is a deployment).
+        self.deployments: dict[str, str] | None = None
         self.host = host
         self.port = port
         #: Every request received, in arrival order.
@@ -608,22 +747,31 @@ class LLMServer:
                 if isinstance(parsed, dict):
                     body, parsed_ok = parsed, True
 
-        path = target.decode("latin-1").partition("?")[0]
+        path, _, query = target.decode("latin-1").partition("?")
         method = method_b.decode("latin-1")
         protocol: ProtocolName
-        endpoint = method == "POST" and path in (_OPENAI_PATH, _ANTHROPIC_PATH)
-        if path == _ANTHROPIC_PATH or (
+        azure = path == _AZURE_V1_PATH or _AZURE_DEPLOYMENT.match(path) is not None
+        endpoint = method == "POST" and (
+            path in (_OPENAI_PATH, _ANTHROPIC_PATH, _RESPONSES_PATH) or azure
+        )
+        if azure or path.startswith("/openai/"):
+            protocol = "azure"
+        elif path == _RESPONSES_PATH:
+            protocol = "responses"
+        elif path == _ANTHROPIC_PATH or (
             path != _OPENAI_PATH and ("anthropic-version" in headers or "x-api-key" in headers)
         ):
             protocol = "anthropic"
         else:
             protocol = "openai"
-        request = Request(path, method, headers, body, raw, protocol)
+        request = Request(path, method, headers, body, raw, protocol, query=query)
         fault = self._record(request, endpoint)
 
         if not endpoint:
             if protocol == "anthropic":
                 payload = _anthropic_error("Not Found", "not_found_error")
+            elif protocol == "azure":
+                payload = _azure_error("404", "Resource not found")
             else:
                 payload = _openai_error(f"Invalid URL ({method} {path})", "invalid_request_error")
             self._write(writer, 404, _encode(payload).encode(), keep_alive, http10)
@@ -658,15 +806,20 @@ class LLMServer:
             if status == 429:
                 retry_after = fault.opts["retry_after"]
                 extra = b"retry-after: %s\r\n" % _seconds(retry_after).encode()
-                if protocol == "openai":
+                if protocol != "anthropic":
                     extra += b"retry-after-ms: %d\r\n" % round(retry_after * 1000)
+        elif name in ("403", "content_filter", "context_length"):
+            status, payload = _client_error_body(protocol, name)
         else:
             if name == "timeout":
                 assert fault is not None
                 await asyncio.sleep(fault.opts["delay"])
             status, payload = self._answer(request, parsed_ok)
             if name == "missing_fields" and status == 200:
-                payload.pop("choices" if protocol == "openai" else "content", None)
+                missing = {"anthropic": "content", "responses": "output"}.get(protocol, "choices")
+                payload.pop(missing, None)
+            elif name in ("filtered", "truncated") and status == 200:
+                _withheld(protocol, name, payload)
         data = _encode(payload).encode()
         if name == "malformed":
             data = data[: max(1, len(data) // 2)]
@@ -725,11 +878,15 @@ class LLMServer:
         """Authenticate, validate and answer an endpoint request (no faults involved)."""
         if request.protocol == "openai":
             return self._answer_openai(request, parsed_ok)
+        if request.protocol == "azure":
+            return self._answer_azure(request, parsed_ok)
+        if request.protocol == "responses":
+            return self._answer_responses(request, parsed_ok)
         return self._answer_anthropic(request, parsed_ok)
 
     def _text(self, request: Request, body: dict[str, Any]) -> str | None:
         if self.responder is None:
-            return default_text(body["messages"])
+            return default_text(body["input" if request.protocol == "responses" else "messages"])
         try:
             text = self.responder(request)
             if not isinstance(text, str):
@@ -740,23 +897,147 @@ class LLMServer:
             return None
         return text
 
-    def _answer_openai(self, request: Request, parsed_ok: bool) -> tuple[int, dict[str, Any]]:
-        if self.api_key is not None:
+    def _bearer_problem(self, request: Request) -> dict[str, Any] | None:
+        """OpenAI's 401 body for a missing or wrong ``authorization`` header, or None."""
+        if self.api_key is None:
+            return None
+        auth = request.headers.get("authorization", "")
+        if not auth:
+            return _openai_error(
+                "You didn't provide an API key. You need to provide your API key in an "
+                "Authorization header using Bearer auth (i.e. Authorization: Bearer YOUR_KEY).",
+                "invalid_request_error",
+            )
+        scheme, _, key = auth.partition(" ")
+        if scheme.lower() != "bearer" or key.strip() != self.api_key:
+            shown = key.strip()[:3] + "*" * 4 + key.strip()[-4:]
+            return _openai_error(
+                f"Incorrect API key provided: {shown}.",
+                "invalid_request_error",
+                code="invalid_api_key",
+            )
+        return None
+
+    def _answer_azure(self, request: Request, parsed_ok: bool) -> tuple[int, dict[str, Any]]:
+        if self.api_key is not None or self.entra_tokens:
             auth = request.headers.get("authorization", "")
-            if not auth:
-                return 401, _openai_error(
-                    "You didn't provide an API key. You need to provide your API key in an "
-                    "Authorization header using Bearer auth (i.e. Authorization: Bearer YOUR_KEY).",
-                    "invalid_request_error",
+            if auth:
+                scheme, _, token = auth.partition(" ")
+                if scheme.lower() != "bearer" or token.strip() not in self.entra_tokens:
+                    return 401, _azure_error(
+                        "401",
+                        "Unauthorized. Access token is missing, invalid, audience is incorrect "
+                        "(https://cognitiveservices.azure.com), or have expired.",
+                    )
+            elif request.headers.get("api-key") != self.api_key or self.api_key is None:
+                return 401, _error_body("azure", 401)
+        deployment = _AZURE_DEPLOYMENT.match(request.path)
+        if deployment is not None:
+            version = dict(
+                part.partition("=")[::2] for part in request.query.split("&") if part
+            ).get("api-version")
+            if version is None:
+                return 404, _azure_error("404", "Resource not found")
+            if not _API_VERSION.match(version):
+                return 400, _azure_error("BadRequest", "API version not supported")
+        body = request.body
+        if not parsed_ok or body is None:
+            return 400, _openai_error(
+                "We could not parse the JSON body of your request.", "invalid_request_error"
+            )
+        if deployment is not None:
+            name = deployment.group(1)
+            model = name if self.deployments is None else self.deployments.get(name)
+        else:
+            name = body.get("model")
+            if not isinstance(name, str) or not name:
+                return 400, _openai_error(
+                    "Missing required parameter: 'model'.", "invalid_request_error", "model"
                 )
-            scheme, _, key = auth.partition(" ")
-            if scheme.lower() != "bearer" or key.strip() != self.api_key:
-                shown = key.strip()[:3] + "*" * 4 + key.strip()[-4:]
-                return 401, _openai_error(
-                    f"Incorrect API key provided: {shown}.",
-                    "invalid_request_error",
-                    code="invalid_api_key",
+            model = name if self.deployments is None else self.deployments.get(name)
+        if model is None:
+            return 404, _azure_error(
+                "DeploymentNotFound",
+                "The API deployment for this resource does not exist. If you created the "
+                "deployment within the last 5 minutes, please wait a moment and try again.",
+            )
+        status, payload = self._chat(request, body, model)
+        if status == 200:
+            payload["prompt_filter_results"] = [
+                {"prompt_index": 0, "content_filter_results": dict(_FILTER_CLEAN)}
+            ]
+            payload["choices"][0]["content_filter_results"] = dict(_FILTER_CLEAN)
+        return status, payload
+
+    def _answer_responses(self, request: Request, parsed_ok: bool) -> tuple[int, dict[str, Any]]:
+        problem = self._bearer_problem(request)
+        if problem is not None:
+            return 401, problem
+        body = request.body
+        if not parsed_ok or body is None:
+            return 400, _openai_error(
+                "We could not parse the JSON body of your request.", "invalid_request_error"
+            )
+        model = body.get("model")
+        if not isinstance(model, str) or not model:
+            return 400, _openai_error(
+                "Missing required parameter: 'model'.", "invalid_request_error", "model"
+            )
+        turns = body.get("input")
+        if not isinstance(turns, list | str) or not turns:
+            return 400, _openai_error(
+                "Missing required parameter: 'input'.", "invalid_request_error", "input"
+            )
+        for name in ("messages", "max_tokens", "reasoning_effort"):
+            if name in body:
+                return 400, _openai_error(
+                    f"Unsupported parameter: '{name}'.", "invalid_request_error", name
                 )
+        if body.get("stream"):
+            return 400, _openai_error(
+                "Streaming is not supported by this test server.", "invalid_request_error", "stream"
+            )
+        text = self._text(request, body)
+        if text is None:
+            return 500, _openai_error(f"responder failed: {self.errors[-1]!r}", "server_error")
+        input_tokens = estimate_tokens(_prompt_text(body))
+        output_tokens = estimate_tokens(text) + self.reasoning_tokens
+        output: list[dict[str, Any]] = []
+        if self.reasoning_tokens:
+            output.append({"id": "rs_" + os.urandom(8).hex(), "type": "reasoning", "summary": []})
+        output.append(
+            {
+                "id": "msg_" + os.urandom(8).hex(),
+                "type": "message",
+                "status": "completed",
+                "role": "assistant",
+                "content": [{"type": "output_text", "text": text, "annotations": []}],
+            }
+        )
+        return 200, {
+            "id": "resp_" + os.urandom(12).hex(),
+            "object": "response",
+            "created_at": int(time.time()),
+            "status": "completed",
+            "error": None,
+            "incomplete_details": None,
+            "instructions": body.get("instructions"),
+            "max_output_tokens": body.get("max_output_tokens"),
+            "model": self.model_alias.get(model, model),
+            "output": output,
+            "usage": {
+                "input_tokens": input_tokens,
+                "input_tokens_details": {"cached_tokens": min(self.cached_tokens, input_tokens)},
+                "output_tokens": output_tokens,
+                "output_tokens_details": {"reasoning_tokens": self.reasoning_tokens},
+                "total_tokens": input_tokens + output_tokens,
+            },
+        }
+
+    def _answer_openai(self, request: Request, parsed_ok: bool) -> tuple[int, dict[str, Any]]:
+        problem = self._bearer_problem(request)
+        if problem is not None:
+            return 401, problem
         body = request.body
         if not parsed_ok or body is None:
             return 400, _openai_error(
@@ -767,6 +1048,12 @@ class LLMServer:
         model = body.get("model")
         if not isinstance(model, str) or not model:
             return 400, _openai_error("you must provide a model parameter", "invalid_request_error")
+        return self._chat(request, body, model)
+
+    def _chat(
+        self, request: Request, body: dict[str, Any], model: str
+    ) -> tuple[int, dict[str, Any]]:
+        """A chat completion of ``model`` (OpenAI's, or an Azure deployment's)."""
         messages = body.get("messages")
         if messages is None:
             return 400, _openai_error(
@@ -812,7 +1099,7 @@ class LLMServer:
                 "prompt_tokens": prompt_tokens,
                 "completion_tokens": completion_tokens,
                 "total_tokens": prompt_tokens + completion_tokens,
-                "prompt_tokens_details": {"cached_tokens": 0},
+                "prompt_tokens_details": {"cached_tokens": min(self.cached_tokens, prompt_tokens)},
                 "completion_tokens_details": {"reasoning_tokens": self.reasoning_tokens},
             },
         }

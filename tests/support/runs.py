@@ -227,3 +227,16 @@ def unpushed_md5s(repo: Repo) -> list[str]:
 
 
 __all__ = ["KEY", "MOMENTS", "STORE_DIR", "Moment", "signal_at"]
+
+
+def everything_written(root: Path) -> list[tuple[str, bytes]]:
+    """Every file below ``root`` (working tree, .git, DVC cache and remote) and every git
+    object, loose or packed, decompressed."""
+    files = [(str(p.relative_to(root)), p.read_bytes()) for p in root.rglob("*") if p.is_file()]
+    objects = subprocess.run(
+        ["git", "cat-file", "--batch-all-objects", "--batch"],
+        cwd=root,
+        check=True,
+        capture_output=True,
+    ).stdout
+    return [*files, ("git objects", objects)]

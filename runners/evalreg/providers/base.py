@@ -30,6 +30,8 @@ class Completion:
     finish_reason: str | None = None
     """Why the model stopped, in the provider's own words (``stop``, ``length``,
     ``end_turn``, ``content_filter``...)."""
+    batch: bool = False
+    """Bought through a batch API, so priced at the pin's batch prices."""
 
     def as_record(self) -> dict[str, Any]:
         usage = {
@@ -48,6 +50,8 @@ class Completion:
         }
         if self.finish_reason is not None:
             record["finish_reason"] = self.finish_reason
+        if self.batch:
+            record["batch"] = True
         return record
 
     @classmethod
@@ -62,6 +66,7 @@ class Completion:
             reasoning_tokens=int(usage.get("reasoning_tokens", 0)),
             cached_input_tokens=int(usage.get("cached_input_tokens", 0)),
             finish_reason=data.get("finish_reason"),
+            batch=data.get("batch") is True,
         )
 
 
@@ -142,7 +147,13 @@ def signer(provider: Provider) -> Signer | None:
 
 
 _PROVIDERS: dict[str, type[Any]] = {}
-_MODULES = {"openai": "openai", "anthropic": "anthropic", "python": "python"}
+_MODULES = {
+    "openai": "openai",
+    "anthropic": "anthropic",
+    "python": "python",
+    "azure_openai": "azure_openai",
+    "openai_responses": "openai_responses",
+}
 
 
 def register(name: str) -> Callable[[type[Any]], type[Any]]:
@@ -166,6 +177,11 @@ def get_provider(name: str, root: Path | None = None) -> Provider:
         raise ValueError(f"unknown provider {name!r}") from None
     provider: Provider = cls(root) if name == "python" else cls()
     return provider
+
+
+def all_providers(root: Path | None = None) -> dict[str, Provider]:
+    """Every provider by name (``root`` as for ``get_provider``)."""
+    return {name: get_provider(name, root) for name in _MODULES}
 
 
 def api_key(pin: Pin) -> str:

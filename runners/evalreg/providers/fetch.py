@@ -169,7 +169,6 @@ async def fetch(
     the job is then reported as a ``budget`` error and not sent).
     """
     report = FetchReport()
-    redactor = redaction.current()
     queue: asyncio.Queue[Job] = asyncio.Queue()
     for job in jobs:
         report.total += 1
@@ -229,7 +228,7 @@ async def fetch(
                         status=refused.status,
                     )
                 try:
-                    await _buy(job, store, writer, http, offline, admit, redactor)
+                    await _buy(job, store, writer, http, offline, admit)
                 except ProviderError as exc:
                     if not offline:
                         answered(job, exc)
@@ -281,7 +280,6 @@ async def _buy(
     http: HttpLayer | None,
     offline: bool,
     admit: Callable[[Job], bool] | None,
-    redactor: redaction.Redactor,
 ) -> None:
     if offline:
         raise OfflineMiss(job.label)
@@ -298,7 +296,7 @@ async def _buy(
             job.provider.headers(job.pin),
             job.content,
             job.provider.parse,
-            estimated_tokens=len(job.content) // 4 + int(job.body.get("max_tokens") or 0),
+            estimated_tokens=len(job.content) // 4 + _max_output(job.body),
             sign=None if signed is None else partial(signed.sign, job.pin),
         )
     else:
@@ -317,6 +315,8 @@ async def _buy(
         line = encode_record(job.key, record, encoded={"request": job.content})
     except ValueError as exc:  # a lone surrogate in the text, say: no record can hold it
         raise ProviderError("malformed", f"the response cannot be stored: {exc}") from None
+    # Asked after the request: a provider may have made a secret for it (an access token).
+    redactor = redaction.current()
     if redactor:
         # A model may quote the key it was called with, or a provider echo it: the record
         # is redacted before it is stored and graded as stored, so a replay grades the
@@ -326,6 +326,12 @@ async def _buy(
     if writer is not None:
         writer.put(line)
     store.remember(job.key, line)
+
+
+def _max_output(body: dict[str, Any]) -> int:
+    """The output tokens a request may buy, as its body caps them (0: no cap given)."""
+    cap = body.get("max_tokens") or body.get("max_output_tokens") or 0
+    return cap if isinstance(cap, int) else 0
 
 
 def _call_local(job: Job) -> Reply:

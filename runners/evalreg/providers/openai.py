@@ -28,31 +28,38 @@ class OpenAIProvider:
         return {"authorization": f"Bearer {key}"} if key else {}
 
     def parse(self, data: Any) -> Completion:
-        try:
-            choice = data["choices"][0]
-            message = choice["message"]
-            text = message.get("content")
-            if text is None and message.get("tool_calls"):
-                import json
+        return parse_chat_completion(data)
 
-                text = json.dumps(message["tool_calls"], sort_keys=True)
-            if not isinstance(text, str):
-                raise TypeError("content is not text")
-            usage = data.get("usage") or {}
-            details = usage.get("completion_tokens_details") or {}
-            cached = (usage.get("prompt_tokens_details") or {}).get("cached_tokens")
-            reason = choice.get("finish_reason")
-            return Completion(
-                text=text,
-                model=data.get("model"),
-                system_fingerprint=data.get("system_fingerprint"),
-                input_tokens=int(usage.get("prompt_tokens") or 0),
-                output_tokens=int(usage.get("completion_tokens") or 0),
-                reasoning_tokens=int(details.get("reasoning_tokens") or 0),
-                cached_input_tokens=int(cached or 0),
-                finish_reason=reason if isinstance(reason, str) else None,
-            )
-        except (KeyError, IndexError, TypeError, AttributeError, ValueError) as exc:
-            raise ProviderError(
-                "malformed", f"response lacks choices[0].message: {exc}", retryable=True
-            ) from None
+
+def parse_chat_completion(data: Any) -> Completion:
+    """Completion from a chat-completions response body (OpenAI's shape, Azure's too)."""
+    try:
+        choice = data["choices"][0]
+        message = choice["message"]
+        text = message.get("content")
+        reason = choice.get("finish_reason")
+        if text is None and message.get("tool_calls"):
+            import json
+
+            text = json.dumps(message["tool_calls"], sort_keys=True)
+        elif text is None and reason == "content_filter":
+            text = ""  # Azure withholds a filtered completion: an answer, empty, not an error
+        if not isinstance(text, str):
+            raise TypeError("content is not text")
+        usage = data.get("usage") or {}
+        details = usage.get("completion_tokens_details") or {}
+        cached = (usage.get("prompt_tokens_details") or {}).get("cached_tokens")
+        return Completion(
+            text=text,
+            model=data.get("model"),
+            system_fingerprint=data.get("system_fingerprint"),
+            input_tokens=int(usage.get("prompt_tokens") or 0),
+            output_tokens=int(usage.get("completion_tokens") or 0),
+            reasoning_tokens=int(details.get("reasoning_tokens") or 0),
+            cached_input_tokens=int(cached or 0),
+            finish_reason=reason if isinstance(reason, str) else None,
+        )
+    except (KeyError, IndexError, TypeError, AttributeError, ValueError) as exc:
+        raise ProviderError(
+            "malformed", f"response lacks choices[0].message: {exc}", retryable=True
+        ) from None

@@ -7,14 +7,32 @@ from evalreg.registry import schema
 
 
 def cost_micro_usd(price: schema.Price | None, completion: Completion) -> int:
-    """What one response cost, in micro-dollars (prices are USD per million tokens)."""
+    """What one response cost, in micro-dollars (prices are USD per million tokens).
+
+    Cached input is at ``cached_input_per_mtok`` where the pin prices it (at most all the
+    input is cached), the rest of the input at the input price; reasoning tokens, part of
+    the output, at ``reasoning_per_mtok`` where priced. A response bought through a batch
+    API is at the batch input and output prices where the pin gives them.
+    """
     if price is None:
         return 0
+    input_rate, output_rate = price.input_per_mtok, price.output_per_mtok
+    if completion.batch:
+        input_rate = _given(price.batch_input_per_mtok, input_rate)
+        output_rate = _given(price.batch_output_per_mtok, output_rate)
+    cached = 0
+    if price.cached_input_per_mtok is not None:
+        cached = min(completion.cached_input_tokens, completion.input_tokens)
+    cost = (completion.input_tokens - cached) * input_rate + price.per_call * 1_000_000
+    cost += cached * _given(price.cached_input_per_mtok, 0.0)
     output = completion.output_tokens
-    cost = completion.input_tokens * price.input_per_mtok + price.per_call * 1_000_000
     if price.reasoning_per_mtok is not None:
         reasoning = min(completion.reasoning_tokens, output)
-        cost += (output - reasoning) * price.output_per_mtok + reasoning * price.reasoning_per_mtok
+        cost += (output - reasoning) * output_rate + reasoning * price.reasoning_per_mtok
     else:
-        cost += output * price.output_per_mtok
+        cost += output * output_rate
     return round(cost)
+
+
+def _given(rate: float | None, otherwise: float) -> float:
+    return otherwise if rate is None else rate

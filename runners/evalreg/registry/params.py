@@ -64,6 +64,8 @@ _TOOL_CHOICE: tuple[Check, str] = (
     "text (like 'auto') or an object",
 )
 
+_EFFORT = _one_of("none", "minimal", "low", "medium", "high", "xhigh")
+
 OPENAI_CHAT: Mapping[str, tuple[Check, str]] = {
     "audio": _OBJECT,
     "frequency_penalty": _number(-2, 2),
@@ -77,7 +79,7 @@ OPENAI_CHAT: Mapping[str, tuple[Check, str]] = {
     "prediction": _OBJECT,
     "presence_penalty": _number(-2, 2),
     "prompt_cache_key": _TEXT,
-    "reasoning_effort": _one_of("none", "minimal", "low", "medium", "high", "xhigh"),
+    "reasoning_effort": _EFFORT,
     "response_format": _OBJECT,
     "safety_identifier": _TEXT,
     "seed": _INTEGER,
@@ -109,9 +111,43 @@ ANTHROPIC_MESSAGES: Mapping[str, tuple[Check, str]] = {
 }
 """Anthropic's Messages API (what ``provider: anthropic`` sends)."""
 
+OPENAI_RESPONSES: Mapping[str, tuple[Check, str]] = {
+    "include": (_strings, "a list of texts"),
+    "max_output_tokens": _POSITIVE,
+    "max_tokens": _POSITIVE,
+    "max_tool_calls": _POSITIVE,
+    "metadata": _OBJECT,
+    "parallel_tool_calls": _BOOL,
+    "prompt_cache_key": _TEXT,
+    "reasoning": _OBJECT,
+    "reasoning_effort": _EFFORT,
+    "safety_identifier": _TEXT,
+    "service_tier": _one_of("auto", "default", "flex", "scale", "priority"),
+    "store": _BOOL,
+    "temperature": _number(0, 2),
+    "text": _OBJECT,
+    "tool_choice": _TOOL_CHOICE,
+    "tools": _LIST,
+    "top_logprobs": (lambda v: _INTEGER[0](v) and 0 <= v <= 20, "an integer from 0 to 20"),
+    "top_p": _number(0, 1),
+    "truncation": _one_of("auto", "disabled"),
+    "user": _TEXT,
+}
+"""OpenAI's Responses API (what ``provider: openai_responses`` sends), plus the chat
+names ``max_tokens`` and ``reasoning_effort``, sent as ``RESPONSES_RENAMED`` says."""
+
+RESPONSES_RENAMED: Mapping[str, str] = {
+    "max_tokens": "max_output_tokens",
+    "reasoning_effort": "reasoning",
+}
+"""A chat-completions name the Responses API spells differently, and its Responses name
+(``reasoning_effort: low`` is sent as ``reasoning: {effort: low}``)."""
+
 KNOWN: Mapping[str, Mapping[str, tuple[Check, str]]] = {
     "openai": OPENAI_CHAT,
+    "azure_openai": OPENAI_CHAT,
     "anthropic": ANTHROPIC_MESSAGES,
+    "openai_responses": OPENAI_RESPONSES,
 }
 """Per provider, its well-known params. A provider without an entry (``python``: the params
 are the callable's own) takes any params."""
@@ -137,6 +173,16 @@ def param_problem(provider: str, name: str, value: Any) -> str | None:
     check, what = spec
     if not check(value):
         return f"{name} must be {what}, not {_shown(value)}"
+    return None
+
+
+def renamed_twice(provider: str, params: Mapping[str, Any]) -> tuple[str, str] | None:
+    """A chat name and its Responses name both in ``params`` (one value would be lost)."""
+    if provider != "openai_responses":
+        return None
+    for chat, native in RESPONSES_RENAMED.items():
+        if chat in params and native in params:
+            return chat, native
     return None
 
 

@@ -21,7 +21,7 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
-from evalreg.registry.params import KNOWN, param_problem
+from evalreg.registry.params import KNOWN, param_problem, renamed_twice
 
 SCHEMA_VERSION = 1
 
@@ -52,6 +52,13 @@ class Price(Model):
     input_per_mtok: NonNegative = 0.0
     output_per_mtok: NonNegative = 0.0
     reasoning_per_mtok: NonNegative | None = None
+    cached_input_per_mtok: NonNegative | None = None
+    """Input tokens served from the provider's prompt cache; the rest of the input is at
+    ``input_per_mtok`` (unset: all input is at ``input_per_mtok``)."""
+    batch_input_per_mtok: NonNegative | None = None
+    """Non-cached input of a response bought through a batch API (unset: ``input_per_mtok``)."""
+    batch_output_per_mtok: NonNegative | None = None
+    """Output of a response bought through a batch API (unset: ``output_per_mtok``)."""
     per_call: NonNegative = 0.0
     as_of: LaxDate
     source: str | None = None
@@ -72,6 +79,37 @@ class Limits(Model):
     max_response_bytes: Annotated[int, Field(ge=1024, le=1 << 30)] = 16 << 20
     """Longest response body read (16 MiB by default): a longer one is a ``too_large``
     error for that request, read no further and never stored."""
+
+
+class Azure(Model):
+    """How an ``azure_openai`` pin reaches its resource (``base_url``, the resource endpoint)."""
+
+    endpoint: Literal["deployment", "v1"] = "deployment"
+    """``deployment``: ``/openai/deployments/{deployment}/chat/completions?api-version=...``;
+    ``v1``: the OpenAI-compatible ``/openai/v1/chat/completions`` (no api-version)."""
+    deployment: Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")] | None = None
+    """The deployment name (deployment endpoint only; unset: the pin's ``model``)."""
+    api_version: Annotated[str, Field(pattern=r"^\d{4}-\d{2}-\d{2}(-preview)?$")] | None = None
+    """The ``api-version`` query parameter (needed by, and only by, the deployment endpoint)."""
+    auth: Literal["key", "entra"] = "key"
+    """``key``: the ``api-key`` header from ``api_key_env``; ``entra``: Microsoft Entra ID
+    tokens from ``azure-identity``'s ``DefaultAzureCredential`` (extra ``evalreg[azure]``)."""
+
+    @model_validator(mode="after")
+    def _endpoint_fields(self) -> Azure:
+        if self.endpoint == "deployment" and self.api_version is None:
+            raise PydanticCustomError(
+                "azure",
+                "the deployment endpoint needs 'api_version' (like 2024-10-21): it is part "
+                "of every request, so the pin fixes it",
+            )
+        if self.endpoint == "v1" and (self.api_version is not None or self.deployment):
+            raise PydanticCustomError(
+                "azure",
+                "the v1 endpoint takes no 'api_version' or 'deployment': it names the "
+                "deployment in the body's 'model'",
+            )
+        return self
 
 
 class Benchmark(Model):
@@ -104,6 +142,10 @@ _CREDENTIAL_ENDINGS = (
 )
 _NAME_NOISE = re.compile(r"[-_\s]")
 _URL = re.compile(r"^https?://[^\s]+$")
+_NEEDS_KEY_ENV = (
+    "an HTTP pin needs 'api_key_env': the NAME of the environment variable holding the key "
+    "(the key itself never goes in a file)"
+)
 _USE_THE_ENV = "name the environment variable holding the key in 'api_key_env' instead"
 
 
@@ -139,7 +181,7 @@ class Pin(VersionedFile):
     """A model pin: one exact, callable configuration of a model or system."""
 
     description: Text | None = None
-    provider: Literal["openai", "anthropic", "python"]
+    provider: Literal["openai", "anthropic", "python", "azure_openai", "openai_responses"]
     model: Annotated[str, Field(min_length=1, max_length=256)] | None = None
     base_url: str | None = None
     api_key_env: str | None = None
@@ -150,6 +192,8 @@ class Pin(VersionedFile):
     extra_params: dict[str, Any] = Field(default_factory=dict)
     """Parameters sent as given, unchecked: ones the endpoint takes that evalreg does not
     know (a vLLM server's ``top_k``, say). Sent after ``params``."""
+    azure: Azure | None = None
+    """Azure OpenAI's endpoint, deployment, api-version and auth (``azure_openai`` only)."""
     price: Price | None = None
     limits: Limits = Field(default_factory=Limits)
     benchmarks: list[Benchmark] = Field(default_factory=list)
@@ -217,17 +261,42 @@ class Pin(VersionedFile):
                 raise ValueError(f"a '{self.provider}' pin needs 'model': the exact snapshot id")
             if self.callable is not None:
                 raise ValueError("'callable' is only for provider 'python'")
-            if self.api_key_env is None:
-                raise ValueError(
-                    "an HTTP pin needs 'api_key_env': the NAME of the environment variable "
-                    "holding the key (the key itself never goes in a file)"
+            if self.provider == "azure_openai":
+                self._check_azure()
+            elif self.azure is not None:
+                raise PydanticCustomError(
+                    "azure", "'azure' is only for provider 'azure_openai'", {"at": ("azure",)}
                 )
+            elif self.api_key_env is None:
+                raise ValueError(_NEEDS_KEY_ENV)
         for key, given in (("params", self.params), ("extra_params", self.extra_params)):
             reserved = sorted(set(given) & _RESERVED_PARAMS)
             if reserved:
                 raise ValueError(f"{key} may not set {', '.join(reserved)}: evalreg sets them")
         self._check_params()
         return self
+
+    def _check_azure(self) -> None:
+        azure = self.azure
+        if azure is None:
+            raise ValueError(
+                "an 'azure_openai' pin needs 'azure:' with 'api_version' (the deployment "
+                "endpoint) or 'endpoint: v1'"
+            )
+        if self.base_url is None:
+            raise ValueError(
+                "an 'azure_openai' pin needs 'base_url': the resource endpoint, like "
+                "https://<resource>.openai.azure.com"
+            )
+        if azure.auth == "key" and self.api_key_env is None:
+            raise ValueError(_NEEDS_KEY_ENV)
+        if azure.auth == "entra" and self.api_key_env is not None:
+            raise PydanticCustomError(
+                "azure",
+                "'auth: entra' takes no 'api_key_env': the token comes from azure-identity's "
+                "credential chain",
+                {"at": ("api_key_env",)},
+            )
 
     def _check_params(self) -> None:
         """Each of ``params`` must be a well-known parameter of the provider, of its type;
@@ -244,6 +313,13 @@ class Pin(VersionedFile):
             problem = param_problem(self.provider, name, value)
             if problem is not None:
                 raise PydanticCustomError("param", problem, {"at": ("params", name)})
+        twice = renamed_twice(self.provider, self.params)
+        if twice is not None:
+            raise PydanticCustomError(
+                "param",
+                f"{twice[0]!r} is sent as {twice[1]!r}: give one of them",
+                {"at": ("params", twice[0])},
+            )
         for name in self.extra_params:
             if name in known or name in self.params:
                 where = "is also under 'params'" if name in self.params else "is well known"

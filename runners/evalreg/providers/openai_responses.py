@@ -1,0 +1,92 @@
+"""OpenAI's Responses API (``POST /v1/responses``), the API newer reasoning models are
+served on."""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+from evalreg.providers.base import Completion, Messages, ProviderError, api_key, register
+from evalreg.providers.openai import DEFAULT_BASE_URL
+from evalreg.registry.params import RESPONSES_RENAMED
+from evalreg.registry.schema import Pin
+
+
+@register("openai_responses")
+class OpenAIResponsesProvider:
+    name: ClassVar[str]
+    http: ClassVar[bool] = True
+
+    def body(
+        self, pin: Pin, messages: Messages, item_input: dict[str, Any] | None
+    ) -> dict[str, Any]:
+        system = "\n\n".join(m["content"] for m in messages if m["role"] == "system")
+        turns = [
+            {"role": m["role"], "content": m["content"]} for m in messages if m["role"] != "system"
+        ]
+        # Stateless like chat completions: OpenAI keeps no copy unless the pin asks for one.
+        body: dict[str, Any] = {"model": pin.model, "store": False}
+        if system:
+            body["instructions"] = system
+        body["input"] = turns
+        for name, value in pin.params.items():
+            if name == "reasoning_effort":
+                body["reasoning"] = {"effort": value}
+            else:
+                body[RESPONSES_RENAMED.get(name, name)] = value
+        body.update(pin.extra_params)
+        return body
+
+    def endpoint(self, pin: Pin) -> str:
+        return (pin.base_url or DEFAULT_BASE_URL).rstrip("/") + "/responses"
+
+    def headers(self, pin: Pin) -> dict[str, str]:
+        key = api_key(pin)
+        return {"authorization": f"Bearer {key}"} if key else {}
+
+    def parse(self, data: Any) -> Completion:
+        try:
+            status = data.get("status")
+            if status == "failed":
+                error = data.get("error") or {}
+                raise ProviderError(
+                    "server",
+                    f"the response failed: {error.get('code')}: {error.get('message')}",
+                    retryable=True,
+                )
+            items = data["output"]
+            if not isinstance(items, list):
+                raise TypeError("output is not a list")
+            texts = [
+                part["text"]
+                for item in items
+                if item.get("type") == "message"
+                for part in item.get("content") or []
+                if part.get("type") == "output_text"
+            ]
+            calls = [item for item in items if item.get("type") == "function_call"]
+            if texts or not calls:
+                text = "".join(texts)
+            else:
+                import json
+
+                text = json.dumps(calls, sort_keys=True)
+            if not text and status == "completed":
+                raise ValueError("no output_text in a completed response")
+            usage = data.get("usage") or {}
+            cached = (usage.get("input_tokens_details") or {}).get("cached_tokens")
+            reasoning = (usage.get("output_tokens_details") or {}).get("reasoning_tokens")
+            reason = (data.get("incomplete_details") or {}).get("reason") or status
+            return Completion(
+                text=text,
+                model=data.get("model"),
+                system_fingerprint=None,
+                input_tokens=int(usage.get("input_tokens") or 0),
+                output_tokens=int(usage.get("output_tokens") or 0),
+                reasoning_tokens=int(reasoning or 0),
+                cached_input_tokens=int(cached or 0),
+                finish_reason=reason if isinstance(reason, str) else None,
+            )
+        except (KeyError, TypeError, AttributeError, ValueError) as exc:
+            raise ProviderError(
+                "malformed", f"response lacks output[].content[].output_text: {exc}", retryable=True
+            ) from None
