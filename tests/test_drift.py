@@ -239,7 +239,8 @@ def test_a_missing_or_rejected_key_blocks_the_cell_and_never_reaches_the_report(
     server.reset()
     missing = drift(live.root)
 
-    assert mini(rejected).errors == Counter({"auth 401": 4})
+    # The first request is refused, so the other three are not sent (the pin's preflight).
+    assert mini(rejected).errors == Counter({"auth 401": 1, "refused 401": 3})
     assert mini(rejected).blocked == "none of the 4 sampled requests was answered and graded"
     assert mini(missing).blocked == (
         f"environment variable OPENAI_API_KEY is not set: it holds the key for openai model {MODEL}"
