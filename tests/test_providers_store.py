@@ -193,8 +193,9 @@ def test_auth_errors_are_not_retried_and_never_stored(tmp_path, monkeypatch, ser
     monkeypatch.setenv("EVALREG_TEST_KEY", "sk-wrong")
     p = pin("openai", server.base_url)
     report, store = run_fetch(tmp_path, jobs_for(p, 2))
-    assert [e.kind for e in report.errors] == ["auth", "auth"]
-    assert server.count() == 2
+    # The first is refused with 401, not retried; the pin's second is then not sent at all.
+    assert [e.kind for e in report.errors] == ["auth", "refused"]
+    assert server.count() == 1
     assert len(store) == 0
     assert ResponseStore.open(tmp_path).stats.records == 0
 

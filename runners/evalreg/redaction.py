@@ -3,7 +3,8 @@ variables a registry names, replaced by ``[redacted]``.
 
 The loader names the variables of every registry it loads (``watch``): each pin's
 ``api_key_env`` and any other ``*_env`` field of a pin. ``current()`` is a ``Redactor``
-for what they hold in the environment now. It is applied where text is made from what a
+for what they hold in the environment now, and for the passwords in the proxy variables'
+URLs (``PROXY_VARIABLES``). It is applied where text is made from what a
 provider sent (provider errors, stored records), before stored text is cut for display,
 and where text leaves the process (the terminal, report files, diffs, comments). Results
 are graded from the redacted store, so they need no redaction of their own and stay the
@@ -17,7 +18,7 @@ import json
 import os
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
-from urllib.parse import quote
+from urllib.parse import quote, unquote, urlsplit
 
 if TYPE_CHECKING:
     from pydantic import BaseModel
@@ -96,6 +97,15 @@ def env_names(model: BaseModel) -> list[str]:
 
 _watched: set[str] = set()
 _values: set[str] = set()
+PROXY_VARIABLES = (
+    "HTTPS_PROXY",
+    "https_proxy",
+    "HTTP_PROXY",
+    "http_proxy",
+    "ALL_PROXY",
+    "all_proxy",
+)
+"""The proxy variables the HTTP layer honours: credentials in their URLs are secrets too."""
 _current: tuple[tuple[str | None, ...], Redactor] = ((), Redactor())
 
 
@@ -114,10 +124,25 @@ def current() -> Redactor:
     """A redactor for what the watched variables hold now and the watched values (rebuilt
     only when those change)."""
     global _current
-    values = tuple(os.environ.get(name) for name in sorted(_watched)) + tuple(sorted(_values))
+    values = (
+        tuple(os.environ.get(name) for name in sorted(_watched))
+        + tuple(sorted(_values))
+        + tuple(_proxy_password(os.environ.get(name)) for name in PROXY_VARIABLES)
+    )
     if values != _current[0]:
         _current = (values, Redactor(v for v in values if v))
     return _current[1]
+
+
+def _proxy_password(url: str | None) -> str | None:
+    """The password in a proxy URL (``http://user:password@proxy:3128``), if any."""
+    if not url:
+        return None
+    try:
+        password = urlsplit(url).password
+    except ValueError:
+        return None
+    return unquote(password) if password else None
 
 
 def redact(text: str) -> str:

@@ -54,6 +54,7 @@ import os
 import re
 import signal
 import socket
+import ssl
 import struct
 import sys
 import threading
@@ -424,8 +425,11 @@ class LLMServer:
         model_alias: dict[str, str] | None = None,
         fingerprint: str = "fp_test01",
         host: str = "127.0.0.1",
+        tls: ssl.SSLContext | None = None,
     ) -> None:
         self.latency = latency
+        #: Serve HTTPS with this server-side context (None: plain HTTP).
+        self.tls = tls
         self.responder = responder
         #: The message of injected HTTP errors, from the request (None: the provider's own).
         self.error_text: Callable[[Request], str] | None = None
@@ -465,8 +469,9 @@ class LLMServer:
 
     @property
     def root_url(self) -> str:
-        """``http://HOST:PORT``; Anthropic clients post to ``{root_url}/v1/messages``."""
-        return f"http://{self.host}:{self.port}"
+        """``http://HOST:PORT`` (``https`` with ``tls``); Anthropic clients post to
+        ``{root_url}/v1/messages``."""
+        return f"{'https' if self.tls else 'http'}://{self.host}:{self.port}"
 
     @property
     def base_url(self) -> str:
@@ -524,7 +529,12 @@ class LLMServer:
         self._loop = asyncio.get_running_loop()
         self._stop_event = asyncio.Event()
         server = await asyncio.start_server(
-            self._handle, self.host, self.port, backlog=2048, limit=_MAX_HEADER_BYTES
+            self._handle,
+            self.host,
+            self.port,
+            backlog=2048,
+            limit=_MAX_HEADER_BYTES,
+            ssl=self.tls,
         )
         self.port = server.sockets[0].getsockname()[1]
         started()

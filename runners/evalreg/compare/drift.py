@@ -5,8 +5,9 @@ from __future__ import annotations
 import asyncio
 import random
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -188,7 +189,8 @@ def drift(
         result.keys = sample_keys(population, sample, seed)
         grader = cell_grader(c, registry, overlay, root)
         asked.append((result, grader, [population[k] for k in result.keys]))
-    live, failed = asyncio.run(_ask(asked, overlay, concurrency))
+    layer = partial(HttpLayer, ca_bundle=registry.settings.network.ca_bundle, root=root)
+    live, failed = asyncio.run(_ask(asked, overlay, concurrency, layer))
     for result, grader, chosen in asked:
         for item, index, job in chosen:
             _compare(result, grader, item, index, job.key, store.get(job.key), live, failed)
@@ -223,6 +225,7 @@ async def _ask(
     asked: list[tuple[CellDrift, CellGrader, list[Sampled]]],
     overlay: ResponseStore,
     concurrency: int,
+    layer: Callable[[], HttpLayer],
 ) -> tuple[ResponseStore, dict[str, str]]:
     """Live responses by key and why each failed request failed; nothing is written.
 
@@ -231,7 +234,7 @@ async def _ask(
     """
     live = ResponseStore()
     jobs = {job.key: job for _r, _g, chosen in asked for _i, _s, job in chosen}
-    async with HttpLayer() as http:
+    async with layer() as http:
         report = await fetch(jobs.values(), live, None, http, concurrency=concurrency)
         judge_jobs = [
             judged

@@ -225,6 +225,22 @@ class _Loader:
             return None
         return path
 
+    def _ca_bundle(self, kind: str, ident: str, loc: Loc, rel: str) -> None:
+        """A CA bundle is read by the HTTP layer as a plain file of the working tree."""
+        try:
+            path = clean_relpath(rel)
+        except PathEscapes as exc:
+            self._error(kind, ident, loc, f"CA bundle: {exc}")
+            return
+        if not self.tree.is_file(path):
+            self._error(
+                kind,
+                ident,
+                loc,
+                f"CA bundle {path!r} does not exist in the {self.tree.label} (a PEM file of "
+                "CA certificates, as a path from the repository root)",
+            )
+
     def _callable(self, kind: str, ident: str, loc: Loc, spec: str, files: list[str]) -> None:
         module = spec.rpartition(":")[0]
         self._repo_file(kind, ident, loc, module, "callable module")
@@ -233,7 +249,12 @@ class _Loader:
 
     # ------------------------------------------------------------ cross-checks
     def _check_pins(self) -> None:
+        settings_bundle = self.registry.settings.network.ca_bundle
+        if settings_bundle is not None and ("settings", "evalreg") in self.registry.documents:
+            self._ca_bundle("settings", "evalreg", ("network", "ca_bundle"), settings_bundle)
         for ident, pin in self.registry.pins.items():
+            if pin.limits.ca_bundle is not None:
+                self._ca_bundle("models", ident, ("limits", "ca_bundle"), pin.limits.ca_bundle)
             if pin.callable is not None:
                 self._callable("models", ident, ("callable",), pin.callable, pin.files)
             else:

@@ -79,6 +79,9 @@ class Limits(Model):
     max_response_bytes: Annotated[int, Field(ge=1024, le=1 << 30)] = 16 << 20
     """Longest response body read (16 MiB by default): a longer one is a ``too_large``
     error for that request, read no further and never stored."""
+    ca_bundle: RelPath | None = None
+    """CA certificates (PEM, a repository path) trusted for this pin's endpoint besides the
+    default ones: a private endpoint's or a TLS-inspecting proxy's CA."""
 
 
 class Azure(Model):
@@ -773,6 +776,14 @@ class Privacy(Model):
     whose eval data (on a private DVC remote) must stay private."""
 
 
+class Network(Model):
+    """How the registry's requests reach the model APIs (proxies come from the environment)."""
+
+    ca_bundle: RelPath | None = None
+    """CA certificates (PEM, a repository path) trusted for every pin's endpoint besides the
+    default ones (``SSL_CERT_FILE`` or certifi's): a corporate TLS-inspecting proxy's CA."""
+
+
 class Settings(VersionedFile):
     """``registry/evalreg.yaml``: settings of the whole registry (an optional file)."""
 
@@ -780,6 +791,7 @@ class Settings(VersionedFile):
     """The pip requirement CI installs evalreg from and the report's "How to reproduce"
     names; absent, ``evalreg==<the version that wrote the report>``."""
     privacy: Privacy = Field(default_factory=Privacy)
+    network: Network = Field(default_factory=Network)
 
 
 SETTINGS_FILE = "registry/evalreg.yaml"

@@ -498,7 +498,8 @@ def run(
         from evalreg.providers.http import HttpLayer
 
         label = f"shard{options.shard[0]}of{options.shard[1]}" if options.shard else "run"
-        async with HttpLayer() as http:
+        network = registry.settings.network
+        async with HttpLayer(ca_bundle=network.ca_bundle, root=root) as http:
             writer = None
             if not options.offline:
                 writer = SegmentWriter(root, label=label)
