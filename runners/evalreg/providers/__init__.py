@@ -5,6 +5,20 @@ Each provider registers under the ``provider:`` name used in model pins.
 
 from __future__ import annotations
 
-from evalreg.providers.base import Completion, Provider, ProviderError, get_provider, register
+from evalreg.providers.base import (
+    Completion,
+    Provider,
+    ProviderError,
+    all_providers,
+    get_provider,
+    register,
+)
 
-__all__ = ["Completion", "Provider", "ProviderError", "get_provider", "register"]
+__all__ = [
+    "Completion",
+    "Provider",
+    "ProviderError",
+    "all_providers",
+    "get_provider",
+    "register",
+]

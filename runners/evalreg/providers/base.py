@@ -140,7 +140,13 @@ def signer(provider: Provider) -> Signer | None:
 
 
 _PROVIDERS: dict[str, type[Any]] = {}
-_MODULES = {"openai": "openai", "anthropic": "anthropic", "python": "python"}
+_MODULES = {
+    "openai": "openai",
+    "anthropic": "anthropic",
+    "python": "python",
+    "bedrock": "bedrock",
+    "gemini": "gemini",
+}
 
 
 def register(name: str) -> Callable[[type[Any]], type[Any]]:
@@ -164,6 +170,11 @@ def get_provider(name: str, root: Path | None = None) -> Provider:
         raise ValueError(f"unknown provider {name!r}") from None
     provider: Provider = cls(root) if name == "python" else cls()
     return provider
+
+
+def all_providers(root: Path | None = None) -> dict[str, Provider]:
+    """One instance of every provider, by name (``root`` as for ``get_provider``)."""
+    return {name: get_provider(name, root) for name in _MODULES}
 
 
 def api_key(pin: Pin) -> str:

@@ -18,7 +18,7 @@ from typing import Any
 from evalreg._version import __version__
 from evalreg.cells import Cell, cells, fingerprint, fingerprint_parts
 from evalreg.errors import DataMissingError, RegistryError
-from evalreg.providers import get_provider
+from evalreg.providers import all_providers
 from evalreg.registry import schema
 from evalreg.registry.diagnostics import Finding
 from evalreg.registry.loader import load_registry
@@ -65,7 +65,7 @@ def reproduce(root: Path, rev: str) -> Reproduction:
     outcomes = []
     all_cells = cells(registry) + cells(registry, "holdout")
     with _materialized(tree, _code_paths(all_cells)) as code_root:
-        providers = {n: get_provider(n, code_root) for n in ("openai", "anthropic", "python")}
+        providers = all_providers(code_root)
         for cell in all_cells:
             recorded = read_summary(tree, cell)
             if recorded is None:

@@ -19,7 +19,7 @@ from evalreg.cells import Cell
 from evalreg.graders.levels import applies
 from evalreg.graders.llm_judge import JudgeFailed, Judges
 from evalreg.prompting import render_messages
-from evalreg.providers import get_provider
+from evalreg.providers import all_providers
 from evalreg.providers.base import Provider
 from evalreg.providers.fetch import FetchReport, Job, Request, fetch, make_request
 from evalreg.registry import schema
@@ -312,7 +312,7 @@ def prepare(
     if registry is None:
         registry = load_registry(root)
     store = ResponseStore.open(root)
-    providers = {name: get_provider(name, root) for name in ("openai", "anthropic", "python")}
+    providers = all_providers(root)
     judges = Judges(registry.pins, store)
     plans = []
     # Output length seen per pin (any task), from the cells planned so far: the fallback
