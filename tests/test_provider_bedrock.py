@@ -4,6 +4,7 @@ by the stand-in server with botocore) or sent with a Bedrock API key, through ``
 from __future__ import annotations
 
 import json
+import re
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -334,3 +335,18 @@ def test_a_bad_bedrock_pin_is_refused_at_load(repo: Repo, cli, edit, fragment):
     assert result.code == 2
     assert fragment in result.err, result.err
     assert "Traceback" not in result.err
+
+
+def test_the_cost_estimate_reads_max_tokens_from_the_inference_config(on_bedrock: Repo, cli):
+    def estimate() -> float:
+        result = cli(on_bedrock, "run", "--candidate", "mini", "--dry-run")
+        assert result.code == 0, result.out + result.err
+        found = re.search(r"Estimated cost of missing responses: \$([0-9.]+)", result.out)
+        assert found is not None, result.out
+        return float(found[1])
+
+    small = estimate()
+    on_bedrock.write(PIN, on_bedrock.read(PIN).replace("maxTokens: 64", "maxTokens: 4000"))
+    on_bedrock.commit("a longer answer allowed")
+    # Four items, each estimated at its 4,000 output tokens at $4 a million.
+    assert estimate() == pytest.approx(small + 4 * (4000 - 64) * 4.0 / 1e6, abs=1e-4)

@@ -16,7 +16,7 @@ from typing import Any
 
 from evalreg import redaction
 from evalreg.canonical import canonical_bytes
-from evalreg.providers.base import Messages, Provider, ProviderError, signer
+from evalreg.providers.base import Messages, Provider, ProviderError, output_cap, signer
 from evalreg.providers.http import HttpLayer, Reply
 from evalreg.registry.schema import Pin
 from evalreg.store.segments import ResponseStore, SegmentWriter, encode_record, request_key, utc_now
@@ -250,7 +250,7 @@ async def _buy(
             job.provider.headers(job.pin),
             job.content,
             job.provider.parse,
-            estimated_tokens=len(job.content) // 4 + int(job.body.get("max_tokens") or 0),
+            estimated_tokens=len(job.content) // 4 + (output_cap(job.body) or 0),
             sign=None if signed is None else partial(signed.sign, job.pin),
         )
     else:
