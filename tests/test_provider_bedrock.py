@@ -222,6 +222,19 @@ def test_a_bedrock_api_key_is_sent_as_a_bearer_token(on_bedrock: Repo, cli, bedr
     assert result.code == 0, result.out + result.err
     assert bedrock.requests[0].headers["authorization"] == f"Bearer {BEARER}"
     assert "x-amz-date" not in bedrock.requests[0].headers
+    assert files_holding(on_bedrock.root, BEARER) == []
+
+
+def test_a_refused_api_key_quoted_back_is_redacted(on_bedrock: Repo, cli, bedrock, monkeypatch):
+    monkeypatch.setenv("AWS_BEARER_TOKEN_BEDROCK", BEARER)
+    bedrock.api_key = "ABSK-the-key-the-server-expects-000"
+    on_bedrock.write(PIN, on_bedrock.read(PIN) + "api_key_env: AWS_BEARER_TOKEN_BEDROCK\n")
+    on_bedrock.commit("an API key")
+    result = cli(on_bedrock, "run", "--candidate", "mini")
+    assert result.code == 1
+    assert "auth: HTTP 403: AccessDeniedException: Invalid API key: Bearer [redacted]" in result.err
+    assert BEARER not in result.out + result.err
+    assert files_holding(on_bedrock.root, BEARER) == []
 
 
 def test_credentials_never_reach_disk(on_bedrock: Repo, cli, bedrock, monkeypatch):

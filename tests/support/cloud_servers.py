@@ -315,7 +315,8 @@ class BedrockServer(_Server):
         header = request.headers.get("authorization", "")
         if self.api_key is not None:
             if header != f"Bearer {self.api_key}":
-                return aws_error(403, "AccessDeniedException", "Invalid API key.")
+                # Quoting what it was sent, as some gateways do: the client must redact it.
+                return aws_error(403, "AccessDeniedException", f"Invalid API key: {header}")
             return None
         return self._verify_sigv4(request, header)
 
