@@ -312,3 +312,17 @@ def test_a_bad_gemini_pin_is_refused_at_load(repo: Repo, cli, old, new, fragment
     assert result.code == 2
     assert fragment in result.err, result.err
     assert "Traceback" not in result.err
+
+
+@pytest.mark.parametrize("provider", ["openai", "python"])
+def test_vertex_is_only_for_gemini_pins(provider):
+    data = {
+        "schema_version": 1,
+        "provider": provider,
+        "model": "gemini-2.5-pro",
+        "api_key_env": "KEY",
+        "callable": "registry/systems/rules.py:answer",
+        "vertex": {"project": "audit-project", "location": "global"},
+    }
+    with pytest.raises(ValueError, match="'vertex' is only for provider 'gemini'"):
+        Pin.model_validate(data)

@@ -225,6 +225,10 @@ class Pin(VersionedFile):
 
     @model_validator(mode="after")
     def _provider_fields(self) -> Pin:
+        if self.aws is not None and self.provider != "bedrock":
+            raise ValueError("'aws' is only for provider 'bedrock'")
+        if self.vertex is not None and self.provider != "gemini":
+            raise ValueError("'vertex' is only for provider 'gemini'")
         if self.provider == "python":
             if self.callable is None:
                 raise ValueError("a 'python' pin needs 'callable: path/to/file.py:function'")
@@ -244,11 +248,7 @@ class Pin(VersionedFile):
         return self
 
     def _check_auth(self) -> None:
-        """Where an HTTP pin's requests go and how they are authenticated."""
-        if self.aws is not None and self.provider != "bedrock":
-            raise ValueError("'aws' is only for provider 'bedrock'")
-        if self.vertex is not None and self.provider != "gemini":
-            raise ValueError("'vertex' is only for provider 'gemini'")
+        """How an HTTP pin's requests are authenticated."""
         if self.provider == "bedrock":
             # Without api_key_env, requests are signed (SigV4) with the AWS credential chain.
             if self.aws is None:
