@@ -97,8 +97,10 @@ class GeminiProvider:
                     raise ProviderError(
                         "auth", f"refreshing Google credentials failed: {exc}"
                     ) from None
-            token = credentials.token
-        return {**headers, "authorization": f"Bearer {token}"}
+            signed = dict(headers)
+            # The bearer token, and the quota project of user credentials where one is set.
+            credentials.apply(signed)
+        return signed
 
     def _adc(self, pin: Pin) -> Any:
         """The application-default credentials (looked up once a run)."""
