@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import re
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -363,3 +364,11 @@ def test_the_cost_estimate_reads_max_tokens_from_the_inference_config(on_bedrock
     on_bedrock.commit("a longer answer allowed")
     # Four items, each estimated at its 4,000 output tokens at $4 a million.
     assert estimate() == pytest.approx(small + 4 * (4000 - 64) * 4.0 / 1e6, abs=1e-4)
+
+
+def test_without_botocore_the_error_names_the_extra(on_bedrock: Repo, cli, monkeypatch):
+    monkeypatch.setitem(sys.modules, "botocore.session", None)  # import fails, as uninstalled
+    result = cli(on_bedrock, "run", "--candidate", "mini")
+    assert result.code == 2, result.out + result.err
+    assert "signing Bedrock requests needs botocore: pip install 'evalreg[aws]'" in result.err
+    assert "Traceback" not in result.err

@@ -5,6 +5,7 @@ credentials through google-auth, refreshed against a loopback token endpoint), t
 from __future__ import annotations
 
 import json
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -326,3 +327,11 @@ def test_vertex_is_only_for_gemini_pins(provider):
     }
     with pytest.raises(ValueError, match="'vertex' is only for provider 'gemini'"):
         Pin.model_validate(data)
+
+
+def test_without_google_auth_the_error_names_the_extra(on_vertex: Repo, cli, monkeypatch):
+    monkeypatch.setitem(sys.modules, "google.auth", None)  # import fails, as uninstalled
+    result = cli(on_vertex, "run", "--candidate", "mini")
+    assert result.code == 2, result.out + result.err
+    assert "Vertex AI needs google-auth: pip install 'evalreg[google]'" in result.err
+    assert "Traceback" not in result.err
