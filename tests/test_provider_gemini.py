@@ -183,6 +183,29 @@ def test_a_filtered_candidate_is_stored_with_its_finish_reason(
     assert [r["finish_reason"] for r in filtered] == [reason]
 
 
+def test_thinking_that_uses_up_the_budget_is_an_empty_answer_not_an_error(
+    on_gemini: Repo, cli, gemini
+):
+    gemini.thoughts_tokens = 128
+    gemini.fail_matching("message 1", "max_tokens")
+    cli(on_gemini, "run", "--candidate", "mini")
+    assert len([r for r in gemini.requests if r.fault == "max_tokens"]) == 1  # not retried
+    empty = [r["response"] for r in stored(on_gemini) if r["response"]["text"] == ""]
+    assert [(r["finish_reason"], r["usage"]["reasoning_tokens"]) for r in empty] == [
+        ("MAX_TOKENS", 128)
+    ]
+
+
+def test_a_reply_without_candidates_or_a_block_reason_is_malformed_and_retried(
+    on_gemini: Repo, cli, gemini
+):
+    gemini.fail_matching("message 1", "missing_fields", times=1)
+    result = cli(on_gemini, "run", "--candidate", "mini")
+    assert result.code == 0, result.out + result.err
+    assert len([r for r in gemini.requests if "message 1" in r.raw.decode()]) == 2
+    assert len(stored(on_gemini)) == 4
+
+
 def test_a_blocked_prompt_is_stored_as_a_content_filter_outcome(on_gemini: Repo, cli, gemini):
     gemini.fail_matching("message 1", "prompt_blocked")
     cli(on_gemini, "run", "--candidate", "mini")

@@ -399,6 +399,8 @@ class GeminiServer(_Server):
             "safety",
             "recitation",
             "prompt_blocked",
+            "max_tokens",
+            "missing_fields",
         }
     )
 
@@ -502,7 +504,9 @@ class GeminiServer(_Server):
         parts: list[dict[str, Any]] = []
         if self.thoughts_tokens:
             parts.append({"text": "Thinking about the label...", "thought": True})
-        if request.fault in ("safety", "recitation"):
+        if request.fault == "missing_fields":
+            return Reply(200, {"usageMetadata": usage, "modelVersion": self.model_version}, {})
+        if request.fault in ("safety", "recitation", "max_tokens"):
             reason = request.fault.upper()
         else:
             reason = "STOP"

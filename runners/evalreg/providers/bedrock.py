@@ -120,8 +120,10 @@ class BedrockProvider:
             if not all(isinstance(t, str) for t in texts):
                 raise TypeError("a text block is not text")
             reason = data.get("stopReason")
-            if not texts and reason not in _FILTERED:
-                raise ValueError("no text blocks")
+            # No text with a stop reason is an answer: a guardrail's (guardrail_intervened,
+            # content_filtered) or a limit reached (max_tokens).
+            if not texts and not isinstance(reason, str):
+                raise ValueError("no text blocks and no stop reason")
             usage = data.get("usage") or {}
             # Bedrock counts cache reads and writes apart from ``inputTokens``.
             cached = int(usage.get("cacheReadInputTokens") or 0)
@@ -140,7 +142,3 @@ class BedrockProvider:
             raise ProviderError(
                 "malformed", f"response lacks output.message.content text: {exc}", retryable=True
             ) from None
-
-
-_FILTERED = ("guardrail_intervened", "content_filtered")
-"""Stop reasons of a reply a guardrail or content filter withheld: stored, with no text."""

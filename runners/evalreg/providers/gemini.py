@@ -21,10 +21,6 @@ from evalreg.registry.schema import Pin
 
 DEFAULT_BASE_URL = "https://generativelanguage.googleapis.com"
 SCOPES = ["https://www.googleapis.com/auth/cloud-platform"]
-FILTERED = frozenset(
-    {"SAFETY", "RECITATION", "BLOCKLIST", "PROHIBITED_CONTENT", "SPII", "IMAGE_SAFETY"}
-)
-"""Finish reasons of a candidate a content filter stopped."""
 
 
 @register("gemini")
@@ -152,8 +148,10 @@ class GeminiProvider:
             texts = [p["text"] for p in parts if "text" in p and not p.get("thought")]
             if not all(isinstance(t, str) for t in texts):
                 raise TypeError("a text part is not text")
-            if not texts and reason not in FILTERED:
-                raise ValueError("no text parts")
+            # No text with a finish reason is an answer: a content filter's (SAFETY,
+            # RECITATION...) or a budget thinking used up (MAX_TOKENS).
+            if not texts and not isinstance(reason, str):
+                raise ValueError("no text parts and no finish reason")
             return Completion(
                 text="".join(texts),
                 finish_reason=reason if isinstance(reason, str) else None,
