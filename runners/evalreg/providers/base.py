@@ -153,6 +153,8 @@ _MODULES = {
     "python": "python",
     "azure_openai": "azure_openai",
     "openai_responses": "openai_responses",
+    "bedrock": "bedrock",
+    "gemini": "gemini",
 }
 
 
@@ -179,8 +181,24 @@ def get_provider(name: str, root: Path | None = None) -> Provider:
     return provider
 
 
+def output_cap(body: dict[str, Any]) -> int | None:
+    """The most output tokens a request body allows, wherever its API puts the limit."""
+    nested = (body.get("inferenceConfig"), body.get("generationConfig"))
+    for holder, name in (
+        (body, "max_tokens"),
+        (body, "max_completion_tokens"),
+        (body, "max_output_tokens"),
+        (nested[0], "maxTokens"),
+        (nested[1], "maxOutputTokens"),
+    ):
+        value = holder.get(name) if isinstance(holder, dict) else None
+        if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+            return value
+    return None
+
+
 def all_providers(root: Path | None = None) -> dict[str, Provider]:
-    """Every provider by name (``root`` as for ``get_provider``)."""
+    """One instance of every provider, by name (``root`` as for ``get_provider``)."""
     return {name: get_provider(name, root) for name in _MODULES}
 
 

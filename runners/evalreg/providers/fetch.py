@@ -23,7 +23,7 @@ from typing import Any
 
 from evalreg import redaction
 from evalreg.canonical import canonical_bytes
-from evalreg.providers.base import Messages, Provider, ProviderError, signer
+from evalreg.providers.base import Messages, Provider, ProviderError, output_cap, signer
 from evalreg.providers.http import HttpLayer, Reply
 from evalreg.registry.schema import Pin
 from evalreg.store.segments import ResponseStore, SegmentWriter, encode_record, request_key, utc_now
@@ -296,7 +296,7 @@ async def _buy(
             job.provider.headers(job.pin),
             job.content,
             job.provider.parse,
-            estimated_tokens=len(job.content) // 4 + _max_output(job.body),
+            estimated_tokens=len(job.content) // 4 + (output_cap(job.body) or 0),
             sign=None if signed is None else partial(signed.sign, job.pin),
         )
     else:
@@ -326,12 +326,6 @@ async def _buy(
     if writer is not None:
         writer.put(line)
     store.remember(job.key, line)
-
-
-def _max_output(body: dict[str, Any]) -> int:
-    """The output tokens a request may buy, as its body caps them (0: no cap given)."""
-    cap = body.get("max_tokens") or body.get("max_output_tokens") or 0
-    return cap if isinstance(cap, int) else 0
 
 
 def _call_local(job: Job) -> Reply:

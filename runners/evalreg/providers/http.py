@@ -49,6 +49,8 @@ from evalreg.redaction import redact
 from evalreg.registry.schema import Limits
 
 MAX_RETRY_AFTER_S = 120.0
+MAX_HEADER_SETS = 256
+"""Distinct header sets kept merged with the client's defaults (a run uses a handful)."""
 UNREACHABLE_AFTER = 5
 """Consecutive connection failures of one pin (no answer between) that open its breaker."""
 
@@ -241,6 +243,8 @@ class HttpLayer:
         key = tuple(headers.items())
         merged = self._merged_headers.get(key)
         if merged is None:
+            if len(self._merged_headers) >= MAX_HEADER_SETS:
+                self._merged_headers.clear()  # signed requests: every attempt's set is new
             merged = self._client.headers.copy()
             merged.update(headers)
             self._merged_headers[key] = merged
@@ -282,7 +286,8 @@ class HttpLayer:
                     client,
                     throttle,
                     target,
-                    send_headers if sign is None else sign(url, send_headers, content),
+                    send_headers,
+                    sign,
                     content,
                     timeout,
                     limits.max_response_bytes,
@@ -307,6 +312,7 @@ class HttpLayer:
         throttle: Throttle,
         url: httpx.URL,
         headers: dict[str, str],
+        sign: Callable[[str, dict[str, str], bytes], dict[str, str]] | None,
         content: bytes,
         timeout: httpx.Timeout,
         max_bytes: int,
@@ -320,6 +326,10 @@ class HttpLayer:
         if tpm is not None and estimated_tokens:
             await tpm.acquire(min(estimated_tokens, tpm.max_rate))
         async with semaphore:
+            if sign is not None:
+                # Signed once the limits let it go: a SigV4 signature is refused once it is
+                # five minutes old, and a request may wait longer than that for its turn.
+                headers = sign(str(url), headers, content)
             started = time.perf_counter()
             body = await self._send(client, url, headers, content, timeout, max_bytes)
             latency_ms = round((time.perf_counter() - started) * 1000)
@@ -465,14 +475,28 @@ def _json_of(body: bytes) -> Any:
 
 
 def _error_detail(response: httpx.Response, body: bytes) -> str:
-    """A short, single-line description of an error response (the body is untrusted)."""
+    """A short, single-line description of an error response (the body is untrusted).
+
+    The message is ``error.message`` (OpenAI, Anthropic, Google) or a top-level ``message``
+    (AWS); the error's type leads it where the API names one apart from the status: AWS's
+    ``x-amzn-ErrorType`` header or ``__type``, Google's ``error.status``.
+    """
+    message = kind = None
     try:
         data = json.loads(body)
-        err = data.get("error") if isinstance(data, dict) else None
-        message = err.get("message") if isinstance(err, dict) else None
     except (ValueError, RecursionError):
-        message = None
+        data = None
+    if isinstance(data, dict):
+        err = data.get("error")
+        if isinstance(err, dict):
+            message, kind = err.get("message"), err.get("status")
+        else:
+            message, kind = data.get("message") or data.get("Message"), data.get("__type")
+    kind = response.headers.get("x-amzn-errortype") or kind
     text = str(message) if message else response.reason_phrase or "error"
+    if isinstance(kind, str) and kind:
+        # "ThrottlingException:http://internal.amazon.com/..." or "...#ThrottlingException"
+        text = f"{kind.split(':', 1)[0].rpartition('#')[2]}: {text}"
     # Redacted before it is cut: a cut through a quoted key would leave a part of it.
     text = redact(" ".join(text.split()))
     return f"HTTP {response.status_code}: {text[:200]}"

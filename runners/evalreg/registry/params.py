@@ -143,11 +143,68 @@ RESPONSES_RENAMED: Mapping[str, str] = {
 """A chat-completions name the Responses API spells differently, and its Responses name
 (``reasoning_effort: low`` is sent as ``reasoning: {effort: low}``)."""
 
+BEDROCK_INFERENCE = frozenset({"maxTokens", "temperature", "topP", "stopSequences"})
+"""The Converse API's ``inferenceConfig`` fields; its other params are top-level fields."""
+
+BEDROCK_CONVERSE: Mapping[str, tuple[Check, str]] = {
+    "maxTokens": _POSITIVE,
+    "temperature": _number(0, 1),
+    "topP": _number(0, 1),
+    "stopSequences": (_strings, "a list of texts"),
+    "guardrailConfig": _OBJECT,
+    "performanceConfig": _OBJECT,
+    "requestMetadata": _OBJECT,
+    "toolConfig": _OBJECT,
+}
+"""Amazon Bedrock's Converse API (what ``provider: bedrock`` sends); a model's own fields
+(Anthropic's ``top_k``, say) go under ``extra_params``, sent as
+``additionalModelRequestFields``."""
+
+GEMINI_GENERATION = frozenset(
+    {
+        "candidateCount",
+        "frequencyPenalty",
+        "maxOutputTokens",
+        "presencePenalty",
+        "responseMimeType",
+        "responseSchema",
+        "seed",
+        "stopSequences",
+        "temperature",
+        "thinkingConfig",
+        "topK",
+        "topP",
+    }
+)
+"""The ``generationConfig`` fields of ``generateContent``; its other params are top-level."""
+
+GEMINI_GENERATE: Mapping[str, tuple[Check, str]] = {
+    "cachedContent": _TEXT,
+    "candidateCount": _POSITIVE,
+    "frequencyPenalty": _number(-2, 2),
+    "maxOutputTokens": _POSITIVE,
+    "presencePenalty": _number(-2, 2),
+    "responseMimeType": _TEXT,
+    "responseSchema": _OBJECT,
+    "safetySettings": _LIST,
+    "seed": _INTEGER,
+    "stopSequences": (_strings, "a list of texts"),
+    "temperature": _number(0, 2),
+    "thinkingConfig": _OBJECT,
+    "toolConfig": _OBJECT,
+    "tools": _LIST,
+    "topK": _POSITIVE,
+    "topP": _number(0, 1),
+}
+"""Google's ``generateContent`` (Gemini API and Vertex AI: what ``provider: gemini`` sends)."""
+
 KNOWN: Mapping[str, Mapping[str, tuple[Check, str]]] = {
     "openai": OPENAI_CHAT,
     "azure_openai": OPENAI_CHAT,
     "anthropic": ANTHROPIC_MESSAGES,
     "openai_responses": OPENAI_RESPONSES,
+    "bedrock": BEDROCK_CONVERSE,
+    "gemini": GEMINI_GENERATE,
 }
 """Per provider, its well-known params. A provider without an entry (``python``: the params
 are the callable's own) takes any params."""
@@ -163,8 +220,10 @@ def param_problem(provider: str, name: str, value: Any) -> str | None:
         return None
     spec = known.get(name)
     if spec is None:
-        close = difflib.get_close_matches(name, list(known), n=1, cutoff=0.6)
-        hint = f"did you mean `{close[0]}`? " if close else ""
+        # Compared without case and underscores: ``top_k`` for Gemini's ``topK`` is a near miss.
+        folded = {_fold(known_name): known_name for known_name in known}
+        close = difflib.get_close_matches(_fold(name), list(folded), n=1, cutoff=0.6)
+        hint = f"did you mean `{folded[close[0]]}`? " if close else ""
         return (
             f"{name!r} is not a parameter evalreg knows for provider {provider!r}: {hint}"
             f"(a parameter your endpoint takes that evalreg does not know goes under "
@@ -184,6 +243,10 @@ def renamed_twice(provider: str, params: Mapping[str, Any]) -> tuple[str, str] |
         if chat in params and native in params:
             return chat, native
     return None
+
+
+def _fold(name: str) -> str:
+    return name.replace("_", "").casefold()
 
 
 def _shown(value: Any) -> str:

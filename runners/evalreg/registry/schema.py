@@ -124,7 +124,27 @@ class Benchmark(Model):
     date: LaxDate
 
 
-_RESERVED_PARAMS = frozenset({"model", "messages", "system", "stream", "n"})
+class AwsTarget(Model):
+    """Where a ``bedrock`` pin's requests go and whose credentials sign them."""
+
+    region: Annotated[str, Field(pattern=r"^[a-z]{2}(-[a-z]+)+-[0-9]+$")]
+    """The AWS region (``us-east-1``, ``eu-central-1``): part of the endpoint and the signature."""
+    profile: Annotated[str, Field(pattern=r"^[A-Za-z0-9_.+@=,-]{1,128}$")] | None = None
+    """A named profile of the shared AWS config files; by default, the standard chain
+    (environment, ``AWS_PROFILE``, config files, SSO, instance or container role)."""
+
+
+class VertexTarget(Model):
+    """The Google Cloud project and location a ``gemini`` pin reaches through Vertex AI."""
+
+    project: Annotated[str, Field(pattern=r"^[a-z][a-z0-9-]{4,28}[a-z0-9]$")]
+    location: Annotated[str, Field(pattern=r"^(global|[a-z]+-[a-z]+[0-9]+)$")]
+    """A region (``us-central1``, ``europe-west4``) or ``global``."""
+
+
+_RESERVED_PARAMS = frozenset(
+    {"model", "messages", "system", "stream", "n", "contents", "systemInstruction"}
+)
 # Names that hold a credential, wherever they appear (a request param, a header, a URL's
 # query), compared lower-case without '-', '_' or spaces: "X-API-Key", "api_key" and
 # "apiKey" are one name. "max_tokens" ends in "tokens", not "token", and stays allowed.
@@ -184,7 +204,15 @@ class Pin(VersionedFile):
     """A model pin: one exact, callable configuration of a model or system."""
 
     description: Text | None = None
-    provider: Literal["openai", "anthropic", "python", "azure_openai", "openai_responses"]
+    provider: Literal[
+        "openai",
+        "anthropic",
+        "python",
+        "azure_openai",
+        "openai_responses",
+        "bedrock",
+        "gemini",
+    ]
     model: Annotated[str, Field(min_length=1, max_length=256)] | None = None
     base_url: str | None = None
     api_key_env: str | None = None
@@ -197,6 +225,10 @@ class Pin(VersionedFile):
     know (a vLLM server's ``top_k``, say). Sent after ``params``."""
     azure: Azure | None = None
     """Azure OpenAI's endpoint, deployment, api-version and auth (``azure_openai`` only)."""
+    aws: AwsTarget | None = None
+    """A ``bedrock`` pin's region (and, optionally, credentials profile)."""
+    vertex: VertexTarget | None = None
+    """A ``gemini`` pin served by Vertex AI instead of the Gemini API."""
     price: Price | None = None
     limits: Limits = Field(default_factory=Limits)
     benchmarks: list[Benchmark] = Field(default_factory=list)
@@ -254,6 +286,14 @@ class Pin(VersionedFile):
 
     @model_validator(mode="after")
     def _provider_fields(self) -> Pin:
+        if self.azure is not None and self.provider != "azure_openai":
+            raise PydanticCustomError(
+                "azure", "'azure' is only for provider 'azure_openai'", {"at": ("azure",)}
+            )
+        if self.aws is not None and self.provider != "bedrock":
+            raise ValueError("'aws' is only for provider 'bedrock'")
+        if self.vertex is not None and self.provider != "gemini":
+            raise ValueError("'vertex' is only for provider 'gemini'")
         if self.provider == "python":
             if self.callable is None:
                 raise ValueError("a 'python' pin needs 'callable: path/to/file.py:function'")
@@ -266,12 +306,8 @@ class Pin(VersionedFile):
                 raise ValueError("'callable' is only for provider 'python'")
             if self.provider == "azure_openai":
                 self._check_azure()
-            elif self.azure is not None:
-                raise PydanticCustomError(
-                    "azure", "'azure' is only for provider 'azure_openai'", {"at": ("azure",)}
-                )
-            elif self.api_key_env is None:
-                raise ValueError(_NEEDS_KEY_ENV)
+            else:
+                self._check_auth()
         for key, given in (("params", self.params), ("extra_params", self.extra_params)):
             reserved = sorted(set(given) & _RESERVED_PARAMS)
             if reserved:
@@ -300,6 +336,23 @@ class Pin(VersionedFile):
                 "credential chain",
                 {"at": ("api_key_env",)},
             )
+
+    def _check_auth(self) -> None:
+        """How an HTTP pin's requests are authenticated."""
+        if self.provider == "bedrock":
+            # Without api_key_env, requests are signed (SigV4) with the AWS credential chain.
+            if self.aws is None:
+                raise ValueError("a 'bedrock' pin needs 'aws: {region: <region>}'")
+            return
+        if self.vertex is not None:
+            if self.api_key_env is not None:
+                raise ValueError(
+                    "a Vertex AI pin authenticates with application-default credentials: "
+                    "remove 'api_key_env'"
+                )
+            return
+        if self.api_key_env is None:
+            raise ValueError(_NEEDS_KEY_ENV)
 
     def _check_params(self) -> None:
         """Each of ``params`` must be a well-known parameter of the provider, of its type;

@@ -20,7 +20,7 @@ from evalreg.graders.levels import applies
 from evalreg.graders.llm_judge import JudgeFailed, Judges
 from evalreg.prompting import render_messages
 from evalreg.providers import all_providers
-from evalreg.providers.base import Provider
+from evalreg.providers.base import Provider, output_cap
 from evalreg.providers.fetch import FetchReport, Job, Request, fetch, make_request
 from evalreg.registry import schema
 from evalreg.registry.loader import Registry, load_registry
@@ -240,9 +240,7 @@ def judge_history(
 
 
 def _max_output_tokens(job: Job) -> int:
-    return int(
-        job.body.get("max_tokens") or job.body.get("max_completion_tokens") or DEFAULT_OUTPUT_TOKENS
-    )
+    return output_cap(job.body) or DEFAULT_OUTPUT_TOKENS
 
 
 def _missing_key(pin: schema.Pin) -> str | None:

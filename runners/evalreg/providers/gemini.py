@@ -1,0 +1,165 @@
+"""Google's ``generateContent``: the Gemini API (an API key) and Vertex AI (a project and
+location, application-default credentials).
+
+The Gemini API key goes in the ``x-goog-api-key`` header, never in the URL (the URL is
+part of what is stored). A Vertex AI pin authenticates with application-default
+credentials through ``google-auth`` (the ``google`` extra): ``gcloud auth
+application-default login``, ``GOOGLE_APPLICATION_CREDENTIALS``, workload identity or the
+metadata server; the access token is refreshed, when it is about to expire, before an
+attempt and sent in its ``authorization`` header only.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any, ClassVar
+
+from evalreg.errors import UsageError
+from evalreg.providers.base import Completion, Messages, ProviderError, api_key, register
+from evalreg.registry.params import GEMINI_GENERATION
+from evalreg.registry.schema import Pin
+
+DEFAULT_BASE_URL = "https://generativelanguage.googleapis.com"
+SCOPES = ["https://www.googleapis.com/auth/cloud-platform"]
+
+
+@register("gemini")
+class GeminiProvider:
+    name: ClassVar[str]
+    http: ClassVar[bool] = True
+
+    def __init__(self) -> None:
+        self._credentials: Any = None
+        self._lock = threading.Lock()
+
+    def body(
+        self, pin: Pin, messages: Messages, item_input: dict[str, Any] | None
+    ) -> dict[str, Any]:
+        system = [{"text": m["content"]} for m in messages if m["role"] == "system"]
+        contents = [
+            {
+                "role": "model" if m["role"] == "assistant" else "user",
+                "parts": [{"text": m["content"]}],
+            }
+            for m in messages
+            if m["role"] != "system"
+        ]
+        body: dict[str, Any] = {"contents": contents}
+        if system:
+            body["systemInstruction"] = {"parts": system}
+        generation = {k: v for k, v in pin.params.items() if k in GEMINI_GENERATION}
+        if generation:
+            body["generationConfig"] = generation
+        body.update((k, v) for k, v in pin.params.items() if k not in GEMINI_GENERATION)
+        body.update(pin.extra_params)
+        return body
+
+    def endpoint(self, pin: Pin) -> str:
+        vertex = pin.vertex
+        if vertex is None:
+            base = (pin.base_url or DEFAULT_BASE_URL).rstrip("/")
+            return f"{base}/v1beta/models/{pin.model}:generateContent"
+        host = (
+            "aiplatform.googleapis.com"
+            if vertex.location == "global"
+            else f"{vertex.location}-aiplatform.googleapis.com"
+        )
+        base = (pin.base_url or f"https://{host}").rstrip("/")
+        return (
+            f"{base}/v1/projects/{vertex.project}/locations/{vertex.location}"
+            f"/publishers/google/models/{pin.model}:generateContent"
+        )
+
+    def headers(self, pin: Pin) -> dict[str, str]:
+        if pin.vertex is None:
+            return {"x-goog-api-key": api_key(pin)}
+        self._adc(pin)  # fail before the run if there are no credentials at all
+        return {}
+
+    def sign(self, pin: Pin, url: str, headers: dict[str, str], content: bytes) -> dict[str, str]:
+        """``headers`` with a current Vertex AI access token (refreshed when near expiry)."""
+        if pin.vertex is None:
+            return headers
+        credentials = self._adc(pin)
+        with self._lock:
+            if not credentials.valid:
+                from google.auth.exceptions import GoogleAuthError
+                from google.auth.transport.requests import Request
+
+                try:
+                    # Blocking, about once an hour: every other attempt reuses the token.
+                    credentials.refresh(Request())
+                except GoogleAuthError as exc:
+                    raise ProviderError(
+                        "auth", f"refreshing Google credentials failed: {exc}"
+                    ) from None
+            signed = dict(headers)
+            # The bearer token, and the quota project of user credentials where one is set.
+            credentials.apply(signed)
+        return signed
+
+    def _adc(self, pin: Pin) -> Any:
+        """The application-default credentials (looked up once a run)."""
+        with self._lock:
+            if self._credentials is not None:
+                return self._credentials
+            try:
+                import google.auth
+                from google.auth.exceptions import DefaultCredentialsError
+            except ImportError:
+                raise UsageError(
+                    "Vertex AI needs google-auth: pip install 'evalreg[google]'"
+                ) from None
+            try:
+                credentials, _project = google.auth.default(scopes=SCOPES)
+            except DefaultCredentialsError as exc:
+                raise UsageError(
+                    f"no Google application-default credentials for gemini model "
+                    f"{pin.model}: run `gcloud auth application-default login` or set "
+                    f"GOOGLE_APPLICATION_CREDENTIALS ({exc})"
+                ) from None
+            self._credentials = credentials
+            return credentials
+
+    def parse(self, data: Any) -> Completion:
+        try:
+            usage = data.get("usageMetadata") or {}
+            thoughts = int(usage.get("thoughtsTokenCount") or 0)
+            common: dict[str, Any] = {
+                "model": data.get("modelVersion")
+                if isinstance(data.get("modelVersion"), str)
+                else None,
+                "input_tokens": int(usage.get("promptTokenCount") or 0),
+                # Thinking is billed as output: counted in both, like OpenAI's reasoning.
+                "output_tokens": int(usage.get("candidatesTokenCount") or 0) + thoughts,
+                "reasoning_tokens": thoughts,
+                "cached_input_tokens": int(usage.get("cachedContentTokenCount") or 0),
+            }
+            candidates = data.get("candidates")
+            if not candidates:
+                blocked = (data.get("promptFeedback") or {}).get("blockReason")
+                if isinstance(blocked, str):
+                    # The prompt itself was refused: an outcome of the model, stored.
+                    return Completion(text="", finish_reason=f"prompt_blocked:{blocked}", **common)
+                raise ValueError("no candidates")
+            candidate = candidates[0]
+            reason = candidate.get("finishReason")
+            parts = (candidate.get("content") or {}).get("parts") or []
+            texts = [p["text"] for p in parts if "text" in p and not p.get("thought")]
+            if not all(isinstance(t, str) for t in texts):
+                raise TypeError("a text part is not text")
+            # No text with a finish reason is an answer: a content filter's (SAFETY,
+            # RECITATION...) or a budget thinking used up (MAX_TOKENS).
+            if not texts and not isinstance(reason, str):
+                raise ValueError("no text parts and no finish reason")
+            return Completion(
+                text="".join(texts),
+                finish_reason=reason if isinstance(reason, str) else None,
+                **common,
+            )
+        except (KeyError, IndexError, TypeError, AttributeError, ValueError) as exc:
+            raise ProviderError(
+                "malformed",
+                f"response lacks candidates[0].content.parts text: {exc}",
+                retryable=True,
+            ) from None
