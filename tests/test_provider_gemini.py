@@ -294,7 +294,10 @@ def test_no_application_default_credentials_says_how_to_get_them(
 ):
     monkeypatch.setenv("GOOGLE_APPLICATION_CREDENTIALS", str(tmp_path / "missing.json"))
     result = cli(on_vertex, "run", "--candidate", "mini")
-    assert result.code == 2, result.out + result.err
+    # Asked for by name, the cell cannot run here: the run says why and fails, sending
+    # nothing (unnamed, it stays pending like a cell whose key is not set).
+    assert result.code == 1, result.out + result.err
+    assert "cannot run: " in result.err
     assert "no Google application-default credentials for gemini model" in result.err
     assert "Traceback" not in result.err
 
@@ -355,6 +358,9 @@ def test_vertex_is_only_for_gemini_pins(provider):
 def test_without_google_auth_the_error_names_the_extra(on_vertex: Repo, cli, monkeypatch):
     monkeypatch.setitem(sys.modules, "google.auth", None)  # import fails, as uninstalled
     result = cli(on_vertex, "run", "--candidate", "mini")
-    assert result.code == 2, result.out + result.err
+    # Asked for by name, the cell cannot run here: the run says why and fails, sending
+    # nothing (unnamed, it stays pending like a cell whose key is not set).
+    assert result.code == 1, result.out + result.err
+    assert "cannot run: " in result.err
     assert "Vertex AI needs google-auth: pip install 'evalreg[google]'" in result.err
     assert "Traceback" not in result.err

@@ -14,7 +14,7 @@ from typing import Any
 from evalreg.compare.diff import snippet
 from evalreg.errors import UsageError
 from evalreg.providers import get_provider
-from evalreg.providers.base import api_key
+from evalreg.providers.base import api_key, credentials_problem
 from evalreg.providers.fetch import Job, JobError, fetch
 from evalreg.providers.http import HttpLayer
 from evalreg.registry import schema
@@ -214,10 +214,15 @@ def _missing_key(plan: CellPlan, registry: Registry) -> str | None:
     c = plan.status.cell
     judges = [k.grader.judge for k in c.rubric.criteria if isinstance(k.grader, schema.JudgeGrader)]
     for pin_id in (c.candidate.pin, *judges):
+        pin = registry.pins[pin_id]
         try:
-            api_key(registry.pins[pin_id])
+            api_key(pin)
         except UsageError as exc:
             return str(exc)
+        if pin.provider != "python":
+            problem = credentials_problem(get_provider(pin.provider), pin)
+            if problem is not None:
+                return problem
     return None
 
 

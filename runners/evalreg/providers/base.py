@@ -202,6 +202,20 @@ def all_providers(root: Path | None = None) -> dict[str, Provider]:
     return {name: get_provider(name, root) for name in _MODULES}
 
 
+def credentials_problem(provider: Provider, pin: Pin) -> str | None:
+    """Why ``pin``'s requests cannot be authenticated here, or None: the variable holding its
+    key is not set, or (a provider that signs with a credential chain: SigV4, Vertex AI's
+    application-default credentials, Entra ID) no credentials are found. It looks, never
+    sends: a cell it blocks stays *pending*, as one without its key does."""
+    import os
+
+    if pin.api_key_env:
+        return None if os.environ.get(pin.api_key_env) else f"{pin.api_key_env} is not set"
+    check = getattr(provider, "credentials_problem", None)
+    problem: str | None = check(pin) if callable(check) else None
+    return problem
+
+
 def api_key(pin: Pin) -> str:
     """The pin's key, from the environment variable it names (read at call time)."""
     import os

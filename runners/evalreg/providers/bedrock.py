@@ -65,6 +65,16 @@ class BedrockProvider:
         self._chain(pin)  # fail before the run if there are no credentials at all
         return {}
 
+    def credentials_problem(self, pin: Pin) -> str | None:
+        """Why SigV4 cannot sign here (no botocore, no credentials in the chain), or None."""
+        if pin.api_key_env is not None:
+            return None
+        try:
+            self._chain(pin)
+        except UsageError as exc:
+            return str(exc)
+        return None
+
     def sign(self, pin: Pin, url: str, headers: dict[str, str], content: bytes) -> dict[str, str]:
         """``headers`` with a SigV4 signature for this attempt (it covers the time)."""
         if pin.api_key_env is not None:

@@ -76,6 +76,17 @@ class GeminiProvider:
         self._adc(pin)  # fail before the run if there are no credentials at all
         return {}
 
+    def credentials_problem(self, pin: Pin) -> str | None:
+        """Why Vertex AI requests cannot carry a token here (no google-auth, no
+        application-default credentials), or None."""
+        if pin.vertex is None:
+            return None
+        try:
+            self._adc(pin)
+        except UsageError as exc:
+            return str(exc)
+        return None
+
     def sign(self, pin: Pin, url: str, headers: dict[str, str], content: bytes) -> dict[str, str]:
         """``headers`` with a current Vertex AI access token (refreshed when near expiry)."""
         if pin.vertex is None:

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import os
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,7 +19,7 @@ from evalreg.graders.levels import applies
 from evalreg.graders.llm_judge import JudgeFailed, Judges
 from evalreg.prompting import render_messages
 from evalreg.providers import all_providers
-from evalreg.providers.base import Provider, output_cap
+from evalreg.providers.base import Provider, credentials_problem, output_cap
 from evalreg.providers.fetch import FetchReport, Job, Request, fetch, make_request
 from evalreg.registry import schema
 from evalreg.registry.loader import Registry, load_registry
@@ -80,7 +79,8 @@ class CellPlan:
     blocked: str | None = None
     """Why this cell's missing responses cannot be bought here (a key that is not set)."""
     unset_key: str | None = None
-    """The environment variable whose absence blocks the cell, when that is why."""
+    """The environment variable whose absence blocks the cell (``credentials`` when a
+    credential chain found none), when that is why."""
     output_tokens: str = ""
     """Where the cost estimate's output tokens come from, for ``--dry-run``."""
     observed_tokens: int | None = None
@@ -243,12 +243,6 @@ def _max_output_tokens(job: Job) -> int:
     return output_cap(job.body) or DEFAULT_OUTPUT_TOKENS
 
 
-def _missing_key(pin: schema.Pin) -> str | None:
-    if pin.api_key_env and not os.environ.get(pin.api_key_env):
-        return f"{pin.api_key_env} is not set"
-    return None
-
-
 def _in_shard(key: str, shard: tuple[int, int] | None) -> bool:
     if shard is None:
         return True
@@ -398,9 +392,9 @@ def prepare(root: Path, options: RunOptions, registry: Registry | None = None) -
                         f"{_max_output_tokens(job)} output tokens: max_tokens, no history"
                     )
         if plan.missing and not options.offline:
-            plan.blocked = _missing_key(cell.pin)
+            plan.blocked = credentials_problem(providers[cell.pin.provider], cell.pin)
             if plan.blocked is not None:
-                plan.unset_key = cell.pin.api_key_env
+                plan.unset_key = cell.pin.api_key_env or "credentials"
         elif options.offline and st.state == "pending" and plan.missing == plan.in_shard:
             plan.blocked = "never run, and --offline buys nothing"
         plans.append(plan)
