@@ -23,6 +23,7 @@ from evalreg.registry import schema
 from evalreg.registry.diagnostics import Finding
 from evalreg.registry.loader import load_registry
 from evalreg.registry.tree import GitTree, Tree, WorkspaceTree
+from evalreg.results.dvc_metrics import metrics_bytes, metrics_of
 from evalreg.results.records import (
     CellSummary,
     ItemRecord,
@@ -176,6 +177,16 @@ def _reproduce_cell(
     summary = as_schema(summary, recorded.get("schema_version"))
     if summary_bytes(summary) != tree.read(cell.summary_path):
         out.differences += [f"summary {d}" for d in diff_values(recorded, summary)]
+    if tree.is_file(cell.metrics_path):  # revisions since evalreg wrote DVC metrics files
+        raw = tree.read(cell.metrics_path)
+        if metrics_bytes(summary) != raw:
+            try:
+                recorded_metrics: Any = json.loads(raw)
+            except ValueError:
+                recorded_metrics = None
+            out.differences += [
+                f"metrics {d}" for d in diff_values(recorded_metrics, metrics_of(summary))
+            ] or [f"metrics {cell.metrics_path}: not written as evalreg writes it"]
     mine = {(r["item"], r["sample"]): r for r in records}
     for key in sorted(set(mine) | set(recorded_items)):
         for d in diff_values(recorded_items.get(key), mine.get(key)):
