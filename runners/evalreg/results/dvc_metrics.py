@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from typing import Any, cast
+from typing import Any
 
 from evalreg.results.records import ALL, CellSummary, SliceAggregate
 
@@ -58,7 +58,7 @@ def _slice(aggregate: SliceAggregate, whole: bool) -> dict[str, Any]:
 
 def metrics_of(summary: CellSummary) -> dict[str, Any]:
     """The metrics file's content: slice ``all`` from the totals, then each tag's slice."""
-    totals = cast(SliceAggregate, summary.get("totals") or {})
+    totals = summary.get("totals") or {}
     out = {ALL: _slice(totals, whole=True)}
     for name, aggregate in sorted((summary.get("slices") or {}).items()):
         out[name] = _slice(aggregate, whole=False)

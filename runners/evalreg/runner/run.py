@@ -567,8 +567,8 @@ def run(
             assert tracker is not None
             metrics: list[Staged] = []
             if staged:
-                written = {s.path: (root / s.tmp).read_bytes() for _, s in staged}
-                for rel, data in metrics_updates(root, registry, written):
+                summaries = {s.path: (root / s.tmp).read_bytes() for _, s in staged}
+                for rel, data in metrics_updates(root, registry, summaries):
                     metrics.append(Staged(journal.tmp_name(rel), rel))
                     (root / rel).parent.mkdir(parents=True, exist_ok=True)
                     (root / metrics[-1].tmp).write_bytes(data)
