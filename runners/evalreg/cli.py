@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, NoReturn
 
 from evalreg._version import __version__
 from evalreg.compare.statuses import REPRODUCTION_STATUSES
-from evalreg.errors import EvalregError
+from evalreg.errors import EvalregError, UsageError
 from evalreg.report.numbers import plural
 
 if TYPE_CHECKING:
@@ -281,10 +281,17 @@ def _resume_command(args: argparse.Namespace) -> str:
 
 
 def cmd_reproduce(args: argparse.Namespace) -> int:
-    from evalreg.report.terminal import print_reproduction
-    from evalreg.runner.reproduce import reproduce
+    from evalreg.report.terminal import print_range_reproduction, print_reproduction
+    from evalreg.runner.reproduce import reproduce, reproduce_range
 
-    outcome = reproduce(_repaired(_root(args)), args.rev)
+    if (args.rev is None) == (args.range is None):
+        raise UsageError("give a revision (REV) or a range (--range BASE..HEAD), not both")
+    root = _repaired(_root(args))
+    if args.range is not None:
+        done = reproduce_range(root, args.range)
+        print_range_reproduction(done)
+        return 0 if done.identical else 1
+    outcome = reproduce(root, args.rev)
     print_reproduction(outcome)
     return 0 if outcome.identical else 1
 
@@ -668,7 +675,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(handler=cmd_run)
 
     p = sub.add_parser("reproduce", help="recompute a revision's results offline and compare")
-    p.add_argument("rev", metavar="REV", help="a commit, branch or tag")
+    p.add_argument("rev", metavar="REV", nargs="?", help="a commit, branch or tag")
+    p.add_argument(
+        "--range",
+        metavar="BASE..HEAD",
+        help="every first-parent commit after BASE up to HEAD that recorded results, oldest "
+        "first; a cell with the same evidence as at a revision already checked keeps its "
+        "verdict (named) instead of being graded again",
+    )
     p.set_defaults(handler=cmd_reproduce)
 
     p = sub.add_parser("report", help="write the governance report into reports/")
