@@ -41,9 +41,7 @@ def by_cell(rep) -> dict[str, tuple[bool, str | None]]:
     return {c.cell: (c.identical, c.same_as) for c in rep.cells}
 
 
-def test_every_commit_that_recorded_results_is_reproduced_and_shared_evidence_named(
-    history, cli
-):
+def test_every_commit_that_recorded_results_is_reproduced_and_shared_evidence_named(history, cli):
     repo, (start, first, second, third) = history
     done = reproduce_range(repo.root, f"{start}..HEAD")
     assert [r.rev for r in done.revisions] == [first, second, third]  # not "docs only"
@@ -68,7 +66,7 @@ def test_every_commit_that_recorded_results_is_reproduced_and_shared_evidence_na
 
 
 def test_a_hand_edited_revision_in_the_range_is_named_and_fails(history, cli):
-    repo, (start, first, _second, _third) = history
+    repo, (start, _first, _second, _third) = history
     path = repo.root / f"reports/results/{MINI}.json"
     summary = json.loads(path.read_text())
     summary["totals"]["levels"]["correct"] += 1
@@ -96,7 +94,7 @@ def test_a_compacted_store_is_graded_again_not_taken_on_trust(history, cli):
 
 
 def test_first_parent_history_only(history, cli):
-    repo, (start, *_rest, third) = history
+    repo, (_start, *_rest, third) = history
     repo.git("checkout", "-q", "-b", "side")
     repo.write("registry/systems/rules.py", repo.read("registry/systems/rules.py") + "# v3\n")
     assert cli(repo, "run").code == 0
@@ -110,9 +108,7 @@ def test_first_parent_history_only(history, cli):
     assert done.identical
 
 
-@pytest.mark.parametrize(
-    "spec", ["HEAD", "HEAD...HEAD~1", "..HEAD", "nope..HEAD", "HEAD~1..nope"]
-)
+@pytest.mark.parametrize("spec", ["HEAD", "HEAD...HEAD~1", "..HEAD", "nope..HEAD", "HEAD~1..nope"])
 def test_a_bad_range_is_refused_and_nothing_is_written(history, cli, spec):
     repo, _ = history
     before = repo.snapshot()

@@ -116,8 +116,8 @@ def reproduce(root: Path, rev: str, shared: Shared | None = None) -> Reproductio
 
 def reproduce_range(root: Path, spec: str) -> RangeReproduction:
     """Reproduce every first-parent commit of ``BASE..HEAD`` that changed recorded results
-    or the response store, oldest first, sharing what they have in common: store segments and eval sets are read
-    once, and a cell whose evidence is the same as at a revision already reproduced (its
+    or the response store, oldest first, sharing what they have in common: store segments
+    are read once, and a cell whose evidence is the same as at a revision already reproduced (its
     fingerprint, recorded files and the stored responses its requests resolve to, byte for
     byte) has that revision's verdict, named, rather than being graded again."""
     base, dots, head = spec.partition("..")
