@@ -166,16 +166,32 @@ def test_asserts_become_criteria_fixed_or_read_from_each_item(geography):
     }
     assert criteria == {
         # defaultTest: on every test, one value -> a fixed criterion for all items.
-        "not-icontains": ({"type": "not_contains", "value": "as an AI"}, None),
-        "equals": ({"type": "exact", "value": "Paris"}, ["assert-equals"]),
+        # promptfoo compares the raw output; its i-asserts lower-case (not casefold).
+        "not-icontains": (
+            {"type": "not_contains", "value": "as an AI", "raw": True, "case": "lower"},
+            None,
+        ),
+        "equals": ({"type": "exact", "value": "Paris", "raw": True}, ["assert-equals"]),
         # "{{city}}" is rendered with the test's vars, as promptfoo does.
         "contains": (
-            {"type": "contains", "value": "Tokyo", "ignore_case": False},
+            {"type": "contains", "value": "Tokyo", "ignore_case": False, "raw": True},
             ["assert-contains"],
         ),
         # A different value on each test that has it -> read from the item's expected.
-        "icontains": ({"type": "contains", "expected_field": "icontains"}, ["assert-icontains"]),
-        "regex": ({"type": "regex", "pattern": r"\b1960\b"}, ["assert-regex"]),
+        "icontains": (
+            {"type": "contains", "expected_field": "icontains", "raw": True, "case": "lower"},
+            ["assert-icontains"],
+        ),
+        # A JavaScript pattern: \b is ASCII, as with re.ASCII.
+        "regex": (
+            {"type": "regex", "pattern": r"\b1960\b", "raw": True, "ascii": True},
+            ["assert-regex"],
+        ),
+        # is-json on one test only: the raw output of that item must be JSON.
+        "is-json": (
+            {"type": "json_schema", "parse": "strict", "schema": {}},
+            ["assert-is-json"],
+        ),
         "llm-rubric": (
             {
                 "type": "llm_judge",
@@ -212,8 +228,6 @@ def test_tests_and_csv_rows_become_items(geography):
 def test_what_did_not_map_is_listed_with_the_reason(geography):
     _, result, _ = geography
     assert result.not_mapped == (
-        "tests[3].assert[0]: is-json applies to some tests only, and a task parses every "
-        "output the same way (set output.parser: json by hand if every output is JSON)",
         "tests[3].assert[1]: javascript asserts run code; rewrite it as a 'python' grader",
     )
     assert result.notes == (
@@ -228,10 +242,12 @@ def test_what_did_not_map_is_listed_with_the_reason(geography):
 
 def test_imported_criteria_grade_as_promptfoo_would(geography):
     _, _, registry = geography
-    assert grade(registry, "geography", "test-001", "Paris\n") == (
+    assert grade(registry, "geography", "test-001", "Paris") == (
         "correct",
         {"not-icontains": True, "equals": True},
     )
+    # promptfoo's equals compares the raw output: a trailing newline is a difference.
+    assert grade(registry, "geography", "test-001", "Paris\n")[1]["equals"] is False
     assert grade(registry, "geography", "test-001", "As an AI, I say Paris")[0] == "unacceptable"
     assert grade(registry, "geography", "test-002", "Tokyo is the capital of JAPAN.") == (
         "correct",
@@ -331,7 +347,12 @@ tests:
         {"llm-rubric": "Talks about dogs politely"},
         None,  # its one assert has one value: the rubric holds it
     ]
-    assert fish.grader.model_dump(exclude_defaults=True) == {"type": "contains", "value": "fish"}
+    assert fish.grader.model_dump(exclude_defaults=True) == {
+        "type": "contains",
+        "value": "fish",
+        "raw": True,
+        "case": "lower",
+    }
     assert registry.tasks["pets"].repeats == 3
     assert result.not_mapped == (
         "tests[0].threshold: not mapped",
@@ -364,14 +385,16 @@ tests:
     result = import_promptfoo(config, root, name="cities")
     registry = load_registry(root)
     task = registry.tasks["cities"]
-    assert (task.output.parser, task.output.schema_) == ("json", {})
+    # promptfoo's equals with a JSON value is JSON.parse of the whole output: strict.
+    assert (task.output.parser, task.output.extract) == ("json", "strict")
     criteria = {
         c.id: c.grader.model_dump(exclude_defaults=True)
         for c in registry.rubrics["cities"].criteria
     }
     assert criteria == {
-        "is-json": {"type": "json_schema"},
+        "is-json": {"type": "json_schema", "parse": "strict", "schema_": {}},
         "equals": {"type": "exact", "expected_field": "equals"},
+        "equals-2": {"type": "exact", "value": "Lyon", "raw": True},
     }
     assert registry.pins["cities-gpt-4o-mini-2024-07-18"].params == {
         "response_format": {"type": "json_object"}
@@ -380,10 +403,16 @@ tests:
         "providers[0].config.apiKey: a key never goes into a registry file; set OPENAI_API_KEY "
         "in the environment",
         "providers[0].config.showThinking: not a request parameter evalreg sends",
-        "tests[0].assert[1]: equals compares the raw text, but the task parses JSON output",
     )
     assert "sk-not-copied" not in "".join(p.read_text() for p in root.rglob("*.yaml"))
-    assert grade(registry, "cities", "test-001", '```json\n{"city": "Lyon"}\n```')[0] == "correct"
+    assert grade(registry, "cities", "test-001", ' {"city": "Lyon"}\n')[1] == {
+        "is-json": True,
+        "equals": True,
+        "equals-2": False,
+    }
+    # promptfoo rejects fenced JSON, and so does the strict parse.
+    fenced = grade(registry, "cities", "test-001", '```json\n{"city": "Lyon"}\n```')[1]
+    assert fenced["is-json"] is False and fenced["equals"] is False
     assert grade(registry, "cities", "test-002", "Nantes")[1] == {"is-json": False, "equals": False}
 
 
@@ -434,7 +463,11 @@ tests:
     assert inputs == [{"greeting": "Hello", "name": "Ada"}, {"greeting": "Hello", "name": ""}]
     assert "var 'name' is missing from some tests: their items set it to ''" in result.notes
     regex = load_registry(root).rubrics["greet"].criteria[0].grader
-    assert regex.model_dump(exclude_defaults=True) == {"type": "regex", "pattern": r"\AHello"}
+    assert regex.model_dump(exclude_defaults=True) == {
+        "type": "regex",
+        "pattern": r"\AHello",
+        "raw": True,
+    }
 
 
 @pytest.mark.parametrize(
@@ -493,36 +526,46 @@ def test_openai_evals_samples_become_conversation_items(team: Repo, cli):
     assert items["sample-001"]["messages"] == [{"role": "user", "content": "France"}]
     assert items["sample-001"]["expected"] == {"ideal": "Paris"}
     assert items["sample-004"]["expected"] == {"ideal": "Berlin"}
-    assert items["sample-003"]["expected"] == {
-        "ideal": "Brasília",
-        "ideal_alternatives": ["Brasilia"],
-    }
+    # Several ideal answers: any one passes, as in OpenAI evals.
+    assert items["sample-003"]["expected"] == {"ideal": ["Brasília", "Brasilia"]}
     assert [m["role"] for m in items["sample-006"]["messages"]] == ["user", "assistant", "user"]
-    assert result.not_mapped == (
-        "lines 3, 5: several ideal answers; evalreg grades against the first and keeps the "
-        "others in expected.ideal_alternatives",
-    )
+    assert result.not_mapped == ()
     assert cli(team, "check").code == 0
+
+
+MATCH = {
+    "type": "exact",
+    "expected_field": "ideal",
+    "raw": True,
+    "compare": "prefix",
+    "match": "any",
+}
+INCLUDES = {
+    "type": "contains",
+    "expected_field": "ideal",
+    "ignore_case": False,
+    "raw": True,
+    "match": "any",
+}
+FUZZY = {
+    "type": "normalized",
+    "expected_field": "ideal",
+    "form": "squad",
+    "compare": "overlap",
+    "match": "any",
+}
 
 
 @pytest.mark.parametrize(
     ("kind", "grader", "output", "passed"),
     [
-        ("match", {"type": "exact", "expected_field": "ideal"}, " Paris\n", True),
-        ("match", {"type": "exact", "expected_field": "ideal"}, "Paris.", False),
-        (
-            "includes",
-            {"type": "contains", "expected_field": "ideal", "ignore_case": False},
-            "It is Paris.",
-            True,
-        ),
-        (
-            "includes",
-            {"type": "contains", "expected_field": "ideal", "ignore_case": False},
-            "paris",
-            False,
-        ),
-        ("fuzzy_match", {"type": "normalized", "expected_field": "ideal"}, "paris!", True),
+        # OpenAI evals' Match: the raw output starts with an ideal answer.
+        ("match", MATCH, "Paris.", True),
+        ("match", MATCH, " Paris\n", False),
+        ("includes", INCLUDES, "It is Paris.", True),
+        ("includes", INCLUDES, "paris", False),
+        ("fuzzy_match", FUZZY, "the paris!", True),
+        ("fuzzy_match", FUZZY, "Lyon", False),
     ],
 )
 def test_each_eval_kind_has_its_grader(tmp_path: Path, team: Repo, kind, grader, output, passed):

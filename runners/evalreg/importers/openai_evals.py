@@ -33,25 +33,49 @@ MAX_BAD_LINES = 20
 _CRITERIA: dict[str, dict[str, Any]] = {
     "match": {
         "id": "match",
-        "description": "The output, without surrounding whitespace, is exactly the sample's "
-        "ideal answer (expected.ideal).",
-        "grader": {"type": "exact", "expected_field": "ideal"},
+        "description": "The output, exactly as returned, starts with one of the sample's ideal "
+        "answers (expected.ideal), as OpenAI evals' Match decides.",
+        "grader": {
+            "type": "exact",
+            "expected_field": "ideal",
+            "raw": True,
+            "compare": "prefix",
+            "match": "any",
+        },
     },
     "includes": {
         "id": "includes",
-        "description": "The output contains the sample's ideal answer (expected.ideal), "
-        "case-sensitive.",
-        "grader": {"type": "contains", "expected_field": "ideal", "ignore_case": False},
+        "description": "The output contains one of the sample's ideal answers (expected.ideal), "
+        "case-sensitive, as OpenAI evals' Includes decides.",
+        "grader": {
+            "type": "contains",
+            "expected_field": "ideal",
+            "raw": True,
+            "ignore_case": False,
+            "match": "any",
+        },
     },
     "fuzzy_match": {
         "id": "fuzzy_match",
-        "description": "The output is the sample's ideal answer (expected.ideal) once case, "
-        "punctuation and spacing are ignored.",
-        "grader": {"type": "normalized", "expected_field": "ideal"},
+        "description": "Once lower-cased, without punctuation, articles and extra spaces, the "
+        "output contains one of the sample's ideal answers (expected.ideal) or is contained "
+        "in it, as OpenAI evals' FuzzyMatch decides.",
+        "grader": {
+            "type": "normalized",
+            "expected_field": "ideal",
+            "form": "squad",
+            "compare": "overlap",
+            "match": "any",
+        },
     },
 }
 """The criterion each kind of eval (OpenAI evals' class) grades with."""
 KINDS = tuple(_CRITERIA)
+NOT_MAPPED = {
+    "json_match": "OpenAI evals' JsonMatch never matches a null (not even a null) and takes "
+    "true for 1; evalreg's exact grader compares JSON values as JSON",
+}
+"""Basic eval classes without a criterion that decides as they do, and why."""
 _FEW_SHOT = {"example_user": "user", "example_assistant": "assistant"}
 """OpenAI evals writes few-shot turns as system messages named for the role they play."""
 
@@ -71,14 +95,17 @@ def import_openai_evals(
         out_root: the registry repository root.
         name: the id of the task, rubric, use case and eval set (``evalsets/<name>.jsonl``).
         pins: existing model pins to compare, one candidate each; the first is declared.
-        kind: the eval class the samples were written for: ``match`` (exact answer),
-            ``includes`` (the answer appears in the output) or ``fuzzy_match``.
+        kind: the eval class the samples were written for: ``match`` (the output starts
+            with an ideal answer), ``includes`` (an ideal answer appears in the output),
+            ``fuzzy_match``.
 
     Raises:
         ImportProblem: a pin does not exist, the file is not JSONL, no sample maps, or the
             files cannot be written. Nothing is written then.
     """
     check_name(name)
+    if kind in NOT_MAPPED:
+        raise ImportProblem(f"--kind {kind} is not mapped: {NOT_MAPPED[kind]}")
     if kind not in KINDS:
         raise ImportProblem(f"--kind {kind}: expected one of {', '.join(KINDS)}")
     if not pins:
@@ -105,7 +132,7 @@ def import_openai_evals(
         rubric_doc(
             f"Answers to the OpenAI evals samples {samples.name} ({kind}), checked against each "
             "sample's ideal answer.",
-            [_CRITERIA[kind]],
+            [criterion_for(kind)],
         ),
     )
     prompt: dict[str, Any] = {"template": ""}  # every item is a conversation: no template
@@ -136,7 +163,6 @@ def _rows(samples: Path, log: ImportLog) -> list[dict[str, Any]]:
     """One item per sample that maps; a line that is not a JSON object is an error."""
     bad: list[str] = []
     rows: list[dict[str, Any]] = []
-    several: list[str] = []
     for lineno, line in enumerate(read_text(samples).splitlines(), start=1):
         if not line.strip():
             continue
@@ -154,14 +180,10 @@ def _rows(samples: Path, log: ImportLog) -> list[dict[str, Any]]:
         where = f"line {lineno}"
         try:
             messages = _messages(sample.get("input"), log)
-            ideals = _ideals(sample.get("ideal"))
+            expected = expected_for(sample.get("ideal"))
         except NotMapped as exc:
             log.skip(where, f"{exc}; the sample is not imported")
             continue
-        expected: dict[str, Any] = {"ideal": ideals[0]}
-        if len(ideals) > 1:
-            expected["ideal_alternatives"] = ideals[1:]
-            several.append(str(lineno))
         extra = {k: v for k, v in sample.items() if k not in ("input", "ideal")}
         rows.append(
             {
@@ -175,13 +197,23 @@ def _rows(samples: Path, log: ImportLog) -> list[dict[str, Any]]:
     if bad:
         shown = "\n  ".join(bad[:MAX_BAD_LINES])
         raise ImportProblem(f"{samples}: not OpenAI evals samples (JSONL):\n  {shown}")
-    if several:
-        log.skip(
-            f"lines {', '.join(several)}",
-            "several ideal answers; evalreg grades against the first and keeps the others in "
-            "expected.ideal_alternatives",
-        )
     return rows
+
+
+def criterion_for(kind: str) -> dict[str, Any]:
+    """The rubric criterion that decides as OpenAI evals' class ``kind`` does."""
+    return _CRITERIA[kind]
+
+
+def expected_for(ideal: Any) -> dict[str, Any]:
+    """A sample's ``expected``: its ideal answer, or the list of them when it gives several
+    (every criterion accepts any one of them, as OpenAI evals does).
+
+    Raises:
+        NotMapped: ``ideal`` is neither an answer nor a list of them.
+    """
+    ideals = _ideals(ideal)
+    return {"ideal": ideals[0] if len(ideals) == 1 else ideals}
 
 
 def _messages(raw: Any, log: ImportLog) -> list[dict[str, str]]:
@@ -203,6 +235,12 @@ def _messages(raw: Any, log: ImportLog) -> list[dict[str, str]]:
         if role not in ("system", "user", "assistant"):
             raise NotMapped(f"a message with role {role!r}")
         out.append({"role": role, "content": message["content"]})
+    if all(m["role"] == "system" for m in out):
+        log.note(
+            "conversations of system messages only became one user turn with their text "
+            "(an evalreg conversation ends with a user turn)"
+        )
+        return [{"role": "user", "content": "\n\n".join(m["content"] for m in out)}]
     if out[-1]["role"] != "user":
         raise NotMapped("the conversation does not end with a user turn")
     return out

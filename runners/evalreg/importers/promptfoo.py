@@ -233,12 +233,7 @@ def _task_doc(
         "rubric": name,
     }
     if found.parser == "json":
-        # A json_schema criterion without its own schema checks the task's: any JSON.
-        bare = any(
-            c["grader"]["type"] == "json_schema" and "schema" not in c["grader"]
-            for c in found.criteria
-        )
-        task["output"] = {"parser": "json"} | ({"schema": {}} if bare else {})
+        task["output"] = {"parser": "json", "extract": "strict"}
     return task
 
 

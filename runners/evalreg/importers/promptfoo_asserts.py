@@ -41,7 +41,6 @@ _WHY = {
     "cost": "gate the selection on cost_per_item_usd instead",
     "latency": "gate the selection on latency_p95_ms instead",
 }
-_JSON_CHECKS = frozenset({"is-json", "contains-json"})
 
 JudgeFor = Callable[[Any], str]
 """The judge pin for an assert's ``provider`` (None: the test's grader); raises NotMapped."""
@@ -123,22 +122,16 @@ def build_criteria(checks: Sequence[Sequence[Check]], log: ImportLog) -> Criteri
     """Criteria for ``checks`` (one list per item), their per-item values and slice tags."""
     groups = _groups(checks)
     count = len(checks)
-    parser: Parser = "text"
-    if any(g.check.type in _JSON_CHECKS and len(g.values) == count for g in groups):
-        parser = "json"
+    parser: Parser = "json" if any(g.check.parser == "json" for g in groups) else "text"
+    if parser == "json":
         log.note(
-            "every test asserts JSON output, so the task parses JSON (output.parser: json): "
-            "text criteria read the parsed answer as compact JSON, not the raw text, and "
-            "JSON inside a code fence or prose also counts as JSON"
+            "an equals assert compares the output as JSON, so the task parses it as one "
+            "JSON document (output: {parser: json, extract: strict}), as promptfoo's "
+            "JSON.parse does; text criteria read the raw output"
         )
     out = Criteria([], [{} for _ in checks], [[] for _ in checks], parser)
     ids = IdPool()
     for group in groups:
-        needs = group.check.parser
-        if needs is not None and needs != parser:
-            for where in group.wheres:
-                log.skip(where, _parser_conflict(group.check, parser))
-            continue
         if group.check.slot in ("value", "rubric") and len(_distinct(group.values)) > 1:
             _per_item(group, ids.claim(group.check.stem), out, count)
         else:
@@ -229,17 +222,6 @@ def _criterion(
     return criterion
 
 
-def _parser_conflict(check: Check, parser: Parser) -> str:
-    if check.type in _JSON_CHECKS:
-        return (
-            f"{check.type} applies to some tests only, and a task parses every output the "
-            "same way (set output.parser: json by hand if every output is JSON)"
-        )
-    if parser == "json":
-        return f"{check.type} compares the raw text, but the task parses JSON output"
-    return f"{check.type} with a JSON value needs JSON output (is-json on every test)"
-
-
 def _rendered(value: Any, variables: dict[str, Any]) -> Any:
     """``value`` with Nunjucks placeholders filled from the test's vars, as promptfoo does."""
     if isinstance(value, list):
@@ -276,19 +258,109 @@ def _shown(value: Any) -> str:
 def _text(value: Any, kind: str) -> str:
     if isinstance(value, bool) or not isinstance(value, (str, int, float)) or value == "":
         raise NotMapped(f"{kind} needs a text value")
+    return _js_string(value)
+
+
+def _js_string(value: str | float) -> str:
+    """A value as JavaScript's ``String()`` writes it (``1.0`` is ``"1"``)."""
+    if isinstance(value, float) and value.is_integer() and abs(value) < 1e21:
+        return str(int(value))
     return str(value)
 
 
 def _texts(value: Any, kind: str) -> list[str]:
     if isinstance(value, str):
-        value = [v.strip() for v in value.split(",")]
+        value = _comma_separated(value, kind)
     if not isinstance(value, list) or not value:
         raise NotMapped(f"{kind} needs a list of texts")
     return [_text(v, kind) for v in value]
 
 
+def _comma_separated(text: str, kind: str) -> list[str]:
+    """A comma-separated list as promptfoo splits one: unquoted fields trimmed, double-quoted
+    fields kept as written (``\"`` or ``""`` for a quote inside)."""
+    fields: list[str] = []
+    i = 0
+    while i < len(text):
+        while i < len(text) and (text[i].isspace() or text[i] == ","):
+            i += 1
+        if i >= len(text):
+            break
+        if text[i] != '"':
+            end = text.find(",", i)
+            end = len(text) if end < 0 else end
+            fields.append(text[i:end].strip())
+            i = end
+            continue
+        field, i, closed = "", i + 1, False
+        while i < len(text):
+            if text[i] == "\\" and text[i + 1 : i + 2] in ('"', "\\"):
+                field, i = field + text[i + 1], i + 2
+            elif text[i : i + 2] == '""':
+                field, i = field + '"', i + 2
+            elif text[i] == '"':
+                i, closed = i + 1, True
+                break
+            else:
+                field, i = field + text[i], i + 1
+        while i < len(text) and text[i].isspace():
+            i += 1
+        if not closed or (i < len(text) and text[i] != ","):
+            raise NotMapped(f"{kind}: its quoted list {text!r} does not parse")
+        fields.append(field)
+    return fields
+
+
+_JS_SPACE = (
+    "[\\t\\n\\v\\f\\r \\u00a0\\u1680\\u2000-\\u200a\\u2028\\u2029\\u202f\\u205f\\u3000\\ufeff]"
+)
+_JS_TRANSLATIONS = {
+    "$": r"\Z",
+    ".": "[^\\n\\r\\u2028\\u2029]",
+    r"\s": _JS_SPACE,
+    r"\S": "[^" + _JS_SPACE[1:],
+}
+
+
+def js_pattern(pattern: str) -> str:
+    r"""A JavaScript regular expression (no flags) as a Python one with ``re.ASCII``.
+
+    JavaScript's ``$`` is the end of the text only, its ``.`` matches no line terminator and
+    its ``\s`` is its own set of spaces; ``\d``, ``\w`` and ``\b`` are ASCII, as ``re.ASCII``
+    makes them. Everything inside a character class is left as written.
+
+    Raises:
+        NotMapped: the pattern does not compile as a Python regular expression.
+    """
+    out: list[str] = []
+    i, in_class = 0, False
+    while i < len(pattern):
+        char = pattern[i]
+        two = pattern[i : i + 2]
+        if char == "\\":
+            out.append(two if in_class else _JS_TRANSLATIONS.get(two, two))
+            i += 2
+            continue
+        if in_class:
+            in_class = char != "]" or out[-1] == "["
+        elif char == "[":
+            in_class = True
+        elif char in "$.":
+            char = _JS_TRANSLATIONS[char]
+        out.append(char)
+        i += 1
+    translated = "".join(out)
+    try:
+        re.compile(translated, re.ASCII)
+    except re.error as exc:
+        raise NotMapped(f"{pattern!r} is not a Python regular expression ({exc})") from None
+    return translated
+
+
 # ---------------------------------------------------------------- one maker per assert type
 Maker = Callable[[str, bool, Any, dict[str, Any], JudgeFor], Check]
+_RAW: dict[str, Any] = {"raw": True}
+"""promptfoo compares the output exactly as the model returned it."""
 
 
 def _equals(kind: str, negated: bool, value: Any, raw: dict[str, Any], judge: JudgeFor) -> Check:
@@ -296,44 +368,40 @@ def _equals(kind: str, negated: bool, value: Any, raw: dict[str, Any], judge: Ju
         if negated:
             raise NotMapped("not-equals with a JSON value has no evalreg grader")
         return Check(kind, "equals", {"type": "exact"}, "value", value, _shown(value), "", "json")
-    text = _text(value, kind)
+    text = _js_string(value) if isinstance(value, (str, int, float)) else _text(value, kind)
     if negated:
         pattern = r"\A" + re.escape(text) + r"\Z"
-        grader = {"type": "regex", "must_match": False}
-        return Check(kind, kind, grader, "pattern", pattern, _shown(text), "", "text")
-    return Check(kind, kind, {"type": "exact"}, "value", text, _shown(text), "", "text")
+        grader = {"type": "regex", "must_match": False} | _RAW
+        return Check(kind, kind, grader, "pattern", pattern, _shown(text), "")
+    return Check(kind, kind, {"type": "exact"} | _RAW, "value", text, _shown(text), "")
 
 
 def _contains(kind: str, negated: bool, value: Any, raw: dict[str, Any], judge: JudgeFor) -> Check:
     folded = kind.removeprefix("not-").startswith("i")
     several = kind.endswith(("-all", "-any"))
-    if several and negated and kind.endswith("-all"):
-        raise NotMapped(f"{kind} has no evalreg grader")
     needles = _texts(value, kind) if several else [_text(value, kind)]
+    grader: dict[str, Any] = {"type": "not_contains" if negated else "contains"} | _RAW
+    grader |= {"ignore_case": True, "case": "lower"} if folded else {"ignore_case": False}
+    if kind.endswith("-all" if negated else "-any"):
+        # One needle is enough to pass (or, negated, to be absent): these do not merge.
+        grader["match"] = "any" if not negated else "all"
+        return Check(kind, kind, grader, "value", needles, _shown(needles), "")
     stem = ("not-" if negated else "") + ("icontains" if folded else "contains")
-    grader = {"type": "not_contains" if negated else "contains", "ignore_case": folded}
-    if kind.endswith("-any") and not negated:
-        pattern = "(?:" + "|".join(re.escape(n) for n in needles) + ")"
-        grader = {"type": "regex", "ignore_case": folded}
-        return Check(kind, kind, grader, "pattern", pattern, _shown(needles), "")
     return Check(kind, stem, grader, "value", needles, "", "", merge=True)
 
 
 def _regex(kind: str, negated: bool, value: Any, raw: dict[str, Any], judge: JudgeFor) -> Check:
     pattern = _text(value, kind)
-    try:
-        re.compile(pattern)
-    except re.error as exc:
-        raise NotMapped(f"{pattern!r} is not a Python regular expression ({exc})") from None
-    grader: dict[str, Any] = {"type": "regex"} | ({"must_match": False} if negated else {})
-    return Check(kind, kind, grader, "pattern", pattern, _shown(pattern), "")
+    grader: dict[str, Any] = {"type": "regex", "ascii": True} | _RAW
+    grader |= {"must_match": False} if negated else {}
+    return Check(kind, kind, grader, "pattern", js_pattern(pattern), _shown(pattern), "")
 
 
 def _starts_with(
     kind: str, negated: bool, value: Any, raw: dict[str, Any], judge: JudgeFor
 ) -> Check:
     text = _text(value, kind)
-    grader: dict[str, Any] = {"type": "regex"} | ({"must_match": False} if negated else {})
+    grader: dict[str, Any] = {"type": "regex"} | _RAW | ({"must_match": False} if negated else {})
     return Check(kind, kind, grader, "pattern", r"\A" + re.escape(text), _shown(text), "")
 
 
@@ -342,7 +410,9 @@ def _json(kind: str, negated: bool, value: Any, raw: dict[str, Any], judge: Judg
         raise NotMapped(f"{kind} has no evalreg grader")
     schema = _schema(value)
     shown = "" if schema is None else f" matching the schema {_shown(schema)}"
-    return Check(kind, kind, {"type": "json_schema"}, "schema", schema, shown, "", "json")
+    parse = "strict" if kind == "is-json" else "embedded"
+    grader = {"type": "json_schema", "parse": parse}
+    return Check(kind, kind, grader, "schema", {} if schema is None else schema, shown, "")
 
 
 def _llm_rubric(
@@ -410,6 +480,8 @@ _DESCRIBE = {
     "not-icontains": "The output does not contain {v}, ignoring case",
     "contains-any": "The output contains at least one of {v}",
     "icontains-any": "The output contains at least one of {v}, ignoring case",
+    "not-contains-all": "The output does not contain every one of {v}",
+    "not-icontains-all": "The output does not contain every one of {v}, ignoring case",
     "regex": "The output matches the regular expression {v}",
     "not-regex": "The output does not match the regular expression {v}",
     "starts-with": "The output starts with {v}",
