@@ -674,3 +674,45 @@ def test_samples_that_cannot_be_items_are_skipped_with_the_reason(tmp_path: Path
         "line 3: 'ideal' is neither an answer nor a list of answers; the sample is not imported",
     )
     assert list(items_of(team.root, "evalsets/few.jsonl")) == ["sample-001"]
+
+
+def test_csv_tests_import_as_promptfoo_reads_them(tmp_path: Path):
+    config = write_config(
+        tmp_path / "pf",
+        """\
+prompts: ["Explain {{ topic }}"]
+providers: [openai:gpt-4o-mini-2024-07-18]
+tests: file://tests.csv
+""",
+    )
+    (tmp_path / "pf" / "tests.csv").write_text(
+        " topic ,__expected1,__expected2,__metadata:tags[],__metadata:owner,__prefix\n"
+        'sorting,contains: algorithm ,"icontains-any: heap, ""merge, sort""",'
+        '"math, edge\\,case",ana,Q:\n'
+        "graphs,contains: algorithm,,,,\n",
+        encoding="utf-8",
+    )
+    root = bare_registry(tmp_path)
+    result = import_promptfoo(config, root, name="explain")
+    registry = load_registry(root)
+    criteria = {
+        c.id: c.grader.model_dump(exclude_defaults=True)
+        for c in registry.rubrics["explain"].criteria
+    }
+    # promptfoo trims a CSV assert's value: "contains: algorithm " looks for "algorithm".
+    assert criteria["contains"]["value"] == "algorithm"
+    # A quoted field keeps its comma, as promptfoo's list parser does.
+    assert criteria["icontains-any"]["value"] == ["heap", "merge, sort"]
+    items = items_of(root, "evalsets/explain.jsonl")
+    sorting, graphs = items["test-001"], items["test-002"]
+    assert sorting["input"] == {"topic": "sorting"}  # the column name is trimmed
+    # __metadata:tags[] is a list, split on unescaped commas, and its tags become slices.
+    assert sorting["meta"]["metadata"] == {"tags": ["math", "edge,case"], "owner": "ana"}
+    assert {"math", "edge-case"} <= set(sorting["tags"])
+    assert "metadata" not in graphs["meta"]  # empty metadata cells are no metadata
+    assert result.not_mapped == (
+        "tests.csv row 1 __prefix: a text promptfoo adds before the prompt; put it in the "
+        "task's template",
+    )
+    assert grade(registry, "explain", "test-001", "A merge, sort algorithm")[0] == "correct"
+    assert grade(registry, "explain", "test-002", "An algorithm")[0] == "correct"

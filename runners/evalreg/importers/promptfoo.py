@@ -88,13 +88,83 @@ _DATED = re.compile(r"(?:\d{4}-\d{2}-\d{2}|\d{8})$")
 """A model id that ends in a snapshot date, as pinned models do."""
 _CODE_SUFFIXES = (".py", ".js", ".ts", ".mjs", ".cjs")
 _GLOB = re.compile(r"[*?\[]")
-_CSV_ASSERT = re.compile(
-    r"^(not-)?(equals|contains|icontains|contains-all|contains-any|icontains-all|icontains-any"
-    r"|starts-with|regex|is-json|contains-json|javascript|python|similar|levenshtein|"
-    r"llm-rubric|model-graded-closedqa|factuality|answer-relevance|cost|latency|"
-    r"perplexity|rouge-n|bleu|classifier|webhook|is-sql|is-xml|contains-xml)"
-    r"(?:\((\d+(?:\.\d+)?)\))?(?::([\s\S]*))?$"
+_CSV_TYPES = (
+    "agent-rubric",
+    "answer-relevance",
+    "bleu",
+    "classifier",
+    "contains",
+    "contains-all",
+    "contains-any",
+    "contains-html",
+    "contains-json",
+    "contains-sql",
+    "contains-xml",
+    "context-faithfulness",
+    "context-recall",
+    "context-relevance",
+    "conversation-relevance",
+    "cost",
+    "equals",
+    "factuality",
+    "finish-reason",
+    "g-eval",
+    "gleu",
+    "guardrails",
+    "icontains",
+    "icontains-all",
+    "icontains-any",
+    "is-html",
+    "is-json",
+    "is-refusal",
+    "is-sql",
+    "is-valid-function-call",
+    "is-valid-openai-function-call",
+    "is-valid-openai-tools-call",
+    "is-xml",
+    "javascript",
+    "latency",
+    "levenshtein",
+    "llm-rubric",
+    "pi",
+    "meteor",
+    "model-graded-closedqa",
+    "model-graded-factuality",
+    "moderation",
+    "perplexity",
+    "perplexity-score",
+    "python",
+    "regex",
+    "rouge-n",
+    "ruby",
+    "similar",
+    "similar:cosine",
+    "similar:dot",
+    "similar:euclidean",
+    "starts-with",
+    "tool-call-f1",
+    "skill-used",
+    "trajectory:goal-success",
+    "trajectory:tool-args-match",
+    "trajectory:step-count",
+    "trajectory:tool-sequence",
+    "trajectory:tool-used",
+    "trace-error-spans",
+    "trace-span-count",
+    "trace-span-duration",
+    "search-rubric",
+    "webhook",
+    "word-count",
 )
+"""promptfoo 0.121.20's assert types (``BaseAssertionTypesSchema``), in its order."""
+_CSV_ASSERT = re.compile(
+    "^(not-)?("
+    + "|".join(map(re.escape, _CSV_TYPES))
+    + r")(?:\((\d+(?:\.\d+)?)\))?(?::([\s\S]*))?$"
+)
+_CSV_UNTRIMMED = frozenset({"contains-json", "is-json"})
+"""Assert types whose CSV value promptfoo keeps untrimmed (the rest it trims)."""
+_CSV_SEPARATOR = re.compile(r"(?<!\\),")
 """An assert written in a CSV ``__expected`` column: ``[not-]type[(threshold)][:value]``."""
 
 
@@ -526,27 +596,47 @@ def _tests_from_files(ref: str, base: Path, default: dict[str, Any], log: Import
 
 
 def _csv_test(row: dict[str, Any], where: str, log: ImportLog) -> dict[str, Any]:
-    """A CSV row as a test: columns are vars, ``__expected*`` columns asserts."""
+    """A CSV row as a test, read as promptfoo reads one: column names trimmed, vars kept as
+    written, ``__expected*`` columns asserts, ``__metadata:<key>`` (a list with ``[]``)."""
     test: dict[str, Any] = {"vars": {}, "assert": [], "metadata": {}}
     for column, value in row.items():
-        column, value = str(column), value or ""
+        column, value = str(column).strip(), value or ""
         if column.startswith("__expected"):
             if value.strip():
-                test["assert"].append(_csv_assert(value))
+                test["assert"].append(_csv_assert(value.strip()))
         elif column == "__description":
-            test["description"] = value
+            if value:
+                test["description"] = value
         elif column.startswith("__metadata:"):
-            test["metadata"][column.removeprefix("__metadata:")] = value
+            key = column.removeprefix("__metadata:")
+            if not value.strip():
+                continue
+            if key.endswith("[]"):
+                parts = _CSV_SEPARATOR.split(value)
+                test["metadata"][key[:-2]] = [p.strip().replace("\\,", ",") for p in parts]
+            else:
+                test["metadata"][key] = value
         elif column.startswith("__"):
             if value.strip():
-                log.skip(f"{where} {column}", "not mapped")
+                log.skip(f"{where} {column}", _CSV_WHY.get(column.partition(":")[0], "not mapped"))
         else:
             test["vars"][column] = value
     return test
 
 
+_CSV_WHY = {
+    "__prefix": "a text promptfoo adds before the prompt; put it in the task's template",
+    "__suffix": "a text promptfoo adds after the prompt; put it in the task's template",
+    "__providerOutput": "a recorded output, not a model call; evalreg records its own",
+    "__metric": "named metrics are not mapped; each criterion is its own column",
+    "__threshold": "a test's pass threshold is not mapped; set the rubric's levels",
+    "__config": "a per-assert threshold is only mapped for llm-rubric",
+}
+"""Why a special CSV column has no mapping."""
+
+
 def _csv_assert(text: str) -> dict[str, Any]:
-    """An assert from its CSV form, as promptfoo reads it; plain text means ``equals``."""
+    """An assert from its (trimmed) CSV form, as promptfoo reads it; plain text is ``equals``."""
     for prefix, kind in (
         ("javascript:", "javascript"),
         ("fn:", "javascript"),
@@ -563,9 +653,10 @@ def _csv_assert(text: str) -> dict[str, Any]:
     if match is None:
         return {"type": "equals", "value": text}
     negated, kind, threshold, value = match.groups()
-    out: dict[str, Any] = {"type": (negated or "") + kind, "value": value or ""}
-    if kind.endswith(("-all", "-any")):
-        out["value"] = [v.strip() for v in (value or "").split(",")]
+    out: dict[str, Any] = {"type": (negated or "") + kind, "value": value}
+    # A list of texts stays one text here: the assert splits it as promptfoo does.
+    if value is not None and kind not in _CSV_UNTRIMMED and not kind.endswith(("-all", "-any")):
+        out["value"] = value.strip()
     if threshold is not None:
         out["threshold"] = float(threshold)
     return out
