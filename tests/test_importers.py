@@ -716,3 +716,111 @@ tests: file://tests.csv
     )
     assert grade(registry, "explain", "test-001", "A merge, sort algorithm")[0] == "correct"
     assert grade(registry, "explain", "test-002", "An algorithm")[0] == "correct"
+
+
+def test_refs_assert_sets_transforms_and_content_parts_map_or_say_why(tmp_path: Path):
+    config = write_config(
+        tmp_path / "pf",
+        """\
+prompts:
+  - id: file://chat.json
+providers: [openai:gpt-4o-mini-2024-07-18]
+assertionTemplates:
+  polite: {type: icontains, value: please}
+defaultTest:
+  options: {prefix: "Q: "}
+tests:
+  - vars: {q: a}
+    assert:
+      - $ref: "#/assertionTemplates/polite"
+      - type: assert-set
+        weight: 2
+        assert:
+          - {type: contains, value: thanks}
+          - {type: starts-with, value: Dear, weight: 3}
+  - vars: {q: b}
+    options: {transform: output.toUpperCase()}
+    assert:
+      - {type: contains, value: THANKS}
+  - vars: {q: c}
+    assert:
+      - type: assert-set
+        threshold: 0.5
+        assert: [{type: contains, value: x}, {type: contains, value: y}]
+  - huggingface://datasets/org/questions
+""",
+    )
+    chat = [
+        {"role": "system", "content": [{"type": "text", "text": "Be kind."}]},
+        {"role": "user", "content": [{"type": "text", "text": "Write to {{ q }}"}]},
+    ]
+    (tmp_path / "pf" / "chat.json").write_text(json.dumps(chat), encoding="utf-8")
+    root = bare_registry(tmp_path)
+    result = import_promptfoo(config, root, name="letters")
+    registry = load_registry(root)
+    task = registry.tasks["letters"]
+    # promptfoo's chat prompt with text content parts: a system prompt and a template.
+    assert (task.prompt.system, task.prompt.template) == ("Be kind.", "Write to {{ q }}")
+    criteria = {c.id: c for c in registry.rubrics["letters"].criteria}
+    # $ref resolved to the template; the assert-set's asserts share its weight 2 as 1:3.
+    assert criteria["icontains"].grader.value == "please"
+    assert (criteria["contains"].grader.value, criteria["contains"].weight) == ("thanks", 0.5)
+    assert (criteria["starts-with"].grader.pattern, criteria["starts-with"].weight) == (
+        r"\ADear",
+        1.5,
+    )
+    assert "THANKS" not in json.dumps([c.grader.model_dump() for c in criteria.values()])
+    assert result.not_mapped == (
+        "defaultTest.options.prefix: a text promptfoo adds before the prompt; put it in the "
+        "task's template",
+        "huggingface://datasets/org/questions: tests from a Hugging Face dataset are not "
+        "downloaded by an import: save them as a CSV or JSONL file next to the config and "
+        "point 'tests' at it",
+        "tests[1]: options.transform runs code on the output before its asserts, so they "
+        "would grade another text; the test's asserts are not imported",
+        "tests[2].assert[0]: an assert-set with a threshold passes when a share of its "
+        "asserts do; evalreg criteria pass or fail one by one",
+    )
+
+
+def test_a_ref_that_points_nowhere_is_an_error_that_names_it(tmp_path: Path):
+    config = write_config(
+        tmp_path / "pf",
+        """\
+prompts: ["{{ q }}"]
+providers: [openai:gpt-4o-mini-2024-07-18]
+tests:
+  - vars: {q: a}
+    assert: [{$ref: "#/assertionTemplates/missing"}]
+""",
+    )
+    root = bare_registry(tmp_path)
+    with pytest.raises(
+        ImportProblem,
+        match=r"tests\[0\]\.assert\[0\]: \$ref '#/assertionTemplates/missing' points to nothing",
+    ):
+        import_promptfoo(config, root, name="refs")
+    assert not (root / "registry" / "tasks").exists()
+
+
+@pytest.mark.parametrize(
+    ("content", "why"),
+    [
+        ([{"type": "image_url", "image_url": {"url": "x"}}], "image_url content parts"),
+        ([{"type": "text", "text": "a"}, {"type": "text", "text": "b"}], "several text parts"),
+    ],
+)
+def test_chat_content_parts_that_are_not_one_text_are_listed(tmp_path: Path, content, why):
+    config = write_config(
+        tmp_path / "pf",
+        """\
+prompts: [file://chat.json, "{{ q }}"]
+providers: [openai:gpt-4o-mini-2024-07-18]
+tests: [{vars: {q: a}, assert: [{type: contains, value: a}]}]
+""",
+    )
+    (tmp_path / "pf" / "chat.json").write_text(
+        json.dumps([{"role": "user", "content": content}]), encoding="utf-8"
+    )
+    result = import_promptfoo(config, bare_registry(tmp_path), name="parts")
+    assert any(why in m for m in result.not_mapped), result.not_mapped
