@@ -15,7 +15,16 @@ from evalreg.importers import ImportProblem, import_openai_evals, import_promptf
 from evalreg.registry.loader import load_registry
 from evalreg.templating import render
 
-from conftest import PIN_OPENAI, PIN_PYTHON, RUBRIC, SELECTION, SYSTEM, TASK, Repo, items_jsonl
+from conftest import (
+    PIN_OPENAI,
+    PIN_PYTHON,
+    RUBRIC,
+    SELECTION,
+    SYSTEM,
+    TASK,
+    Repo,
+    items_jsonl,
+)
 
 DATA = Path(__file__).parent / "data" / "importers"
 PROMPTFOO = DATA / "promptfoo" / "promptfooconfig.yaml"
@@ -824,3 +833,120 @@ tests: [{vars: {q: a}, assert: [{type: contains, value: a}]}]
     )
     result = import_promptfoo(config, bare_registry(tmp_path), name="parts")
     assert any(why in m for m in result.not_mapped), result.not_mapped
+
+
+CLOSEDQA_LIKE = """\
+relevance:
+  prompt: |-
+    [Task]: {input}
+    [Submission]: {completion}
+    [Criterion]: {criteria}
+    Keep {{braces}} as written. Does the submission meet the criterion? Answer Y or N.
+  eval_type: cot_classify
+  choice_scores:
+    "Y": 1.0
+    "N": 0.0
+  choice_strings: 'YN'
+  input_outputs:
+    input: completion
+"""
+
+
+def test_a_model_graded_spec_becomes_a_judge_criterion(tmp_path: Path, team: Repo, cli):
+    spec = tmp_path / "relevance.yaml"
+    spec.write_text(CLOSEDQA_LIKE, encoding="utf-8")
+    samples = tmp_path / "samples.jsonl"
+    rows = [
+        {"input": [{"role": "user", "content": "Quote Hamlet"}], "criteria": "a real quote"},
+        {"input": "Name a prime", "criteria": "a prime number"},
+        {"input": "No criteria here"},
+    ]
+    samples.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    result = import_openai_evals(
+        samples, team.root, name="quotes", pins=["mini"], modelgraded=spec, judge="rules"
+    )
+    registry = load_registry(team.root)
+    (criterion,) = registry.rubrics["quotes"].criteria
+    grader = criterion.grader
+    assert (criterion.id, grader.type, grader.judge) == ("relevance", "llm_judge", "rules")
+    assert grader.pass_threshold == 1.0
+    assert criterion.description == (
+        "The judge picks a best choice (\"Y\") of the OpenAI evals model-graded spec 'relevance'."
+    )
+    items = items_of(team.root, "evalsets/quotes.jsonl")
+    assert items["sample-001"]["expected"] == {"criteria": "a real quote"}
+    assert result.not_mapped == (
+        "line 3: the spec's prompt reads criteria, which the sample lacks; the sample is not "
+        "imported",
+    )
+    item = next(i for i in registry.evalset_of("quotes").items if i.id == "sample-002")
+    prompt = render(
+        grader.prompt,
+        {
+            "input": [m.model_dump() for m in item.messages],
+            "output": "7",
+            "expected": item.expected,
+            "criterion": criterion.description,
+        },
+    )
+    assert prompt == (
+        "[Task]: Name a prime\n[Submission]: 7\n[Criterion]: a prime number\n"
+        "Keep {braces} as written. Does the submission meet the criterion? Answer Y or N.\n\n"
+        "Pick exactly one of the choices above. Then reply with the JSON verdict; its score "
+        'is that of the choice you picked: "Y" scores 1, "N" scores 0.'
+    )
+    assert cli(team, "check").code == 0
+
+
+def test_a_spec_needs_a_judge_and_scores(tmp_path: Path, team: Repo, cli):
+    spec = tmp_path / "counts.yaml"
+    spec.write_text("counts:\n  prompt: '{completion}?'\n  choice_strings: AB\n", encoding="utf-8")
+    base = ("import", "openai-evals", str(SAMPLES), "--name", "c", "--pin", "mini")
+    before = {k: v for k, v in team.snapshot().items() if not k.startswith(".evalreg/")}
+    for extra, message in (
+        (("--modelgraded", str(spec)), "a model-graded spec needs a judge model: --judge PIN"),
+        (("--modelgraded", str(spec), "--judge", "rules"), "scores no choice (choice_scores)"),
+        (("--judge", "rules"), "--judge grades a model-graded spec: give --modelgraded SPEC"),
+        (
+            ("--kind", "json_match"),
+            "--kind json_match is not mapped: OpenAI evals' JsonMatch never matches a null",
+        ),
+    ):
+        result = cli(team, *base, *extra)
+        assert (result.code, "Traceback" in result.err) == (2, False)
+        assert message in result.err
+    after = {k: v for k, v in team.snapshot().items() if not k.startswith(".evalreg/")}
+    assert after == before  # nothing written (the write lock aside)
+
+
+def test_a_fact_spec_passes_every_choice_but_a_disagreement(tmp_path: Path, team: Repo):
+    spec = tmp_path / "fact.yaml"
+    spec.write_text(
+        "fact:\n  prompt: 'Q {input} E {ideal} S {completion}'\n  choice_strings: ABCDE\n"
+        "  input_outputs:\n    input: completion\n",
+        encoding="utf-8",
+    )
+    import_openai_evals(
+        SAMPLES, team.root, name="facts", pins=["mini"], modelgraded=spec, judge="rules"
+    )
+    (criterion,) = load_registry(team.root).rubrics["facts"].criteria
+    assert criterion.grader.prompt.endswith(
+        '"A" scores 1, "B" scores 1, "C" scores 1, "D" scores 0, "E" scores 1.'
+    )
+    assert '{{ expected["ideal"] }}' in criterion.grader.prompt
+
+
+def test_system_only_conversations_import_as_one_user_turn(tmp_path: Path, team: Repo):
+    samples = tmp_path / "logic.jsonl"
+    rows = [
+        {"input": [{"role": "system", "content": "If all A are B, is an A a B?"}], "ideal": "Yes"},
+        {"input": [{"role": "user", "content": "2+2?"}], "ideal": "4"},
+    ]
+    samples.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    result = import_openai_evals(samples, team.root, name="logic", pins=["mini"])
+    items = items_of(team.root, "evalsets/logic.jsonl")
+    assert items["sample-001"]["messages"] == [
+        {"role": "user", "content": "If all A are B, is an A a B?"}
+    ]
+    assert result.not_mapped == ()
+    assert any("system messages only became one user turn" in n for n in result.notes)

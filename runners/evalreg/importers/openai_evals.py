@@ -24,6 +24,7 @@ from evalreg.importers.base import (
     selection_doc,
     to_plain,
 )
+from evalreg.importers.openai_modelgraded import Spec, read_spec
 from evalreg.importers.templates import literal
 from evalreg.importers.writer import Draft, write_draft
 from evalreg.registry import schema
@@ -87,6 +88,8 @@ def import_openai_evals(
     name: str,
     pins: Sequence[str],
     kind: str = "match",
+    modelgraded: Path | None = None,
+    judge: str | None = None,
 ) -> ImportResult:
     """Write the registry files for the OpenAI evals samples file ``samples`` into ``out_root``.
 
@@ -98,6 +101,9 @@ def import_openai_evals(
         kind: the eval class the samples were written for: ``match`` (the output starts
             with an ideal answer), ``includes`` (an ideal answer appears in the output),
             ``fuzzy_match``.
+        modelgraded: an OpenAI evals model-graded spec file (``fact.yaml``, ...): its
+            prompt grades instead of ``kind``, with ``judge`` as the grading model.
+        judge: the existing pin that grades a model-graded spec.
 
     Raises:
         ImportProblem: a pin does not exist, the file is not JSONL, no sample maps, or the
@@ -116,8 +122,11 @@ def import_openai_evals(
         require_pin(out_root, pin, "--pin")
     if len(set(pins)) != len(pins):
         raise ImportProblem("--pin: each pin once")
+    spec = _spec(modelgraded, judge, out_root)
+    criterion = criterion_for(kind) if spec is None else spec.criterion
+    label = kind if modelgraded is None else f"model-graded {modelgraded.stem}"
     log = ImportLog()
-    rows = _rows(samples, log)
+    rows = _rows(samples, log, spec)
     if not rows:
         raise ImportProblem(
             f"{samples}: no sample maps to an eval item"
@@ -130,16 +139,16 @@ def import_openai_evals(
         "rubrics",
         name,
         rubric_doc(
-            f"Answers to the OpenAI evals samples {samples.name} ({kind}), checked against each "
-            "sample's ideal answer.",
-            [criterion_for(kind)],
+            f"Answers to the OpenAI evals samples {samples.name} ({label}), checked against "
+            + ("each sample's ideal answer." if spec is None else "a judge's choice."),
+            [criterion],
         ),
     )
     prompt: dict[str, Any] = {"template": ""}  # every item is a conversation: no template
     if system is not None:
         prompt = {"system": literal(system), **prompt}
     description = (
-        f"Imported from the OpenAI evals samples {samples.name} ({kind}): each item is a "
+        f"Imported from the OpenAI evals samples {samples.name} ({label}): each item is a "
         "conversation, and the model writes the next assistant turn."
     )
     draft.add_yaml(
@@ -154,12 +163,23 @@ def import_openai_evals(
         },
     )
     candidates = [{"id": pin, "pin": pin} for pin in pins]
-    draft.add_yaml("selections", name, selection_doc(f"{name} ({kind})", name, candidates, SOURCE))
+    draft.add_yaml("selections", name, selection_doc(f"{name} ({label})", name, candidates, SOURCE))
     draft.add_jsonl(evalset, rows)
     return log.result(write_draft(out_root, draft), evalset)
 
 
-def _rows(samples: Path, log: ImportLog) -> list[dict[str, Any]]:
+def _spec(modelgraded: Path | None, judge: str | None, out_root: Path) -> Spec | None:
+    if modelgraded is None:
+        if judge is not None:
+            raise ImportProblem("--judge grades a model-graded spec: give --modelgraded SPEC")
+        return None
+    if judge is None:
+        raise ImportProblem("a model-graded spec needs a judge model: --judge PIN")
+    require_pin(out_root, judge, "--judge")
+    return read_spec(modelgraded, judge)
+
+
+def _rows(samples: Path, log: ImportLog, spec: Spec | None = None) -> list[dict[str, Any]]:
     """One item per sample that maps; a line that is not a JSON object is an error."""
     bad: list[str] = []
     rows: list[dict[str, Any]] = []
@@ -180,7 +200,7 @@ def _rows(samples: Path, log: ImportLog) -> list[dict[str, Any]]:
         where = f"line {lineno}"
         try:
             messages = _messages(sample.get("input"), log)
-            expected = expected_for(sample.get("ideal"))
+            expected = expected_for(sample.get("ideal")) if spec is None else _read(sample, spec)
         except NotMapped as exc:
             log.skip(where, f"{exc}; the sample is not imported")
             continue
@@ -198,6 +218,14 @@ def _rows(samples: Path, log: ImportLog) -> list[dict[str, Any]]:
         shown = "\n  ".join(bad[:MAX_BAD_LINES])
         raise ImportProblem(f"{samples}: not OpenAI evals samples (JSONL):\n  {shown}")
     return rows
+
+
+def _read(sample: dict[str, Any], spec: Spec) -> dict[str, Any]:
+    """What a model-graded spec's prompt reads from a sample besides its input."""
+    missing = [f for f in spec.fields if f not in sample]
+    if missing:
+        raise NotMapped(f"the spec's prompt reads {', '.join(missing)}, which the sample lacks")
+    return {f: to_plain(sample[f]) for f in spec.fields}
 
 
 def criterion_for(kind: str) -> dict[str, Any]:
