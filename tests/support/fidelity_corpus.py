@@ -190,6 +190,14 @@ _JSON_ASSERTS: list[dict[str, Any]] = [
     {"type": "regex", "value": '"size":\\s*3\\b'},
 ]
 
+_UNMAPPED_ASSERTS: list[dict[str, Any]] = [
+    {"type": "levenshtein", "value": "Paris", "threshold": 2},
+    {"type": "javascript", "value": "output.length > 3"},
+    {"type": "not-is-json"},
+    {"type": "not-equals", "value": {"color": "yellow"}},
+]
+"""Asserts the importer lists as not mapped: the test counts them with their reasons."""
+
 _RUNNER = """
 import { assertions } from 'promptfoo';
 import { readFileSync } from 'node:fs';
@@ -210,6 +218,7 @@ def promptfoo_rows(promptfoo_dir: Path) -> list[dict[str, Any]]:
     """Every (assert, output) pair of the text and JSON sets, with promptfoo's decision."""
     cases = [{"assert": a, "output": o} for a in _TEXT_ASSERTS for o in _TEXT_OUTPUTS]
     cases += [{"assert": a, "output": o} for a in _JSON_ASSERTS for o in _JSON_OUTPUTS]
+    cases += [{"assert": a, "output": o} for a in _UNMAPPED_ASSERTS for o in _JSON_OUTPUTS[:5]]
     with tempfile.TemporaryDirectory(dir=promptfoo_dir) as tmp:
         runner = Path(tmp) / "run.mjs"
         runner.write_text(_RUNNER, encoding="utf-8")
