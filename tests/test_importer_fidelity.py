@@ -69,7 +69,7 @@ def test_every_mapped_promptfoo_assert_decides_as_promptfoo():
         "not-equals: not-equals with a JSON value has no evalreg grader": 5,
         "not-is-json: not-is-json has no evalreg grader": 5,
     }
-    assert len(rows) - sum(not_mapped.values()) == 2065
+    assert len(rows) - sum(not_mapped.values()) == 2358
     # Both decisions are well represented, so agreement is not agreement on "fail".
     assert 400 < sum(r["pass"] for r in rows) < 1700
 

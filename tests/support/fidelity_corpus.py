@@ -80,6 +80,9 @@ _TEXT_OUTPUTS = [
     "a.b",
     "ends with newline\n",
     "\u00a0nbsp",
+    "true",
+    "1",
+    "costs 1.5 euros",
 ]
 _JSON_OUTPUTS = [
     '{"color": "yellow"}',
@@ -127,6 +130,10 @@ _TEXT_ASSERTS: list[dict[str, Any]] = [
     {"type": "equals", "value": "Paris"},
     {"type": "equals", "value": "42"},
     {"type": "equals", "value": ""},
+    {"type": "equals", "value": 42},
+    {"type": "equals", "value": 1.0},
+    {"type": "equals", "value": True},
+    {"type": "contains", "value": 1.5},
     {"type": "not-equals", "value": "Paris"},
     {"type": "contains", "value": "Paris"},
     {"type": "contains", "value": " algorithm"},

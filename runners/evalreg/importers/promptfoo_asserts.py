@@ -261,8 +261,17 @@ def _text(value: Any, kind: str) -> str:
     return _js_string(value)
 
 
+def _string(value: Any, kind: str) -> str:
+    """A value promptfoo requires to be a string (a number is an error there)."""
+    if not isinstance(value, str) or value == "":
+        raise NotMapped(f"{kind} needs a text value (promptfoo refuses a number)")
+    return value
+
+
 def _js_string(value: str | float) -> str:
-    """A value as JavaScript's ``String()`` writes it (``1.0`` is ``"1"``)."""
+    """A value as JavaScript's ``String()`` writes it (``1.0`` is ``"1"``, ``True`` ``"true"``)."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
     if isinstance(value, float) and value.is_integer() and abs(value) < 1e21:
         return str(int(value))
     return str(value)
@@ -391,7 +400,7 @@ def _contains(kind: str, negated: bool, value: Any, raw: dict[str, Any], judge: 
 
 
 def _regex(kind: str, negated: bool, value: Any, raw: dict[str, Any], judge: JudgeFor) -> Check:
-    pattern = _text(value, kind)
+    pattern = _string(value, kind)
     grader: dict[str, Any] = {"type": "regex", "ascii": True} | _RAW
     grader |= {"must_match": False} if negated else {}
     return Check(kind, kind, grader, "pattern", js_pattern(pattern), _shown(pattern), "")
@@ -400,7 +409,7 @@ def _regex(kind: str, negated: bool, value: Any, raw: dict[str, Any], judge: Jud
 def _starts_with(
     kind: str, negated: bool, value: Any, raw: dict[str, Any], judge: JudgeFor
 ) -> Check:
-    text = _text(value, kind)
+    text = _string(value, kind)
     grader: dict[str, Any] = {"type": "regex"} | _RAW | ({"must_match": False} if negated else {})
     return Check(kind, kind, grader, "pattern", r"\A" + re.escape(text), _shown(text), "")
 
