@@ -695,10 +695,11 @@ tests: file://tests.csv
 """,
     )
     (tmp_path / "pf" / "tests.csv").write_text(
-        " topic ,__expected1,__expected2,__metadata:tags[],__metadata:owner,__prefix\n"
+        " topic ,__expected1,__expected2,__metadata:tags[],__metadata:owner,__prefix,"
+        "__config:__expected2:threshold\n"
         'sorting,contains: algorithm ,"icontains-any: heap, ""merge, sort""",'
-        '"math, edge\\,case",ana,Q:\n'
-        "graphs,contains: algorithm,,,,\n",
+        '"math, edge\\,case",ana,Q:,0.5\n'
+        "graphs,contains: algorithm,,,,,0.5\n",
         encoding="utf-8",
     )
     root = bare_registry(tmp_path)
@@ -716,7 +717,13 @@ tests: file://tests.csv
     sorting, graphs = items["test-001"], items["test-002"]
     assert sorting["input"] == {"topic": "sorting"}  # the column name is trimmed
     # __metadata:tags[] is a list, split on unescaped commas, and its tags become slices.
-    assert sorting["meta"]["metadata"] == {"tags": ["math", "edge,case"], "owner": "ana"}
+    # __config:__expected2:threshold sets the second assert's threshold (and, as promptfoo
+    # does, the test's metadata.threshold); row 2 has no second assert.
+    assert sorting["meta"]["metadata"] == {
+        "tags": ["math", "edge,case"],
+        "owner": "ana",
+        "threshold": 0.5,
+    }
     assert {"math", "edge-case"} <= set(sorting["tags"])
     assert "metadata" not in graphs["meta"]  # empty metadata cells are no metadata
     assert result.not_mapped == (
@@ -725,6 +732,11 @@ tests: file://tests.csv
     )
     assert grade(registry, "explain", "test-001", "A merge, sort algorithm")[0] == "correct"
     assert grade(registry, "explain", "test-002", "An algorithm")[0] == "correct"
+    (tmp_path / "pf" / "tests.csv").write_text(
+        "topic,__expected,__config:__expected0:threshold\nx,contains: y,1\n", encoding="utf-8"
+    )
+    with pytest.raises(ImportProblem, match=r"tests\.csv row 1: column '__config:__expected0"):
+        import_promptfoo(config, bare_registry(tmp_path / "again"), name="explain")
 
 
 def test_refs_assert_sets_transforms_and_content_parts_map_or_say_why(tmp_path: Path):

@@ -751,6 +751,7 @@ def _csv_test(row: dict[str, Any], where: str, log: ImportLog) -> dict[str, Any]
     """A CSV row as a test, read as promptfoo reads one: column names trimmed, vars kept as
     written, ``__expected*`` columns asserts, ``__metadata:<key>`` (a list with ``[]``)."""
     test: dict[str, Any] = {"vars": {}, "assert": [], "metadata": {}}
+    thresholds: dict[int, float] = {}
     for column, value in row.items():
         column, value = str(column).strip(), value or ""
         if column.startswith("__expected"):
@@ -768,12 +769,33 @@ def _csv_test(row: dict[str, Any], where: str, log: ImportLog) -> dict[str, Any]
                 test["metadata"][key[:-2]] = [p.strip().replace("\\,", ",") for p in parts]
             else:
                 test["metadata"][key] = value
+        elif column.startswith("__config:"):
+            _csv_config(column, value, where, thresholds)
         elif column.startswith("__"):
             if value.strip():
-                log.skip(f"{where} {column}", _CSV_WHY.get(column.partition(":")[0], "not mapped"))
+                log.skip(f"{where} {column}", _CSV_WHY.get(column, "not mapped"))
         else:
             test["vars"][column] = value
+    for index, threshold in thresholds.items():
+        if index < len(test["assert"]):  # the n-th assert written, as promptfoo counts
+            test["assert"][index]["threshold"] = threshold
+            test["metadata"]["threshold"] = threshold
     return test
+
+
+def _csv_config(column: str, value: str, where: str, thresholds: dict[int, float]) -> None:
+    """A ``__config:__expected<N>:threshold`` column: the threshold of the N-th assert."""
+    parts = column.removeprefix("__config:").split(":")
+    found = re.fullmatch(r"__expected(\d*)", parts[0]) if len(parts) == 2 else None
+    index = (int(found.group(1) or 1) - 1) if found else -1
+    if found is None or index < 0 or parts[1] != "threshold":
+        raise ImportProblem(
+            f"{where}: column {column!r}: expected __config:__expected<N>:threshold"
+        )
+    number = value.strip()
+    if not re.fullmatch(r"[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?", number):
+        raise ImportProblem(f"{where}: column {column!r}: {value!r} is not a number")
+    thresholds[index] = float(number)
 
 
 _CSV_WHY = {
@@ -782,7 +804,6 @@ _CSV_WHY = {
     "__providerOutput": "a recorded output, not a model call; evalreg records its own",
     "__metric": "named metrics are not mapped; each criterion is its own column",
     "__threshold": "a test's pass threshold is not mapped; set the rubric's levels",
-    "__config": "a per-assert threshold is only mapped for llm-rubric",
 }
 """Why a special CSV column has no mapping."""
 
