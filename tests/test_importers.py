@@ -299,8 +299,8 @@ tests:
     )
     result = import_promptfoo(config, team.root, name="hello")
     assert result.not_mapped == (
-        "tests[0].assert[1]: llm-rubric needs a judge model: set defaultTest.options.provider, "
-        "or pass --judge PIN",
+        "tests[0].assert[1]: a model-graded assert needs a judge model: set "
+        "defaultTest.options.provider, or pass --judge PIN",
     )
     pin = load_registry(team.root).pins["hello-claude-3-5-haiku-20241022"]
     assert (pin.provider, pin.api_key_env) == ("anthropic", "ANTHROPIC_API_KEY")
@@ -962,3 +962,41 @@ def test_system_only_conversations_import_as_one_user_turn(tmp_path: Path, team:
     ]
     assert result.not_mapped == ()
     assert any("system messages only became one user turn" in n for n in result.notes)
+
+
+def test_factuality_and_closedqa_are_judged_with_a_judge_pin(tmp_path: Path, team: Repo):
+    config = write_config(
+        tmp_path / "pf",
+        """\
+prompts: ["Q: {{q}}"]
+providers: [openai:gpt-4o-mini-2024-07-18]
+tests:
+  - vars: {q: Capital of France?}
+    assert:
+      - {type: factuality, value: "Paris is the capital of {{ '{' }}France}"}
+      - {type: model-graded-closedqa, value: names a city}
+  - vars: {q: Capital of Peru?}
+    assert:
+      - {type: factuality, value: Lima}
+      - {type: model-graded-closedqa, value: names a city}
+""",
+    )
+    result = import_promptfoo(config, team.root, name="capitals-judged", judge="mini")
+    assert result.not_mapped == ()
+    registry = load_registry(team.root)
+    criteria = {c.id: c for c in registry.rubrics["capitals-judged"].criteria}
+    fact, closedqa = criteria["factuality"], criteria["model-graded-closedqa"]
+    # A reference that differs per test is read from each item; one shared criterion is fixed.
+    assert fact.description == (
+        "The output agrees with the reference answer the test's value in expected.factuality "
+        "(promptfoo factuality)."
+    )
+    assert closedqa.description == (
+        'The output meets the criterion "names a city" (promptfoo model-graded-closedqa).'
+    )
+    item = next(i for i in registry.evalset_of("capitals-judged").items if i.id == "test-001")
+    variables = {"output": "Paris.", "expected": item.expected, "criterion": ""}
+    rendered = render(fact.grader.prompt, variables)  # type: ignore[union-attr]
+    assert "Reference answer: Paris is the capital of {France}\n" in rendered
+    assert "Output:\nParis.\n" in rendered and "Score 0 for (D) and 1 otherwise." in rendered
+    assert "Criterion: names a city\n" in render(closedqa.grader.prompt, variables)  # type: ignore[union-attr]

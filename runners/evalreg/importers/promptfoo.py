@@ -306,8 +306,8 @@ def _checks(
             if judge is not None:
                 return judge
             raise NotMapped(
-                "llm-rubric needs a judge model: set defaultTest.options.provider, or pass "
-                "--judge PIN"
+                "a model-graded assert needs a judge model: set defaultTest.options.provider, "
+                "or pass --judge PIN"
             )
 
         return resolve

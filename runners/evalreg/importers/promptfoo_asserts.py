@@ -20,6 +20,7 @@ from jsonschema import SchemaError
 from jsonschema.validators import validator_for
 
 from evalreg.importers.base import IdPool, ImportLog, NotMapped
+from evalreg.importers.templates import literal
 from evalreg.templating import RenderError, render
 
 Slot = Literal["value", "pattern", "schema", "rubric"]
@@ -31,6 +32,35 @@ JUDGE_PROMPT = (
     "Grade the output against the rubric.\n\nRubric: {rubric}\n\nOutput:\n{{{{ output }}}}\n"
 )
 JUDGE_PROMPT_VERSION = "promptfoo-llm-rubric-1"
+FACTUALITY_PROMPT = (
+    "Compare the factual content of the output with the reference answer. Ignore style, "
+    "grammar and punctuation.\n\nReference answer: {rubric}\n\nOutput:\n{{{{ output }}}}\n\n"
+    "Decide which holds: (A) the output is a subset of the reference and consistent with it; "
+    "(B) it is a superset, consistent with it; (C) it has the same details; (D) it disagrees "
+    "with the reference; (E) they differ in ways that do not matter for factuality. Score 0 "
+    "for (D) and 1 otherwise.\n"
+)
+"""The judge prompt of promptfoo's ``factuality`` assert, which passes every choice but (D)."""
+CLOSEDQA_PROMPT = (
+    "Does the output meet the criterion?\n\nCriterion: {rubric}\n\nOutput:\n{{{{ output }}}}\n\n"
+    "Score 1 if it meets the criterion and 0 if it does not.\n"
+)
+"""The judge prompt of promptfoo's ``model-graded-closedqa`` assert (a yes or no)."""
+_JUDGED = {
+    "llm-rubric": (JUDGE_PROMPT, None, JUDGE_PROMPT_VERSION),
+    "factuality": (
+        FACTUALITY_PROMPT,
+        "The output agrees with the reference answer {v}",
+        "promptfoo-factuality-1",
+    ),
+    "model-graded-closedqa": (
+        CLOSEDQA_PROMPT,
+        "The output meets the criterion {v}",
+        "promptfoo-closedqa-1",
+    ),
+}
+"""Asserts a judge grades: its prompt, its description (None: the rubric is the
+description) and the prompt's version."""
 SLICE_PREFIX = "assert-"
 _KEYS = frozenset({"type", "value", "threshold", "weight", "metric", "provider"})
 _NEEDS_CODE = frozenset({"javascript", "python", "ruby", "webhook"})
@@ -66,6 +96,10 @@ class Check:
     merge: bool = False
     """Several on one test join into one list of needles (contains, not-contains)."""
     weight: float = 1.0
+    prompt: str = JUDGE_PROMPT
+    """For a judged check: the judge prompt, ``{rubric}`` where the value goes."""
+    describe: str | None = None
+    """For a judged check: its description, ``{v}`` the value (None: the value itself)."""
 
 
 @dataclass
@@ -174,9 +208,12 @@ def _fixed(group: _Group, cid: str, members: list[int], out: Criteria, count: in
     check = group.check
     value = group.values[members[0]]
     grader = dict(check.grader)
-    if check.slot == "rubric":
+    if check.slot == "rubric" and check.describe is None:
         description = str(value)
-        grader["prompt"] = JUDGE_PROMPT.format(rubric="{{ criterion }}")
+        grader["prompt"] = check.prompt.format(rubric="{{ criterion }}")
+    elif check.slot == "rubric" and check.describe is not None:
+        description = check.describe.format(v=_shown(value)) + f" (promptfoo {check.type})."
+        grader["prompt"] = check.prompt.format(rubric=literal(str(value)))
     else:
         if value is not None:
             grader[check.slot] = value
@@ -190,8 +227,13 @@ def _per_item(group: _Group, cid: str, out: Criteria, count: int) -> None:
     grader = dict(check.grader)
     where = f"expected.{cid}"
     if check.slot == "rubric":
-        description = f"The output meets the test's rubric in {where} (promptfoo llm-rubric)."
-        grader["prompt"] = JUDGE_PROMPT.format(rubric=f'{{{{ expected["{cid}"] }}}}')
+        shown = f"the test's value in {where}"
+        description = (
+            f"The output meets the test's rubric in {where}"
+            if check.describe is None
+            else check.describe.format(v=shown)
+        ) + f" (promptfoo {check.type})."
+        grader["prompt"] = check.prompt.format(rubric=f'{{{{ expected["{cid}"] }}}}')
     else:
         grader["expected_field"] = cid
         description = _DESCRIBE[check.stem].format(v=f"the test's value in {where}")
@@ -424,16 +466,16 @@ def _json(kind: str, negated: bool, value: Any, raw: dict[str, Any], judge: Judg
     return Check(kind, kind, grader, "schema", {} if schema is None else schema, shown, "")
 
 
-def _llm_rubric(
-    kind: str, negated: bool, value: Any, raw: dict[str, Any], judge: JudgeFor
-) -> Check:
+def _judged(kind: str, negated: bool, value: Any, raw: dict[str, Any], judge: JudgeFor) -> Check:
     if negated:
         raise NotMapped(f"{kind} has no evalreg grader")
     rubric = _text(value, kind)
+    base = "factuality" if kind == "model-graded-factuality" else kind
+    prompt, describe, version = _JUDGED[base]
     grader: dict[str, Any] = {
         "type": "llm_judge",
         "judge": judge(raw.get("provider")),
-        "prompt_version": JUDGE_PROMPT_VERSION,
+        "prompt_version": version,
     }
     threshold = raw.get("threshold")
     if threshold is not None:
@@ -442,7 +484,9 @@ def _llm_rubric(
         if not 0 <= threshold <= 1:
             raise NotMapped(f"threshold {threshold!r}: a judge's pass threshold is in 0..1")
         grader["pass_threshold"] = float(threshold)
-    return Check(kind, kind, grader, "rubric", rubric, _shown(rubric), "")
+    return Check(
+        kind, base, grader, "rubric", rubric, _shown(rubric), "", prompt=prompt, describe=describe
+    )
 
 
 def _schema(value: Any) -> dict[str, Any] | None:
@@ -478,7 +522,10 @@ _MAKERS: dict[str, Maker] = {
     "starts-with": _starts_with,
     "is-json": _json,
     "contains-json": _json,
-    "llm-rubric": _llm_rubric,
+    "llm-rubric": _judged,
+    "factuality": _judged,
+    "model-graded-factuality": _judged,
+    "model-graded-closedqa": _judged,
 }
 _DESCRIBE = {
     "equals": "The output is exactly {v}",
