@@ -931,8 +931,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--judge",
         metavar="PIN",
-        help="an existing pin that grades llm-rubric "
-        "asserts when the config names no grading provider",
+        help="an existing pin that grades model-graded asserts (llm-rubric, factuality, "
+        "model-graded-closedqa) when the config names no grading provider",
     )
     p.set_defaults(handler=cmd_import_promptfoo)
     p = import_sub.add_parser("openai-evals", help="OpenAI evals samples (samples.jsonl)")

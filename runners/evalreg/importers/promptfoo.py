@@ -228,7 +228,8 @@ def import_promptfoo(
         out_root: the registry repository root.
         name: the id of the task, rubric, use case and eval set (``evalsets/<name>.jsonl``);
             model pins are named ``<name>-<provider label or model>``.
-        judge: an existing pin that grades ``llm-rubric`` asserts whose config names no
+        judge: an existing pin that grades model-graded asserts (``llm-rubric``,
+            ``factuality``, ``model-graded-closedqa``) whose config names no
             grading provider (``defaultTest.options.provider``); without either, those
             asserts are not mapped.
 
