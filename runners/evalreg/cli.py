@@ -437,7 +437,13 @@ def cmd_import_openai_evals(args: argparse.Namespace) -> int:
     root = _root(args)
     with _writing(root):
         result = import_openai_evals(
-            _path(args, args.samples), root, name=args.name, pins=args.pin, kind=args.kind
+            _path(args, args.samples),
+            root,
+            name=args.name,
+            pins=args.pin,
+            kind=args.kind,
+            modelgraded=_path(args, args.modelgraded) if args.modelgraded else None,
+            judge=args.judge,
         )
     print_import(result)
     return 0
@@ -939,8 +945,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--judge",
         metavar="PIN",
-        help="an existing pin that grades llm-rubric "
-        "asserts when the config names no grading provider",
+        help="an existing pin that grades model-graded asserts (llm-rubric, factuality, "
+        "model-graded-closedqa) when the config names no grading provider",
     )
     p.set_defaults(handler=cmd_import_promptfoo)
     p = import_sub.add_parser("openai-evals", help="OpenAI evals samples (samples.jsonl)")
@@ -957,10 +963,18 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--kind",
-        choices=("match", "includes", "fuzzy_match"),
+        choices=("match", "includes", "fuzzy_match", "json_match"),
         default="match",
-        help="exact, contained, or equal once normalised (default match)",
+        help="the basic eval class: starts with, contains, or overlaps once normalised, an "
+        "ideal answer (default match; json_match is not mapped, and says why)",
     )
+    p.add_argument(
+        "--modelgraded",
+        metavar="SPEC",
+        help="a model-graded spec file (evals/registry/modelgraded/fact.yaml, ...) that "
+        "grades instead of --kind; needs --judge",
+    )
+    p.add_argument("--judge", metavar="PIN", help="the existing pin that grades --modelgraded")
     p.set_defaults(handler=cmd_import_openai_evals)
     return parser
 
