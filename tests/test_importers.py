@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from evalreg import dvcrepo
 from evalreg.graders import GradingContext, build_grader
 from evalreg.graders.levels import applies, assign_level
 from evalreg.graders.parsing import parse_output
@@ -542,6 +543,54 @@ def test_openai_evals_samples_become_conversation_items(team: Repo, cli):
     assert cli(team, "check").code == 0
 
 
+def test_json_match_samples_grade_as_json_match_does(tmp_path: Path, team: Repo, cli):
+    samples = tmp_path / "samples.jsonl"
+    ideals = ['{"label": "a"}', '{"label": "b"}', ['{"label": null}', '{"label": "a"}'], "[1, 2]"]
+    samples.write_text(
+        "".join(
+            json.dumps({"input": f"message {n}", "ideal": ideal}) + "\n"
+            for n, ideal in enumerate(ideals)
+        ),
+        encoding="utf-8",
+    )
+    result = cli(
+        team,
+        "import",
+        "openai-evals",
+        str(samples),
+        "--name",
+        "j",
+        "--pin",
+        "rules",
+        "--kind",
+        "json_match",
+    )
+    assert result.code == 0, result.err
+    registry = load_registry(team.root)
+    task = registry.tasks["j"]
+    assert (task.output.parser, task.output.extract) == ("json", "strict")
+    items = items_of(team.root, "evalsets/j.jsonl")
+    # Always a list of the ideal JSON values: a lone ideal that is a JSON list stays one.
+    assert items["sample-004"]["expected"] == {"ideal": [[1, 2]]}
+    assert items["sample-003"]["expected"] == {"ideal": [{"label": None}, {"label": "a"}]}
+    team.git("init", "-q", "-b", "main")
+    dvcrepo.init(team.root, remote=None)
+    team.commit("import")
+    run = cli(team, "run", "--task", "j")  # a python pin: nothing leaves the machine
+    assert run.code == 0, run.err
+    records = [
+        json.loads(line)
+        for line in (team.root / "reports/results/j/rules.items.jsonl").read_text().splitlines()
+    ]
+    # The rules baseline answers {"label": "a"} to everything.
+    assert {r["item"]: r["criteria"]["json_match"]["passed"] for r in records} == {
+        "sample-001": True,
+        "sample-002": False,
+        "sample-003": True,
+        "sample-004": False,
+    }
+
+
 MATCH = {
     "type": "exact",
     "expected_field": "ideal",
@@ -921,7 +970,7 @@ def test_a_spec_needs_a_judge_and_scores(tmp_path: Path, team: Repo, cli):
         (("--judge", "rules"), "--judge grades a model-graded spec: give --modelgraded SPEC"),
         (
             ("--kind", "json_match"),
-            "--kind json_match is not mapped: OpenAI evals' JsonMatch never matches a null",
+            "line 1: an ideal answer is not a JSON document; the sample is not imported",
         ),
     ):
         result = cli(team, *base, *extra)

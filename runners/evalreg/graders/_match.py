@@ -37,12 +37,15 @@ def exact(config: schema.ExactGrader, ctx: GradingContext) -> GradeFn:
             item's ``expected[expected_field or field]``, or all of ``expected`` without a
             field); ``ignore_case`` compares every string, however deeply nested, folded
             as ``case`` says; ``match: any`` passes on one of a list of expected values;
-            ``compare: prefix`` passes when the answer's text starts with the expected text.
+            ``compare: prefix`` passes when the answer's text starts with the expected text;
+            ``compare: components`` compares JSON as ``components`` does.
         ctx: not used.
     """
     fold = folder(config.case) if config.ignore_case else None
 
     def agrees(got: Any, want: Any) -> bool:
+        if config.compare == "components":
+            return components(got, want)
         if config.compare == "prefix":
             got_text, want_text = as_text(got), as_text(want)
             if fold is not None:
@@ -108,6 +111,26 @@ def same(a: Any, b: Any, *, fold: Callable[[str], str] | None = None) -> bool:
     if isinstance(a, dict) and isinstance(b, dict):
         return a.keys() == b.keys() and all(same(a[k], b[k], fold=fold) for k in a)
     return bool(a == b)
+
+
+def components(got: Any, want: Any) -> bool:
+    """JSON equal component by component, as OpenAI evals' ``json_match`` decides: a
+    missing key or ``null`` on either side never matches (not even ``null``), objects
+    agree on the union of their keys, lists in order and length, other values by Python
+    equality (``true == 1``, ``1 == 1.0``)."""
+    if got is None or want is None:
+        return False
+    if isinstance(got, dict):
+        return isinstance(want, dict) and all(
+            components(got.get(k), want.get(k)) for k in got.keys() | want.keys()
+        )
+    if isinstance(got, list):
+        return (
+            isinstance(want, list)
+            and len(got) == len(want)
+            and all(components(a, b) for a, b in zip(got, want, strict=True))
+        )
+    return bool(got == want)
 
 
 def folder(case: schema.Case) -> Callable[[str], str]:

@@ -69,14 +69,23 @@ _CRITERIA: dict[str, dict[str, Any]] = {
             "match": "any",
         },
     },
+    "json_match": {
+        "id": "json_match",
+        "description": "The output, parsed as one JSON document, equals one of the sample's "
+        "ideal answers (expected.ideal) component by component, as OpenAI evals' JsonMatch "
+        "decides (a missing key or a null never matches).",
+        "grader": {
+            "type": "exact",
+            "expected_field": "ideal",
+            "compare": "components",
+            "match": "any",
+        },
+    },
 }
 """The criterion each kind of eval (OpenAI evals' class) grades with."""
 KINDS = tuple(_CRITERIA)
-NOT_MAPPED = {
-    "json_match": "OpenAI evals' JsonMatch never matches a null (not even a null) and takes "
-    "true for 1; evalreg's exact grader compares JSON values as JSON",
-}
-"""Basic eval classes without a criterion that decides as they do, and why."""
+_OUTPUTS: dict[str, dict[str, str]] = {"json_match": {"parser": "json", "extract": "strict"}}
+"""The task's output parser a kind needs (JsonMatch reads the whole output as JSON)."""
 _FEW_SHOT = {"example_user": "user", "example_assistant": "assistant"}
 """OpenAI evals writes few-shot turns as system messages named for the role they play."""
 
@@ -100,7 +109,7 @@ def import_openai_evals(
         pins: existing model pins to compare, one candidate each; the first is declared.
         kind: the eval class the samples were written for: ``match`` (the output starts
             with an ideal answer), ``includes`` (an ideal answer appears in the output),
-            ``fuzzy_match``.
+            ``fuzzy_match``, ``json_match`` (the output, as JSON, equals an ideal one).
         modelgraded: an OpenAI evals model-graded spec file (``fact.yaml``, ...): its
             prompt grades instead of ``kind``, with ``judge`` as the grading model.
         judge: the existing pin that grades a model-graded spec.
@@ -110,8 +119,6 @@ def import_openai_evals(
             files cannot be written. Nothing is written then.
     """
     check_name(name)
-    if kind in NOT_MAPPED:
-        raise ImportProblem(f"--kind {kind} is not mapped: {NOT_MAPPED[kind]}")
     if kind not in KINDS:
         raise ImportProblem(f"--kind {kind}: expected one of {', '.join(KINDS)}")
     if not pins:
@@ -126,7 +133,7 @@ def import_openai_evals(
     criterion = criterion_for(kind) if spec is None else spec.criterion
     label = kind if modelgraded is None else f"model-graded {modelgraded.stem}"
     log = ImportLog()
-    rows = _rows(samples, log, spec)
+    rows = _rows(samples, log, spec, kind)
     if not rows:
         raise ImportProblem(
             f"{samples}: no sample maps to an eval item"
@@ -160,6 +167,7 @@ def import_openai_evals(
             "evalset": evalset,
             "prompt": prompt,
             "rubric": name,
+            **({"output": output_for(kind)} if spec is None and kind in _OUTPUTS else {}),
         },
     )
     candidates = [{"id": pin, "pin": pin} for pin in pins]
@@ -179,7 +187,9 @@ def _spec(modelgraded: Path | None, judge: str | None, out_root: Path) -> Spec |
     return read_spec(modelgraded, judge)
 
 
-def _rows(samples: Path, log: ImportLog, spec: Spec | None = None) -> list[dict[str, Any]]:
+def _rows(
+    samples: Path, log: ImportLog, spec: Spec | None = None, kind: str = "match"
+) -> list[dict[str, Any]]:
     """One item per sample that maps; a line that is not a JSON object is an error."""
     bad: list[str] = []
     rows: list[dict[str, Any]] = []
@@ -200,7 +210,9 @@ def _rows(samples: Path, log: ImportLog, spec: Spec | None = None) -> list[dict[
         where = f"line {lineno}"
         try:
             messages = _messages(sample.get("input"), log)
-            expected = expected_for(sample.get("ideal")) if spec is None else _read(sample, spec)
+            expected = (
+                expected_for(sample.get("ideal"), kind) if spec is None else _read(sample, spec)
+            )
         except NotMapped as exc:
             log.skip(where, f"{exc}; the sample is not imported")
             continue
@@ -233,14 +245,27 @@ def criterion_for(kind: str) -> dict[str, Any]:
     return _CRITERIA[kind]
 
 
-def expected_for(ideal: Any) -> dict[str, Any]:
+def output_for(kind: str) -> dict[str, str]:
+    """The task's ``output`` for OpenAI evals' class ``kind`` (empty: the default, text)."""
+    return dict(_OUTPUTS.get(kind, {}))
+
+
+def expected_for(ideal: Any, kind: str = "match") -> dict[str, Any]:
     """A sample's ``expected``: its ideal answer, or the list of them when it gives several
-    (every criterion accepts any one of them, as OpenAI evals does).
+    (every criterion accepts any one of them, as OpenAI evals does). For ``json_match``,
+    the list of the JSON values the ideal answers spell, always a list (an ideal answer
+    may itself be a JSON list).
 
     Raises:
-        NotMapped: ``ideal`` is neither an answer nor a list of them.
+        NotMapped: ``ideal`` is neither an answer nor a list of them (of JSON documents,
+            for ``json_match``).
     """
     ideals = _ideals(ideal)
+    if kind == "json_match":
+        try:
+            return {"ideal": [json.loads(i) for i in ideals]}
+        except ValueError:
+            raise NotMapped("an ideal answer is not a JSON document") from None
     return {"ideal": ideals[0] if len(ideals) == 1 else ideals}
 
 

@@ -426,8 +426,11 @@ class ExactGrader(_TextGrader):
     match: Match = "all"
     """``any``: the expected value is a list of acceptable answers (a lone value is a list
     of one), and equalling one of them passes."""
-    compare: Literal["equal", "prefix"] = "equal"
-    """``prefix``: the answer (as text) starts with the expected text."""
+    compare: Literal["equal", "prefix", "components"] = "equal"
+    """``prefix``: the answer (as text) starts with the expected text. ``components``: JSON
+    compared component by component as OpenAI evals' JsonMatch does: objects over the union
+    of their keys, lists in order and of one length, other values by value (``true``
+    equals ``1``), and a missing key or ``null`` on either side never matches."""
 
 
 class NormalizedGrader(_FieldGrader):
