@@ -966,7 +966,7 @@ def build_parser() -> argparse.ArgumentParser:
         choices=("match", "includes", "fuzzy_match", "json_match"),
         default="match",
         help="the basic eval class: starts with, contains, or overlaps once normalised, an "
-        "ideal answer (default match; json_match is not mapped, and says why)",
+        "ideal answer, or equals one as JSON (default match)",
     )
     p.add_argument(
         "--modelgraded",
