@@ -262,7 +262,7 @@ def test_filters_show_the_rows_the_records_say(explored: Repo, cli, driver):
     flips = [i for i in every if p_rules[i] != p_mini[i]]
     assert flips, "the fixture should make the candidates disagree"
     expect(flips)
-    choose(driver, "f-flip-dir", "first passes, second fails")
+    choose(driver, "f-flip-dir", "rules passes, mini fails")
     expect([i for i in flips if p_rules[i]])
     choose(driver, "f-flip-a", "no flip filter")
     # Against the first revision: mini regressed on m-000, and on nothing else.

@@ -60,7 +60,7 @@ def synthetic(items: int, candidates: int, *, seed: int = 7, base: bool = True) 
                 "pin": f"pin-{c}",
                 "provider": "openai",
                 "model": f"model-{c}",
-                "params": '{\n  "temperature": 0\n}',
+                "params": {"temperature": 0},
                 "declared": c == 0,
                 "state": "fresh",
                 "prompt": 0,
@@ -72,8 +72,8 @@ def synthetic(items: int, candidates: int, *, seed: int = 7, base: bool = True) 
             {
                 "id": item,
                 "tags": tags[i],
-                "input": '{\n  "text": "' + _words(rng, 40) + '"\n}',
-                "expected": '{\n  "label": "a"\n}',
+                "input": {"text": _words(rng, 40)},
+                "expected": {"label": "a"},
             }
             for i, item in enumerate(ids)
         ],

@@ -3,6 +3,7 @@
   // Every string from the data (item text, model output, ids) is set with textContent:
   // nothing in it is ever parsed as HTML.
   const D = JSON.parse(document.getElementById("explorer-data").textContent);
+  performance.mark("explorer-data-parsed");
   const ROW = 28;
   // Candidates without a single record (pending: never run) get no column, only a mention.
   const withRecords = D.candidates.map((_, c) => c).filter((c) => D.samples[c].some((l) => l.length));
@@ -23,6 +24,9 @@
     select.appendChild(o);
   }
   const fmt = (n) => n.toLocaleString("en-US");
+  const CRITERIA = Object.fromEntries(D.criteria.map((c) => [c.id, c]));
+  // JSON values as the registry writes them (keys arrive sorted): indented, for reading.
+  const json = (value) => (typeof value === "string" ? value : JSON.stringify(value, null, 2));
 
   // ------------------------------------------------------------ filters
   const F = {
@@ -51,8 +55,15 @@
     option(F.flipB, String(c), D.candidates[c].id);
   });
   option(F.flipDir, "either", "either way");
-  option(F.flipDir, "a", "first passes, second fails");
-  option(F.flipDir, "b", "second passes, first fails");
+  option(F.flipDir, "a", "");
+  option(F.flipDir, "b", "");
+  function nameFlips() {
+    const a = F.flipA.value === "" ? "the first" : D.candidates[Number(F.flipA.value)].id;
+    const b = F.flipB.value === "" ? "the second" : D.candidates[Number(F.flipB.value)].id;
+    F.flipDir.options[1].textContent = a + " passes, " + b + " fails";
+    F.flipDir.options[2].textContent = b + " passes, " + a + " fails";
+  }
+  nameFlips();
   if (D.base_label) {
     option(F.rev, "", "no revision filter");
     option(F.rev, "either", "outcome changed");
@@ -104,6 +115,9 @@
     const rev = D.base_label ? F.rev.value : "";
     const needle = F.search.value.trim().toLowerCase();
     F.verdict.disabled = !want.crit;
+    nameFlips();
+    const flipping = F.flipA.value !== "";
+    F.flipB.disabled = F.flipDir.disabled = !flipping;
     const out = [];
     for (let i = 0; i < NI; i++) {
       const item = D.items[i];
@@ -235,7 +249,12 @@
       s.criteria.forEach(([cid, passed, score, detail]) => {
         const tr = el("tr", passed ? "pass" : "fail");
         tr.appendChild(el("td", "mark", passed ? "✓" : "✗"));
-        tr.appendChild(el("td", "cid", cid));
+        const known = CRITERIA[cid];
+        const name = tr.appendChild(el("td", "cid", cid));
+        if (known) {
+          name.title = known.description;
+          if (known.critical) name.appendChild(el("span", "critical", "critical"));
+        }
         tr.appendChild(el("td", "num", score));
         tr.appendChild(el("td", "detail", detail));
         table.appendChild(tr);
@@ -290,12 +309,12 @@
     if (D.texts) {
       const parts = el("div", "item-parts");
       const input = section(item.messages !== undefined ? "conversation" : "input");
-      if (item.input !== undefined) input.appendChild(pre(item.input));
+      if (item.input !== undefined) input.appendChild(pre(json(item.input)));
       if (item.messages !== undefined) input.appendChild(messages(item.messages));
       parts.appendChild(input);
       if (item.expected !== undefined) {
         const expected = section("expected");
-        expected.appendChild(pre(item.expected));
+        expected.appendChild(pre(json(item.expected)));
         parts.appendChild(expected);
       }
       pane.appendChild(parts);
@@ -314,9 +333,9 @@
         const det = el("details", "request");
         det.appendChild(el("summary", null, typeof request === "string" ? "request: cannot be rendered" : "request (" + request.length + (request.length === 1 ? " message)" : " messages)")));
         det.appendChild(typeof request === "string" ? el("p", "error", request) : messages(request));
-        if (cand.params) {
+        if (Object.keys(cand.params).length) {
           det.appendChild(el("div", "label", "params"));
-          det.appendChild(pre(cand.params));
+          det.appendChild(pre(json(cand.params)));
         }
         col.appendChild(det);
       }
@@ -352,5 +371,6 @@
   });
   applyFilters();
   if (visible.length) show(visible[0]);
+  performance.mark("explorer-ready");
   document.body.dataset.ready = "1";
 })();

@@ -13,11 +13,11 @@ from __future__ import annotations
 import base64
 import hashlib
 import html
-import json
 from importlib.resources import files
 from pathlib import Path
 from typing import Any
 
+from evalreg.canonical import canonical_bytes
 from evalreg.redaction import current
 
 EXPLORER_DIR = "reports/explorer"
@@ -35,10 +35,9 @@ def explorer_name(use_case: str) -> str:
 
 
 def script_json(data: Any) -> str:
-    """``data`` as JSON that is inert inside a ``<script>`` element: sorted keys, compact,
-    and none of ``<``, ``>``, ``&``, U+2028, U+2029 left as they are."""
-    text = json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-    return text.translate(_JSON_ESCAPES)
+    """``data`` as canonical JSON that is inert inside a ``<script>`` element: none of
+    ``<``, ``>``, ``&``, U+2028, U+2029 left as they are."""
+    return canonical_bytes(data).decode().translate(_JSON_ESCAPES)
 
 
 def _sha256(text: str) -> str:
@@ -105,7 +104,7 @@ def explorer_html(data: dict[str, Any]) -> str:
 _FILTERS = (
     '<div class="filters" id="filters">'
     '<label>slice <select id="f-slice"></select></label>'
-    '<label>of <select id="f-cand"></select>:</label>'
+    '<label>candidate <select id="f-cand"></select></label>'
     '<label>level <select id="f-level"></select></label>'
     '<label>criterion <select id="f-crit"></select>'
     '<select id="f-verdict"></select></label>'

@@ -11,7 +11,6 @@ item text and outputs are left out entirely when ``texts`` is false (a registry 
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -181,9 +180,7 @@ def _candidate(cell: Cell, selection: schema.Selection, state: str, prompt: int)
         "pin": cell.candidate.pin,
         "provider": pin.provider,
         "model": pin.model or pin.callable or "",
-        "params": _json({**pin.params, **pin.extra_params})
-        if pin.params or pin.extra_params
-        else "",
+        "params": {**pin.params, **pin.extra_params},
         "declared": cell.candidate.id == selection.selected,
         "state": state,
         "prompt": prompt,
@@ -195,11 +192,11 @@ def _item(item: schema.Item, shown: Any) -> dict[str, Any]:
     if shown is None:
         return out
     if shown.get("input") is not None:
-        out["input"] = _json(shown["input"])
+        out["input"] = shown["input"]
     else:
         out["messages"] = [[m["role"], str(m["content"])] for m in shown.get("messages") or []]
     if shown.get("expected") is not None:
-        out["expected"] = _json(shown["expected"])
+        out["expected"] = shown["expected"]
     return out
 
 
@@ -250,7 +247,7 @@ def _sample(
         "tokens": [count(record["tokens"][k]) for k in ("input", "output", "reasoning")],
         "cost": usd_micro(record["cost_micro_usd"]),
         "criteria": [
-            [cid, bool(v["passed"]), number(v["score"]), v["detail"] if quoting else REDACTED]
+            [cid, bool(v["passed"]), _partial(v["score"]), v["detail"] if quoting else REDACTED]
             for cid, v in sorted(record["criteria"].items())
         ],
         "ungraded": list(record.get("ungraded", [])),
@@ -322,5 +319,6 @@ def _base_passes(
     return _passes(same, {item.id: n for n, item in enumerate(items)}, levels)
 
 
-def _json(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False, sort_keys=True, indent=2)
+def _partial(score: float) -> str:
+    """A criterion's score where it says more than its verdict (neither 0 nor 1), else ""."""
+    return "" if score in (0, 1) else number(score)
