@@ -13,8 +13,10 @@ from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
+from test_judges_human import JUDGE_CRITERION, JUDGE_PIN
 
 from evalreg.cli import main
+from evalreg.graders.llm_judge import JUDGE_INSTRUCTIONS
 from evalreg.registry.tree import GitTree
 from evalreg.report.explorer import explorer_html, script_json
 from evalreg.results.records import ItemRecord, read_items
@@ -341,3 +343,90 @@ def test_a_large_explorer_draws_only_the_rows_in_view(driver, tmp_path):
     choose(driver, "f-slice", "edge")
     edge = sum("edge" in item["tags"] for item in data["items"])
     assert shown_rows(driver)[0] == f"{edge:,} of 10,000 items"
+
+
+# ---------------------------------------------------------------- judges, human grades, privacy
+REASON = (
+    "The answer names the queue plainly and stays calm, which is what the criterion asks of it."
+)
+
+
+def judging(request) -> str:
+    """Candidates label as ``label_of`` does; the judge passes label "a" with a long reason."""
+    if request.body["messages"][0]["content"] == JUDGE_INSTRUCTIONS:
+        answer = request.body["messages"][1]["content"]
+        return json.dumps({"score": 0.9 if '"a"' in answer else 0.2, "reason": REASON})
+    return label_of(request)
+
+
+@needs_browser
+def test_judges_reasons_in_full_and_human_grades_by_rater(live: Repo, server, cli, driver):
+    server.responder = judging
+    live.write("registry/models/judge.yaml", JUDGE_PIN.format(url=server.base_url))
+    live.write(
+        "registry/rubrics/labels.yaml",
+        live.read("registry/rubrics/labels.yaml").replace("levels:", JUDGE_CRITERION + "levels:"),
+    )
+    assert cli(live, "run").code == 0
+    rows = ["key,alice,bob"] + [
+        f"{r['key']},pass,{'fail' if r['item'] == 'm-001' else 'pass'}"
+        for r in records(live, "rules")
+    ]
+    live.write("grades/ok.csv", "\n".join(rows) + "\n")
+    live.write(
+        "registry/rubrics/labels.yaml",
+        live.read("registry/rubrics/labels.yaml").replace(
+            "levels:",
+            "  - id: ok_human\n    description: Humans find it right.\n"
+            "    grader:\n      type: human\n      file: grades/ok.csv\n      min_raters: 2\n"
+            "levels:",
+        ),
+    )
+    assert cli(live, "run", "--offline").code == 0
+    assert cli(live, "view").code == 0
+    data = page_data(live.read("reports/explorer/labels.html"))
+    rules = data["samples"][CANDIDATES.index("rules")]
+    assert rules[1][0]["judges"] == {"tone": REASON}  # the record's detail is cut at 80
+    assert rules[1][0]["human"] == {"ok_human": [["alice", True], ["bob", False]]}
+    assert "human" not in data["samples"][CANDIDATES.index("mini")][1][0]  # nobody graded mini
+    open_page(driver, live.root / "reports/explorer/labels.html")
+    click_item(driver, "m-001")
+    detail = driver.find_element("id", "detail").text
+    assert f"judge on tone: {REASON}" in detail
+    assert "human grades on ok_human: alice pass, bob fail" in detail
+
+
+def test_with_privacy_snippets_off_the_page_holds_no_text(explored: Repo, cli, tmp_path):
+    explored.write("registry/evalreg.yaml", "schema_version: 1\nprivacy:\n  snippets: false\n")
+    assert cli(explored, "view").code == 0
+    page = explored.read("reports/explorer/labels.html")
+    data = page_data(page)
+    assert data["texts"] is False
+    assert all(set(i) == {"id", "tags"} for i in data["items"])
+    assert all(r is None for prompt in data["requests"] for r in prompt)
+    samples = [s for column in data["samples"] for item in column for s in item]
+    assert samples and not any("output" in s for s in samples)
+    assert "message 1" not in page and "window.__pwned=1" not in page
+    assert "privacy.snippets is off" in page
+    assert cli(explored, "view", "--with-text", "-o", str(tmp_path)).code == 0
+    assert page_data((tmp_path / "labels.html").read_text())["items"][1]["input"] == {
+        "text": "message 1"
+    }
+
+
+def test_the_tasks_redacted_fields_stay_redacted(explored: Repo, cli):
+    explored.write(
+        "registry/tasks/labels.yaml",
+        explored.read("registry/tasks/labels.yaml").replace(
+            "rubric: labels", "rubric: labels\nredact: [input.text, output.label]"
+        ),
+    )
+    assert cli(explored, "view").code == 0
+    page = explored.read("reports/explorer/labels.html")
+    data = page_data(page)
+    assert data["items"][2]["input"] == {"text": "[redacted]"}
+    assert data["requests"][0][2][1] == ["user", "Message: [redacted]"]
+    rules = data["samples"][CANDIDATES.index("rules")]
+    assert rules[2][0]["output"] == json.dumps({"label": "[redacted]"})
+    assert {c[3] for c in rules[2][0]["criteria"]} == {"[redacted]"}  # details quote outputs
+    assert "message 2" not in page
