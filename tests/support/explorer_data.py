@@ -101,7 +101,7 @@ def _sample(rng: random.Random, error: str | None = None) -> dict[str, Any]:
         "cost": "$0.000120",
         "criteria": []
         if error
-        else [[c, rng.random() < 0.7, "1", "expected 'a', got 'b'"] for c in CRITERIA],
+        else [[c, rng.random() < 0.7, "", "expected 'a', got 'b'"] for c in CRITERIA],
         "ungraded": [],
         **({} if error else {"output": '{"label": "a", "summary": "' + _words(rng, 30) + '"}'}),
     }

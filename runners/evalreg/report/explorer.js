@@ -358,8 +358,10 @@
     header.appendChild(h);
   });
   const pending = D.candidates.filter((_, c) => COLS.indexOf(c) < 0).map((c) => c.id);
-  if (pending.length) $("pending").textContent = "Without results (pending), not shown: " + pending.join(", ") + ".";
-  else $("pending").hidden = true;
+  const declared = D.candidates.filter((c) => c.declared).map((c) => c.id);
+  const notes = declared.length ? ["★ the declared candidate, " + declared.join(", ") + "."] : [];
+  if (pending.length) notes.push("Without results (pending), not shown: " + pending.join(", ") + ".");
+  $("pending").textContent = notes.join(" ");
   const widths = "minmax(9rem, 16rem) minmax(7rem, 16rem) repeat(" + NC + ", minmax(6.5rem, 10rem))";
   header.style.gridTemplateColumns = widths;
   const sheet = document.styleSheets[0];
