@@ -110,6 +110,11 @@
     };
     const slice = F.slice.value;
     const cand = F.cand.value === "" ? null : Number(F.cand.value);
+    if (F.flipA.value !== "" && F.flipB.value === "") {
+      // A flip needs two sides: the first other candidate, until another is chosen.
+      const other = COLS.find((c) => String(c) !== F.flipA.value);
+      if (other !== undefined) F.flipB.value = String(other);
+    }
     const fa = F.flipA.value === "" ? null : Number(F.flipA.value);
     const fb = F.flipB.value === "" ? null : Number(F.flipB.value);
     const rev = D.base_label ? F.rev.value : "";
@@ -130,7 +135,7 @@
         for (let k = 0; k < NC && !any; k++) any = candidateMatches(COLS[k], i, want);
         if (!any) continue;
       }
-      if (fa !== null && fb !== null && fa !== fb && !flipped(fa, fb, i, F.flipDir.value)) continue;
+      if (fa !== null && fb !== null && !flipped(fa, fb, i, F.flipDir.value)) continue;
       if (rev) {
         let any = false;
         for (let k = 0; k < NC && !any; k++) {
