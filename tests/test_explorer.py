@@ -305,6 +305,10 @@ def test_an_items_detail_shows_each_candidates_output_and_verdicts(explored: Rep
         "document.querySelectorAll('#detail details').forEach(d => d.open = true)"
     )
     assert "Message: message 2" in driver.find_element("id", "detail").text
+    driver.find_element("tag name", "body").send_keys("j")  # the next row
+    assert driver.find_element("css selector", "#detail h2").text == "m-003"
+    driver.find_element("tag name", "body").send_keys("k")
+    assert driver.find_element("css selector", "#detail h2").text == "m-002"
 
 
 @needs_browser
