@@ -130,6 +130,9 @@ def test_view_writes_one_self_contained_page_per_use_case(explored: Repo, cli):
     assert f"script-src {pinned(scripts[0])}" in csp
     assert f"style-src {pinned(styles[0])}" in csp
     assert "unsafe-inline" not in csp and "unsafe-eval" not in csp
+    # The script never parses text as HTML or code.
+    for sink in ("innerHTML", "outerHTML", "insertAdjacentHTML", "document.write", "eval("):
+        assert sink not in scripts[0]
     data = page_data(page)
     assert [c["id"] for c in data["candidates"]] == list(CANDIDATES)
     assert [i["id"] for i in data["items"]] == ["m-000", "m-001", "m-002", "m-003"]
