@@ -372,7 +372,10 @@ def test_judges_reasons_in_full_and_human_grades_by_rater(live: Repo, server, cl
     live.write("registry/models/judge.yaml", JUDGE_PIN.format(url=server.base_url))
     live.write(
         "registry/rubrics/labels.yaml",
-        live.read("registry/rubrics/labels.yaml").replace("levels:", JUDGE_CRITERION + "levels:"),
+        live.read("registry/rubrics/labels.yaml").replace(
+            "levels:",
+            JUDGE_CRITERION + "    slices: [common]\n" + "levels:",  # items m-001, m-003
+        ),
     )
     assert cli(live, "run").code == 0
     rows = ["key,alice,bob"] + [
@@ -396,6 +399,7 @@ def test_judges_reasons_in_full_and_human_grades_by_rater(live: Repo, server, cl
     assert rules[1][0]["judges"] == {"tone": REASON}  # the record's detail is cut at 80
     assert rules[1][0]["human"] == {"ok_human": [["alice", True], ["bob", False]]}
     assert "human" not in data["samples"][CANDIDATES.index("mini")][1][0]  # nobody graded mini
+    assert "judges" not in rules[0][0]  # the judge's criterion does not apply to m-000
     open_page(driver, live.root / "reports/explorer/labels.html")
     click_item(driver, "m-001")
     detail = driver.find_element("id", "detail").text

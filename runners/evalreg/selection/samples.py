@@ -20,6 +20,7 @@ from evalreg.errors import PromptError, UsageError
 from evalreg.evalsets.evalset import item_content
 from evalreg.evalsets.privacy import redact_fields, redact_output, redacts_output
 from evalreg.graders.human import HumanGrades, parse_grades
+from evalreg.graders.levels import applies
 from evalreg.graders.llm_judge import JudgeFailed, Judges
 from evalreg.metrics import pass_levels
 from evalreg.prompting import effective_prompt, render_messages
@@ -262,6 +263,8 @@ def _sample(
     grades = {}
     for criterion in cell.rubric.criteria:
         grader = criterion.grader
+        if not applies(criterion, item.tags):
+            continue
         if isinstance(grader, schema.JudgeGrader) and text is not None and quoting:
             try:
                 verdict = judges.verdict(criterion, item, text, f"{cell.id}/{item.id}")
