@@ -350,6 +350,13 @@ def test_a_large_explorer_draws_only_the_rows_in_view(driver, tmp_path):
     choose(driver, "f-slice", "edge")
     edge = sum("edge" in item["tags"] for item in data["items"])
     assert shown_rows(driver)[0] == f"{edge:,} of 10,000 items"
+    columns = (
+        "return [...document.querySelectorAll('#detail .column h3')]"
+        ".map(e => e.firstChild.textContent)"
+    )
+    assert driver.execute_script(columns) == [f"candidate-{c}" for c in range(5)]
+    choose(driver, "f-flip-a", "candidate-3")  # a flip's two sides, side by side
+    assert driver.execute_script(columns) == ["candidate-3", "candidate-0"]
 
 
 # ---------------------------------------------------------------- judges, human grades, privacy

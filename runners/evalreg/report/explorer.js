@@ -150,6 +150,7 @@
     $("spacer").style.height = out.length * ROW + "px";
     $("empty").hidden = out.length > 0;
     renderRows(true);
+    if (selected !== null) show(selected);
   }
 
   // ------------------------------------------------------------ the matrix
@@ -196,7 +197,10 @@
       layer.appendChild(row);
     }
   }
-  body.addEventListener("scroll", () => renderRows(false), { passive: true });
+  body.addEventListener("scroll", () => {
+    $("matrix-head").scrollLeft = body.scrollLeft;
+    renderRows(false);
+  }, { passive: true });
   window.addEventListener("resize", () => renderRows(true));
   $("layer").addEventListener("click", (event) => {
     const row = event.target.closest(".row");
@@ -301,6 +305,21 @@
     return box;
   }
 
+  // The candidates an item's detail puts side by side: a flip's two, else the candidate the
+  // filters name with the declared one, else all of them.
+  function sideBySide() {
+    if (F.flipA.value !== "" && F.flipB.value !== "") {
+      const pair = [Number(F.flipA.value), Number(F.flipB.value)];
+      return pair[0] === pair[1] ? [pair[0]] : pair;
+    }
+    if (F.cand.value !== "") {
+      const one = Number(F.cand.value);
+      const declared = COLS.filter((c) => D.candidates[c].declared && c !== one);
+      return [one, ...declared];
+    }
+    return COLS;
+  }
+
   function show(i) {
     selected = i;
     renderRows(true);
@@ -324,9 +343,14 @@
       }
       pane.appendChild(parts);
     }
+    const side = sideBySide();
+    if (side.length < NC) {
+      pane.appendChild(el("p", "muted", "Side by side: " + side.map((c) => D.candidates[c].id).join(" and ") +
+        ", as the filters name them (" + (NC - side.length) + " other candidates: clear the candidate and flip filters to see every one)."));
+    }
     const grid = el("div", "columns");
-    grid.style.gridTemplateColumns = "repeat(" + NC + ", minmax(300px, 1fr))";
-    COLS.forEach((c) => {
+    grid.style.gridTemplateColumns = "repeat(" + side.length + ", minmax(300px, 1fr))";
+    side.forEach((c) => {
       const cand = D.candidates[c];
       const col = el("div", "column");
       const title = el("h3", null, cand.id);
