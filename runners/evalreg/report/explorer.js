@@ -391,7 +391,8 @@
   const notes = declared.length ? ["★ the declared candidate, " + declared.join(", ") + "."] : [];
   if (pending.length) notes.push("Without results (pending), not shown: " + pending.join(", ") + ".");
   $("pending").textContent = notes.join(" ");
-  const widths = "minmax(9rem, 16rem) minmax(7rem, 16rem) repeat(" + NC + ", minmax(6.5rem, 10rem))";
+  // Fixed widths: the header and the rows (two grids) line up whatever the window.
+  const widths = "14rem 13rem repeat(" + NC + ", 9rem)";
   header.style.gridTemplateColumns = widths;
   const sheet = document.styleSheets[0];
   sheet.insertRule(".row { grid-template-columns: " + widths + "; }", sheet.cssRules.length);
