@@ -319,6 +319,22 @@ def cmd_report(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_view(args: argparse.Namespace) -> int:
+    from evalreg.report.explorer import EXPLORER_DIR, write_explorer
+    from evalreg.report.terminal import console
+    from evalreg.selection.samples import samples_at
+
+    root = _repaired(_registry_root(args))
+    directory = _path(args, args.output) if args.output else root / EXPLORER_DIR
+    texts = True if args.with_text else None
+    written = [
+        write_explorer(directory, data)
+        for data in samples_at(root, args.use_case, rev=args.rev, base=args.base, texts=texts)
+    ]
+    console().print("Wrote " + ", ".join(str(p) for p in written))
+    return 0
+
+
 def cmd_schema(args: argparse.Namespace) -> int:
     from evalreg.report import reference
     from evalreg.report.terminal import console
@@ -693,6 +709,28 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("report", help="write the governance report into reports/")
     p.set_defaults(handler=cmd_report)
+
+    p = sub.add_parser(
+        "view", help="write an offline HTML explorer of each use case's items and outputs"
+    )
+    p.add_argument("use_case", nargs="*", help="use cases to explore (default: every one)")
+    p.add_argument("--rev", help="read the results of this revision (default: the working tree)")
+    p.add_argument(
+        "--base", help="a second revision: filter the items whose outcome changed since it"
+    )
+    p.add_argument(
+        "-o",
+        "--output",
+        metavar="DIR",
+        help="write <use case>.html here (default: reports/explorer)",
+    )
+    p.add_argument(
+        "--with-text",
+        action="store_true",
+        help="include item text and outputs even when privacy.snippets is off "
+        "(then keep the file private)",
+    )
+    p.set_defaults(handler=cmd_view)
 
     p = sub.add_parser(
         "schema",
