@@ -37,8 +37,13 @@ def build(root: Path, revisions: int, items: int, candidates: list[str]) -> str:
     rubric = root / "registry/rubrics/bench.yaml"
     for r in range(1, revisions):
         if r % 10 == 0:
-            rubric.write_text(rubric.read_text() + f"# revision {r}\n", encoding="utf-8")
-            description = "rubric touched: every cell re-graded"
+            # The length limit moves: every cell is re-graded, nothing is bought.
+            text = rubric.read_text()
+            limit = 40 + r // 10
+            rubric.write_text(
+                text.replace(f"max_chars: {limit - 1}", f"max_chars: {limit}"), encoding="utf-8"
+            )
+            description = f"rubric: max_chars {limit}, every cell re-graded"
         else:
             cand = candidates[r % len(candidates)]
             pin = root / f"registry/models/{cand}.yaml"
