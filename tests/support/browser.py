@@ -17,7 +17,15 @@ from pathlib import Path
 from typing import Any
 
 CHROMIUM = Path(os.environ.get("EVALREG_CHROMIUM", "/usr/bin/chromium"))
-CHROMEDRIVER = Path(os.environ.get("EVALREG_CHROMEDRIVER", "/usr/bin/chromedriver"))
+CHROMEDRIVER = Path(
+    os.environ.get("EVALREG_CHROMEDRIVER")
+    # GitHub's runner images keep their Chrome's driver in this directory.
+    or (
+        Path(os.environ["CHROMEWEBDRIVER"]) / "chromedriver"
+        if "CHROMEWEBDRIVER" in os.environ
+        else "/usr/bin/chromedriver"
+    )
+)
 FLAGS = (
     "--headless=new",
     "--no-sandbox",
