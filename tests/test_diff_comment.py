@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 from markdown_it import MarkdownIt
 
-from evalreg.cli import COMMENT_MARKER, main
-from evalreg.report.diff_markdown import diff_markdown
+from evalreg.cli import main
+from evalreg.report.diff_markdown import COMMENT_MARKER, diff_markdown
 from evalreg.report.escape import COMMENT_LIMIT
 
 from conftest import Repo, replace_tree, template_from_live
@@ -221,6 +221,27 @@ def test_comment_is_created_then_updated_in_place(branch: Repo, cli, github, tmp
     third = cli(branch, "comment", "--diff", str(diff_file), "--pr", "12", "--head-sha", head)
     assert "updated comment on #12" in third.out
     assert len(gh.comments(12)) == 1
+
+
+def test_a_dry_run_prints_the_exact_body_offline_without_a_token(
+    branch: Repo, cli, github, tmp_path, monkeypatch
+):
+    gh, head = github
+    diff_file = tmp_path / "diff.json"
+    assert cli(branch, "diff", "main", "--format", "json", "-o", str(diff_file)).code == 0
+    args = ("comment", "--diff", str(diff_file), "--pr", "12", "--head-sha", head)
+    with monkeypatch.context() as offline:
+        for name in ("GITHUB_TOKEN", "GITHUB_REPOSITORY", "GITHUB_API_URL", "GITHUB_EVENT_PATH"):
+            offline.delenv(name, raising=False)
+        dry = cli(branch, *args, "--dry-run")
+        rendered = cli(branch, "diff", "main", "--format", "comment")
+    assert dry.code == 0, dry.err
+    assert gh.requests == []  # nothing asked of GitHub, with or without a token
+    assert cli(branch, *args).code == 0
+    [posted] = gh.comments(12)
+    assert dry.out == posted.body  # the same bytes, the sticky marker first
+    assert dry.out.startswith(COMMENT_MARKER + "\n")
+    assert rendered.code == 0 and rendered.out == posted.body
 
 
 def test_the_sticky_comment_is_found_on_page_two_past_a_fake_marker(

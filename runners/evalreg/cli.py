@@ -374,7 +374,7 @@ def cmd_audit(args: argparse.Namespace) -> int:
 def cmd_diff(args: argparse.Namespace) -> int:
     from evalreg.compare.diff import diff
     from evalreg.gitops.trusted import read_json_object
-    from evalreg.report.diff_markdown import diff_markdown
+    from evalreg.report.diff_markdown import comment_body, diff_markdown
     from evalreg.report.escape import json_text
 
     checked = (
@@ -395,7 +395,14 @@ def cmd_diff(args: argparse.Namespace) -> int:
         reproduction=(args.reproduction, args.reproduction_reason),
     )
     output = str(_path(args, args.output)) if args.output else None
-    _emit(json_text(data) + "\n" if args.format == "json" else diff_markdown(data), output)
+    if args.format == "json":
+        text = json_text(data) + "\n"
+    elif args.format == "comment":
+        # Through the JSON the comment job reads, so the bytes are the ones it would post.
+        text = comment_body(json.loads(json_text(data)))
+    else:
+        text = diff_markdown(data)
+    _emit(text, output)
     return 0
 
 
@@ -436,9 +443,6 @@ def cmd_import_openai_evals(args: argparse.Namespace) -> int:
     return 0
 
 
-COMMENT_MARKER = "<!-- evalreg:diff -->"
-
-
 def cmd_comment(args: argparse.Namespace) -> int:
     import os
 
@@ -449,13 +453,16 @@ def cmd_comment(args: argparse.Namespace) -> int:
         token_from_environment,
     )
     from evalreg.gitops.trusted import check_head_sha, comment_target, read_diff
-    from evalreg.redaction import redact
-    from evalreg.report.diff_markdown import diff_markdown
+    from evalreg.report.diff_markdown import COMMENT_MARKER, comment_body
     from evalreg.report.terminal import console, shown
 
     data = read_diff(_path(args, args.diff), str(_path(args, args.diff)))
     head_sha = check_head_sha(args.head_sha)
-    body = redact(diff_markdown(data))
+    body = comment_body(data)
+    if args.dry_run:
+        # The body as it would be posted, made here: no token, no request.
+        _emit(body)
+        return 0
     ctx = context_from_environment(
         os.environ, pr=args.pr, repository=args.repository, head=head_sha
     )
@@ -471,13 +478,11 @@ def cmd_comment(args: argparse.Namespace) -> int:
             return 0
         number = target.number
         result = client.upsert_comment(
-            number, body, marker=COMMENT_MARKER, bot_login=args.bot_login, dry_run=args.dry_run
+            number, body, marker=COMMENT_MARKER, bot_login=args.bot_login
         )
     console().print(
         f"{result.action} comment on #{number}" + (f": {shown(result.url)}" if result.url else "")
     )
-    if args.dry_run:
-        _emit(body)
     return 0
 
 
@@ -723,7 +728,13 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("diff", help="what changed between two revisions' results, per slice")
     p.add_argument("base", metavar="BASE", help="base revision (its merge-base with HEAD is used)")
     p.add_argument("head", metavar="HEAD", nargs="?", help="head revision (default: working tree)")
-    p.add_argument("--format", choices=("md", "json"), default="md")
+    p.add_argument(
+        "--format",
+        choices=("md", "json", "comment"),
+        default="md",
+        help="md (default), json (what `evalreg comment --diff` reads), or comment: the exact "
+        "body `evalreg comment` would post for this diff",
+    )
     p.add_argument("-o", "--output", metavar="FILE", help="write to FILE instead of stdout")
     p.add_argument(
         "--check",
@@ -771,7 +782,11 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="LOGIN",
         help="the account that owns the sticky comment (default github-actions[bot])",
     )
-    p.add_argument("--dry-run", action="store_true", help="say what would be posted; post nothing")
+    p.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="print the exact comment body instead of posting it (no token, no network)",
+    )
     p.set_defaults(handler=cmd_comment)
 
     p = sub.add_parser("audit", help="the audit record of a revision, from git history")

@@ -14,6 +14,8 @@ from typing import Any
 
 from evalreg.compare.statuses import UNEXPLAINED
 from evalreg.families import MIN_SLICE_ITEMS, TOO_SMALL_TO_TEST, family_sentence
+from evalreg.gitops.github import fit_comment_body
+from evalreg.redaction import redact
 from evalreg.report.escape import COMMENT_LIMIT, cell, cut_to_fit, html_inline, inline
 from evalreg.report.numbers import (
     count,
@@ -27,6 +29,8 @@ from evalreg.report.numbers import (
     usd,
 )
 
+COMMENT_MARKER = "<!-- evalreg:diff -->"
+"""What the sticky comment starts with: how ``evalreg comment`` finds it again."""
 RESERVED = 200
 """Room left for the sticky marker and a cut note."""
 MAX_FINDINGS = 20
@@ -124,6 +128,13 @@ def _cell_verdict(e: dict[str, Any], reproduced: bool) -> str:
         None,
     )
     return _verdict(all_slice) if all_slice else "–"
+
+
+def comment_body(data: dict[str, Any]) -> str:
+    """The exact body ``evalreg comment`` posts for ``data``: the Markdown with secrets
+    redacted, behind the sticky marker, within GitHub's limit. ``comment --dry-run`` and
+    ``diff --format comment`` print these bytes without a token or a network."""
+    return fit_comment_body(redact(diff_markdown(data)), COMMENT_MARKER)
 
 
 def diff_markdown(data: dict[str, Any], *, limit: int = COMMENT_LIMIT - RESERVED) -> str:
