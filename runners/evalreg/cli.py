@@ -210,6 +210,27 @@ def _shard(text: str | None) -> tuple[int, int] | None:
     return index, count
 
 
+def cmd_show(args: argparse.Namespace) -> int:
+    from evalreg.report.escape import json_text
+    from evalreg.report.terminal import print_item
+    from evalreg.results.item import show_item
+
+    root = _root(args) if args.rev is not None else _repaired(_registry_root(args))
+    views = show_item(
+        root,
+        args.item,
+        rev=args.rev,
+        candidates=tuple(args.candidate or ()),
+        use_cases=tuple(args.use_case or ()),
+        tasks=tuple(args.task or ()),
+    )
+    if args.json:
+        _emit(json_text([view.as_dict() for view in views]) + "\n")
+    else:
+        print_item(views)
+    return 0
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     from evalreg.report.terminal import RunProgress, plain, print_run
     from evalreg.runner.command import run_command
@@ -611,6 +632,29 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("status", help="show fresh, stale and pending cells and why")
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(handler=cmd_status)
+
+    p = sub.add_parser(
+        "show",
+        help="one item: its input, each candidate's request, stored output and verdicts",
+    )
+    p.add_argument("item", metavar="ITEM", help="the item id")
+    p.add_argument(
+        "--candidate", action="append", metavar="ID", help="only this candidate (repeatable)"
+    )
+    p.add_argument(
+        "--use-case", action="append", metavar="ID", help="only this use case (repeatable)"
+    )
+    p.add_argument(
+        "--task", action="append", metavar="ID", help="only this task's use cases (repeatable)"
+    )
+    p.add_argument(
+        "--rev",
+        metavar="REV",
+        help="read the registry, eval sets, results and store as of REV (default: the "
+        "working tree)",
+    )
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.set_defaults(handler=cmd_show)
 
     p = sub.add_parser("run", help="run the stale cells: buy missing responses, grade, write")
     p.add_argument(

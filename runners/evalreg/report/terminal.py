@@ -10,7 +10,7 @@ from __future__ import annotations
 import sys
 from collections import Counter
 from functools import cache
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 from rich.markup import escape
@@ -22,6 +22,8 @@ from evalreg.registry.diagnostics import Severity
 from evalreg.report.escape import strip_controls
 from evalreg.report.numbers import (
     coverage_text,
+    milliseconds,
+    number,
     percent,
     plural,
     points,
@@ -39,6 +41,7 @@ if TYPE_CHECKING:
     from evalreg.importers import ImportResult
     from evalreg.providers.fetch import FetchReport
     from evalreg.results.freshness import CellStatus
+    from evalreg.results.item import CandidateView, ItemView, SampleView
     from evalreg.runner.reproduce import Reproduction
     from evalreg.runner.run import CellPlan, RunResult
     from evalreg.scaffold import Scaffolded
@@ -514,3 +517,168 @@ def print_purge(record: PurgeRecord) -> None:
     out.print("Next steps:")
     for step in record.next_steps:
         out.print(f"  {shown(step)}")
+
+
+def print_item(views: list[ItemView]) -> None:
+    """``evalreg show``: per use case, the item, then each candidate's request, output and
+    verdicts. Every text from the item, a response or a judge is shown as ``Text`` through
+    ``plain``: never read as markup, no escape sequence reaches the terminal."""
+    out = console()
+    for n, view in enumerate(views):
+        if n:
+            out.print()
+        out.print(_item_heading(view), soft_wrap=False)
+        _indented(_item_body(view.item))
+        requests: dict[str, str] = {}
+        for cand in view.candidates:
+            out.print()
+            out.rule(_candidate_heading(cand), align="left", style="dim")
+            _print_request(cand, requests)
+            if not cand.samples:
+                why = "; ".join(cand.reasons) if cand.state == "pending" else "no record"
+                out.print(
+                    Text(plain(f"No recorded samples ({cand.state}: {why})."), style="dim"),
+                    soft_wrap=False,
+                )
+            for sample in cand.samples:
+                _print_sample(sample, len(cand.samples) > 1)
+
+
+def _item_heading(view: ItemView) -> Text:
+    split = " (hold-out)" if view.split == "holdout" else ""
+    line = f"line {view.line}" if view.line else "line ?"
+    text = Text()
+    text.append(plain(view.item.get("id", "")), style="bold")
+    text.append(plain(f"  {view.title} ({view.use_case}){split}"))
+    text.append(plain(f"\n{view.evalset} {line}, md5 {view.evalset_md5[:12]}, {view.revision}"))
+    return text
+
+
+def _item_body(item: dict[str, Any]) -> Text:
+    import json
+
+    text = Text()
+    tags = ", ".join(item.get("tags", [])) or "none"
+    cluster = f"   cluster: {item['cluster']}" if item.get("cluster") else ""
+    text.append(plain(f"tags: {tags}{cluster}\n"))
+    if "messages" in item:
+        text.append("messages:\n", style="bold")
+        text.append(plain(_turns(item["messages"])) + "\n")
+    else:
+        text.append("input: ", style="bold")
+        text.append(plain(json.dumps(item.get("input"), indent=2, ensure_ascii=False)) + "\n")
+    text.append("expected: ", style="bold")
+    text.append(plain(json.dumps(item.get("expected"), indent=2, ensure_ascii=False)))
+    if item.get("meta"):
+        text.append("\nmeta: ", style="bold")
+        text.append(plain(json.dumps(item["meta"], sort_keys=True, ensure_ascii=False)))
+    return text
+
+
+def _turns(messages: list[dict[str, str]]) -> str:
+    return "\n".join(f"[{m['role']}] {m['content']}" for m in messages).rstrip()
+
+
+def _indented(renderable: Any) -> None:
+    """Print ``renderable`` indented by two columns, wrapped to the terminal's width, with
+    no trailing spaces."""
+    from rich.segment import Segment, Segments
+
+    out = console()
+    options = out.options.update_width(max(20, out.width - 2))
+    for line in out.render_lines(renderable, options, pad=False):
+        while line and not line[-1].text.strip():
+            line.pop()
+        if line:
+            last = line[-1]
+            line[-1] = Segment(last.text.rstrip(), last.style, last.control)
+            line.insert(0, Segment("  "))
+        out.print(Segments([*line, Segment.line()]), end="")
+
+
+def _candidate_heading(cand: CandidateView) -> Text:
+    text = Text(plain(cand.id), style="bold")
+    pin = "" if cand.pin == cand.id else f", pin {cand.pin}"
+    declared = ", declared" if cand.declared else ""
+    text.append(plain(f" ({cand.state}{declared}{pin})"))
+    return text
+
+
+def _print_request(cand: CandidateView, seen: dict[str, str]) -> None:
+    """The messages the candidate's prompt renders; once per distinct request."""
+    out = console()
+    if cand.messages is None:
+        out.print(Text(plain(f"request: {cand.prompt_error}"), style="red"), soft_wrap=False)
+        return
+    turns = _turns(cand.messages)
+    if turns in seen:
+        out.print(
+            Text(plain(f"request: the same messages as {seen[turns]}"), style="dim"),
+            soft_wrap=False,
+        )
+        return
+    seen[turns] = cand.id
+    out.print(Text("request:", style="bold"), soft_wrap=False)
+    _indented(Text(plain(turns)))
+
+
+def _print_sample(sample: SampleView, several: bool) -> None:
+    out = console()
+    head = Text()
+    if several:
+        head.append(f"sample {sample.sample}: ", style="bold")
+    if sample.error is not None:
+        head.append(plain(f"error: {sample.error}"), style="red")
+    else:
+        level = sample.level or "no level"
+        head.append(plain(level), style=_LEVEL_STYLES.get(level, ""))
+        head.append(plain(f", score {number(sample.score)}"))
+    tokens = sample.tokens
+    usage = f"{tokens['input']} in / {tokens['output']} out"
+    if tokens.get("reasoning"):
+        usage += f" / {tokens['reasoning']} reasoning"
+    cost = usd_micro(sample.cost_micro_usd)
+    if sample.judge_cost_micro_usd is not None:
+        cost += f" (judge {usd_micro(sample.judge_cost_micro_usd)})"
+    head.append(plain(f"; {milliseconds(sample.latency_ms)}, {usage} tokens, {cost}"))
+    if sample.model:
+        head.append(plain(f"; model {sample.model}"))
+    if sample.finish_reason and sample.finish_reason not in ("stop", "end_turn"):
+        head.append(plain(f"; finished: {sample.finish_reason}"))
+    out.print(head, soft_wrap=False)
+    if sample.outdated:
+        out.print(
+            Text("recorded for an earlier version of this item (its content changed)", "yellow"),
+            soft_wrap=False,
+        )
+    out.print(Text("output:", style="bold"), soft_wrap=False)
+    if sample.output is None:
+        missing = "no stored response" if sample.key else "no request was made"
+        _indented(Text(missing, style="dim"))
+    else:
+        _indented(Text(plain(sample.output)))
+    if sample.error is not None:
+        return
+    table = Table(box=None, show_header=True, pad_edge=False, padding=(0, 1, 0, 0))
+    table.add_column("criterion", overflow="ellipsis", max_width=26, no_wrap=True)
+    table.add_column("verdict", no_wrap=True)
+    table.add_column("detail", overflow="fold", ratio=1)
+    for c in sample.criteria:
+        detail = c.detail
+        if c.judge is not None:
+            reason = c.judge_reason if c.judge_reason is not None else c.detail
+            detail = f"judge {c.judge}: {reason}" if reason else f"judge {c.judge}"
+        if c.human:
+            grades = ", ".join(f"{r} {'pass' if g else 'fail'}" for r, g in c.human.items())
+            detail = f"{detail} ({grades})" if detail else grades
+        name = c.id + ("*" if c.critical else "")
+        table.add_row(
+            Text(plain(name)),
+            Text(c.verdict, style=_VERDICT_STYLES.get(c.verdict, "dim")),
+            Text(plain(detail)),
+        )
+    _indented(table)
+
+
+_LEVEL_STYLES = {"correct": "green", "acceptable": "yellow", "unacceptable": "red"}
+_VERDICT_STYLES = {"passed": "green", "failed": "red"}
