@@ -6,12 +6,11 @@ from __future__ import annotations
 import json
 
 import pytest
+from test_judges_human import JUDGE_CRITERION, JUDGE_PIN, MINI, records
 
 from evalreg.graders.llm_judge import JUDGE_INSTRUCTIONS
-from evalreg.report import terminal
 
 from conftest import Repo, assert_refused, label_of
-from test_judges_human import JUDGE_CRITERION, JUDGE_PIN, MINI, records
 
 LONG_REASON = (
     "The answer names the queue in a calm, professional voice and says nothing a customer "
@@ -24,15 +23,6 @@ def ran(live: Repo, cli) -> Repo:
     assert cli(live, "run").code == 0
     live.commit("results")
     return live
-
-
-@pytest.fixture
-def narrow(monkeypatch):
-    """The CLI's console at 80 columns for this test."""
-    monkeypatch.setenv("COLUMNS", "80")
-    terminal.console.cache_clear()
-    yield
-    terminal.console.cache_clear()
 
 
 def shown_json(repo: Repo, cli, *args: str) -> list[dict]:

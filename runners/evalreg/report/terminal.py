@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import sys
 from collections import Counter
+from collections.abc import Sequence
 from functools import cache
 from typing import TYPE_CHECKING, Any
 
@@ -79,35 +80,53 @@ def print_check(result: CheckResult, *, strict: bool = False) -> None:
         style = {"error": "red", "finding": "yellow", "warning": "yellow"}[finding.severity.value]
         err.print(Text(plain(finding.render()), style=style))
     out = console()
-    counts = Table(title="Registry", show_header=False, title_justify="left")
-    for name, value in result.counts.items():
-        counts.add_row(name, str(value))
-    out.print(counts)
+    out.print(
+        Text(
+            "Registry: "
+            + ", ".join(plural(n, name.removesuffix("s")) for name, n in result.counts.items())
+        ),
+        soft_wrap=False,
+    )
     if result.use_cases:
-        table = Table(title="Use cases", title_justify="left")
-        for column in ("selection", "task", "eval set", "items", "candidates", "declared"):
-            table.add_column(column, overflow="fold")
-        for row in result.use_cases:
-            table.add_row(
-                row.selection,
-                row.task,
-                shown(row.evalset),
+        # A task named like its use case (the usual case) is not repeated in its own column.
+        tasks = any(row.task != row.selection for row in result.use_cases)
+        headers = ["use case", *(["task"] if tasks else []), "eval set", "items"]
+        rows: list[list[str | Text]] = [
+            [
+                plain(row.selection),
+                *([plain(row.task)] if tasks else []),
+                plain(row.evalset),
                 str(row.items),
                 str(row.candidates),
-                row.selected,
-            )
-        out.print(table)
-        slices = Table(title="Slices", title_justify="left")
-        for column in ("eval set", "slice", "items"):
-            slices.add_column(column, overflow="fold")
+                plain(row.selected),
+            ]
+            for row in result.use_cases
+        ]
+        headers += ["candidates", "declared"]
+        if _width(headers, rows) <= out.width:
+            table = _table("Use cases")
+            _fill(table, headers, rows, notes=False)
+            out.print(table)
+        else:  # ids too long for columns: a paragraph each
+            out.print(Text("Use cases"), soft_wrap=False)
+            for row in result.use_cases:
+                out.print(Text(plain(row.selection), style="bold"), soft_wrap=False)
+                candidates = plural(row.candidates, "candidate")
+                _print_wrapped(
+                    [
+                        f"task {row.task},",
+                        f"eval set {row.evalset} ({plural(row.items, 'item')}),",
+                        f"{candidates},",
+                        f"declared {row.selected}",
+                    ],
+                    indent="  ",
+                )
         seen = set()
         for row in result.use_cases:
             if row.evalset in seen:
                 continue
             seen.add(row.evalset)
-            for name, n in row.slices.items():
-                slices.add_row(shown(row.evalset), shown(name), str(n))
-        out.print(slices)
+            _print_slices(row.evalset, row.slices)
     by = {s: sum(f.severity is s for f in result.findings) for s in Severity}
     code = result.exit_code(strict=strict)
     verdict = {
@@ -123,15 +142,16 @@ def print_check(result: CheckResult, *, strict: bool = False) -> None:
 
 
 def print_status(statuses: list[CellStatus]) -> None:
-    table = Table(title="Cells", title_justify="left")
-    for column in ("cell", "state", "why"):
-        table.add_column(column, overflow="fold")
     colors = {"fresh": "green", "stale": "yellow", "pending": "cyan"}
-    for st in statuses:
-        table.add_row(
-            st.cell.id, Text(st.state, style=colors[st.state]), shown("; ".join(st.reasons))
-        )
+    task, cell_headers, cell_rows = _cell_columns([st.cell.id for st in statuses])
+    table = _table("Cells" + (f" of {plain(task)}" if task else ""))
+    rows: list[list[str | Text]] = [
+        [*cell, Text(st.state, style=colors[st.state]), plain("; ".join(st.reasons))]
+        for cell, st in zip(cell_rows, statuses, strict=True)
+    ]
+    notes = _fill(table, [*cell_headers, "state", "why"], rows)
     console().print(table)
+    _print_notes(notes)
 
 
 class RunProgress:
@@ -196,35 +216,45 @@ class RunProgress:
 
 def print_run(result: RunResult, *, dry_run: bool = False) -> None:
     out = console()
-    table = Table(title="Dry run: what would run" if dry_run else "Run", title_justify="left")
     judged = result.judge_requests > 0
-    columns = ["cell", "state", "to buy", "est. cost"]
-    columns += ["judge req.", "judge est."] if judged else []
-    columns += ["why"] if dry_run else ["errors", "cost", "result"]
-    for column in columns:
-        table.add_column(column, overflow="fold")
+    task, cell_headers, cell_rows = _cell_columns([p.status.cell.id for p in result.plans])
+    title = ("Dry run" if dry_run else "Run") + (f" of {plain(task)}" if task else "")
+    table = _table(title + (": what would run" if dry_run else ""))
+    headers = [*cell_headers, "state", "to buy"]
+    if dry_run:
+        # Before a run, what it would cost; after one, what it cost (the estimate is below).
+        headers += ["est. cost", *(["judge req.", "judge est."] if judged else []), "why"]
+    else:
+        headers += ["errors", "cost", "result"]
     outcomes = {o.plan.status.cell.id: o for o in result.outcomes}
-    for plan in result.plans:
+    rows: list[list[str | Text]] = []
+    for cell, plan in zip(cell_rows, result.plans, strict=True):
         st = plan.status
-        row = [st.cell.id, st.state, str(plan.missing), usd_micro(plan.estimated_micro_usd)]
-        if judged:
-            row += [str(plan.judge_requests), usd_micro(plan.judge_estimated_micro_usd)]
+        row: list[str | Text] = [*cell, st.state, str(plan.missing)]
         blocked = f"pending: {plan.blocked}" if plan.blocked else ""
         if dry_run:
+            row.append(usd_micro(plan.estimated_micro_usd))
+            if judged:
+                row += [str(plan.judge_requests), usd_micro(plan.judge_estimated_micro_usd)]
             tokens = [f"estimate: {plan.output_tokens}"] if plan.output_tokens else []
             if plan.judge_output_tokens:
                 tokens.append(f"judge estimate: {plan.judge_output_tokens}")
-            row.append(shown("; ".join([*st.reasons, *([blocked] if blocked else []), *tokens])))
+            reasons = [r for r in st.reasons if not plan.blocked or not plan.blocked.startswith(r)]
+            row.append(plain("; ".join([*reasons, *([blocked] if blocked else []), *tokens])))
         else:
             o = outcomes.get(st.cell.id)
-            if o is not None:
+            if o is None:
+                row += ["", "", ""]
+            else:
                 result_text = "written" if o.written else (blocked or o.note)
                 cost = usd_micro(o.cost_micro_usd)
                 if o.judge_cost_micro_usd:
                     cost += f" (judge {usd_micro(o.judge_cost_micro_usd)})"
-                row += [str(o.errors), cost, shown(result_text)]
-        table.add_row(*row)
+                row += [str(o.errors), cost, plain(result_text)]
+        rows.append(row)
+    notes = _fill(table, headers, rows)
     out.print(table)
+    _print_notes(notes)
     for o in result.outcomes:
         if o.coverage:
             out.print(
@@ -358,37 +388,41 @@ def print_evalset_stats(
     baseline: float,
     discordance: float,
 ) -> None:
-    table = Table(title="Eval-set slices", title_justify="left")
-    for column in (
-        "eval set",
-        "slice",
-        "items",
-        "conversations",
-        "units",
-        "MDE rate",
-        "MDE paired",
-        "verdict",
-    ):
-        table.add_column(column, overflow="fold")
+    verdict = f"{whole_points(detect)}-pt change"
+    # The verdict is about the paired MDE: a narrow terminal leaves the single-rate one out.
+    rate = console().width >= _WIDE
     for path, rows in stats.items():
-        for s in rows:
-            table.add_row(
-                shown(path),
-                Text(plain(s.slice)),
-                str(s.items),
-                str(s.conversations),
-                str(s.units),
-                points(s.mde_rate, signed=False),
-                points(s.mde_paired, signed=False),
-                s.verdict,
-            )
-    console().print(table)
+        # A column of zeros says nothing: conversations only where the eval set has some.
+        turns = any(r.conversations for r in rows)
+        table = _table(f"Slices of {plain(path)}")
+        headers = ["slice", "items", *(["conv."] if turns else []), "units"]
+        cells: list[list[str | Text]] = [
+            [
+                plain(r.slice),
+                str(r.items),
+                *([str(r.conversations)] if turns else []),
+                str(r.units),
+                *([points(r.mde_rate, signed=False)] if rate else []),
+                points(r.mde_paired, signed=False),
+                Text("detectable", "green") if r.detectable else Text("too small", "yellow"),
+            ]
+            for r in rows
+        ]
+        headers += ["rate MDE"] if rate else []
+        _fill(table, [*headers, "paired MDE", verdict], cells, notes=False)
+        console().print(table)
+    if not rate:
+        console().print(
+            f"The single-rate MDE of each slice: in a terminal {_WIDE} columns wide, or `--json`.",
+            soft_wrap=False,
+        )
     console().print(
         f"MDEs (α = 0.05, power 0.8) on independent units (a cluster counts once). "
         f"A slice needs {needed.paired} units to detect a {whole_points(detect)}-point "
         f"difference between two candidates that disagree on {percent(discordance, 0)} of "
         f"items, and {needed.rate} to detect a {whole_points(detect)}-point change of one rate "
-        f"from {percent(baseline, 0)}."
+        f"from {percent(baseline, 0)}.",
+        soft_wrap=False,
     )
 
 
@@ -682,3 +716,110 @@ def _print_sample(sample: SampleView, several: bool) -> None:
 
 _LEVEL_STYLES = {"correct": "green", "acceptable": "yellow", "unacceptable": "red"}
 _VERDICT_STYLES = {"passed": "green", "failed": "red"}
+
+
+MAX_LISTED = 24
+"""Items a list in the terminal shows before the rest are counted ("… and 12 more")."""
+_WIDE = 100
+"""From this many columns a terminal is wide enough for every column of a table."""
+_NOTE_ROOM = 24
+"""The fewest characters a table's last column keeps before its text becomes a note."""
+
+
+def _table(title: str) -> Table:
+    """A summary table that reads at 80 columns: no vertical rules, two spaces between
+    columns, a rule under the header."""
+    from rich import box
+
+    return Table(
+        title=title,
+        title_justify="left",
+        box=box.SIMPLE_HEAD,
+        padding=(0, 1, 0, 0),
+        show_edge=False,
+    )
+
+
+def _cell_columns(ids: Sequence[str]) -> tuple[str | None, list[str], list[list[str]]]:
+    """Cell ids (``task/candidate``) as table columns: the task when every cell shares it
+    (for the title; the rows then show the candidate alone), the column headers, and each
+    row's values. With several tasks a task is named on the first row of its cells."""
+    split = [cid.partition("/")[::2] for cid in ids]
+    tasks = {task for task, _ in split}
+    if len(tasks) == 1:
+        return next(iter(tasks)), ["candidate"], [[plain(c)] for _, c in split]
+    rows = []
+    for n, (task, cand) in enumerate(split):
+        rows.append([plain(task) if n == 0 or split[n - 1][0] != task else "", plain(cand)])
+    return None, ["task", "candidate"], rows
+
+
+def _widths(headers: list[str], rows: list[list[str | Text]]) -> list[int]:
+    """Each column's widest value (or header), in terminal cells."""
+    return [
+        max([len(header), *(_cell_len(r[k]) for r in rows)]) for k, header in enumerate(headers)
+    ]
+
+
+def _cell_len(value: str | Text) -> int:
+    return (Text(value) if isinstance(value, str) else value).cell_len
+
+
+def _width(headers: list[str], rows: list[list[str | Text]]) -> int:
+    """The width of a ``_table`` holding ``rows`` on one line each."""
+    return sum(_widths(headers, rows)) + 2 * (len(headers) - 1) + 1
+
+
+def _fill(
+    table: Table, headers: list[str], rows: list[list[str | Text]], *, notes: bool = True
+) -> dict[str, int]:
+    """Add ``headers`` and ``rows`` to ``table`` so that each row fits on one line of the
+    terminal: with ``notes``, a last-column text longer than the room left becomes ``note
+    N``, and the notes (text → N) are returned for ``_print_notes``. Every value is plain
+    text already; none is read as markup."""
+    used = _width(headers[:-1], [r[:-1] for r in rows]) + 2
+    room = max(_NOTE_ROOM, console().width - used)
+    noted: dict[str, int] = {}
+    for header in headers[:-1]:
+        table.add_column(header, overflow="fold")
+    table.add_column(headers[-1], overflow="fold", ratio=1)
+    for row in rows:
+        last = row[-1]
+        if notes and isinstance(last, str) and len(last) > room:
+            last = f"note {noted.setdefault(last, len(noted) + 1)}"
+        table.add_row(*(Text(v) if isinstance(v, str) else v for v in [*row[:-1], last]))
+    return noted
+
+
+def _print_notes(notes: dict[str, int]) -> None:
+    for text, n in notes.items():
+        console().print(Text(f"note {n}: {text}"), soft_wrap=False)
+
+
+def _print_slices(evalset: str, slices: dict[str, int]) -> None:
+    """One eval set's slices with their sizes, largest first, on as few lines as fit."""
+    ordered = sorted(slices.items(), key=lambda kv: (-kv[1], kv[0]))
+    words = [f"{plural(len(ordered), 'slice')} of {evalset} (items in each):"]
+    words += [f"{name} {n}," for name, n in ordered[:MAX_LISTED]]
+    more = len(ordered) - MAX_LISTED
+    if more > 0:
+        words.append(f"… and {more} more (`evalreg evalset stats` lists every slice)")
+    else:
+        words[-1] = words[-1].rstrip(",")
+    _print_wrapped(words)
+
+
+def _print_wrapped(words: list[str], *, indent: str = "") -> None:
+    """``words`` as lines that fit the terminal, broken only between words (a word here
+    may hold spaces: a slice and its size, ``common 60``, stay on one line)."""
+    import textwrap
+
+    glued = [plain(w).replace(" ", "\u00a0") for w in words]  # textwrap breaks at spaces only
+    for line in textwrap.wrap(
+        " ".join(glued),
+        width=max(20, console().width - 1),
+        initial_indent=indent,
+        subsequent_indent=indent,
+        break_on_hyphens=False,
+    ):
+        console().print(Text(line.replace("\u00a0", " ")))
