@@ -693,7 +693,15 @@ def _print_sample(sample: SampleView, several: bool) -> None:
         _indented(Text(plain(sample.output)))
     if sample.error is not None:
         return
-    table = Table(box=None, show_header=True, pad_edge=False, padding=(0, 1, 0, 0))
+    critical = any(c.critical for c in sample.criteria)
+    table = Table(
+        box=None,
+        pad_edge=False,
+        padding=(0, 1, 0, 0),
+        caption="* critical" if critical else None,
+        caption_justify="left",
+        caption_style="dim",
+    )
     table.add_column("criterion", overflow="ellipsis", max_width=26, no_wrap=True)
     table.add_column("verdict", no_wrap=True)
     table.add_column("detail", overflow="fold", ratio=1)
