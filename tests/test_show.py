@@ -119,6 +119,11 @@ def test_show_reads_a_revision_as_it_was(ran: Repo, cli):
     results = ran.git("rev-parse", "HEAD").strip()
     task = ran.read("registry/tasks/labels.yaml")
     ran.write("registry/tasks/labels.yaml", task.replace("Answer with JSON.", "JSON only."))
+    stale = cli(ran, "show", "m-001", "--candidate", "mini").out
+    assert "mini (stale)" in stale
+    assert "stale (changed: task): the outputs below answered the request recorded then" in (
+        " ".join(stale.split())
+    )
     assert cli(ran, "run").code == 0
     ran.commit("a shorter system prompt")
     [now] = shown_json(ran, cli, "m-001", "--candidate", "mini")

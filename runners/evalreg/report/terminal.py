@@ -567,6 +567,18 @@ def print_item(views: list[ItemView]) -> None:
         for cand in view.candidates:
             out.print()
             out.rule(_candidate_heading(cand), align="left", style="dim")
+            if cand.state == "stale" and cand.samples:
+                out.print(
+                    Text(
+                        plain(
+                            f"stale ({'; '.join(cand.reasons)}): the outputs below answered "
+                            "the request recorded then (`--json` has it); the request shown "
+                            "is what the cell sends now"
+                        ),
+                        style="yellow",
+                    ),
+                    soft_wrap=False,
+                )
             _print_request(cand, requests)
             if not cand.samples:
                 why = "; ".join(cand.reasons) if cand.state == "pending" else "no record"
