@@ -115,3 +115,6 @@ def test_the_example_registry_reads_at_80_columns(cli, narrow):
     slice_row = row(stats.out, "injection.ignore_instructions").split()
     assert slice_row[1:4] == ["3", "0", "3"] and slice_row[-2:] == ["too", "small"]
     assert "single-rate MDE of each slice: in a terminal 100 columns wide" in stats.out
+    show = cli(ROOT, "show", "st-0001", "--candidate", "naive-bayes")
+    lines(show.out)
+    assert row(show.out, "category*").split()[:2] == ["category*", "failed"]

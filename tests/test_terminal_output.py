@@ -147,3 +147,8 @@ def test_show_prints_item_text_and_model_output_stripped_and_markup_literal(
     assert_inert(printed)
     # The item's text in the input and in the request, and the model's output: all three.
     assert printed.count(b"[bold red]markup[/bold red]") == 3
+    code, printed = evalreg(live, "show", "m-001", "--json")
+    assert code == 0
+    assert_inert(printed)
+    [view] = json.loads(printed)
+    assert view["candidates"][1]["samples"][0]["output"] == HOSTILE  # kept, escaped
