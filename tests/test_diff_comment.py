@@ -13,6 +13,7 @@ from markdown_it import MarkdownIt
 from evalreg.cli import main
 from evalreg.report.diff_markdown import COMMENT_MARKER, diff_markdown
 from evalreg.report.escape import COMMENT_LIMIT
+from evalreg.report.terminal import print_diff
 
 from conftest import Repo, replace_tree, template_from_live
 from support.github_api import GitHubAPI
@@ -456,6 +457,14 @@ def test_the_markdown_renderer_takes_any_json_in_any_place():
             assert isinstance(text, str) and len(text) <= 65_536
 
 
+def test_the_terminal_view_takes_any_json_in_any_place(capsys, narrow):
+    data = _diff_data()
+    for path in list(_paths(data))[1:]:
+        for value in [None, "x", 10**400, float("nan"), True, [], {}, [1]]:
+            print_diff(_replaced(data, path, value))
+    assert "Cells" in capsys.readouterr().out
+
+
 def test_a_fork_without_the_dvc_data_gets_a_diff_of_the_summaries(branch: Repo, cli):
     full = json.loads(cli(branch, "diff", "main", "--format", "json").out)
     # A fork's pull request cannot read the team's remote: no eval set, record or response.
@@ -758,3 +767,18 @@ def test_the_posted_comment_states_the_check_and_the_reproduction(
     )
     assert "a fork cannot read the DVC remote" in body and "add a waiver for it" in body
     assert "identical results" not in body
+
+
+def test_the_terminal_view_fits_80_columns_a_row_per_cell(branch: Repo, cli, narrow):
+    result = cli(branch, "diff", "main", "--format", "terminal")
+    assert result.code == 0, result.err
+    assert [line for line in result.out.splitlines() if len(line) > 80] == []
+    rows = {line.split()[0]: line.split() for line in result.out.splitlines() if line.strip()}
+    assert rows["mini"][1:5] == ["compared", "100.0%", "→", "50.0%"]
+    assert rows["mini"][5] == "2/0"
+    assert "Cells of labels" in result.out
+    flips = " ".join(result.out.split())
+    assert "Regressions of labels/mini (2): m-001 correct → acceptable, m-003 correct → " in flips
+    assert "<img" not in result.out and "onerror" not in result.out  # no item text here
+    # Piped (not a terminal), the same command writes the comment's Markdown.
+    assert cli(branch, "diff", "main").out.startswith("## evalreg: eval diff")

@@ -416,9 +416,15 @@ def cmd_diff(args: argparse.Namespace) -> int:
         reproduction=(args.reproduction, args.reproduction_reason),
     )
     output = str(_path(args, args.output)) if args.output else None
-    if args.format == "json":
+    form = args.format or ("terminal" if output is None and sys.stdout.isatty() else "md")
+    if form == "terminal":
+        from evalreg.report.terminal import print_diff
+
+        print_diff(data)
+        return 0
+    if form == "json":
         text = json_text(data) + "\n"
-    elif args.format == "comment":
+    elif form == "comment":
         # Through the JSON the comment job reads, so the bytes are the ones it would post.
         text = comment_body(json.loads(json_text(data)))
     else:
@@ -774,10 +780,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("head", metavar="HEAD", nargs="?", help="head revision (default: working tree)")
     p.add_argument(
         "--format",
-        choices=("md", "json", "comment"),
-        default="md",
-        help="md (default), json (what `evalreg comment --diff` reads), or comment: the exact "
-        "body `evalreg comment` would post for this diff",
+        choices=("terminal", "md", "json", "comment"),
+        help="terminal (the default on a terminal: tables that fit it), md (the default "
+        "otherwise: the pull-request comment's Markdown), json (what `evalreg comment --diff` "
+        "reads), or comment: the exact body `evalreg comment` would post",
     )
     p.add_argument("-o", "--output", metavar="FILE", help="write to FILE instead of stdout")
     p.add_argument(
