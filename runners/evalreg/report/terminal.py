@@ -751,7 +751,7 @@ def _table(title: str) -> Table:
     from rich import box
 
     return Table(
-        title=title,
+        title=Text(title),  # ids and paths in it are text, not markup
         title_justify="left",
         box=box.SIMPLE_HEAD,
         padding=(0, 1, 0, 0),
