@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, NoReturn
 
 from evalreg._version import __version__
 from evalreg.compare.statuses import REPRODUCTION_STATUSES
-from evalreg.errors import EvalregError
+from evalreg.errors import EvalregError, UsageError
 from evalreg.report.numbers import plural
 
 if TYPE_CHECKING:
@@ -302,10 +302,17 @@ def _resume_command(args: argparse.Namespace) -> str:
 
 
 def cmd_reproduce(args: argparse.Namespace) -> int:
-    from evalreg.report.terminal import print_reproduction
-    from evalreg.runner.reproduce import reproduce
+    from evalreg.report.terminal import print_range_reproduction, print_reproduction
+    from evalreg.runner.reproduce import reproduce, reproduce_range
 
-    outcome = reproduce(_repaired(_root(args)), args.rev)
+    if (args.rev is None) == (args.range is None):
+        raise UsageError("give a revision (REV) or a range (--range BASE..HEAD), not both")
+    root = _repaired(_root(args))
+    if args.range is not None:
+        done = reproduce_range(root, args.range)
+        print_range_reproduction(done)
+        return 0 if done.identical else 1
+    outcome = reproduce(root, args.rev)
     print_reproduction(outcome)
     return 0 if outcome.identical else 1
 
@@ -464,7 +471,13 @@ def cmd_import_openai_evals(args: argparse.Namespace) -> int:
     root = _root(args)
     with _writing(root):
         result = import_openai_evals(
-            _path(args, args.samples), root, name=args.name, pins=args.pin, kind=args.kind
+            _path(args, args.samples),
+            root,
+            name=args.name,
+            pins=args.pin,
+            kind=args.kind,
+            modelgraded=_path(args, args.modelgraded) if args.modelgraded else None,
+            judge=args.judge,
         )
     print_import(result)
     return 0
@@ -723,7 +736,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(handler=cmd_run)
 
     p = sub.add_parser("reproduce", help="recompute a revision's results offline and compare")
-    p.add_argument("rev", metavar="REV", help="a commit, branch or tag")
+    p.add_argument("rev", metavar="REV", nargs="?", help="a commit, branch or tag")
+    p.add_argument(
+        "--range",
+        metavar="BASE..HEAD",
+        help="every first-parent commit after BASE up to HEAD that recorded results, oldest "
+        "first; a cell with the same evidence as at a revision already checked keeps its "
+        "verdict (named) instead of being graded again",
+    )
     p.set_defaults(handler=cmd_reproduce)
 
     p = sub.add_parser("report", help="write the governance report into reports/")
@@ -990,8 +1010,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--judge",
         metavar="PIN",
-        help="an existing pin that grades llm-rubric "
-        "asserts when the config names no grading provider",
+        help="an existing pin that grades model-graded asserts (llm-rubric, factuality, "
+        "model-graded-closedqa) when the config names no grading provider",
     )
     p.set_defaults(handler=cmd_import_promptfoo)
     p = import_sub.add_parser("openai-evals", help="OpenAI evals samples (samples.jsonl)")
@@ -1008,10 +1028,18 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--kind",
-        choices=("match", "includes", "fuzzy_match"),
+        choices=("match", "includes", "fuzzy_match", "json_match"),
         default="match",
-        help="exact, contained, or equal once normalised (default match)",
+        help="the basic eval class: starts with, contains, or overlaps once normalised, an "
+        "ideal answer (default match; json_match is not mapped, and says why)",
     )
+    p.add_argument(
+        "--modelgraded",
+        metavar="SPEC",
+        help="a model-graded spec file (evals/registry/modelgraded/fact.yaml, ...) that "
+        "grades instead of --kind; needs --judge",
+    )
+    p.add_argument("--judge", metavar="PIN", help="the existing pin that grades --modelgraded")
     p.set_defaults(handler=cmd_import_openai_evals)
     return parser
 

@@ -44,7 +44,7 @@ if TYPE_CHECKING:
     from evalreg.providers.fetch import FetchReport
     from evalreg.results.freshness import CellStatus
     from evalreg.results.item import CandidateView, ItemView, SampleView
-    from evalreg.runner.reproduce import Reproduction
+    from evalreg.runner.reproduce import RangeReproduction, Reproduction
     from evalreg.runner.run import CellPlan, RunResult
     from evalreg.scaffold import Scaffolded
     from evalreg.store.compaction import Compaction
@@ -346,7 +346,8 @@ def print_reproduction(rep: Reproduction) -> None:
         )
     for cell in rep.cells:
         if cell.identical:
-            out.print(f"{cell.cell}: identical")
+            seen = f" (same evidence as at {cell.same_as[:12]})" if cell.same_as else ""
+            out.print(f"{cell.cell}: identical{seen}")
         else:
             out.print(f"[red]{cell.cell}: {len(cell.differences)} differences[/red]")
             for d in cell.differences:
@@ -379,6 +380,28 @@ def print_reproduction(rep: Reproduction) -> None:
     verdict = "identical" if rep.identical else "DIFFERENT"
     cells = plural(len(rep.cells), "cell")
     out.print(f"reproduce {shown(rep.rev[:12])}: {verdict} ({cells} with results)")
+
+
+def print_range_reproduction(done: RangeReproduction) -> None:
+    out = console()
+    if not done.revisions:
+        out.print(f"reproduce {shown(done.spec)}: no first-parent commit recorded results")
+        return
+    for rep in done.revisions:
+        out.rule(f"{rep.rev[:12]}", style="dim")
+        print_reproduction(rep)
+    different = [r.rev[:12] for r in done.revisions if not r.identical]
+    checked = sum(1 for r in done.revisions for c in r.cells if c.same_as is None)
+    shared = sum(1 for r in done.revisions for c in r.cells if c.same_as is not None)
+    revisions = plural(len(done.revisions), "revision")
+    how = f"{plural(checked, 'cell')} graded, {shared} with evidence already reproduced"
+    if different:
+        out.print(
+            f"reproduce {shown(done.spec)}: DIFFERENT at {shown(', '.join(different))} "
+            f"({revisions}; {how})"
+        )
+    else:
+        out.print(f"reproduce {shown(done.spec)}: identical ({revisions}; {how})")
 
 
 def print_evalset_stats(

@@ -565,7 +565,14 @@ def run(
                 staged.append(stream.writer.staged)
         if journal is not None:
             assert tracker is not None
-            index = metrics_index(root, registry, {s.path for _, s in staged}) if staged else None
+            metrics: list[Staged] = []
+            if staged:
+                summaries = {s.path: (root / s.tmp).read_bytes() for _, s in staged}
+                for rel, data in metrics_updates(root, registry, summaries):
+                    metrics.append(Staged(journal.tmp_name(rel), rel))
+                    (root / rel).parent.mkdir(parents=True, exist_ok=True)
+                    (root / metrics[-1].tmp).write_bytes(data)
+            index = metrics_index(root, registry, {s.path for s in metrics}) if staged else None
             written = [o.plan for o in result.outcomes if o.written]
             for rel in _untracked_segments_used(root, store, written, judge_keys):
                 if rel not in journal.segments:
@@ -574,7 +581,10 @@ def run(
             # the journal repairs): results in place, everything tracked.
             with interrupts.deferred():
                 journal.commit(
-                    [items for items, _ in staged], [s for _, s in staged], index, tracker.add
+                    [items for items, _ in staged],
+                    [*(s for _, s in staged), *metrics],
+                    index,
+                    tracker.add,
                 )
         owed = unpushed(root) if options.push else []
         if owed:
@@ -814,18 +824,52 @@ class _Budget:
         return True
 
 
+def metrics_updates(
+    root: Path, registry: Registry, written: dict[str, bytes]
+) -> list[tuple[str, bytes]]:
+    """The DVC metrics files to write, as (path, content): each cell's whose summary is
+    ``written`` now (summary path → its bytes) or on disk, where the file is missing or is
+    not its summary's (written by an older evalreg, or taken from one side of a merge)."""
+    from evalreg.cells import cells
+    from evalreg.errors import RegistryError
+    from evalreg.registry.tree import WorkspaceTree
+    from evalreg.results.dvc_metrics import metrics_bytes
+    from evalreg.results.records import read_summary, summary_from_bytes
+
+    here = WorkspaceTree(root)
+    out = []
+    for cell in cells(registry) + cells(registry, "holdout"):
+        data = written.get(cell.summary_path)
+        try:
+            summary = (
+                summary_from_bytes(data, cell.summary_path)
+                if data is not None
+                else read_summary(here, cell)
+            )
+        except RegistryError:
+            continue  # a damaged summary: `check` names it; its metrics are not ours to guess
+        if summary is None:
+            continue
+        content = metrics_bytes(summary)
+        path = root / cell.metrics_path
+        if not path.is_file() or path.read_bytes() != content:
+            out.append((cell.metrics_path, content))
+    return out
+
+
 def metrics_index(root: Path, registry: Registry, also: set[str]) -> str:
-    """``dvc.yaml`` listing every summary as a metrics file, for ``dvc metrics show/diff``:
-    the summaries on disk, and ``also`` (those this run is about to put in place)."""
+    """``dvc.yaml`` listing every cell's metrics file, for ``dvc metrics show/diff``: the
+    files on disk, and ``also`` (those this run is about to put in place)."""
     from evalreg.cells import cells
 
     paths = sorted(
-        c.summary_path
-        for c in cells(registry)
-        if c.summary_path in also or (root / c.summary_path).is_file()
+        c.metrics_path
+        for c in cells(registry) + cells(registry, "holdout")
+        if c.metrics_path in also or (root / c.metrics_path).is_file()
     )
     lines = [
-        "# Written by evalreg run: every cell summary, for `dvc metrics show/diff`.",
+        "# Written by evalreg run: every cell's rates and cost per slice, for",
+        "# `dvc metrics show` and `dvc metrics diff` (reports/metrics/, from the summaries).",
         "metrics:",
     ] + [f"  - {p}" for p in paths]
     return "\n".join(lines) + "\n"
