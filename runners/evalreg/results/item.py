@@ -151,7 +151,7 @@ def show_item(
     if not found:
         raise UsageError(_unknown_item(registry, item_id, list(statuses.values()), tree))
     chosen = [st for st in statuses.values() if (st.cell.selection, st.cell.split) in found]
-    _check_candidates(registry, chosen, candidates)
+    _check_candidates(chosen, candidates)
     chosen = [st for st in chosen if not candidates or st.cell.candidate.id in candidates]
     if rev is not None and all(st.state == "pending" for st in chosen):
         asked = ", ".join(sorted({st.cell.selection for st in chosen}))
@@ -199,9 +199,7 @@ def _check_names(registry: Registry, use_cases: Sequence[str], tasks: Sequence[s
                 raise UsageError(f"{flag} {name}: no such {flag[2:]} ({_one_of(sorted(known))})")
 
 
-def _check_candidates(
-    registry: Registry, chosen: list[CellStatus], candidates: Sequence[str]
-) -> None:
+def _check_candidates(chosen: list[CellStatus], candidates: Sequence[str]) -> None:
     known = sorted({st.cell.candidate.id for st in chosen})
     for name in candidates:
         if name not in known:
