@@ -210,6 +210,27 @@ def _shard(text: str | None) -> tuple[int, int] | None:
     return index, count
 
 
+def cmd_show(args: argparse.Namespace) -> int:
+    from evalreg.report.escape import json_text
+    from evalreg.report.terminal import print_item
+    from evalreg.results.item import show_item
+
+    root = _root(args) if args.rev is not None else _repaired(_registry_root(args))
+    views = show_item(
+        root,
+        args.item,
+        rev=args.rev,
+        candidates=tuple(args.candidate or ()),
+        use_cases=tuple(args.use_case or ()),
+        tasks=tuple(args.task or ()),
+    )
+    if args.json:
+        _emit(json_text([view.as_dict() for view in views]) + "\n")
+    else:
+        print_item(views)
+    return 0
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     from evalreg.report.terminal import RunProgress, plain, print_run
     from evalreg.runner.command import run_command
@@ -397,7 +418,7 @@ def cmd_audit(args: argparse.Namespace) -> int:
 def cmd_diff(args: argparse.Namespace) -> int:
     from evalreg.compare.diff import diff
     from evalreg.gitops.trusted import read_json_object
-    from evalreg.report.diff_markdown import diff_markdown
+    from evalreg.report.diff_markdown import comment_body, diff_markdown
     from evalreg.report.escape import json_text
 
     checked = (
@@ -418,7 +439,20 @@ def cmd_diff(args: argparse.Namespace) -> int:
         reproduction=(args.reproduction, args.reproduction_reason),
     )
     output = str(_path(args, args.output)) if args.output else None
-    _emit(json_text(data) + "\n" if args.format == "json" else diff_markdown(data), output)
+    form = args.format or ("terminal" if output is None and sys.stdout.isatty() else "md")
+    if form == "terminal":
+        from evalreg.report.terminal import print_diff
+
+        print_diff(data)
+        return 0
+    if form == "json":
+        text = json_text(data) + "\n"
+    elif form == "comment":
+        # Through the JSON the comment job reads, so the bytes are the ones it would post.
+        text = comment_body(json.loads(json_text(data)))
+    else:
+        text = diff_markdown(data)
+    _emit(text, output)
     return 0
 
 
@@ -465,9 +499,6 @@ def cmd_import_openai_evals(args: argparse.Namespace) -> int:
     return 0
 
 
-COMMENT_MARKER = "<!-- evalreg:diff -->"
-
-
 def cmd_comment(args: argparse.Namespace) -> int:
     import os
 
@@ -478,13 +509,16 @@ def cmd_comment(args: argparse.Namespace) -> int:
         token_from_environment,
     )
     from evalreg.gitops.trusted import check_head_sha, comment_target, read_diff
-    from evalreg.redaction import redact
-    from evalreg.report.diff_markdown import diff_markdown
+    from evalreg.report.diff_markdown import COMMENT_MARKER, comment_body
     from evalreg.report.terminal import console, shown
 
     data = read_diff(_path(args, args.diff), str(_path(args, args.diff)))
     head_sha = check_head_sha(args.head_sha)
-    body = redact(diff_markdown(data))
+    body = comment_body(data)
+    if args.dry_run:
+        # The body as it would be posted, made here: no token, no request.
+        _emit(body)
+        return 0
     ctx = context_from_environment(
         os.environ, pr=args.pr, repository=args.repository, head=head_sha
     )
@@ -500,13 +534,11 @@ def cmd_comment(args: argparse.Namespace) -> int:
             return 0
         number = target.number
         result = client.upsert_comment(
-            number, body, marker=COMMENT_MARKER, bot_login=args.bot_login, dry_run=args.dry_run
+            number, body, marker=COMMENT_MARKER, bot_login=args.bot_login
         )
     console().print(
         f"{result.action} comment on #{number}" + (f": {shown(result.url)}" if result.url else "")
     )
-    if args.dry_run:
-        _emit(body)
     return 0
 
 
@@ -635,6 +667,29 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("status", help="show fresh, stale and pending cells and why")
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(handler=cmd_status)
+
+    p = sub.add_parser(
+        "show",
+        help="one item: its input, each candidate's request, stored output and verdicts",
+    )
+    p.add_argument("item", metavar="ITEM", help="the item id")
+    p.add_argument(
+        "--candidate", action="append", metavar="ID", help="only this candidate (repeatable)"
+    )
+    p.add_argument(
+        "--use-case", action="append", metavar="ID", help="only this use case (repeatable)"
+    )
+    p.add_argument(
+        "--task", action="append", metavar="ID", help="only this task's use cases (repeatable)"
+    )
+    p.add_argument(
+        "--rev",
+        metavar="REV",
+        help="read the registry, eval sets, results and store as of REV (default: the "
+        "working tree)",
+    )
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.set_defaults(handler=cmd_show)
 
     p = sub.add_parser("run", help="run the stale cells: buy missing responses, grade, write")
     p.add_argument(
@@ -781,7 +836,13 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("diff", help="what changed between two revisions' results, per slice")
     p.add_argument("base", metavar="BASE", help="base revision (its merge-base with HEAD is used)")
     p.add_argument("head", metavar="HEAD", nargs="?", help="head revision (default: working tree)")
-    p.add_argument("--format", choices=("md", "json"), default="md")
+    p.add_argument(
+        "--format",
+        choices=("terminal", "md", "json", "comment"),
+        help="terminal (the default on a terminal: tables that fit it), md (the default "
+        "otherwise: the pull-request comment's Markdown), json (what `evalreg comment --diff` "
+        "reads), or comment: the exact body `evalreg comment` would post",
+    )
     p.add_argument("-o", "--output", metavar="FILE", help="write to FILE instead of stdout")
     p.add_argument(
         "--check",
@@ -829,7 +890,11 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="LOGIN",
         help="the account that owns the sticky comment (default github-actions[bot])",
     )
-    p.add_argument("--dry-run", action="store_true", help="say what would be posted; post nothing")
+    p.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="print the exact comment body instead of posting it (no token, no network)",
+    )
     p.set_defaults(handler=cmd_comment)
 
     p = sub.add_parser("audit", help="the audit record of a revision, from git history")
