@@ -20,7 +20,9 @@ from evalreg.store.segments import ResponseStore
 from conftest import LIVE_KEY, Repo
 
 POLL = ("--batch-poll", "0.01")
-BATCH_PRICES = "  output_per_mtok: 0.6\n  batch_input_per_mtok: 0.075\n  batch_output_per_mtok: 0.3\n"
+BATCH_PRICES = (
+    "  output_per_mtok: 0.6\n  batch_input_per_mtok: 0.075\n  batch_output_per_mtok: 0.3\n"
+)
 
 
 def _records(root: Path) -> dict[str, dict]:
@@ -71,9 +73,7 @@ def test_a_batched_run_stores_the_same_requests_under_the_same_keys_as_a_live_ru
     assert cli(live, "reproduce", "HEAD").code == 0
 
 
-def test_batch_responses_cost_the_batch_price_and_dry_run_shows_the_saving(
-    live: Repo, server, cli
-):
+def test_batch_responses_cost_the_batch_price_and_dry_run_shows_the_saving(live: Repo, server, cli):
     _with_batch_prices(live)
     dry = cli(live, "run", "--batch", "--dry-run")
     assert dry.code == 0, dry.err
@@ -96,9 +96,7 @@ def test_batch_responses_cost_the_batch_price_and_dry_run_shows_the_saving(
     assert cost == expected and 0 < cost < live_price
 
 
-def test_no_wait_submits_and_a_later_run_collects_without_buying_again(
-    live: Repo, server, cli
-):
+def test_no_wait_submits_and_a_later_run_collects_without_buying_again(live: Repo, server, cli):
     submitted = cli(live, "run", "--batch", "--no-wait", "--candidate", "mini")
     assert submitted.code == 0, submitted.err
     assert "4 responses waiting in submitted batches" in submitted.out

@@ -459,6 +459,8 @@ class LLMServer:
         self.batch_polls = 2
         #: Seconds a batch creation's answer is held back (the batch exists meanwhile).
         self.batch_create_delay = 0.0
+        #: Batch creations answered with a 500 (nothing created) before one succeeds.
+        self.batch_create_errors = 0
         #: Seconds a download of a batch's results (output, error file) is held back.
         self.batch_results_delay = 0.0
         #: Where Anthropic batches say their results are (None: this server's own URL).
@@ -1231,6 +1233,11 @@ class LLMServer:
                 if self.batch_results_delay:
                     await asyncio.sleep(self.batch_results_delay)
             elif request.method == "POST" and parts == ["batches"]:
+                with self._lock:
+                    refuse = self.batch_create_errors > 0
+                    self.batch_create_errors -= refuse
+                if refuse:
+                    return 500, _encode(_error_body(request.protocol, 500)).encode()
                 result = self._create_batch(request, anthropic)
                 if self.batch_create_delay:
                     await asyncio.sleep(self.batch_create_delay)
