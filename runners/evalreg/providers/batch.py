@@ -24,7 +24,7 @@ import asyncio
 import json
 import secrets
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import urlsplit
@@ -370,7 +370,7 @@ def _completion(provider: Provider, body: Any) -> Completion | ProviderError:
         parsed = provider.parse(body)
     except ProviderError as exc:
         return exc
-    return Completion(**{**parsed.__dict__, "batch": True})
+    return replace(parsed, batch=True)
 
 
 def _status_error(status: int, body: Any, default: str) -> ProviderError:
@@ -518,7 +518,9 @@ class _OpenAI:
         body = response.get("body")
         if status == 200:
             return _completion(self.provider, body)
-        return _status_error(int(status or 0), body, "error")
+        if not isinstance(status, int) or isinstance(status, bool):
+            return ProviderError("malformed", "a batch result line has no status_code")
+        return _status_error(status, body, "error")
 
     @staticmethod
     def _why(batch: dict[str, Any]) -> str:
