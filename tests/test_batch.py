@@ -208,9 +208,29 @@ def test_a_results_url_elsewhere_is_not_sent_the_key(with_anthropic: Repo, serve
     server.batch_results_base = "http://127.0.0.2:9"
     done = cli(with_anthropic, "run", "--batch", *POLL, "--candidate", "claude")
     assert done.code == 1
-    assert "is not at the API" in done.err and LIVE_KEY not in done.err
+    assert "is kept for a later run" in done.err and "is not at the API" in done.err
+    assert LIVE_KEY not in done.err
+    assert "waiting: 4 responses in submitted batches" in done.out
+    assert server.count(lambda r: r.path.endswith("/results")) == 0
     # The batch stays journalled: a later run collects it from the API itself.
     assert len(BatchJournal.load(with_anthropic.root).batches) == 1
+    server.batch_results_base = None
+    again = cli(with_anthropic, "run", "--batch", *POLL, "--candidate", "claude")
+    assert again.code == 0, again.err
+    assert len(server.batch_requests) == 4 and BatchJournal.load(with_anthropic.root).batches == []
+
+
+def test_a_batch_that_cannot_be_polled_is_kept_and_fails_the_run(live: Repo, server, cli):
+    assert cli(live, "run", "--batch", "--no-wait", "--candidate", "mini").code == 0
+    server.api_key = "sk-rotated"
+    stuck = cli(live, "run", "--batch", *POLL, "--candidate", "mini")
+    assert stuck.code == 1
+    assert "is kept for a later run: auth 401" in stuck.err and "Traceback" not in stuck.err
+    assert len(BatchJournal.load(live.root).batches) == 1
+    server.api_key = LIVE_KEY
+    done = cli(live, "run", "--batch", *POLL, "--candidate", "mini")
+    assert done.code == 0, done.err
+    assert len(server.batch_requests) == 4
 
 
 def test_no_wait_without_batch_is_refused(live: Repo, cli):

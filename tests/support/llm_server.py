@@ -1419,6 +1419,9 @@ class LLMServer:
             self._run_batch(batch_id, state)
         elif not ended and not state["anthropic"]:
             state["object"]["status"] = "in_progress"
+        if state["anthropic"] and "results" in state:
+            base = self.batch_results_base or self.root_url
+            state["object"]["results_url"] = f"{base}/v1/messages/batches/{batch_id}/results"
         return dict(state["object"])
 
     def _run_batch(self, batch_id: str, state: dict[str, Any]) -> None:
@@ -1484,8 +1487,6 @@ class LLMServer:
                 obj["processing_status"] = "ended"
                 obj["ended_at"] = _iso_time(int(time.time()))
                 obj["request_counts"] = {"processing": 0, "canceled": 0, **counts}
-                base = self.batch_results_base or self.root_url
-                obj["results_url"] = f"{base}/v1/messages/batches/{batch_id}/results"
             else:
                 state["results"] = b""
                 for name, lines in (("output_file_id", outputs), ("error_file_id", failures)):

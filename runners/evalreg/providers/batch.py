@@ -76,6 +76,8 @@ class BatchReport:
     """Keys of this run's requests still in batches that have not ended (not errors: a
     later run collects them)."""
     notes: list[str] = field(default_factory=list)
+    failures: list[str] = field(default_factory=list)
+    """Batches this run could not submit, poll or read (kept journalled; the run fails)."""
 
 
 Progress = Callable[[Job, str], None]
@@ -134,13 +136,12 @@ async def buy_in_batches(
     """Journalled batches this run could not resume or poll (left for a later run)."""
 
     def unreachable(batch: Batch, exc: ProviderError) -> None:
+        """A batch this run cannot take further: its requests stay waiting in it."""
         stuck.add(batch.local_id)
-        batches.notes.append(
-            f"{batch.pin_id}: batch {batch.batch_id or batch.local_id} is kept for a later "
-            f"run: {exc.summary()}"
+        batches.failures.append(
+            f"{batch.pin_id}: batch {batch.batch_id or batch.local_id} "
+            f"({len(batch.keys)} requests) is kept for a later run: {exc.summary()}"
         )
-        for key in batch.keys:
-            collected(key, exc)
 
     for batch in list(journal.batches):
         if batch.state != SUBMITTED and batch.pin_id in known:

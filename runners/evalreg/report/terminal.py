@@ -269,6 +269,8 @@ def print_run(result: RunResult, *, dry_run: bool = False) -> None:
             )
     for note in [*result.notes, *(batches.notes if batches is not None else [])]:
         error_console().print(Text(plain(f"note: {note}")))
+    for failure in batches.failures if batches is not None else []:
+        error_console().print(Text(plain(f"error: {failure}")))
     if result.fetch is not None:
         f, j = result.fetch, result.judge_fetch
         both = [f] if j is None else [f, j]
