@@ -1,6 +1,7 @@
 """Buy missing responses: run request jobs concurrently, store successes, count errors.
 
-This is the only place model calls happen. A job whose key is already stored is never
+This is the only place live model calls happen (``batch`` buys through batch APIs and
+stores with ``put_response``, the same records). A job whose key is already stored is never
 sent; identical jobs in one run share a single request; provider errors are returned
 (and logged by the caller), never stored, so the next run retries them.
 
