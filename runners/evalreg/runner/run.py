@@ -20,8 +20,9 @@ from evalreg.graders.llm_judge import JudgeFailed, Judges
 from evalreg.prompting import render_messages
 from evalreg.providers import all_providers
 from evalreg.providers.base import Provider, credentials_problem, output_cap
-from evalreg.providers.batch import BATCHED, BatchReport, batch_api
+from evalreg.providers.batch import BATCHED, BatchReport, batch_api, buy_in_batches
 from evalreg.providers.fetch import FetchReport, Job, Request, fetch, make_request
+from evalreg.providers.pricing import rates
 from evalreg.registry import schema
 from evalreg.registry.loader import Registry, load_registry
 from evalreg.report.numbers import plural
@@ -211,18 +212,11 @@ def estimate_micro_usd(
     input_tokens = len(job.content) // 3
     if output_tokens is None:
         output_tokens = _max_output_tokens(job)
-    input_price, output_price = price.input_per_mtok, price.output_per_mtok
-    if batch:
-        input_price = _given(price.batch_input_per_mtok, input_price)
-        output_price = _given(price.batch_output_per_mtok, output_price)
+    input_price, output_price = rates(price, batch=batch)
     out_price = max(output_price, price.reasoning_per_mtok or 0.0)
     return round(
         input_tokens * input_price + output_tokens * out_price + price.per_call * 1_000_000
     )
-
-
-def _given(rate: float | None, otherwise: float) -> float:
-    return otherwise if rate is None else rate
 
 
 def judge_estimate(
@@ -386,8 +380,7 @@ def prepare(root: Path, options: RunOptions, registry: Registry | None = None) -
         pin_keys.extend(plan.keys[: HISTORY_SAMPLE * 4])
         plan.observed_tokens = observed
         repeats = cell.task.repeats
-        batched = options.batch and batch_api(cell.pin.provider) is not None
-        if batched:
+        if options.batch and batch_api(cell.pin.provider) is not None:
             plan.batch_estimated_micro_usd = 0
         request: tuple[schema.Item, Request] | None = None
         judged = [c for c in cell.rubric.criteria if isinstance(c.grader, schema.JudgeGrader)]
@@ -530,10 +523,8 @@ def run(
     writers: list[SegmentWriter] = []
     providers = all_providers(root)
     if options.batch:
-        live_only = sorted(
-            {p.status.cell.pin.provider for p in runnable if p.to_buy}
-            - {name for name in providers if batch_api(name) is not None}
-        )
+        named = {p.status.cell.pin.provider for p in runnable if p.to_buy}
+        live_only = sorted(name for name in named if batch_api(name) is None)
         if live_only:
             result.notes.append(
                 f"bought live, without a batch API here: {', '.join(live_only)} requests"
@@ -571,8 +562,6 @@ def run(
                     admit=budget.admit if budget.active else None,
                 )
                 if batched is not None:
-                    from evalreg.providers.batch import buy_in_batches
-
                     pins = {
                         pin_id: (pin, providers[pin.provider])
                         for pin_id, pin in registry.pins.items()
