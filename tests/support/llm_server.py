@@ -39,6 +39,17 @@ Behaviour worth knowing:
   API, ``status: incomplete``).
 * ``stream: true`` is rejected with a 400: this server only speaks non-streaming responses.
 * Bytes that do not parse as HTTP get a 400 and a closed connection and are not recorded.
+* Batch APIs: OpenAI's ``POST /v1/files`` (multipart, purpose ``batch``), ``GET
+  /v1/files/{id}/content``, ``POST /v1/batches``, ``GET /v1/batches[/{id}]`` and Anthropic's
+  ``POST /v1/messages/batches``, ``GET /v1/messages/batches/{id}[/results]``. A batch ends
+  on the poll after ``batch_polls`` polls, its requests answered as the live endpoints would
+  (the responder included). ``batch_expire_after`` makes the next batch expire after that
+  many answers; requests whose body contains a string in ``batch_errors_matching`` fail
+  inside the batch; ``batch_create_errors`` refuses creations with a 500;
+  ``batch_create_delay`` and ``batch_results_delay`` hold answers back (the batch exists
+  meanwhile). ``batch_requests`` lists every request submitted in a batch (``custom_id``
+  set), ``batch_answered`` those answered: what was bought. Faults (``fail_next``...) are
+  not drawn for these routes.
 
 Only the standard library is used, so the file can run under any Python >= 3.11.
 """
@@ -1206,12 +1217,6 @@ class LLMServer:
         }
 
     # -- batch APIs: OpenAI's Files and Batches, Anthropic's Message Batches ------------
-
-    def count_bought(self) -> int:
-        """Responses bought: live endpoint answers and batch answers."""
-        live = self.count(lambda r: r.path in (_OPENAI_PATH, _ANTHROPIC_PATH, _RESPONSES_PATH))
-        with self._lock:
-            return live + len(self.batch_answered)
 
     async def _answer_batch_api(self, request: Request) -> tuple[int, bytes]:
         """A call to a batch API route: create, poll, upload or download."""
