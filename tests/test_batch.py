@@ -236,3 +236,13 @@ def test_a_batch_that_cannot_be_polled_is_kept_and_fails_the_run(live: Repo, ser
 def test_no_wait_without_batch_is_refused(live: Repo, cli):
     done = cli(live, "run", "--no-wait")
     assert done.code == 2 and "--no-wait goes with --batch" in done.err
+
+
+@pytest.mark.parametrize("content", [b"{}", b'{"version": 1, "batches": [{"id": 1}]}', b"[1]"])
+def test_a_batch_journal_in_another_shape_is_left_alone(live: Repo, server, cli, content):
+    path = BatchJournal(live.root).path
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(content)
+    done = cli(live, "run", "--batch", *POLL, "--candidate", "mini")
+    assert done.code == 0, done.err
+    assert "Traceback" not in done.err and len(server.batch_requests) == 4
