@@ -96,6 +96,23 @@ def test_batch_responses_cost_the_batch_price_and_dry_run_shows_the_saving(live:
     assert cost == expected and 0 < cost < live_price
 
 
+def test_max_cost_admits_batched_requests_at_the_batch_price(
+    live: Repo, server, cli, tmp_path: Path
+):
+    _with_batch_prices(live)
+    other = Repo(tmp_path / "live-copy")
+    shutil.copytree(live.root, other.root, symlinks=True)
+    dry = cli(live, "run", "--dry-run", "--candidate", "mini")
+    live_usd = float(dry.out.split("Estimated cost of missing responses: $")[1].split()[0])
+    budget = f"{live_usd * 0.75:.6f}"  # three of four requests live, all four in a batch
+    capped = cli(other, "run", "--max-cost", budget, "--candidate", "mini", "--no-push")
+    assert capped.code == 1 and "budget" in capped.out
+    assert server.count(lambda r: r.path == "/v1/chat/completions") == 3
+    batched = cli(live, "run", "--batch", *POLL, "--max-cost", budget, "--candidate", "mini")
+    assert batched.code == 0, batched.err
+    assert len(server.batch_requests) == 4
+
+
 def test_no_wait_submits_and_a_later_run_collects_without_buying_again(live: Repo, server, cli):
     submitted = cli(live, "run", "--batch", "--no-wait", "--candidate", "mini")
     assert submitted.code == 0, submitted.err

@@ -578,7 +578,7 @@ def run(
                         wait=options.batch and options.wait,
                         poll_s=options.batch_poll_s,
                         progress=on_job,
-                        admit=budget.admit if budget.active else None,
+                        admit=budget.admit_batched if budget.active else None,
                     )
                     _merge(report, in_batches)
                 report.total += stored
@@ -916,10 +916,14 @@ class _Budget:
         if key in self.reserved:
             self.paid.update(job.key for job in judge_jobs)
 
-    def admit(self, job: Job) -> bool:
+    def admit_batched(self, job: Job) -> bool:
+        """``admit`` for a request bought through a batch API, at the batch prices."""
+        return self.admit(job, batch=True)
+
+    def admit(self, job: Job, *, batch: bool = False) -> bool:
         if job.key in self.paid:
             return True
-        cost = estimate_micro_usd(job.pin, job, self.output_tokens.get(job.key))
+        cost = estimate_micro_usd(job.pin, job, self.output_tokens.get(job.key), batch=batch)
         judges = self.judges.get(job.key, 0)
         if self.committed + cost + judges > self.limit:
             return False
