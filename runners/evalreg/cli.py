@@ -196,6 +196,17 @@ def _amount(text: str) -> float:
     return value
 
 
+def _positive_seconds(text: str) -> float:
+    """An argparse type: a finite number of seconds above 0."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not math.isfinite(value) or value <= 0:
+        raise argparse.ArgumentTypeError(f"{text}: expected seconds above 0, like 15")
+    return value
+
+
 def _shard(text: str | None) -> tuple[int, int] | None:
     if text is None:
         return None
@@ -250,7 +261,14 @@ def cmd_run(args: argparse.Namespace) -> int:
         push=not args.no_push,
         holdout=args.holdout,
         strict=args.strict,
+        batch=args.batch,
+        wait=not args.no_wait,
+        batch_poll_s=args.batch_poll,
     )
+    if args.no_wait and not args.batch:
+        from evalreg.errors import UsageError
+
+        raise UsageError("--no-wait goes with --batch: a live run has nothing to wait for")
     if options.dry_run:
         verdict = run_command(_repaired(root), options)
     else:
@@ -295,6 +313,7 @@ def _resume_command(args: argparse.Namespace) -> str:
         ("--no-push", args.no_push),
         ("--holdout", args.holdout),
         ("--strict", args.strict),
+        ("--batch", args.batch),
     ):
         if on:
             words.append(flag)
@@ -748,6 +767,24 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="a cell left pending (its key unset, or never run under --offline) fails the "
         "run (exit 1); without it only cells named by --task/--candidate do",
+    )
+    p.add_argument(
+        "--batch",
+        action="store_true",
+        help="buy missing responses through the batch APIs of OpenAI and Anthropic (about "
+        "half the price, within 24 hours); other providers are bought live",
+    )
+    p.add_argument(
+        "--no-wait",
+        action="store_true",
+        help="with --batch: submit the batches and exit; a later `run --batch` collects them",
+    )
+    p.add_argument(
+        "--batch-poll",
+        type=_positive_seconds,
+        default=15.0,
+        metavar="S",
+        help="seconds before the first poll of a batch (doubling up to 5 minutes; default 15)",
     )
     p.set_defaults(handler=cmd_run)
 

@@ -281,6 +281,30 @@ def print_run(result: RunResult, *, dry_run: bool = False) -> None:
         )
     else:
         out.print(f"Estimated cost of missing responses: {usd_micro(result.estimated_micro_usd)}")
+    saving = result.batch_saving_micro_usd
+    if saving is not None:
+        live, batch = saving
+        out.print(
+            f"Bought in batches: {usd_micro(batch)} instead of {usd_micro(live)} live "
+            f"(saving {usd_micro(live - batch)}, at the pins' batch prices)"
+            if batch < live
+            else "Bought in batches: no saving estimated: the pins give no batch prices "
+            "(price.batch_input_per_mtok, price.batch_output_per_mtok)"
+        )
+    batches = result.batches
+    if batches is not None:
+        if batches.submitted:
+            out.print(Text(plain(f"Batches submitted: {', '.join(batches.submitted)}")))
+        if batches.waiting:
+            out.print(
+                f"{plural(len(batches.waiting), 'response')} waiting in submitted batches: "
+                "`evalreg run --batch` collects them (their ids are journalled in this "
+                "clone's state directory)"
+            )
+    for note in [*result.notes, *(batches.notes if batches is not None else [])]:
+        error_console().print(Text(plain(f"note: {note}")))
+    for failure in batches.failures if batches is not None else []:
+        error_console().print(Text(plain(f"error: {failure}")))
     if result.fetch is not None:
         f, j = result.fetch, result.judge_fetch
         both = [f] if j is None else [f, j]
