@@ -14,6 +14,7 @@ from evalreg.cells import cells
 from evalreg.providers.base import Completion
 from evalreg.providers.pricing import cost_micro_usd
 from evalreg.registry.loader import load_registry
+from evalreg.selection.evidence import gather
 from evalreg.store.batches import BatchJournal
 from evalreg.store.segments import ResponseStore
 
@@ -71,6 +72,39 @@ def test_a_batched_run_stores_the_same_requests_under_the_same_keys_as_a_live_ru
     assert cli(live, "run").code == 0 and len(server.batch_requests) == 4
     live.commit("results")
     assert cli(live, "reproduce", "HEAD").code == 0
+
+
+def test_a_batched_cell_has_no_latency_so_a_latency_gate_cannot_pass(live: Repo, server, cli):
+    selection = live.read("registry/selections/labels.yaml")
+    live.write(
+        "registry/selections/labels.yaml",
+        selection.replace(
+            "  gates:\n", "  gates:\n    - metric: latency_p95_ms\n      max: 60000\n"
+        ),
+    )
+    live.commit("a latency gate")
+    assert cli(live, "run", "--batch", *POLL).code == 0
+    summary = _summary(live, "labels/mini")
+    # Every graded response came from a batch: none has a latency to count.
+    assert summary["totals"]["batched"] == summary["totals"]["graded"] == 4
+    items = (live.root / "reports/results/labels/mini.items.jsonl").read_text().splitlines()
+    assert all(json.loads(line)["batch"] is True for line in items)
+    # The live baseline's summary keeps the fields it always had.
+    assert "batched" not in _summary(live, "labels/rules")["totals"]
+    live.commit("results")
+    report = cli(live, "report")
+    assert report.code == 0, report.err
+    text = (live.root / "reports/labels.md").read_text()
+    assert "n/a (batch)" in text
+    decision = gather(load_registry(live.root), "labels").decision
+    (gate,) = [g for g in decision.assessments["mini"].gates if g.gate.metric == "latency_p95_ms"]
+    assert not gate.passed
+    assert gate.note == "no latency measured: its responses were bought through a batch API"
+    # The live baseline's latency was measured: its gate is decided on it.
+    (live_gate,) = [
+        g for g in decision.assessments["rules"].gates if g.gate.metric == "latency_p95_ms"
+    ]
+    assert live_gate.passed
 
 
 def test_batch_responses_cost_the_batch_price_and_dry_run_shows_the_saving(live: Repo, server, cli):

@@ -263,8 +263,9 @@ def _slice_metrics(
         agreeing = int(np.count_nonzero((k == 0) | (k == m)))
     out["consistency"] = Metric(agreeing / n_items if n_items else 1.0, n=n_items)
     usage = o.usage(name, graded)
-    out["latency_p50_ms"] = Metric(float(usage.latency_p50_ms), n=n_graded)
-    out["latency_p95_ms"] = Metric(float(usage.latency_p95_ms), n=n_graded)
+    if usage.timed:  # no measured latency (all bought in a batch): the metric is unknown
+        out["latency_p50_ms"] = Metric(float(usage.latency_p50_ms), n=usage.timed)
+        out["latency_p95_ms"] = Metric(float(usage.latency_p95_ms), n=usage.timed)
     cost = usage.cost_micro_usd / 1_000_000
     per_request = cost / n_graded if n_graded else 0.0
     out["cost_per_item_usd"] = Metric(per_request, n=n_graded)

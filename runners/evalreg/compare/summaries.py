@@ -93,14 +93,16 @@ def _overall(totals: SliceAggregate | None, pass_level: str) -> dict[str, float]
     levels = totals.get("levels") or {}
     latency = totals.get("latency_ms") or {}
     cost = int(totals.get("cost_micro_usd", 0)) / 1_000_000
-    return {
+    out = {
         "pass_rate": _accepted(levels, pass_level) / graded if graded else 0.0,
         "unacceptable_rate": int(levels.get("unacceptable", 0)) / graded if graded else 0.0,
         "error_rate": (samples - graded) / samples if samples else 0.0,
-        "latency_p50_ms": float(latency.get("p50", 0)),
-        "latency_p95_ms": float(latency.get("p95", 0)),
         "cost_per_item_usd": cost / graded if graded else 0.0,
     }
+    if graded > int(totals.get("batched", 0)):  # else no latency was measured: unknown
+        out["latency_p50_ms"] = float(latency.get("p50", 0))
+        out["latency_p95_ms"] = float(latency.get("p95", 0))
+    return out
 
 
 def _slices(
@@ -205,8 +207,11 @@ def summary_metrics(
         if task.repeats == 1:
             m["consistency"] = Metric(1.0, n=graded)
         overall = _overall(t, policy.pass_level) or {}
-        for metric in ("latency_p50_ms", "latency_p95_ms", "cost_per_item_usd"):
-            m[metric] = Metric(overall.get(metric, 0.0), n=graded)
+        timed = graded - int(t.get("batched", 0))
+        for metric in ("latency_p50_ms", "latency_p95_ms"):
+            if metric in overall:
+                m[metric] = Metric(overall[metric], n=timed)
+        m["cost_per_item_usd"] = Metric(overall.get("cost_per_item_usd", 0.0), n=graded)
         per_request = overall.get("cost_per_item_usd", 0.0)
         m["monthly_cost_usd"] = Metric(per_request * (task.monthly_volume or 0), n=graded)
         columns = summary.get("samples") if name == ALL else None

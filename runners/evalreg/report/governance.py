@@ -12,7 +12,7 @@ from collections.abc import Sequence
 
 from evalreg.evalsets.slice_sizes import evalset_stats
 from evalreg.families import MIN_SLICE_ITEMS, NONE_DETECTABLE, family_sentence
-from evalreg.metrics import COVERAGE, covered
+from evalreg.metrics import COVERAGE, SliceMetrics, covered
 from evalreg.report.chart import Bar, bar_chart
 from evalreg.report.escape import block, cell, inline
 from evalreg.report.numbers import (
@@ -275,6 +275,15 @@ def _candidates(ev: SelectionEvidence) -> str:
     return "\n".join(out)
 
 
+def _latency(m: SliceMetrics) -> str:
+    """Median / 95th-percentile latency, or why there is none (every response bought in a
+    batch, which measures no latency)."""
+    p50, p95 = m.get("latency_p50_ms"), m.get("latency_p95_ms")
+    if p50 is None or p95 is None:
+        return "n/a (batch)"
+    return f"{count(p50.value)} / {milliseconds(p95.value)}"
+
+
 def _overall_rows(ev: SelectionEvidence) -> list[list[str]]:
     rows = []
     for cid in ev.candidates:
@@ -288,7 +297,7 @@ def _overall_rows(ev: SelectionEvidence) -> list[list[str]]:
                 rate(m["pass_rate"]),
                 rate(m["unacceptable_rate"], interval=False),
                 rate(m["error_rate"], interval=False),
-                f"{count(m['latency_p50_ms'].value)} / {milliseconds(m['latency_p95_ms'].value)}",
+                _latency(m),
                 usd(m["cost_per_item_usd"].value),
                 usd(m["monthly_cost_usd"].value),
                 usd(m["failure_cost_per_1k_usd"].value),

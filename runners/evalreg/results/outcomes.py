@@ -71,6 +71,9 @@ class Usage:
     latency_p50_ms: int
     latency_p95_ms: int
     cost_micro_usd: int
+    timed: int
+    """Graded samples with a measured latency (not bought in a batch): what the
+    percentiles are over; none means the slice's latency is unknown."""
 
 
 class Items:
@@ -216,6 +219,7 @@ def from_records(records: Sequence[ItemRecord], criteria: Sequence[str]) -> Outc
     item = np.empty(n, dtype=np.int64)
     level = np.empty(n, dtype=np.int8)
     latency = np.zeros(n, dtype=np.int64)
+    timed = np.ones(n, dtype=bool)
     cost = np.zeros(n, dtype=np.int64)
     verdicts = {cid: np.full(n, ABSENT, dtype=np.int8) for cid in criteria}
     keys: list[str | None] = [r.get("key") for r in records]
@@ -237,6 +241,7 @@ def from_records(records: Sequence[ItemRecord], criteria: Sequence[str]) -> Outc
         clusters[at] = r.get("cluster") or item_id
         level[row] = _LEVEL_CODE.get(r["level"] or "", _UNLEVELLED)
         latency[row] = int(r["latency_ms"])
+        timed[row] = not r.get("batch")
         cost[row] = int(r["cost_micro_usd"])
         for cid, verdict in r["criteria"].items():
             codes = verdicts.get(cid)
@@ -250,12 +255,13 @@ def from_records(records: Sequence[ItemRecord], criteria: Sequence[str]) -> Outc
             codes[row] = UNGRADED
 
     def usage(_name: str, graded: Mask) -> Usage:
-        latencies = latency[graded].tolist()
+        latencies = latency[graded & timed].tolist()
         return Usage(
-            len(latencies),
+            int(np.count_nonzero(graded)),
             percentile(latencies, 50),
             percentile(latencies, 95),
             int(cost[graded].sum()),
+            len(latencies),
         )
 
     return Outcomes(
@@ -323,6 +329,7 @@ def from_summary(
             int(aggregate["latency_ms"]["p50"]),
             int(aggregate["latency_ms"]["p95"]),
             int(aggregate["cost_micro_usd"]),
+            int(aggregate["graded"]) - int(aggregate.get("batched", 0)),
         )
 
     def content() -> list[str]:

@@ -58,6 +58,11 @@ class ItemRecord(TypedDict):
     level: str | None
     score: float
     latency_ms: int
+    """How long the response took; 0 and not counted in any latency figure when it was
+    bought through a batch API (``batch``)."""
+    batch: NotRequired[bool]
+    """Present (true) only when the response was bought through a batch API, which
+    measures no latency."""
     tokens: Tokens
     cost_micro_usd: int
     """The candidate's response at its pin's price (0 when there is none)."""
@@ -99,6 +104,10 @@ class SliceAggregate(TypedDict):
     criteria: dict[str, CriterionCounts]
     score_sum: float
     latency_ms: Latency
+    """Over graded samples with a measured latency (not those bought in a batch)."""
+    batched: NotRequired[int]
+    """Graded samples bought through a batch API (no latency measured): present only when
+    some were."""
     tokens: Tokens
     """Over graded samples."""
     cost_micro_usd: int

@@ -50,6 +50,8 @@ class SliceTally:
         self.levels = dict.fromkeys(LEVELS, 0)
         self.criteria: dict[str, list[int]] = {}
         self.latencies: Counter[int] = Counter()
+        self.batched = 0
+        """Graded samples bought in a batch: no latency of theirs is counted."""
         # Summed at the end with math.fsum, which is correctly rounded: the same float on
         # every Python version (the built-in sum of floats changed in 3.12), in any order.
         self.scores = array("d")
@@ -83,7 +85,10 @@ class SliceTally:
             counts[1] += bool(verdict["passed"])
         for cid in r.get(UNGRADED_FIELD, ()):
             self.criteria.setdefault(cid, [0, 0, 0])[2] += 1
-        self.latencies[r["latency_ms"]] += 1
+        if r.get("batch"):
+            self.batched += 1
+        else:
+            self.latencies[r["latency_ms"]] += 1
         self.scores.append(r["score"])
         self._add_tokens(r["tokens"])
         self.cost += r["cost_micro_usd"]
@@ -110,6 +115,7 @@ class SliceTally:
             for i, n in enumerate(theirs):
                 counts[i] += n
         self.latencies.update(other.latencies)
+        self.batched += other.batched
         self.scores.extend(other.scores)  # fsum is exact: the split does not matter
         self._add_tokens(other.tokens)
         self.cost += other.cost
@@ -141,6 +147,8 @@ class SliceTally:
             # always had.
             out["judge_cost_micro_usd"] = self.judge_cost
             out["spend_micro_usd"] = self.spend
+        if self.batched:
+            out["batched"] = self.batched  # only then: summaries of live runs keep their bytes
         return out
 
     def _percentile(self, p: float) -> int:

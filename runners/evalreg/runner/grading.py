@@ -86,6 +86,8 @@ class CellGrader:
     ) -> None:
         """Set ``record``'s latency, tokens and cost to the candidate response's."""
         record["latency_ms"] = int(stored.get("latency_ms", 0))
+        if completion.batch:
+            record["batch"] = True  # no latency was measured: left out of latency figures
         record["tokens"] = Tokens(
             input=completion.input_tokens,
             output=completion.output_tokens,

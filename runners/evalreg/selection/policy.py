@@ -81,9 +81,16 @@ class Decision:
         return not self.agrees and self.waiver is None
 
 
+_LATENCY = frozenset({"latency_p50_ms", "latency_p95_ms"})
+
+
 def check_gate(
     gate: schema.Gate, index: int, metric: Metric | None, confidence: float
 ) -> GateResult:
+    if metric is None and gate.metric in _LATENCY:
+        # Latency is left out where none was measured: responses bought in a batch.
+        note = "no latency measured: its responses were bought through a batch API"
+        return GateResult(gate, index, None, 0, False, note=note)
     if metric is None or metric.n == 0:
         return GateResult(gate, index, None, 0, False, note="no graded items in this slice")
     value = metric.bound(gate.on)
