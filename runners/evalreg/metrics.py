@@ -263,7 +263,7 @@ def _slice_metrics(
         agreeing = int(np.count_nonzero((k == 0) | (k == m)))
     out["consistency"] = Metric(agreeing / n_items if n_items else 1.0, n=n_items)
     usage = o.usage(name, graded)
-    if usage.timed:  # no measured latency (all bought in a batch): the metric is unknown
+    if usage.timed or not usage.graded:  # graded, none timed (batch): latency unknown
         out["latency_p50_ms"] = Metric(float(usage.latency_p50_ms), n=usage.timed)
         out["latency_p95_ms"] = Metric(float(usage.latency_p95_ms), n=usage.timed)
     cost = usage.cost_micro_usd / 1_000_000

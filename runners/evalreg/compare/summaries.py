@@ -99,7 +99,7 @@ def _overall(totals: SliceAggregate | None, pass_level: str) -> dict[str, float]
         "error_rate": (samples - graded) / samples if samples else 0.0,
         "cost_per_item_usd": cost / graded if graded else 0.0,
     }
-    if graded > int(totals.get("batched", 0)):  # else no latency was measured: unknown
+    if not graded or graded > int(totals.get("batched", 0)):  # else unknown (batch)
         out["latency_p50_ms"] = float(latency.get("p50", 0))
         out["latency_p95_ms"] = float(latency.get("p95", 0))
     return out
