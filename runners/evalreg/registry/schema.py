@@ -36,9 +36,9 @@ ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
 class Model(BaseModel):
-    model_config = ConfigDict(
-        extra="forbid", strict=True, frozen=True, use_attribute_docstrings=True
-    )
+    # A field's docstring (the string under it) documents it in the reference and the JSON
+    # Schemas (``field_docs``); read from this file only then, not at every start.
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
 
 
 class VersionedFile(Model):
@@ -933,3 +933,27 @@ KINDS: dict[str, type[VersionedFile]] = {
     "rubrics": Rubric,
     "selections": Selection,
 }
+
+
+def field_docs() -> dict[tuple[str, str], str]:
+    """Each model field's docstring in this module, by (class name, field name): the
+    string literal right under the field, cleaned as ``inspect.cleandoc`` does."""
+    import ast
+    import inspect
+    from pathlib import Path
+
+    tree = ast.parse(Path(__file__).read_text(encoding="utf-8"))
+    out: dict[tuple[str, str], str] = {}
+    for node in tree.body:
+        if not isinstance(node, ast.ClassDef):
+            continue
+        for field, doc in zip(node.body, node.body[1:], strict=False):
+            if (
+                isinstance(field, ast.AnnAssign)
+                and isinstance(field.target, ast.Name)
+                and isinstance(doc, ast.Expr)
+                and isinstance(doc.value, ast.Constant)
+                and isinstance(doc.value.value, str)
+            ):
+                out[(node.name, field.target.id)] = inspect.cleandoc(doc.value.value)
+    return out

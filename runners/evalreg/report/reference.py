@@ -9,6 +9,7 @@ stale.
 
 from __future__ import annotations
 
+import functools
 import json
 import posixpath
 import types
@@ -154,6 +155,7 @@ def json_schemas() -> dict[str, bytes]:
     out = {}
     for kind in FILE_KINDS:
         body = kind.model.model_json_schema(by_alias=True, mode="validation")
+        _describe(body, kind.model)
         document = {
             "$schema": JSON_SCHEMA_DIALECT,
             "title": f"evalreg {kind.name} ({kind.where})",
@@ -161,6 +163,36 @@ def json_schemas() -> dict[str, bytes]:
         }
         out[kind.schema_path] = (json.dumps(document, indent=2, sort_keys=True) + "\n").encode()
     return out
+
+
+def _describe(body: dict[str, Any], root: type[BaseModel]) -> None:
+    """Give each property of ``body`` (the JSON Schema of ``root``) its field's docstring
+    as its ``description``, in the model's own properties and in every ``$defs`` entry."""
+    definitions = body.get("$defs", {})
+    for model in _models_under(root, skip=set()):
+        target = body if model is root else definitions.get(model.__name__)
+        properties = target.get("properties", {}) if isinstance(target, dict) else {}
+        for name, info in model.model_fields.items():
+            doc = _field_doc(model, name)
+            prop = properties.get(info.alias or name)
+            if doc and isinstance(prop, dict) and "description" not in prop:
+                prop["description"] = doc
+
+
+@functools.cache
+def _docs() -> dict[tuple[str, str], str]:
+    return schema.field_docs()
+
+
+def _field_doc(model: type[BaseModel], name: str) -> str:
+    """The docstring of ``model``'s field ``name`` in the class that last declares it (none
+    there: none, as a redeclared field may mean something else)."""
+    for cls in model.__mro__:
+        if name in vars(cls).get("__annotations__", {}):
+            if cls.__module__ != schema.__name__:
+                return ""
+            return _docs().get((cls.__name__, name), "")
+    return ""
 
 
 def files() -> dict[str, bytes]:
@@ -359,7 +391,7 @@ def _field_table(model: type[BaseModel], skip: tuple[str, ...] = ()) -> list[str
         key = info.alias or name
         rows.append(
             f"| `{key}` | {_type(info.annotation)}{_bounds(info.metadata)} | {_default(info)} | "
-            f"{_cell(info.description or '')} |"
+            f"{_cell(info.description or _field_doc(model, name))} |"
         )
     return [*rows, ""]
 
