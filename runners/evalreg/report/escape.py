@@ -22,6 +22,7 @@ __all__ = [
     "html_inline",
     "inline",
     "json_text",
+    "link",
     "strip_controls",
 ]
 
@@ -76,6 +77,14 @@ def _block_parser() -> MarkdownIt:
     return MarkdownIt("commonmark").enable("table")
 
 
+# An absolute http(s) URL of characters a URL may hold unencoded; what Markdown would read
+# inside a link destination (parentheses, brackets, backslashes) is percent-encoded first.
+_URL = re.compile(
+    r"^https?://[A-Za-z0-9.-]+(?::[0-9]{1,5})?(?:[/?#][A-Za-z0-9._~:/?#@!$&'*+,;=%-]*)?$"
+)
+_URL_SPECIAL = str.maketrans({"(": "%28", ")": "%29", "[": "%5B", "]": "%5D"})
+
+
 _DETAILS_TAG = re.compile(r"<(/?)details(?=[\s>/])", re.IGNORECASE)
 _DETAILS_CLOSE = "</details>"
 
@@ -125,6 +134,18 @@ def html_inline(text: str, *, limit: int = 200) -> str:
     what keeps it literal. The same visible text, the same breaks against mentions,
     references and autolinks."""
     return html.escape(_AUTOLINKS.sub(_break_autolink, _visible(text, limit)), quote=True)
+
+
+def link(url: str, *, limit: int = 60) -> str:
+    """``url`` as a Markdown link when it is an absolute ``http`` or ``https`` URL; anything
+    else (``javascript:``, ``data:``, a relative path, text with spaces) as ``inline`` text,
+    which no renderer turns into a link. The link text is the URL without its scheme, cut
+    to ``limit``."""
+    target = url.strip().translate(_URL_SPECIAL)
+    if not _URL.match(target):
+        return inline(url, limit=limit)
+    shown = url.strip().split("://", 1)[1]
+    return f"[{inline(shown, limit=limit)}]({target})"
 
 
 def cell(text: str, *, limit: int = 80) -> str:

@@ -9,17 +9,25 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
 
+from evalreg.audit.criteria import CriteriaDates
+from evalreg.audit.record import CommitInfo
+from evalreg.compare.config import config_changes
+from evalreg.compare.drift_log import DRIFT_LOG, DriftCheck, DriftWorkflow
 from evalreg.evalsets.slice_sizes import evalset_stats
 from evalreg.families import MIN_SLICE_ITEMS, NONE_DETECTABLE, family_sentence
-from evalreg.metrics import COVERAGE, covered
-from evalreg.report.chart import Bar, bar_chart
-from evalreg.report.escape import block, cell, inline
+from evalreg.metrics import COVERAGE, Metric, covered
+from evalreg.report.chart import Bar, HeatCell, Panel, Threshold, heatmap, panel_chart
+from evalreg.report.escape import block, cell, inline, link
 from evalreg.report.numbers import (
     compared_on,
     count,
     coverage_text,
     exact,
+    gate_comparison,
+    gate_text,
     milliseconds,
     number,
     objective_text,
@@ -35,6 +43,7 @@ from evalreg.report.numbers import (
     whole_points,
 )
 from evalreg.selection.evidence import SelectionEvidence
+from evalreg.selection.policy import GateResult
 
 # Slices with fewer than MIN_SLICE_ITEMS items are listed under Limitations instead of the
 # evidence tables (and are not tested).
@@ -42,6 +51,7 @@ DETECT = 0.05
 
 
 _SAFE_CODE = re.compile(r"^[A-Za-z0-9._:/-]{1,128}$")
+_CRON = re.compile(r"^[A-Za-z0-9*/,? -]{1,100}$")
 
 
 def code(text: str) -> str:
@@ -55,43 +65,103 @@ def table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
     return "\n".join(out) + "\n"
 
 
+@dataclass(frozen=True)
+class Provenance:
+    """What the repository says about a use case beyond its evidence: when git shows its
+    criteria were fixed, and when drift was last checked and is scheduled."""
+
+    dates: CriteriaDates | None = None
+    """None: not looked up (the criteria section says so)."""
+    drift: dict[str, DriftCheck] = field(default_factory=dict)
+    """Cell id → its latest logged drift check."""
+    workflow: DriftWorkflow | None = None
+
+
 def chart_name(ev: SelectionEvidence) -> str:
     return f"{ev.selection_id}.svg"
 
 
+def slices_chart_name(ev: SelectionEvidence) -> str:
+    return f"{ev.selection_id}-slices.svg"
+
+
+def _is_rate(metric: str) -> bool:
+    return metric.endswith("_rate") or metric.startswith(("criterion:", COVERAGE))
+
+
+def _bar(cid: str, m: Metric | None, ev: SelectionEvidence) -> Bar:
+    return Bar(
+        cid,
+        m.value if m else None,
+        m.lo if m else None,
+        m.hi if m else None,
+        highlight=cid == ev.selection.selected,
+    )
+
+
 def chart(ev: SelectionEvidence) -> str:
-    bars = []
-    for cid in ev.candidates:
-        m = ev.metrics.get(cid, {}).get("all", {}).get("pass_rate")
-        bars.append(
-            Bar(
-                cid,
-                m.value if m else None,
-                m.lo if m else None,
-                m.hi if m else None,
-                highlight=cid == ev.selection.selected,
+    """Pass rate on the whole eval set, then one panel per gate with its threshold (for the
+    candidates with results: a pending one has nothing to gate)."""
+    ranked = [cid for cid in ev.candidates if cid in ev.metrics]
+
+    def bars(slice_: str, metric: str, ids: Sequence[str]) -> list[Bar]:
+        return [_bar(cid, ev.metrics.get(cid, {}).get(slice_, {}).get(metric), ev) for cid in ids]
+
+    panels = [Panel("pass rate, all items", bars("all", "pass_rate", list(ev.candidates)))]
+    for i, g in enumerate(ev.selection.policy.gates if ranked else [], start=1):
+        bound = g.min if g.min is not None else g.max
+        assert bound is not None
+        where = "" if g.on == "point" else f", {compared_on(g)}"
+        panels.append(
+            Panel(
+                f"gate {i}: {gate_text(g)}",
+                bars(g.slice, g.metric, ranked),
+                Threshold(bound, f"{threshold_text(g)}{where}", g.min is not None, g.on),
+                rate=_is_rate(g.metric),
             )
         )
-    return bar_chart(f"{ev.selection.use_case}: pass rate on the whole eval set", bars)
+    return panel_chart(f"{ev.selection.use_case}: results and gates", panels)
 
 
-def page(ev: SelectionEvidence, *, evalreg_version: str, install: str) -> str:
-    """The use-case page: decision, task, criteria, candidates, evidence, limits, reproduce.
+def slices_chart(ev: SelectionEvidence) -> str | None:
+    """Pass rate per reported slice and candidate with results; None without results."""
+    ranked = [c for c in ev.candidates if c in ev.metrics]
+    if not ranked:
+        return None
+    rows = _big_slices(ev)
+    cells = []
+    for name in rows:
+        found = [ev.metrics[cid].get(name, {}).get("pass_rate") for cid in ranked]
+        cells.append([HeatCell(m.value, m.n) if m else HeatCell(None) for m in found])
+    return heatmap(f"{ev.selection.use_case}: pass rate by slice", rows, ranked, cells)
+
+
+def page(
+    ev: SelectionEvidence,
+    *,
+    evalreg_version: str,
+    install: str,
+    provenance: Provenance | None = None,
+) -> str:
+    """The use-case page: decision, task, criteria, candidates, evidence, drift, limits,
+    reproduce.
 
     ``install`` is the pip requirement for evalreg that the reproduce section names (the
     registry's ``install:`` setting, or the exact version that wrote the report).
     """
+    known = provenance or Provenance()
     parts = [
         f"# {inline(ev.selection.use_case)}\n",
         "_Generated by `evalreg report` from the registry and the committed results; do not "
         "edit. The commit, merge and approvals of this decision are in the audit record "
         "(`evalreg audit`)._\n",
         _decision(ev),
-        f"![Pass rate by candidate]({chart_name(ev)})\n",
+        f"![Pass rate by candidate, and each gate with its threshold]({chart_name(ev)})\n",
         _use_case(ev),
-        _criteria(ev),
+        _criteria(ev, known.dates),
         _candidates(ev),
         _evidence(ev, evalreg_version),
+        _drift(ev, known),
         _limitations(ev),
         _reproduce(ev, install),
     ]
@@ -111,10 +181,12 @@ def _decision(ev: SelectionEvidence) -> str:
         lines.append("- **Agreement:** the declared candidate is the policy's recommendation.")
     elif d.waiver is not None:
         w = d.waiver
+        # A waiver written from the rationale says the same thing: it is printed once.
+        same = " ".join(w.reason.split()) == " ".join(sel.rationale.split())
+        reason = "the rationale below" if same else inline(w.reason, limit=500)
         lines.append(
             f"- **Waiver:** the declared candidate differs from the policy's recommendation. "
-            f"Reason: {inline(w.reason, limit=500)} — approved by {inline(w.approver)} on "
-            f"{w.date.isoformat()}."
+            f"Reason: {reason} — approved by {inline(w.approver)} on {w.date.isoformat()}."
         )
     else:
         lines.append(
@@ -163,9 +235,9 @@ def _use_case(ev: SelectionEvidence) -> str:
     return "\n".join(out)
 
 
-def _criteria(ev: SelectionEvidence) -> str:
+def _criteria(ev: SelectionEvidence, dates: CriteriaDates | None) -> str:
     policy = ev.selection.policy
-    out = ["## 3. Criteria fixed beforehand\n"]
+    out = ["## 3. Criteria\n", _when_fixed(dates)]
     out.append(
         f"An item **passes** when its level is `{policy.pass_level}`"
         + (" or better" if policy.pass_level == "acceptable" else "")
@@ -199,12 +271,71 @@ def _criteria(ev: SelectionEvidence) -> str:
     return "\n".join(out)
 
 
+def _commit(c: CommitInfo) -> str:
+    pr = f", #{c.pr}" if c.pr else ""
+    return f"`{c.sha[:12]}` ({c.committed_at}{pr})"
+
+
+def _part(what: str, ident: str | None) -> str:
+    return f"the rubric {code(ident)}" if what == "rubric" and ident else f"the {what}"
+
+
+def _when_fixed(dates: CriteriaDates | None) -> str:
+    """When git shows the policy and rubric were fixed, against the first evidence."""
+    if dates is None:
+        return "When the criteria were fixed was not looked up in git for this page.\n"
+    if dates.unknown is not None:
+        return f"When the criteria were fixed cannot be told from git: {inline(dates.unknown)}.\n"
+    names = {p.what: _part(p.what, p.id) for p in dates.parts}
+    if dates.uncommitted:
+        return (
+            "**⚠ Criteria not committed:** "
+            + " and ".join(names.get(p, p) for p in dates.uncommitted)
+            + " differ here from the last commit, so git cannot date them. Commit them and "
+            "run `evalreg report` again.\n"
+        )
+    if dates.late is not None:
+        verdict = f"**⚠ Criteria changed after the evidence:** {inline(dates.late, limit=1000)}"
+    elif dates.evidence is None:
+        verdict = "**Criteria fixed before evidence:** no result is committed yet."
+    else:
+        verdict = (
+            "**Criteria fixed before evidence:** the first results they judge were "
+            f"committed in {_commit(dates.evidence)}."
+        )
+    lines = [verdict, ""]
+    for part in dates.parts:
+        name = names[part.what]
+        lines.append(
+            f"- {name[0].upper()}{name[1:]} last changed "
+            + ("before the decision " if dates.decision else "")
+            + f"in {_commit(part.commit)}."
+            if part.commit
+            else f"- {name[0].upper()}{name[1:]}: no commit changed it before the decision."
+        )
+    if dates.decision is not None:
+        early = dates.evidence is None or dates.decision.position < dates.evidence.position
+        lines.append(
+            f"- The declared candidate was declared in {_commit(dates.decision)}"
+            + (", before any result was committed." if early else ".")
+        )
+    if dates.after_decision:
+        lines.append(
+            "- **⚠ Changed again after the decision** in "
+            + ", ".join(_commit(c) for c in dates.after_decision)
+            + ": the decision was made under earlier criteria."
+        )
+    lines.append(
+        "\nFrom the first-parent git history (dates UTC); `evalreg audit` lists every change.\n"
+    )
+    return "\n".join(lines)
+
+
 def _candidates(ev: SelectionEvidence) -> str:
     out = ["## 4. Candidates\n"]
     rows = []
     for cid, c in ev.candidates.items():
         pin = c.cell.pin
-        params = json.dumps(pin.params, sort_keys=True) if pin.params else "–"
         price = (
             f"in {usd(pin.price.input_per_mtok)}/M, out {usd(pin.price.output_per_mtok)}/M"
             + (f", {usd(pin.price.per_call)}/call" if pin.price.per_call else "")
@@ -219,12 +350,17 @@ def _candidates(ev: SelectionEvidence) -> str:
                 cell(c.candidate.pin),
                 cell(pin.provider),
                 cell(pin.model or "–"),
-                cell(params, limit=60),
+                _params(ev, cid),
                 cell(price, limit=90),
                 variant,
                 c.state,
             ]
         )
+    out.append(
+        f"Params are the declared {code(ev.selection.selected)}'s in full, and for every "
+        "other candidate what differs from them (`key: declared → this`, `–` where one has "
+        "none).\n"
+    )
     out.append(
         table(
             [
@@ -254,7 +390,7 @@ def _candidates(ev: SelectionEvidence) -> str:
             cell(b.name),
             number(b.score),
             b.date.isoformat(),
-            cell(b.source, limit=60),
+            link(b.source),
         ]
         for cid, c in ev.candidates.items()
         for b in c.cell.pin.benchmarks
@@ -273,6 +409,39 @@ def _candidates(ev: SelectionEvidence) -> str:
             + ".\n"
         )
     return "\n".join(out)
+
+
+_PARAMS = ("pin.params.", "pin.extra_params.")
+
+
+def _value(value: Any) -> str:
+    return "–" if value is None else json.dumps(value, sort_keys=True, ensure_ascii=False)
+
+
+def _params(ev: SelectionEvidence, cid: str) -> str:
+    """The declared candidate's params in full; another's as the keys that differ."""
+    declared = ev.candidates[ev.selection.selected].cell
+    this = ev.candidates[cid].cell
+    if cid == ev.selection.selected:
+        pin = this.pin
+        flat = {
+            f"{prefix}.{k}" if prefix else k: v
+            for prefix, values in (("", pin.params), ("extra_params", pin.extra_params))
+            for k, v in sorted((values or {}).items())
+        }
+        shown = ", ".join(f"{k}: {_value(v)}" for k, v in flat.items())
+        return cell(shown, limit=2000) if shown else "none"
+    changes = [c for c in config_changes(declared, this) if c["what"].startswith(_PARAMS)]
+    if not changes:
+        return "same as declared"
+    return cell(
+        ", ".join(
+            f"{c['what'].removeprefix('pin.').removeprefix('params.')}: "
+            f"{_value(c['base'])} → {_value(c['head'])}"
+            for c in changes
+        ),
+        limit=2000,
+    )
 
 
 def _overall_rows(ev: SelectionEvidence) -> list[list[str]]:
@@ -505,10 +674,25 @@ def _slices(ev: SelectionEvidence) -> str:
         for cid in ranked:
             row.append(rate(ev.metrics[cid].get(name, {}).get("pass_rate")))
         rows.append(row)
-    return (
+    headers = ["slice", "items", *[f"{code(c)}" for c in ranked]]
+    text = (
         "### Pass rate by slice\n\nSlices with at least "
         f"{MIN_SLICE_ITEMS} items; 95 % intervals in brackets.\n\n"
-        + table(["slice", "items", *[f"{code(c)}" for c in ranked]], rows)
+        f"![Pass rate by slice and candidate]({slices_chart_name(ev)})\n\n" + table(headers, rows)
+    )
+    small = sorted((n, s) for s, n in ev.evalset.slices.items() if n < MIN_SLICE_ITEMS)
+    if not small:
+        return text
+    rows = [
+        [cell(name), str(n)]
+        + [rate(ev.metrics[cid].get(name, {}).get("pass_rate")) for cid in ranked]
+        for n, name in sorted(small, key=lambda pair: pair[1])
+    ]
+    return (
+        text + f"\n<details><summary>{plural(len(small), 'slice')} under {MIN_SLICE_ITEMS} items: "
+        "shown, not tested (too few items to tell candidates apart)</summary>\n\n"
+        + table(headers, rows)
+        + "\n</details>\n"
     )
 
 
@@ -520,13 +704,24 @@ def _gates(ev: SelectionEvidence) -> str:
         if a.pending:
             rows.append([f"{code(cid)}"] + ["pending"] * len(ev.selection.policy.gates))
             continue
-        row = [f"{code(cid)}"]
-        for g in a.gates:
-            mark = "✅ pass" if g.passed else ("❔ too small to tell" if g.too_small else "❌ fail")
-            row.append(f"{mark}: {g.compared()}")
-        rows.append(row)
-    headers = ["candidate", *[f"gate {i}" for i in range(1, len(ev.selection.policy.gates) + 1)]]
-    return "### Gate results\n\n" + table(headers, rows)
+        rows.append([f"{code(cid)}", *(gate_line(g, ev) for g in a.gates)])
+    gates = ev.selection.policy.gates
+    headers = ["candidate", *[f"gate {i}" for i in range(1, len(gates) + 1)]]
+    key = "; ".join(f"gate {i}: {cell(gate_text(g), limit=200)}" for i, g in enumerate(gates, 1))
+    return (
+        "### Gate results\n\nEach gate shows the point estimate and, for a gate on a bound, "
+        f"the bound it compared with the threshold ({key}).\n\n" + table(headers, rows)
+    )
+
+
+def gate_line(g: GateResult, ev: SelectionEvidence) -> str:
+    """One gate's verdict: ``✅ pass: pass rate 0.82, lower 95 % bound 0.74 ≥ min 0.7``."""
+    mark = "✅ pass" if g.passed else ("❔ too small to tell" if g.too_small else "❌ fail")
+    if g.value is None or g.gate.metric.startswith(COVERAGE):
+        return f"{mark}: {cell(g.why(), limit=200)}"
+    text = gate_comparison(g.gate, g.point, g.value, ev.selection.policy.confidence, g.passed)
+    # Numbers and a metric id: nothing Markdown reads, unless the id is not a plain one.
+    return f"{mark}: {text if _SAFE_CODE.match(g.gate.metric) else cell(text, limit=200)}"
 
 
 def _comparisons(ev: SelectionEvidence) -> str:
@@ -641,8 +836,56 @@ def _benchmark_contradiction(ev: SelectionEvidence) -> str:
     )
 
 
+def _drift(ev: SelectionEvidence, known: Provenance) -> str:
+    """Per hosted candidate: when drift was last checked, with what result; and when the
+    drift workflow runs."""
+    out = ["## 6. Drift\n"]
+    workflow = known.workflow
+    if workflow is None:
+        out.append(
+            "No drift workflow: nothing under `.github/workflows` runs `evalreg drift`, so "
+            "drift is checked only when someone runs it.\n"
+        )
+    elif workflow.schedules:
+        out.append(
+            f"The drift workflow {code(workflow.path)} runs on the schedule "
+            + ", ".join(f"`{c}`" if _CRON.match(c) else cell(c) for c in workflow.schedules)
+            + " (cron, UTC), and when started by hand.\n"
+        )
+    else:
+        out.append(
+            f"The drift workflow {code(workflow.path)} has no schedule: it runs only when "
+            "started by hand.\n"
+        )
+    hosted = [cid for cid, c in ev.candidates.items() if c.cell.pin.provider != "python"]
+    if not hosted:
+        out.append("No hosted candidate: every candidate runs here, so none can drift.\n")
+        return "\n".join(out)
+    rows = []
+    for cid in hosted:
+        check = known.drift.get(ev.candidates[cid].cell.id)
+        if check is None:
+            why = "no results to compare with yet" if ev.candidates[cid].state == "pending" else ""
+            rows.append([code(cid), "never", "–", why])
+            continue
+        agreement = (
+            f"{check.same_level} of {check.compared} samples at the same level"
+            if check.compared
+            else ""
+        )
+        detail = "; ".join(x for x in (agreement, inline(check.detail, limit=300)) if x)
+        mark = {"drifted": "🔻 drifted", "no drift": "no drift"}.get(check.result, check.result)
+        rows.append([code(cid), check.checked_at, mark, detail])
+    out.append(
+        f"Last check of each hosted candidate, from `{DRIFT_LOG}` (`evalreg drift --record` "
+        "appends to it):\n"
+    )
+    out.append(table(["candidate", "last checked (UTC)", "result", "detail"], rows))
+    return "\n".join(out)
+
+
 def _limitations(ev: SelectionEvidence) -> str:
-    out = ["## 6. Limitations\n"]
+    out = ["## 7. Limitations\n"]
     small = sorted((n, s) for s, n in ev.evalset.slices.items() if n < MIN_SLICE_ITEMS)
     bullets = []
     big = set(_big_slices(ev))
@@ -659,8 +902,8 @@ def _limitations(ev: SelectionEvidence) -> str:
         )
     if small:
         bullets.append(
-            "Slices too small to report (under "
-            f"{MIN_SLICE_ITEMS} items): " + ", ".join(f"{code(s)} ({n})" for n, s in small) + "."
+            f"{plural(len(small), 'slice')} under {MIN_SLICE_ITEMS} items are too small to "
+            "test: their counts and pass rates are listed, collapsed, under Pass rate by slice."
         )
     pending = [cid for cid, c in ev.candidates.items() if c.state == "pending"]
     if pending:
@@ -681,18 +924,23 @@ def _limitations(ev: SelectionEvidence) -> str:
             "No sealed hold-out set: every candidate and prompt variant was chosen "
             "on the same eval set that judges it."
         )
-    judges = any(c.grader.type == "llm_judge" for c in ev.rubric.criteria)
     uncalibrated = _uncalibrated(ev)
+    unread = all(c.grader.type not in ("llm_judge", "human") for c in ev.rubric.criteria)
     bullets.append(
         "Unmeasured risks: behaviour on inputs unlike this eval set; drift of hosted "
-        "models under the same name (`evalreg drift`)"
+        "models under the same name (see Drift)"
         + (
-            f"; judge calibration against human grades ({', '.join(uncalibrated)})."
+            f"; judge calibration against human grades ({', '.join(uncalibrated)})"
             if uncalibrated
-            else "."
-            if judges
-            else "; qualities no criterion checks (tone, helpfulness of the summary)."
+            else ""
         )
+        + (
+            "; every criterion is checked by code, so no judge or person reads the answers "
+            "for what code cannot check"
+            if unread
+            else ""
+        )
+        + "."
     )
     out += [f"- {b}" for b in bullets]
     return "\n".join(out) + "\n"
@@ -702,7 +950,7 @@ def _reproduce(ev: SelectionEvidence, install: str) -> str:
     # The same exact install CI uses (the spec was validated: no spaces or shell characters),
     # so the commands work as written from a clean clone of the registry.
     return (
-        "## 7. How to reproduce\n\n"
+        "## 8. How to reproduce\n\n"
         "From a clean clone of this repository, offline:\n\n"
         "```sh\n"
         f"python -m pip install '{install}'\n"

@@ -48,8 +48,23 @@ def input_digest(registry: Registry) -> str:
         ),
         "evalsets": {path: e.md5 for path, e in sorted(registry.evalsets.items())},
         "results": {c.id: read_summary(registry.tree, c) for c in cells(registry)},
+        # What the drift section shows; git's dates of the criteria are left out on purpose:
+        # the commit that records a report cannot be named in it, so they are as of writing.
+        **{
+            name: registry.tree.read(rel).decode("utf-8", "replace")
+            for name, rel in _drift_inputs(registry)
+        },
     }
     return "sha256:" + digest(parts)
+
+
+def _drift_inputs(registry: Registry) -> list[tuple[str, str]]:
+    """The drift log and the drift workflow, when present (absent: the digest is unchanged)."""
+    from evalreg.compare.drift_log import DRIFT_LOG, drift_workflow
+
+    found = [("drift_log", DRIFT_LOG)] if registry.tree.is_file(DRIFT_LOG) else []
+    workflow = drift_workflow(registry.tree)
+    return found + ([("drift_workflow", workflow.path)] if workflow else [])
 
 
 def install_spec(registry: Registry) -> str:
@@ -59,18 +74,34 @@ def install_spec(registry: Registry) -> str:
 
 def render(registry: Registry) -> dict[str, bytes]:
     """Every report file, path → bytes."""
-    from evalreg.report.governance import chart, chart_name, index, page
+    from evalreg.audit.criteria import criteria_dates
+    from evalreg.compare.drift_log import drift_workflow, last_checks
+    from evalreg.report.governance import (
+        Provenance,
+        chart,
+        chart_name,
+        index,
+        page,
+        slices_chart,
+        slices_chart_name,
+    )
 
     statuses = status(registry)
     evidences: list[SelectionEvidence] = [
         gather(registry, sid, statuses) for sid in sorted(registry.selections)
     ]
     install = install_spec(registry)
+    dates = criteria_dates(registry)
+    checks, workflow = last_checks(registry.tree), drift_workflow(registry.tree)
     files: dict[str, bytes] = {}
     for ev in evidences:
-        text = page(ev, evalreg_version=__version__, install=install)
+        known = Provenance(dates.get(ev.selection_id), checks, workflow)
+        text = page(ev, evalreg_version=__version__, install=install, provenance=known)
         files[f"{REPORT_DIR}/{ev.selection_id}.md"] = text.encode()
         files[f"{REPORT_DIR}/{chart_name(ev)}"] = chart(ev).encode()
+        slices = slices_chart(ev)
+        if slices is not None:
+            files[f"{REPORT_DIR}/{slices_chart_name(ev)}"] = slices.encode()
     files[INDEX] = index(evidences, input_digest(registry)).encode()
     return files
 
