@@ -367,7 +367,14 @@ def cmd_audit(args: argparse.Namespace) -> int:
         Path(output).parent.mkdir(parents=True, exist_ok=True)
     _emit(audit_markdown(record), output)
     if args.html:
-        write_html(record, _path(args, args.html))
+        from evalreg.report.writer import decisions_at
+
+        try:
+            decisions = decisions_at(root, record.rev)
+        except EvalregError as exc:  # the record is written all the same, saying why
+            write_html(record, _path(args, args.html), str(exc))
+        else:
+            write_html(record, _path(args, args.html), decisions)
     return record.exit_code
 
 

@@ -176,10 +176,16 @@ class HeatCell:
 
 
 def heatmap(
-    title: str, rows: Sequence[str], columns: Sequence[str], cells: Sequence[Sequence[HeatCell]]
+    title: str,
+    rows: Sequence[str],
+    columns: Sequence[str],
+    cells: Sequence[Sequence[HeatCell]],
+    *,
+    highlight: str | None = None,
 ) -> str:
     """A grid of rows by columns of shares, each cell shaded by its value (white 0 % to blue
-    100 %) and labelled with it; ``cells[r][c]`` is row ``r``'s value for column ``c``."""
+    100 %) and labelled with it; ``cells[r][c]`` is row ``r``'s value for column ``c``. The
+    ``highlight`` column's name is bold."""
     left, top, cw, rh = 170, 118, 92, 24
     width = max(left + cw * len(columns) + 20, 480)
     height = top + rh * len(rows) + 30
@@ -193,9 +199,10 @@ def heatmap(
     for c, name in enumerate(columns):
         x = left + cw * c + cw / 2
         label = name if len(name) <= 18 else name[:17] + "…"
+        weight = ' font-weight="bold"' if name == highlight else ""
         out.append(
             f'<text transform="translate({x:.1f},{top - 8}) rotate(-35)" '
-            f'text-anchor="start">{escape(label)}</text>'
+            f'text-anchor="start"{weight}>{escape(label)}</text>'
         )
     for r, row in enumerate(rows):
         y = top + rh * r

@@ -133,7 +133,8 @@ def slices_chart(ev: SelectionEvidence) -> str | None:
     for name in rows:
         found = [ev.metrics[cid].get(name, {}).get("pass_rate") for cid in ranked]
         cells.append([HeatCell(m.value, m.n) if m else HeatCell(None) for m in found])
-    return heatmap(f"{ev.selection.use_case}: pass rate by slice", rows, ranked, cells)
+    title = f"{ev.selection.use_case}: pass rate by slice"
+    return heatmap(title, rows, ranked, cells, highlight=ev.selection.selected)
 
 
 def page(
@@ -169,10 +170,26 @@ def page(
 
 
 def _decision(ev: SelectionEvidence) -> str:
+    return "## 1. Decision\n\n" + _decision_lines(ev)
+
+
+def headline(ev: SelectionEvidence) -> str:
+    """A use case's decision for a page about something else (the audit record): declared
+    and recommended candidates, why, each gate's verdict and the results on all items."""
+    parts = [
+        f"### {inline(ev.selection.use_case)} (`{ev.selection_id}`)\n",
+        _decision_lines(ev),
+        _gates(ev) or "No gates.\n",
+        "Results on all items:\n",
+        table(_OVERALL_HEADERS, _overall_rows(ev)),
+    ]
+    return "\n".join(parts)
+
+
+def _decision_lines(ev: SelectionEvidence) -> str:
     d = ev.decision
     sel = ev.selection
-    lines = ["## 1. Decision\n"]
-    lines.append(f"- **Declared candidate:** {code(d.declared)}")
+    lines = [f"- **Declared candidate:** {code(d.declared)}"]
     lines.append(
         "- **Policy recommends:** "
         + (f"{code(d.recommended)}" if d.recommended else "no candidate (none passes every gate)")
@@ -307,9 +324,7 @@ def _when_fixed(dates: CriteriaDates | None) -> str:
     for part in dates.parts:
         name = names[part.what]
         lines.append(
-            f"- {name[0].upper()}{name[1:]} last changed "
-            + ("before the decision " if dates.decision else "")
-            + f"in {_commit(part.commit)}."
+            f"- {name[0].upper()}{name[1:]} last changed in {_commit(part.commit)}."
             if part.commit
             else f"- {name[0].upper()}{name[1:]}: no commit changed it before the decision."
         )
@@ -357,9 +372,9 @@ def _candidates(ev: SelectionEvidence) -> str:
             ]
         )
     out.append(
-        f"Params are the declared {code(ev.selection.selected)}'s in full, and for every "
-        "other candidate what differs from them (`key: declared → this`, `–` where one has "
-        "none).\n"
+        f"Params: the declared {code(ev.selection.selected)}'s in full; for every other "
+        "candidate, the keys that differ from them (`key: declared → this`; a key the declared "
+        "candidate does not set, with its value alone).\n"
     )
     out.append(
         table(
@@ -415,7 +430,7 @@ _PARAMS = ("pin.params.", "pin.extra_params.")
 
 
 def _value(value: Any) -> str:
-    return "–" if value is None else json.dumps(value, sort_keys=True, ensure_ascii=False)
+    return json.dumps(value, sort_keys=True, ensure_ascii=False)
 
 
 def _params(ev: SelectionEvidence, cid: str) -> str:
@@ -434,14 +449,30 @@ def _params(ev: SelectionEvidence, cid: str) -> str:
     changes = [c for c in config_changes(declared, this) if c["what"].startswith(_PARAMS)]
     if not changes:
         return "same as declared"
-    return cell(
-        ", ".join(
-            f"{c['what'].removeprefix('pin.').removeprefix('params.')}: "
-            f"{_value(c['base'])} → {_value(c['head'])}"
-            for c in changes
-        ),
-        limit=2000,
-    )
+    return cell(", ".join(_param_change(c) for c in changes), limit=2000)
+
+
+def _param_change(change: dict[str, Any]) -> str:
+    key = change["what"].removeprefix("pin.").removeprefix("params.")
+    base, head = change["base"], change["head"]
+    if base is None:
+        return f"{key}: {_value(head)}"
+    if head is None:
+        return f"{key}: none (declared {_value(base)})"
+    return f"{key}: {_value(base)} → {_value(head)}"
+
+
+_OVERALL_HEADERS = (
+    "candidate",
+    "pass rate (95 % CI)",
+    "unacceptable",
+    "errors",
+    "latency p50 / p95",
+    "cost per request",
+    "monthly cost at volume",
+    "failure cost per 1,000",
+    "items",
+)
 
 
 def _overall_rows(ev: SelectionEvidence) -> list[list[str]]:
@@ -519,22 +550,7 @@ def _evidence(ev: SelectionEvidence, evalreg_version: str) -> str:
         )
     )
     out.append("### Overall\n")
-    out.append(
-        table(
-            [
-                "candidate",
-                "pass rate (95 % CI)",
-                "unacceptable",
-                "errors",
-                "latency p50 / p95",
-                "cost per request",
-                "monthly cost at volume",
-                "failure cost per 1,000",
-                "items",
-            ],
-            _overall_rows(ev),
-        )
-    )
+    out.append(table(_OVERALL_HEADERS, _overall_rows(ev)))
     out.append(_slices(ev))
     out.append(_human(ev))
     out.append(_calibration(ev))
@@ -699,19 +715,26 @@ def _slices(ev: SelectionEvidence) -> str:
 def _gates(ev: SelectionEvidence) -> str:
     if not ev.selection.policy.gates:
         return ""
-    rows = []
-    for cid, a in ev.decision.assessments.items():
-        if a.pending:
-            rows.append([f"{code(cid)}"] + ["pending"] * len(ev.selection.policy.gates))
-            continue
-        rows.append([f"{code(cid)}", *(gate_line(g, ev) for g in a.gates)])
+    rows = [
+        [f"{code(cid)}", *(gate_line(g, ev) for g in a.gates)]
+        for cid, a in ev.decision.assessments.items()
+        if not a.pending
+    ]
+    pending = [cid for cid, a in ev.decision.assessments.items() if a.pending]
     gates = ev.selection.policy.gates
     headers = ["candidate", *[f"gate {i}" for i in range(1, len(gates) + 1)]]
     key = "; ".join(f"gate {i}: {cell(gate_text(g), limit=200)}" for i, g in enumerate(gates, 1))
-    return (
+    text = (
         "### Gate results\n\nEach gate shows the point estimate and, for a gate on a bound, "
-        f"the bound it compared with the threshold ({key}).\n\n" + table(headers, rows)
+        f"the bound it compared with the threshold ({key}).\n\n"
     )
+    if rows:
+        text += table(headers, rows)
+    if pending:
+        text += (
+            "\n" if rows else ""
+        ) + f"Not gated yet (no results): {', '.join(code(c) for c in pending)}.\n"
+    return text
 
 
 def gate_line(g: GateResult, ev: SelectionEvidence) -> str:

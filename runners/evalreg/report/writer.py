@@ -125,3 +125,15 @@ def recorded_digest(registry: Registry) -> str | None:
         return None
     match = _DIGEST.match(registry.tree.read(INDEX))
     return match.group(1).decode() if match else None
+
+
+def decisions_at(root: Path, rev: str) -> list[SelectionEvidence]:
+    """Every use case's evidence and decision as committed at ``rev`` (what the audit
+    record of ``rev`` shows beside its history). Raises ``EvalregError`` when the registry
+    or its data cannot be read there."""
+    from evalreg.registry.loader import load_registry
+    from evalreg.registry.tree import GitTree
+
+    registry = load_registry(GitTree(root, rev))
+    statuses = status(registry)
+    return [gather(registry, sid, statuses) for sid in sorted(registry.selections)]
