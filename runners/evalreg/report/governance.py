@@ -124,11 +124,11 @@ def chart(ev: SelectionEvidence) -> str:
 
 
 def slices_chart(ev: SelectionEvidence) -> str | None:
-    """Pass rate per reported slice and candidate with results; None without results."""
+    """Pass rate per reported slice and candidate with results; None without either."""
     ranked = [c for c in ev.candidates if c in ev.metrics]
-    if not ranked:
-        return None
     rows = _big_slices(ev)
+    if not ranked or not rows:
+        return None
     cells = []
     for name in rows:
         found = [ev.metrics[cid].get(name, {}).get("pass_rate") for cid in ranked]
@@ -254,7 +254,7 @@ def _use_case(ev: SelectionEvidence) -> str:
 
 def _criteria(ev: SelectionEvidence, dates: CriteriaDates | None) -> str:
     policy = ev.selection.policy
-    out = ["## 3. Criteria\n", _when_fixed(dates)]
+    out = ["## 3. Criteria\n", _when_fixed(ev, dates)]
     out.append(
         f"An item **passes** when its level is `{policy.pass_level}`"
         + (" or better" if policy.pass_level == "acceptable" else "")
@@ -297,51 +297,37 @@ def _part(what: str, ident: str | None) -> str:
     return f"the rubric {code(ident)}" if what == "rubric" and ident else f"the {what}"
 
 
-def _when_fixed(dates: CriteriaDates | None) -> str:
-    """When git shows the policy and rubric were fixed, against the first evidence."""
+def _when_fixed(ev: SelectionEvidence, dates: CriteriaDates | None) -> str:
+    """When git shows the policy and rubric were fixed, against the first evidence.
+
+    Nothing here names the commit of the first results: a report is written before the
+    commit that records it, which may be that commit, and must read the same after it."""
     if dates is None:
         return "When the criteria were fixed was not looked up in git for this page.\n"
     if dates.unknown is not None:
         return f"When the criteria were fixed cannot be told from git: {inline(dates.unknown)}.\n"
-    names = {p.what: _part(p.what, p.id) for p in dates.parts}
-    if dates.uncommitted:
-        return (
-            "**⚠ Criteria not committed:** "
-            + " and ".join(names.get(p, p) for p in dates.uncommitted)
-            + " differ here from the last commit, so git cannot date them. Commit them and "
-            "run `evalreg report` again.\n"
-        )
     if dates.late is not None:
-        verdict = f"**⚠ Criteria changed after the evidence:** {inline(dates.late, limit=1000)}"
-    elif dates.evidence is None:
-        verdict = "**Criteria fixed before evidence:** no result is committed yet."
+        verdict = f"**⚠ Criteria changed after the evidence:** {inline(dates.late, limit=1000)}."
+    elif not ev.metrics:
+        verdict = "**Criteria fixed before evidence:** no candidate has results yet."
     else:
         verdict = (
-            "**Criteria fixed before evidence:** the first results they judge were "
-            f"committed in {_commit(dates.evidence)}."
+            "**Criteria fixed before evidence:** the policy and the rubric were last changed "
+            "before the first results they judge were committed."
         )
     lines = [verdict, ""]
     for part in dates.parts:
-        name = names[part.what]
-        lines.append(
-            f"- {name[0].upper()}{name[1:]} last changed in {_commit(part.commit)}."
-            if part.commit
-            else f"- {name[0].upper()}{name[1:]}: no commit changed it before the decision."
-        )
-    if dates.decision is not None:
-        early = dates.evidence is None or dates.decision.position < dates.evidence.position
-        lines.append(
-            f"- The declared candidate was declared in {_commit(dates.decision)}"
-            + (", before any result was committed." if early else ".")
-        )
-    if dates.after_decision:
-        lines.append(
-            "- **⚠ Changed again after the decision** in "
-            + ", ".join(_commit(c) for c in dates.after_decision)
-            + ": the decision was made under earlier criteria."
-        )
+        name = _part(part.what, part.id)
+        name = name[0].upper() + name[1:]
+        if part.uncommitted:
+            lines.append(f"- {name}: changed here, not committed yet.")
+        elif part.commit is None:
+            lines.append(f"- {name}: in no commit.")
+        else:
+            lines.append(f"- {name} last changed in {_commit(part.commit)}.")
     lines.append(
-        "\nFrom the first-parent git history (dates UTC); `evalreg audit` lists every change.\n"
+        "\nFrom the first-parent git history (dates UTC); the audit record (`evalreg audit`) "
+        "names every change and the commit of the first results.\n"
     )
     return "\n".join(lines)
 
@@ -695,6 +681,8 @@ def _slices(ev: SelectionEvidence) -> str:
         "### Pass rate by slice\n\nSlices with at least "
         f"{MIN_SLICE_ITEMS} items; 95 % intervals in brackets.\n\n"
         f"![Pass rate by slice and candidate]({slices_chart_name(ev)})\n\n" + table(headers, rows)
+        if rows
+        else f"### Pass rate by slice\n\nNo slice has {MIN_SLICE_ITEMS} items or more.\n"
     )
     small = sorted((n, s) for s, n in ev.evalset.slices.items() if n < MIN_SLICE_ITEMS)
     if not small:
@@ -888,7 +876,8 @@ def _drift(ev: SelectionEvidence, known: Provenance) -> str:
     for cid in hosted:
         check = known.drift.get(ev.candidates[cid].cell.id)
         if check is None:
-            why = "no results to compare with yet" if ev.candidates[cid].state == "pending" else ""
+            pending = ev.candidates[cid].state == "pending"
+            why = "no results to compare with yet" if pending else "no check logged"
             rows.append([code(cid), "never", "–", why])
             continue
         agreement = (
