@@ -729,7 +729,8 @@ def gate_line(g: GateResult, ev: SelectionEvidence) -> str:
     """One gate's verdict: ``✅ pass: pass rate 0.82, lower 95 % bound 0.74 ≥ min 0.7``."""
     mark = "✅ pass" if g.passed else ("❔ too small to tell" if g.too_small else "❌ fail")
     if g.value is None or g.gate.metric.startswith(COVERAGE):
-        return f"{mark}: {cell(g.why(), limit=200)}"
+        # Unmeasured, or a count of graded responses rather than an estimate.
+        return f"{mark}: {g.compared()}"
     text = gate_comparison(g.gate, g.point, g.value, ev.selection.policy.confidence, g.passed)
     # Numbers and a metric id: nothing Markdown reads, unless the id is not a plain one.
     return f"{mark}: {text if _SAFE_CODE.match(g.gate.metric) else cell(text, limit=200)}"
