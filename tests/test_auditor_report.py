@@ -355,3 +355,15 @@ def test_the_audit_html_says_why_when_the_decision_cannot_be_read(
     page = (site / "index.html").read_text()
     assert "Not readable at this revision:" in page
     assert "<h2>Use cases</h2>" in page
+
+
+def test_drift_record_logs_the_check_the_report_then_shows(live: Repo, cli, server):
+    assert cli(live, "run", "--no-push").code == 0
+    live.commit("results")
+    assert cli(live, "drift", "--record").code == 0
+    checks = {c.cell: c for c in read_drift_log(WorkspaceTree(live.root))}
+    assert checks["labels/rules"].result == "skipped"
+    check = checks["labels/mini"]
+    assert (check.result, check.compared, check.same_level) == ("no drift", 4, 4)
+    drift = _page(live).split("## 6. Drift", 1)[1].split("## 7.", 1)[0]
+    assert f"| `mini` | {check.checked_at} | no drift | 4 of 4 samples at the same level |" in drift
