@@ -367,3 +367,13 @@ def test_drift_record_logs_the_check_the_report_then_shows(live: Repo, cli, serv
     assert (check.result, check.compared, check.same_level) == ("no drift", 4, 4)
     drift = _page(live).split("## 6. Drift", 1)[1].split("## 7.", 1)[0]
     assert f"| `mini` | {check.checked_at} | no drift | 4 of 4 samples at the same level |" in drift
+
+
+def test_a_new_drift_check_makes_the_committed_report_out_of_date(evidenced: Repo, cli):
+    assert cli(evidenced, "report").code == 0
+    assert cli(evidenced, "check").code == 0
+    cell = CellDrift("labels/mini", "mini", "gpt-4o-mini", compared=4, same_level=4)
+    append_log(evidenced.root, _drift_report(cell), datetime(2026, 2, 2, tzinfo=UTC))
+    stale = cli(evidenced, "check")
+    assert stale.code == 1
+    assert "report" in (stale.out + stale.err).lower()

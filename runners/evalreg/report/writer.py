@@ -50,21 +50,24 @@ def input_digest(registry: Registry) -> str:
         "results": {c.id: read_summary(registry.tree, c) for c in cells(registry)},
         # What the drift section shows; git's dates of the criteria are left out on purpose:
         # the commit that records a report cannot be named in it, so they are as of writing.
-        **{
-            name: registry.tree.read(rel).decode("utf-8", "replace")
-            for name, rel in _drift_inputs(registry)
-        },
+        **_drift_inputs(registry),
     }
     return "sha256:" + digest(parts)
 
 
-def _drift_inputs(registry: Registry) -> list[tuple[str, str]]:
-    """The drift log and the drift workflow, when present (absent: the digest is unchanged)."""
+def _drift_inputs(registry: Registry) -> dict[str, object]:
+    """What the drift section shows, when there is any (absent: the digest is unchanged):
+    the drift log, and the drift workflow's path and schedule (not the rest of that file,
+    whose other edits change nothing on the page)."""
     from evalreg.compare.drift_log import DRIFT_LOG, drift_workflow
 
-    found = [("drift_log", DRIFT_LOG)] if registry.tree.is_file(DRIFT_LOG) else []
+    found: dict[str, object] = {}
+    if registry.tree.is_file(DRIFT_LOG):
+        found["drift_log"] = registry.tree.read(DRIFT_LOG).decode("utf-8", "replace")
     workflow = drift_workflow(registry.tree)
-    return found + ([("drift_workflow", workflow.path)] if workflow else [])
+    if workflow is not None:
+        found["drift_workflow"] = [workflow.path, *workflow.schedules]
+    return found
 
 
 def install_spec(registry: Registry) -> str:
