@@ -28,7 +28,7 @@ from evalreg.registry.tree import WorkspaceTree
 from evalreg.report.escape import link
 from evalreg.report.writer import render
 
-from conftest import Repo
+from conftest import Repo, build_registry
 
 SVG = "{http://www.w3.org/2000/svg}"
 
@@ -107,6 +107,13 @@ def test_outside_git_the_criteria_cannot_be_dated(tmp_path: Path, repo: Repo):
     shutil.copytree(repo.root, plain, ignore=shutil.ignore_patterns(".git"))
     page = render(load_registry(plain))["reports/labels.md"].decode()
     assert "When the criteria were fixed cannot be told from git" in _criteria(page)
+
+
+def test_before_the_first_commit_the_report_says_nothing_is_committed(tmp_path: Path):
+    fresh = Repo(tmp_path / "fresh")
+    build_registry(fresh)
+    page = render(load_registry(fresh.root))["reports/labels.md"].decode()
+    assert "cannot be told from git: nothing is committed yet." in _criteria(page)
 
 
 # ---------------------------------------------------------------- decision and candidates

@@ -14,6 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
 
+import git
+
 from evalreg.audit.record import AuditRecord, CommitInfo, SelectionAudit, build_audit, parse_version
 from evalreg.cells import cells
 from evalreg.errors import UsageError
@@ -58,6 +60,8 @@ def criteria_dates(registry: Registry) -> dict[str, CriteriaDates]:
     try:
         if not isinstance(root, Path):
             raise UsageError("the registry was not read from a repository")
+        if rev is None and _unborn(root):
+            raise UsageError("nothing is committed yet")
         record = build_audit(root, rev or "HEAD", verify=False)
         at = GitTree(root, record.rev)
     except UsageError as exc:
@@ -71,6 +75,15 @@ def criteria_dates(registry: Registry) -> dict[str, CriteriaDates]:
         audit = by_id.get(sid)
         out[sid] = _dates(audit, record, rubric, changed, sid in results)
     return out
+
+
+def _unborn(root: Path) -> bool:
+    """A git repository without a commit (``build_audit`` names anything else wrong)."""
+    try:
+        with git.Repo(root) as repo:
+            return not repo.head.is_valid()
+    except (git.InvalidGitRepositoryError, git.NoSuchPathError):
+        return False
 
 
 def _dates(
