@@ -384,3 +384,40 @@ def test_a_new_drift_check_makes_the_committed_report_out_of_date(evidenced: Rep
     stale = cli(evidenced, "check")
     assert stale.code == 1
     assert "report" in (stale.out + stale.err).lower()
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "<img src=x onerror=alert(1)> and <script>alert(1)</script>",
+        "![p](https://evil.test/p.png) [click](javascript:alert(1))",
+        "# heading",
+        "- a list",
+        "1. ordered",
+        "2) ordered",
+        "= setext",
+        "ping @octocat about org/repo#12 and GH-3",
+        "`code` *em* _em_ ~~del~~ $x$ | cell",
+        "https://evil.test and www.evil.test",
+    ],
+)
+def test_team_prose_is_inert_markdown(text: str):
+    from evalreg.report.escape import prose
+
+    tokens = (
+        MarkdownIt("commonmark", {"html": True})
+        .enable(["table", "strikethrough"])
+        .parse(prose(text))
+    )
+    assert [t.type for t in tokens] == ["paragraph_open", "inline", "paragraph_close"]
+    [inline] = [t for t in tokens if t.type == "inline"]
+    assert [c.type for c in inline.children or []] == ["text"] * len(inline.children or [])
+    shown = "".join(c.content for c in inline.children or []).replace("\u200b", "")
+    assert shown == text
+
+
+def test_team_prose_keeps_plain_punctuation_as_written():
+    from evalreg.report.escape import prose
+
+    text = "Interim choice (49.6 % against 31.3 %): re-run later; see #notes!"
+    assert prose(text) == text

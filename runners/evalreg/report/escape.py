@@ -23,6 +23,7 @@ __all__ = [
     "inline",
     "json_text",
     "link",
+    "prose",
     "strip_controls",
 ]
 
@@ -126,6 +127,28 @@ def inline(text: str, *, limit: int = 200) -> str:
     is made before escaping, so it never splits an escape.
     """
     return _AUTOLINKS.sub(_break_autolink, _visible(text, limit)).translate(_MARKDOWN)
+
+
+# What text the team writes in the registry needs escaped: what makes HTML, links, images,
+# code, emphasis, table cells or math; ``#``, ``-``, ``+``, ``=`` and ``1.`` only where a
+# line starts (see ``prose``).
+_PROSE = str.maketrans(
+    {"\\": "&#92;", "&": "&amp;", "<": "&lt;", ">": "&gt;"}
+    | {char: "\\" + char for char in "`*_[]|~$"}
+)
+_BLOCK_START = re.compile(r"^(?:([#+=-])|(\d+)([.)]))")
+
+
+def prose(text: str, *, limit: int = 200) -> str:
+    """``inline`` for prose the team wrote in the registry (descriptions, rationales, waiver
+    reasons): the same text on one line, as inert (no HTML, link, image, mention, reference
+    or autolink), escaped only where Markdown would read it, so the page's source reads as
+    written: ``(49.6 % against 31.3 %)`` stays as it is, where ``inline`` writes
+    ``\\(49\\.6 % against 31\\.3 %\\)``."""
+    shown = _AUTOLINKS.sub(_break_autolink, _visible(text, limit)).translate(_PROSE)
+    return _BLOCK_START.sub(
+        lambda m: f"\\{m.group(1)}" if m.group(1) else f"{m.group(2)}\\{m.group(3)}", shown
+    )
 
 
 def html_inline(text: str, *, limit: int = 200) -> str:

@@ -20,7 +20,7 @@ from evalreg.evalsets.slice_sizes import evalset_stats
 from evalreg.families import MIN_SLICE_ITEMS, NONE_DETECTABLE, family_sentence
 from evalreg.metrics import COVERAGE, Metric, covered
 from evalreg.report.chart import Bar, HeatCell, Panel, Threshold, heatmap, panel_chart
-from evalreg.report.escape import block, cell, inline, link
+from evalreg.report.escape import block, cell, inline, link, prose
 from evalreg.report.numbers import (
     compared_on,
     count,
@@ -200,19 +200,19 @@ def _decision_lines(ev: SelectionEvidence) -> str:
         w = d.waiver
         # A waiver written from the rationale says the same thing: it is printed once.
         same = " ".join(w.reason.split()) == " ".join(sel.rationale.split())
-        reason = "the rationale below" if same else inline(w.reason, limit=500)
+        reason = "the rationale below" if same else prose(w.reason, limit=500)
         lines.append(
             f"- **Waiver:** the declared candidate differs from the policy's recommendation. "
-            f"Reason: {reason} — approved by {inline(w.approver)} on {w.date.isoformat()}."
+            f"Reason: {reason} — approved by {prose(w.approver)} on {w.date.isoformat()}."
         )
     else:
         lines.append(
             "- **⚠ No waiver:** the declared candidate differs from the policy's recommendation "
             "and no waiver records why; `evalreg check` fails until one is added."
         )
-    lines.append(f"- **Rationale (as declared):** {inline(sel.rationale, limit=1000)}")
+    lines.append(f"- **Rationale (as declared):** {prose(sel.rationale, limit=1000)}")
     lines.append("\nWhy the policy decided as it did:\n")
-    lines += [f"- {inline(r, limit=300)}" for r in d.reasons]
+    lines += [f"- {prose(r, limit=300)}" for r in d.reasons]
     return "\n".join(lines) + "\n"
 
 
@@ -220,8 +220,8 @@ def _use_case(ev: SelectionEvidence) -> str:
     task = ev.task
     out = ["## 2. Use case and task\n"]
     if ev.selection.description:
-        out.append(inline(ev.selection.description, limit=1000) + "\n")
-    out.append(f"**Task {code(ev.selection.task)}:** {inline(task.description, limit=1000)}\n")
+        out.append(prose(ev.selection.description, limit=1000) + "\n")
+    out.append(f"**Task {code(ev.selection.task)}:** {prose(task.description, limit=1000)}\n")
     if task.prompt.system:
         out.append("System prompt:\n\n" + block(task.prompt.system, limit_lines=40))
     out.append(
@@ -240,7 +240,7 @@ def _use_case(ev: SelectionEvidence) -> str:
         rows = [
             [
                 cell(m.id),
-                inline(m.description, limit=200),
+                prose(m.description, limit=200),
                 usd(m.cost_usd),
                 ", ".join(f"{code(c)}" for c in m.detected_by),
             ]
@@ -307,7 +307,7 @@ def _when_fixed(ev: SelectionEvidence, dates: CriteriaDates | None) -> str:
     if dates.unknown is not None:
         return f"When the criteria were fixed cannot be told from git: {inline(dates.unknown)}.\n"
     if dates.late is not None:
-        verdict = f"**⚠ Criteria changed after the evidence:** {inline(dates.late, limit=1000)}."
+        verdict = f"**⚠ Criteria changed after the evidence:** {prose(dates.late, limit=1000)}."
     elif not ev.metrics:
         verdict = "**Criteria fixed before evidence:** no candidate has results yet."
     else:
@@ -521,7 +521,7 @@ def _evidence(ev: SelectionEvidence, evalreg_version: str) -> str:
     rubric_rows = [
         [
             f"{code(c.id)}",
-            inline(c.description, limit=160),
+            prose(c.description, limit=160),
             c.grader.type,
             "critical" if c.critical else "minor",
             exact(c.weight),
@@ -886,7 +886,7 @@ def _drift(ev: SelectionEvidence, known: Provenance) -> str:
             if check.compared
             else ""
         )
-        detail = "; ".join(x for x in (agreement, inline(check.detail, limit=300)) if x)
+        detail = "; ".join(x for x in (agreement, prose(check.detail, limit=300)) if x)
         mark = {"drifted": "🔻 drifted", "no drift": "no drift"}.get(check.result, check.result)
         rows.append([code(cid), check.checked_at, mark, detail])
     out.append(
