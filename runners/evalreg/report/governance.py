@@ -874,12 +874,14 @@ def _drift(ev: SelectionEvidence, known: Provenance) -> str:
         out.append("No hosted candidate: every candidate runs here, so none can drift.\n")
         return "\n".join(out)
     rows = []
+    unrun = []
     for cid in hosted:
         check = known.drift.get(ev.candidates[cid].cell.id)
+        if check is None and ev.candidates[cid].state == "pending":
+            unrun.append(cid)
+            continue
         if check is None:
-            pending = ev.candidates[cid].state == "pending"
-            why = "no results to compare with yet" if pending else "no check logged"
-            rows.append([code(cid), "never", "–", why])
+            rows.append([code(cid), "never", "–", "no check logged"])
             continue
         agreement = (
             f"{check.same_level} of {check.compared} samples at the same level"
@@ -889,11 +891,18 @@ def _drift(ev: SelectionEvidence, known: Provenance) -> str:
         detail = "; ".join(x for x in (agreement, prose(check.detail, limit=300)) if x)
         mark = {"drifted": "🔻 drifted", "no drift": "no drift"}.get(check.result, check.result)
         rows.append([code(cid), check.checked_at, mark, detail])
-    out.append(
-        f"Last check of each hosted candidate, from `{DRIFT_LOG}` (`evalreg drift --record` "
-        "appends to it):\n"
-    )
-    out.append(table(["candidate", "last checked (UTC)", "result", "detail"], rows))
+    if rows:
+        out.append(
+            f"Last check of each hosted candidate with results, from `{DRIFT_LOG}` "
+            "(`evalreg drift --record` appends to it):\n"
+        )
+        out.append(table(["candidate", "last checked (UTC)", "result", "detail"], rows))
+    if unrun:
+        out.append(
+            "Never checked, with no results to compare with yet: "
+            + ", ".join(code(c) for c in unrun)
+            + ".\n"
+        )
     return "\n".join(out)
 
 
