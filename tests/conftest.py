@@ -226,6 +226,19 @@ def repo(tmp_path: Path) -> Repo:
     return r
 
 
+@pytest.fixture
+def narrow(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """The CLI's consoles 80 columns wide for this test (they are made once a process)."""
+    from evalreg.report import terminal
+
+    monkeypatch.setenv("COLUMNS", "80")
+    terminal.console.cache_clear()
+    terminal.error_console.cache_clear()
+    yield
+    terminal.console.cache_clear()
+    terminal.error_console.cache_clear()
+
+
 class Result:
     def __init__(self, code: int, out: str, err: str) -> None:
         self.code, self.out, self.err = code, out, err

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from evalreg.cells import METRICS_DIR
 from evalreg.store.lock import state_dir
 from evalreg.store.segments import STORE_DIR, ResponseStore
 
@@ -62,6 +63,11 @@ def assert_whole(repo: Repo, server: LLMServer, kept: set[str]) -> None:
     assert runs.untracked_data(repo) == []
     assert runs.unpushed_md5s(repo) == []
     assert not (state_dir(repo.root) / "journal.json").exists()
+    metrics = sorted(
+        p.relative_to(repo.root).as_posix() for p in (repo.root / METRICS_DIR).rglob("*.json")
+    )
+    assert metrics == [f"{METRICS_DIR}/labels/{c}.json" for c in ("mini", "mini2")]
+    assert all(f"  - {m}\n" in repo.read("dvc.yaml") for m in metrics)
     repo.commit("results")
     assert runs.raw_in_git(repo) == []
     store = ResponseStore.open(repo.root)

@@ -10,9 +10,10 @@ from pathlib import Path
 import pytest
 from markdown_it import MarkdownIt
 
-from evalreg.cli import COMMENT_MARKER, main
-from evalreg.report.diff_markdown import diff_markdown
+from evalreg.cli import main
+from evalreg.report.diff_markdown import COMMENT_MARKER, diff_markdown
 from evalreg.report.escape import COMMENT_LIMIT
+from evalreg.report.terminal import print_diff
 
 from conftest import Repo, replace_tree, template_from_live
 from support.github_api import GitHubAPI
@@ -221,6 +222,27 @@ def test_comment_is_created_then_updated_in_place(branch: Repo, cli, github, tmp
     third = cli(branch, "comment", "--diff", str(diff_file), "--pr", "12", "--head-sha", head)
     assert "updated comment on #12" in third.out
     assert len(gh.comments(12)) == 1
+
+
+def test_a_dry_run_prints_the_exact_body_offline_without_a_token(
+    branch: Repo, cli, github, tmp_path, monkeypatch
+):
+    gh, head = github
+    diff_file = tmp_path / "diff.json"
+    assert cli(branch, "diff", "main", "--format", "json", "-o", str(diff_file)).code == 0
+    args = ("comment", "--diff", str(diff_file), "--pr", "12", "--head-sha", head)
+    with monkeypatch.context() as offline:
+        for name in ("GITHUB_TOKEN", "GITHUB_REPOSITORY", "GITHUB_API_URL", "GITHUB_EVENT_PATH"):
+            offline.delenv(name, raising=False)
+        dry = cli(branch, *args, "--dry-run")
+        rendered = cli(branch, "diff", "main", "--format", "comment")
+    assert dry.code == 0, dry.err
+    assert gh.requests == []  # nothing asked of GitHub, with or without a token
+    assert cli(branch, *args).code == 0
+    [posted] = gh.comments(12)
+    assert dry.out == posted.body  # the same bytes, the sticky marker first
+    assert dry.out.startswith(COMMENT_MARKER + "\n")
+    assert rendered.code == 0 and rendered.out == posted.body
 
 
 def test_the_sticky_comment_is_found_on_page_two_past_a_fake_marker(
@@ -433,6 +455,14 @@ def test_the_markdown_renderer_takes_any_json_in_any_place():
         for value in strange:
             text = diff_markdown(_replaced(data, path, value))
             assert isinstance(text, str) and len(text) <= 65_536
+
+
+def test_the_terminal_view_takes_any_json_in_any_place(capsys, narrow):
+    data = _diff_data()
+    for path in list(_paths(data))[1:]:
+        for value in [None, "x", 10**400, float("nan"), True, [], {}, [1]]:
+            print_diff(_replaced(data, path, value))
+    assert "Cells" in capsys.readouterr().out
 
 
 def test_a_fork_without_the_dvc_data_gets_a_diff_of_the_summaries(branch: Repo, cli):
@@ -737,3 +767,18 @@ def test_the_posted_comment_states_the_check_and_the_reproduction(
     )
     assert "a fork cannot read the DVC remote" in body and "add a waiver for it" in body
     assert "identical results" not in body
+
+
+def test_the_terminal_view_fits_80_columns_a_row_per_cell(branch: Repo, cli, narrow):
+    result = cli(branch, "diff", "main", "--format", "terminal")
+    assert result.code == 0, result.err
+    assert [line for line in result.out.splitlines() if len(line) > 80] == []
+    rows = {line.split()[0]: line.split() for line in result.out.splitlines() if line.strip()}
+    assert rows["mini"][1:5] == ["compared", "100.0%", "→", "50.0%"]
+    assert rows["mini"][5] == "2/0"
+    assert "Cells of labels" in result.out
+    flips = " ".join(result.out.split())
+    assert "Regressions of labels/mini (2): m-001 correct → acceptable, m-003 correct → " in flips
+    assert "<img" not in result.out and "onerror" not in result.out  # no item text here
+    # Piped (not a terminal), the same command writes the comment's Markdown.
+    assert cli(branch, "diff", "main").out.startswith("## evalreg: eval diff")

@@ -169,18 +169,6 @@ def test_the_bot_login_matches_case_insensitively(gh: GitHubAPI, client: GitHubC
     assert (result.action, result.comment_id) == ("updated", mine.id)
 
 
-def test_dry_run_reads_but_never_writes(gh: GitHubAPI, client: GitHubClient) -> None:
-    assert client.upsert_comment(PR, "x", marker=MARKER, bot_login=BOT, dry_run=True).action == (
-        "would create"
-    )
-    mine = gh.add_comment(PR, f"{MARKER}\nold", login=BOT)
-    result = client.upsert_comment(PR, "x", marker=MARKER, bot_login=BOT, dry_run=True)
-
-    assert (result.action, result.comment_id) == ("would update", mine.id)
-    assert gh.writes() == []
-    assert gh.comments(PR)[0].body == f"{MARKER}\nold"
-
-
 # Long bodies
 
 

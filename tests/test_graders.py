@@ -659,3 +659,103 @@ def test_python_grader_needs_a_repository_root() -> None:
     config = GRADER.validate_python({"type": "python", "callable": "graders/checks.py:as_bool"})
     with pytest.raises(ValueError, match="no repository root"):
         build_grader(config, NO_CONTEXT)
+
+
+# ---------------------------------------------------------------- fidelity options
+
+
+@pytest.mark.parametrize(
+    ("config", "output", "expected", "passed"),
+    [
+        # raw: the output exactly as returned, whitespace and all
+        ({"type": "exact", "value": '"Paris"', "raw": True}, '"Paris"\n', None, False),
+        ({"type": "exact", "value": '"Paris"', "raw": True}, '"Paris"', None, True),
+        ({"type": "exact", "value": "Paris"}, '"Paris"\n', None, True),
+        # raw reads the text even when the task parses JSON
+        ({"type": "contains", "value": '"a": 1', "raw": True}, '{"a": 1}', None, True),
+        ({"type": "contains", "value": '"a": 1'}, '{"a": 1}', None, False),
+        # case: lower-casing keeps ß; casefold makes it ss
+        ({"type": "contains", "value": "strasse", "case": "lower"}, '"Straße"', None, False),
+        ({"type": "contains", "value": "strasse"}, '"Straße"', None, True),
+        ({"type": "exact", "value": "STRASSE", "ignore_case": True}, '"strasse"', None, True),
+        # match: any
+        ({"type": "contains", "value": ["x", "b"], "match": "any"}, '"abc"', None, True),
+        ({"type": "contains", "value": ["x", "y"], "match": "any"}, '"abc"', None, False),
+        ({"type": "not_contains", "value": ["a", "x"], "match": "all"}, '"abc"', None, True),
+        ({"type": "not_contains", "value": ["a", "b"], "match": "all"}, '"abc"', None, False),
+        ({"type": "not_contains", "value": ["a", "x"]}, '"abc"', None, False),
+        (
+            {"type": "exact", "expected_field": "ok", "match": "any"},
+            '"b"',
+            {"ok": ["a", "b"]},
+            True,
+        ),
+        (
+            {"type": "exact", "expected_field": "ok", "match": "any"},
+            '"c"',
+            {"ok": ["a", "b"]},
+            False,
+        ),
+        # compare: prefix, over every acceptable answer
+        (
+            {"type": "exact", "expected_field": "ok", "match": "any", "compare": "prefix"},
+            '"time."',
+            {"ok": ["x", "time"]},
+            True,
+        ),
+        # normalized, SQuAD form, overlapping either way
+        (
+            {"type": "normalized", "value": "The Beatles", "form": "squad", "compare": "overlap"},
+            '"beatles!"',
+            None,
+            True,
+        ),
+        ({"type": "normalized", "value": "an", "form": "squad"}, '""', None, True),
+        (
+            {"type": "normalized", "value": "x", "form": "squad", "compare": "overlap"},
+            '""',
+            None,
+            False,
+        ),
+        # regex ascii: \d is ASCII only, as in JavaScript
+        ({"type": "regex", "pattern": r"^\d+$", "ascii": True}, '"٤٢"', None, False),
+        ({"type": "regex", "pattern": r"^\d+$"}, '"٤٢"', None, True),
+    ],
+)
+def test_fidelity_options(config: dict[str, Any], output: str, expected: Any, passed: bool) -> None:
+    assert grade(config, output, expected).passed is passed
+
+
+@pytest.mark.parametrize(
+    ("parse", "output", "passed"),
+    [
+        ("strict", ' {"size": 3}\n', True),
+        ("strict", '```json\n{"size": 3}\n```', False),
+        ("strict", 'Here: {"size": 3}', False),
+        ("strict", '{"size": NaN}', False),
+        ("embedded", 'first {"size": "big"} then {"size": 3}', True),
+        ("embedded", "prose {size: 3} too", True),  # a YAML flow mapping, as promptfoo reads it
+        ("embedded", "no object at all", False),
+    ],
+)
+def test_json_schema_reads_strict_or_embedded_json(parse: str, output: str, passed: bool) -> None:
+    config = {
+        "type": "json_schema",
+        "parse": parse,
+        "schema": {
+            "type": "object",
+            "properties": {"size": {"type": "integer"}},
+            "required": ["size"],
+        },
+    }
+    assert grade(config, output, parser=TEXT).passed is passed
+
+
+def test_strict_json_output_takes_the_whole_text() -> None:
+    strict = schema.Output(parser="json", extract="strict")
+    assert parse_output('```json\n{"a": 1}\n```', strict).error is not None
+    assert parse_output(' {"a": 1} ', strict).value == {"a": 1}
+    with pytest.raises(ValueError, match="'extract' is only for parser 'json'"):
+        schema.Output(parser="text", extract="strict")
+    with pytest.raises(ValueError, match="'raw' compares the whole output"):
+        GRADER.validate_python({"type": "exact", "field": "a", "raw": True, "value": 1})

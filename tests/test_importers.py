@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from evalreg import dvcrepo
 from evalreg.graders import GradingContext, build_grader
 from evalreg.graders.levels import applies, assign_level
 from evalreg.graders.parsing import parse_output
@@ -15,7 +16,16 @@ from evalreg.importers import ImportProblem, import_openai_evals, import_promptf
 from evalreg.registry.loader import load_registry
 from evalreg.templating import render
 
-from conftest import PIN_OPENAI, PIN_PYTHON, RUBRIC, SELECTION, SYSTEM, TASK, Repo, items_jsonl
+from conftest import (
+    PIN_OPENAI,
+    PIN_PYTHON,
+    RUBRIC,
+    SELECTION,
+    SYSTEM,
+    TASK,
+    Repo,
+    items_jsonl,
+)
 
 DATA = Path(__file__).parent / "data" / "importers"
 PROMPTFOO = DATA / "promptfoo" / "promptfooconfig.yaml"
@@ -166,16 +176,32 @@ def test_asserts_become_criteria_fixed_or_read_from_each_item(geography):
     }
     assert criteria == {
         # defaultTest: on every test, one value -> a fixed criterion for all items.
-        "not-icontains": ({"type": "not_contains", "value": "as an AI"}, None),
-        "equals": ({"type": "exact", "value": "Paris"}, ["assert-equals"]),
+        # promptfoo compares the raw output; its i-asserts lower-case (not casefold).
+        "not-icontains": (
+            {"type": "not_contains", "value": "as an AI", "raw": True, "case": "lower"},
+            None,
+        ),
+        "equals": ({"type": "exact", "value": "Paris", "raw": True}, ["assert-equals"]),
         # "{{city}}" is rendered with the test's vars, as promptfoo does.
         "contains": (
-            {"type": "contains", "value": "Tokyo", "ignore_case": False},
+            {"type": "contains", "value": "Tokyo", "ignore_case": False, "raw": True},
             ["assert-contains"],
         ),
         # A different value on each test that has it -> read from the item's expected.
-        "icontains": ({"type": "contains", "expected_field": "icontains"}, ["assert-icontains"]),
-        "regex": ({"type": "regex", "pattern": r"\b1960\b"}, ["assert-regex"]),
+        "icontains": (
+            {"type": "contains", "expected_field": "icontains", "raw": True, "case": "lower"},
+            ["assert-icontains"],
+        ),
+        # A JavaScript pattern: \b is ASCII, as with re.ASCII.
+        "regex": (
+            {"type": "regex", "pattern": r"\b1960\b", "raw": True, "ascii": True},
+            ["assert-regex"],
+        ),
+        # is-json on one test only: the raw output of that item must be JSON.
+        "is-json": (
+            {"type": "json_schema", "parse": "strict", "schema": {}},
+            ["assert-is-json"],
+        ),
         "llm-rubric": (
             {
                 "type": "llm_judge",
@@ -212,8 +238,6 @@ def test_tests_and_csv_rows_become_items(geography):
 def test_what_did_not_map_is_listed_with_the_reason(geography):
     _, result, _ = geography
     assert result.not_mapped == (
-        "tests[3].assert[0]: is-json applies to some tests only, and a task parses every "
-        "output the same way (set output.parser: json by hand if every output is JSON)",
         "tests[3].assert[1]: javascript asserts run code; rewrite it as a 'python' grader",
     )
     assert result.notes == (
@@ -228,10 +252,12 @@ def test_what_did_not_map_is_listed_with_the_reason(geography):
 
 def test_imported_criteria_grade_as_promptfoo_would(geography):
     _, _, registry = geography
-    assert grade(registry, "geography", "test-001", "Paris\n") == (
+    assert grade(registry, "geography", "test-001", "Paris") == (
         "correct",
         {"not-icontains": True, "equals": True},
     )
+    # promptfoo's equals compares the raw output: a trailing newline is a difference.
+    assert grade(registry, "geography", "test-001", "Paris\n")[1]["equals"] is False
     assert grade(registry, "geography", "test-001", "As an AI, I say Paris")[0] == "unacceptable"
     assert grade(registry, "geography", "test-002", "Tokyo is the capital of JAPAN.") == (
         "correct",
@@ -274,8 +300,8 @@ tests:
     )
     result = import_promptfoo(config, team.root, name="hello")
     assert result.not_mapped == (
-        "tests[0].assert[1]: llm-rubric needs a judge model: set defaultTest.options.provider, "
-        "or pass --judge PIN",
+        "tests[0].assert[1]: a model-graded assert needs a judge model: set "
+        "defaultTest.options.provider, or pass --judge PIN",
     )
     pin = load_registry(team.root).pins["hello-claude-3-5-haiku-20241022"]
     assert (pin.provider, pin.api_key_env) == ("anthropic", "ANTHROPIC_API_KEY")
@@ -331,7 +357,12 @@ tests:
         {"llm-rubric": "Talks about dogs politely"},
         None,  # its one assert has one value: the rubric holds it
     ]
-    assert fish.grader.model_dump(exclude_defaults=True) == {"type": "contains", "value": "fish"}
+    assert fish.grader.model_dump(exclude_defaults=True) == {
+        "type": "contains",
+        "value": "fish",
+        "raw": True,
+        "case": "lower",
+    }
     assert registry.tasks["pets"].repeats == 3
     assert result.not_mapped == (
         "tests[0].threshold: not mapped",
@@ -364,14 +395,16 @@ tests:
     result = import_promptfoo(config, root, name="cities")
     registry = load_registry(root)
     task = registry.tasks["cities"]
-    assert (task.output.parser, task.output.schema_) == ("json", {})
+    # promptfoo's equals with a JSON value is JSON.parse of the whole output: strict.
+    assert (task.output.parser, task.output.extract) == ("json", "strict")
     criteria = {
         c.id: c.grader.model_dump(exclude_defaults=True)
         for c in registry.rubrics["cities"].criteria
     }
     assert criteria == {
-        "is-json": {"type": "json_schema"},
+        "is-json": {"type": "json_schema", "parse": "strict", "schema_": {}},
         "equals": {"type": "exact", "expected_field": "equals"},
+        "equals-2": {"type": "exact", "value": "Lyon", "raw": True},
     }
     assert registry.pins["cities-gpt-4o-mini-2024-07-18"].params == {
         "response_format": {"type": "json_object"}
@@ -380,10 +413,16 @@ tests:
         "providers[0].config.apiKey: a key never goes into a registry file; set OPENAI_API_KEY "
         "in the environment",
         "providers[0].config.showThinking: not a request parameter evalreg sends",
-        "tests[0].assert[1]: equals compares the raw text, but the task parses JSON output",
     )
     assert "sk-not-copied" not in "".join(p.read_text() for p in root.rglob("*.yaml"))
-    assert grade(registry, "cities", "test-001", '```json\n{"city": "Lyon"}\n```')[0] == "correct"
+    assert grade(registry, "cities", "test-001", ' {"city": "Lyon"}\n')[1] == {
+        "is-json": True,
+        "equals": True,
+        "equals-2": False,
+    }
+    # promptfoo rejects fenced JSON, and so does the strict parse.
+    fenced = grade(registry, "cities", "test-001", '```json\n{"city": "Lyon"}\n```')[1]
+    assert fenced["is-json"] is False and fenced["equals"] is False
     assert grade(registry, "cities", "test-002", "Nantes")[1] == {"is-json": False, "equals": False}
 
 
@@ -434,7 +473,11 @@ tests:
     assert inputs == [{"greeting": "Hello", "name": "Ada"}, {"greeting": "Hello", "name": ""}]
     assert "var 'name' is missing from some tests: their items set it to ''" in result.notes
     regex = load_registry(root).rubrics["greet"].criteria[0].grader
-    assert regex.model_dump(exclude_defaults=True) == {"type": "regex", "pattern": r"\AHello"}
+    assert regex.model_dump(exclude_defaults=True) == {
+        "type": "regex",
+        "pattern": r"\AHello",
+        "raw": True,
+    }
 
 
 @pytest.mark.parametrize(
@@ -493,36 +536,94 @@ def test_openai_evals_samples_become_conversation_items(team: Repo, cli):
     assert items["sample-001"]["messages"] == [{"role": "user", "content": "France"}]
     assert items["sample-001"]["expected"] == {"ideal": "Paris"}
     assert items["sample-004"]["expected"] == {"ideal": "Berlin"}
-    assert items["sample-003"]["expected"] == {
-        "ideal": "Brasília",
-        "ideal_alternatives": ["Brasilia"],
-    }
+    # Several ideal answers: any one passes, as in OpenAI evals.
+    assert items["sample-003"]["expected"] == {"ideal": ["Brasília", "Brasilia"]}
     assert [m["role"] for m in items["sample-006"]["messages"]] == ["user", "assistant", "user"]
-    assert result.not_mapped == (
-        "lines 3, 5: several ideal answers; evalreg grades against the first and keeps the "
-        "others in expected.ideal_alternatives",
-    )
+    assert result.not_mapped == ()
     assert cli(team, "check").code == 0
+
+
+def test_json_match_samples_grade_as_json_match_does(tmp_path: Path, team: Repo, cli):
+    samples = tmp_path / "samples.jsonl"
+    ideals = ['{"label": "a"}', '{"label": "b"}', ['{"label": null}', '{"label": "a"}'], "[1, 2]"]
+    samples.write_text(
+        "".join(
+            json.dumps({"input": f"message {n}", "ideal": ideal}) + "\n"
+            for n, ideal in enumerate(ideals)
+        ),
+        encoding="utf-8",
+    )
+    result = cli(
+        team,
+        "import",
+        "openai-evals",
+        str(samples),
+        "--name",
+        "j",
+        "--pin",
+        "rules",
+        "--kind",
+        "json_match",
+    )
+    assert result.code == 0, result.err
+    registry = load_registry(team.root)
+    task = registry.tasks["j"]
+    assert (task.output.parser, task.output.extract) == ("json", "strict")
+    items = items_of(team.root, "evalsets/j.jsonl")
+    # Always a list of the ideal JSON values: a lone ideal that is a JSON list stays one.
+    assert items["sample-004"]["expected"] == {"ideal": [[1, 2]]}
+    assert items["sample-003"]["expected"] == {"ideal": [{"label": None}, {"label": "a"}]}
+    team.git("init", "-q", "-b", "main")
+    dvcrepo.init(team.root, remote=None)
+    team.commit("import")
+    run = cli(team, "run", "--task", "j")  # a python pin: nothing leaves the machine
+    assert run.code == 0, run.err
+    records = [
+        json.loads(line)
+        for line in (team.root / "reports/results/j/rules.items.jsonl").read_text().splitlines()
+    ]
+    # The rules baseline answers {"label": "a"} to everything.
+    assert {r["item"]: r["criteria"]["json_match"]["passed"] for r in records} == {
+        "sample-001": True,
+        "sample-002": False,
+        "sample-003": True,
+        "sample-004": False,
+    }
+
+
+MATCH = {
+    "type": "exact",
+    "expected_field": "ideal",
+    "raw": True,
+    "compare": "prefix",
+    "match": "any",
+}
+INCLUDES = {
+    "type": "contains",
+    "expected_field": "ideal",
+    "ignore_case": False,
+    "raw": True,
+    "match": "any",
+}
+FUZZY = {
+    "type": "normalized",
+    "expected_field": "ideal",
+    "form": "squad",
+    "compare": "overlap",
+    "match": "any",
+}
 
 
 @pytest.mark.parametrize(
     ("kind", "grader", "output", "passed"),
     [
-        ("match", {"type": "exact", "expected_field": "ideal"}, " Paris\n", True),
-        ("match", {"type": "exact", "expected_field": "ideal"}, "Paris.", False),
-        (
-            "includes",
-            {"type": "contains", "expected_field": "ideal", "ignore_case": False},
-            "It is Paris.",
-            True,
-        ),
-        (
-            "includes",
-            {"type": "contains", "expected_field": "ideal", "ignore_case": False},
-            "paris",
-            False,
-        ),
-        ("fuzzy_match", {"type": "normalized", "expected_field": "ideal"}, "paris!", True),
+        # OpenAI evals' Match: the raw output starts with an ideal answer.
+        ("match", MATCH, "Paris.", True),
+        ("match", MATCH, " Paris\n", False),
+        ("includes", INCLUDES, "It is Paris.", True),
+        ("includes", INCLUDES, "paris", False),
+        ("fuzzy_match", FUZZY, "the paris!", True),
+        ("fuzzy_match", FUZZY, "Lyon", False),
     ],
 )
 def test_each_eval_kind_has_its_grader(tmp_path: Path, team: Repo, kind, grader, output, passed):
@@ -631,3 +732,320 @@ def test_samples_that_cannot_be_items_are_skipped_with_the_reason(tmp_path: Path
         "line 3: 'ideal' is neither an answer nor a list of answers; the sample is not imported",
     )
     assert list(items_of(team.root, "evalsets/few.jsonl")) == ["sample-001"]
+
+
+def test_csv_tests_import_as_promptfoo_reads_them(tmp_path: Path):
+    config = write_config(
+        tmp_path / "pf",
+        """\
+prompts: ["Explain {{ topic }}"]
+providers: [openai:gpt-4o-mini-2024-07-18]
+tests: file://tests.csv
+""",
+    )
+    (tmp_path / "pf" / "tests.csv").write_text(
+        " topic ,__expected1,__expected2,__metadata:tags[],__metadata:owner,__prefix,"
+        "__config:__expected2:threshold\n"
+        'sorting,contains: algorithm ,"icontains-any: heap, ""merge, sort""",'
+        '"math, edge\\,case",ana,Q:,0.5\n'
+        "graphs,contains: algorithm,,,,,0.5\n",
+        encoding="utf-8",
+    )
+    root = bare_registry(tmp_path)
+    result = import_promptfoo(config, root, name="explain")
+    registry = load_registry(root)
+    criteria = {
+        c.id: c.grader.model_dump(exclude_defaults=True)
+        for c in registry.rubrics["explain"].criteria
+    }
+    # promptfoo trims a CSV assert's value: "contains: algorithm " looks for "algorithm".
+    assert criteria["contains"]["value"] == "algorithm"
+    # A quoted field keeps its comma, as promptfoo's list parser does.
+    assert criteria["icontains-any"]["value"] == ["heap", "merge, sort"]
+    items = items_of(root, "evalsets/explain.jsonl")
+    sorting, graphs = items["test-001"], items["test-002"]
+    assert sorting["input"] == {"topic": "sorting"}  # the column name is trimmed
+    # __metadata:tags[] is a list, split on unescaped commas, and its tags become slices.
+    # __config:__expected2:threshold sets the second assert's threshold (and, as promptfoo
+    # does, the test's metadata.threshold); row 2 has no second assert.
+    assert sorting["meta"]["metadata"] == {
+        "tags": ["math", "edge,case"],
+        "owner": "ana",
+        "threshold": 0.5,
+    }
+    assert {"math", "edge-case"} <= set(sorting["tags"])
+    assert "metadata" not in graphs["meta"]  # empty metadata cells are no metadata
+    assert result.not_mapped == (
+        "tests.csv row 1 __prefix: a text promptfoo adds before the prompt; put it in the "
+        "task's template",
+    )
+    assert grade(registry, "explain", "test-001", "A merge, sort algorithm")[0] == "correct"
+    assert grade(registry, "explain", "test-002", "An algorithm")[0] == "correct"
+    (tmp_path / "pf" / "tests.csv").write_text(
+        "topic,__expected,__config:__expected0:threshold\nx,contains: y,1\n", encoding="utf-8"
+    )
+    with pytest.raises(ImportProblem, match=r"tests\.csv row 1: column '__config:__expected0"):
+        import_promptfoo(config, bare_registry(tmp_path / "again"), name="explain")
+
+
+def test_refs_assert_sets_transforms_and_content_parts_map_or_say_why(tmp_path: Path):
+    config = write_config(
+        tmp_path / "pf",
+        """\
+prompts:
+  - id: file://chat.json
+providers: [openai:gpt-4o-mini-2024-07-18]
+assertionTemplates:
+  polite: {type: icontains, value: please}
+defaultTest:
+  options: {prefix: "Q: "}
+tests:
+  - vars: {q: a}
+    assert:
+      - $ref: "#/assertionTemplates/polite"
+      - type: assert-set
+        weight: 2
+        assert:
+          - {type: contains, value: thanks}
+          - {type: starts-with, value: Dear, weight: 3}
+  - vars: {q: b}
+    options: {transform: output.toUpperCase()}
+    assert:
+      - {type: contains, value: THANKS}
+  - vars: {q: c}
+    assert:
+      - type: assert-set
+        threshold: 0.5
+        assert: [{type: contains, value: x}, {type: contains, value: y}]
+  - huggingface://datasets/org/questions
+""",
+    )
+    chat = [
+        {"role": "system", "content": [{"type": "text", "text": "Be kind."}]},
+        {"role": "user", "content": [{"type": "text", "text": "Write to {{ q }}"}]},
+    ]
+    (tmp_path / "pf" / "chat.json").write_text(json.dumps(chat), encoding="utf-8")
+    root = bare_registry(tmp_path)
+    result = import_promptfoo(config, root, name="letters")
+    registry = load_registry(root)
+    task = registry.tasks["letters"]
+    # promptfoo's chat prompt with text content parts: a system prompt and a template.
+    assert (task.prompt.system, task.prompt.template) == ("Be kind.", "Write to {{ q }}")
+    criteria = {c.id: c for c in registry.rubrics["letters"].criteria}
+    # $ref resolved to the template; the assert-set's asserts share its weight 2 as 1:3.
+    assert criteria["icontains"].grader.value == "please"
+    assert (criteria["contains"].grader.value, criteria["contains"].weight) == ("thanks", 0.5)
+    assert (criteria["starts-with"].grader.pattern, criteria["starts-with"].weight) == (
+        r"\ADear",
+        1.5,
+    )
+    assert "THANKS" not in json.dumps([c.grader.model_dump() for c in criteria.values()])
+    assert result.not_mapped == (
+        "defaultTest.options.prefix: a text promptfoo adds before the prompt; put it in the "
+        "task's template",
+        "huggingface://datasets/org/questions: tests from a Hugging Face dataset are not "
+        "downloaded by an import: save them as a CSV or JSONL file next to the config and "
+        "point 'tests' at it",
+        "tests[1]: options.transform runs code on the output before its asserts, so they "
+        "would grade another text; the test's asserts are not imported",
+        "tests[2].assert[0]: an assert-set with a threshold passes when a share of its "
+        "asserts do; evalreg criteria pass or fail one by one",
+    )
+
+
+def test_a_ref_that_points_nowhere_is_an_error_that_names_it(tmp_path: Path):
+    config = write_config(
+        tmp_path / "pf",
+        """\
+prompts: ["{{ q }}"]
+providers: [openai:gpt-4o-mini-2024-07-18]
+tests:
+  - vars: {q: a}
+    assert: [{$ref: "#/assertionTemplates/missing"}]
+""",
+    )
+    root = bare_registry(tmp_path)
+    with pytest.raises(
+        ImportProblem,
+        match=r"tests\[0\]\.assert\[0\]: \$ref '#/assertionTemplates/missing' points to nothing",
+    ):
+        import_promptfoo(config, root, name="refs")
+    assert not (root / "registry" / "tasks").exists()
+
+
+@pytest.mark.parametrize(
+    ("content", "why"),
+    [
+        ([{"type": "image_url", "image_url": {"url": "x"}}], "image_url content parts"),
+        ([{"type": "text", "text": "a"}, {"type": "text", "text": "b"}], "several text parts"),
+    ],
+)
+def test_chat_content_parts_that_are_not_one_text_are_listed(tmp_path: Path, content, why):
+    config = write_config(
+        tmp_path / "pf",
+        """\
+prompts: [file://chat.json, "{{ q }}"]
+providers: [openai:gpt-4o-mini-2024-07-18]
+tests: [{vars: {q: a}, assert: [{type: contains, value: a}]}]
+""",
+    )
+    (tmp_path / "pf" / "chat.json").write_text(
+        json.dumps([{"role": "user", "content": content}]), encoding="utf-8"
+    )
+    result = import_promptfoo(config, bare_registry(tmp_path), name="parts")
+    assert any(why in m for m in result.not_mapped), result.not_mapped
+
+
+CLOSEDQA_LIKE = """\
+relevance:
+  prompt: |-
+    [Task]: {input}
+    [Submission]: {completion}
+    [Criterion]: {criteria}
+    Keep {{braces}} as written. Does the submission meet the criterion? Answer Y or N.
+  eval_type: cot_classify
+  choice_scores:
+    "Y": 1.0
+    "N": 0.0
+  choice_strings: 'YN'
+  input_outputs:
+    input: completion
+"""
+
+
+def test_a_model_graded_spec_becomes_a_judge_criterion(tmp_path: Path, team: Repo, cli):
+    spec = tmp_path / "relevance.yaml"
+    spec.write_text(CLOSEDQA_LIKE, encoding="utf-8")
+    samples = tmp_path / "samples.jsonl"
+    rows = [
+        {"input": [{"role": "user", "content": "Quote Hamlet"}], "criteria": "a real quote"},
+        {"input": "Name a prime", "criteria": "a prime number"},
+        {"input": "No criteria here"},
+    ]
+    samples.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    result = import_openai_evals(
+        samples, team.root, name="quotes", pins=["mini"], modelgraded=spec, judge="rules"
+    )
+    registry = load_registry(team.root)
+    (criterion,) = registry.rubrics["quotes"].criteria
+    grader = criterion.grader
+    assert (criterion.id, grader.type, grader.judge) == ("relevance", "llm_judge", "rules")
+    assert grader.pass_threshold == 1.0
+    assert criterion.description == (
+        "The judge picks a best choice (\"Y\") of the OpenAI evals model-graded spec 'relevance'."
+    )
+    items = items_of(team.root, "evalsets/quotes.jsonl")
+    assert items["sample-001"]["expected"] == {"criteria": "a real quote"}
+    assert result.not_mapped == (
+        "line 3: the spec's prompt reads criteria, which the sample lacks; the sample is not "
+        "imported",
+    )
+    item = next(i for i in registry.evalset_of("quotes").items if i.id == "sample-002")
+    prompt = render(
+        grader.prompt,
+        {
+            "input": [m.model_dump() for m in item.messages],
+            "output": "7",
+            "expected": item.expected,
+            "criterion": criterion.description,
+        },
+    )
+    assert prompt == (
+        "[Task]: Name a prime\n[Submission]: 7\n[Criterion]: a prime number\n"
+        "Keep {braces} as written. Does the submission meet the criterion? Answer Y or N.\n\n"
+        "Pick exactly one of the choices above. Then reply with the JSON verdict; its score "
+        'is that of the choice you picked: "Y" scores 1, "N" scores 0.'
+    )
+    assert cli(team, "check").code == 0
+
+
+def test_a_spec_needs_a_judge_and_scores(tmp_path: Path, team: Repo, cli):
+    spec = tmp_path / "counts.yaml"
+    spec.write_text("counts:\n  prompt: '{completion}?'\n  choice_strings: AB\n", encoding="utf-8")
+    base = ("import", "openai-evals", str(SAMPLES), "--name", "c", "--pin", "mini")
+    before = {k: v for k, v in team.snapshot().items() if not k.startswith(".evalreg/")}
+    for extra, message in (
+        (("--modelgraded", str(spec)), "a model-graded spec needs a judge model: --judge PIN"),
+        (("--modelgraded", str(spec), "--judge", "rules"), "scores no choice (choice_scores)"),
+        (("--judge", "rules"), "--judge grades a model-graded spec: give --modelgraded SPEC"),
+        (
+            ("--kind", "json_match"),
+            "line 1: an ideal answer is not a JSON document; the sample is not imported",
+        ),
+    ):
+        result = cli(team, *base, *extra)
+        assert (result.code, "Traceback" in result.err) == (2, False)
+        assert message in result.err
+    after = {k: v for k, v in team.snapshot().items() if not k.startswith(".evalreg/")}
+    assert after == before  # nothing written (the write lock aside)
+
+
+def test_a_fact_spec_passes_every_choice_but_a_disagreement(tmp_path: Path, team: Repo):
+    spec = tmp_path / "fact.yaml"
+    spec.write_text(
+        "fact:\n  prompt: 'Q {input} E {ideal} S {completion}'\n  choice_strings: ABCDE\n"
+        "  input_outputs:\n    input: completion\n",
+        encoding="utf-8",
+    )
+    import_openai_evals(
+        SAMPLES, team.root, name="facts", pins=["mini"], modelgraded=spec, judge="rules"
+    )
+    (criterion,) = load_registry(team.root).rubrics["facts"].criteria
+    assert criterion.grader.prompt.endswith(
+        '"A" scores 1, "B" scores 1, "C" scores 1, "D" scores 0, "E" scores 1.'
+    )
+    assert '{{ expected["ideal"] }}' in criterion.grader.prompt
+
+
+def test_system_only_conversations_import_as_one_user_turn(tmp_path: Path, team: Repo):
+    samples = tmp_path / "logic.jsonl"
+    rows = [
+        {"input": [{"role": "system", "content": "If all A are B, is an A a B?"}], "ideal": "Yes"},
+        {"input": [{"role": "user", "content": "2+2?"}], "ideal": "4"},
+    ]
+    samples.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    result = import_openai_evals(samples, team.root, name="logic", pins=["mini"])
+    items = items_of(team.root, "evalsets/logic.jsonl")
+    assert items["sample-001"]["messages"] == [
+        {"role": "user", "content": "If all A are B, is an A a B?"}
+    ]
+    assert result.not_mapped == ()
+    assert any("system messages only became one user turn" in n for n in result.notes)
+
+
+def test_factuality_and_closedqa_are_judged_with_a_judge_pin(tmp_path: Path, team: Repo):
+    config = write_config(
+        tmp_path / "pf",
+        """\
+prompts: ["Q: {{q}}"]
+providers: [openai:gpt-4o-mini-2024-07-18]
+tests:
+  - vars: {q: Capital of France?}
+    assert:
+      - {type: factuality, value: "Paris is the capital of {{ '{' }}France}"}
+      - {type: model-graded-closedqa, value: names a city}
+  - vars: {q: Capital of Peru?}
+    assert:
+      - {type: factuality, value: Lima}
+      - {type: model-graded-closedqa, value: names a city}
+""",
+    )
+    result = import_promptfoo(config, team.root, name="capitals-judged", judge="mini")
+    assert result.not_mapped == ()
+    registry = load_registry(team.root)
+    criteria = {c.id: c for c in registry.rubrics["capitals-judged"].criteria}
+    fact, closedqa = criteria["factuality"], criteria["model-graded-closedqa"]
+    # A reference that differs per test is read from each item; one shared criterion is fixed.
+    assert fact.description == (
+        "The output agrees with the reference answer the test's value in expected.factuality "
+        "(promptfoo factuality)."
+    )
+    assert closedqa.description == (
+        'The output meets the criterion "names a city" (promptfoo model-graded-closedqa).'
+    )
+    item = next(i for i in registry.evalset_of("capitals-judged").items if i.id == "test-001")
+    variables = {"output": "Paris.", "expected": item.expected, "criterion": ""}
+    rendered = render(fact.grader.prompt, variables)  # type: ignore[union-attr]
+    assert "Reference answer: Paris is the capital of {France}\n" in rendered
+    assert "Output:\nParis.\n" in rendered and "Score 0 for (D) and 1 otherwise." in rendered
+    assert "Criterion: names a city\n" in render(closedqa.grader.prompt, variables)  # type: ignore[union-attr]

@@ -186,7 +186,8 @@ def test_a_cells_cost_includes_its_judges_cost(judged: Repo, cli):
     assert totals["cost_micro_usd"] == sum(r["cost_micro_usd"] for r in graded)
     assert totals["spend_micro_usd"] == sum(r["cost_micro_usd"] for r in mini) + judge
     # The run summary's cost of the cell is its spend.
-    row = next(line for line in result.out.splitlines() if "labels/mini" in line)
+    assert "Run of labels" in result.out  # one task: the rows name the candidate
+    row = next(line for line in result.out.splitlines() if line.split()[:1] == ["mini"])
     spend = usd_micro(totals["spend_micro_usd"])
     share = usd_micro(totals["judge_cost_micro_usd"])
     assert spend in row and share in row

@@ -129,3 +129,26 @@ def test_recorded_text_is_shown_literally_inside_rich_markup(live: Repo, cli):
     assert code == 1
     assert_inert(printed)
     assert b"recorded with evalreg [bold]0.0.9[/bold]" in printed
+
+
+def test_show_prints_item_text_and_model_output_stripped_and_markup_literal(
+    live: Repo, cli, server
+):
+    rows = [json.loads(line) for line in live.read("evalsets/messages.jsonl").splitlines()]
+    rows[1]["input"]["text"] = HOSTILE
+    live.write("evalsets/messages.jsonl", "".join(json.dumps(r) + "\n" for r in rows))
+    assert cli(live, "evalset", "add", "evalsets/messages.jsonl", "--replace").code == 0
+    server.responder = lambda request: (
+        HOSTILE if "markup" in request.body["messages"][-1]["content"] else '{"label": "a"}'
+    )
+    assert cli(live, "run").code == 0
+    code, printed = evalreg(live, "show", "m-001")
+    assert code == 0, printed
+    assert_inert(printed)
+    # The item's text in the input and in the request, and the model's output: all three.
+    assert printed.count(b"[bold red]markup[/bold red]") == 3
+    code, printed = evalreg(live, "show", "m-001", "--json")
+    assert code == 0
+    assert_inert(printed)
+    [view] = json.loads(printed)
+    assert view["candidates"][1]["samples"][0]["output"] == HOSTILE  # kept, escaped

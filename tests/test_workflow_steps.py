@@ -423,6 +423,9 @@ def test_the_push_to_main_reverifies_and_writes_the_audit_record(
     assert main.step("evalreg reproduce HEAD").outcome == "success"
     assert (artifacts / "evalreg-audit" / "index.html").is_file()
     assert (artifacts / "evalreg-audit" / "audit.md").is_file()
+    assert main.step("evalreg view").outcome == "success", main.log
+    explorers = list((artifacts / "evalreg-audit" / "explorer").glob("*.html"))
+    assert explorers and all(b"explorer-data" in p.read_bytes() for p in explorers)
 
 
 def test_the_drift_job_installs_pulls_and_re_asks(

@@ -425,6 +425,7 @@ def test_main_workflow_verifies_and_writes_the_audit_record_read_only(kind: str)
     assert re.search(r"^evalreg check$", scripts, re.M)
     assert re.search(r"^evalreg reproduce HEAD$", scripts, re.M)
     assert re.search(r"^evalreg audit HEAD --html site --output site/audit.md$", scripts, re.M)
+    assert re.search(r"^evalreg view --output site/explorer$", scripts, re.M)
     upload = next(s for s in steps if _uses(s, "actions/upload-artifact"))
     assert upload["with"]["path"].rstrip("/") == "site"
 

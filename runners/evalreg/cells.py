@@ -17,6 +17,9 @@ from evalreg.registry.loader import Registry
 from evalreg.registry.tree import Tree
 
 RESULTS_DIR = "reports/results"
+METRICS_DIR = "reports/metrics"
+"""Where each cell's DVC metrics file goes (``results.dvc_metrics``), beside no summary, so a
+candidate id never names another cell's file."""
 _IGNORED_FOR_RESULTS = {"description", "benchmarks", "limits", "redact"}
 
 
@@ -50,6 +53,10 @@ class Cell:
     @property
     def items_path(self) -> str:
         return f"{self._stem}.items.jsonl"
+
+    @property
+    def metrics_path(self) -> str:
+        return self._stem.replace(RESULTS_DIR, METRICS_DIR, 1) + ".json"
 
 
 def cells(registry: Registry, split: str = "dev") -> list[Cell]:

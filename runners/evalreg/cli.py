@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, NoReturn
 
 from evalreg._version import __version__
 from evalreg.compare.statuses import REPRODUCTION_STATUSES
-from evalreg.errors import EvalregError
+from evalreg.errors import EvalregError, UsageError
 from evalreg.report.numbers import plural
 
 if TYPE_CHECKING:
@@ -196,6 +196,17 @@ def _amount(text: str) -> float:
     return value
 
 
+def _positive_seconds(text: str) -> float:
+    """An argparse type: a finite number of seconds above 0."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not math.isfinite(value) or value <= 0:
+        raise argparse.ArgumentTypeError(f"{text}: expected seconds above 0, like 15")
+    return value
+
+
 def _shard(text: str | None) -> tuple[int, int] | None:
     if text is None:
         return None
@@ -208,6 +219,27 @@ def _shard(text: str | None) -> tuple[int, int] | None:
     if not 1 <= index <= count:
         raise UsageError(f"--shard {text}: i must be between 1 and n")
     return index, count
+
+
+def cmd_show(args: argparse.Namespace) -> int:
+    from evalreg.report.escape import json_text
+    from evalreg.report.terminal import print_item
+    from evalreg.results.item import show_item
+
+    root = _root(args) if args.rev is not None else _repaired(_registry_root(args))
+    views = show_item(
+        root,
+        args.item,
+        rev=args.rev,
+        candidates=tuple(args.candidate or ()),
+        use_cases=tuple(args.use_case or ()),
+        tasks=tuple(args.task or ()),
+    )
+    if args.json:
+        _emit(json_text([view.as_dict() for view in views]) + "\n")
+    else:
+        print_item(views)
+    return 0
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -229,7 +261,14 @@ def cmd_run(args: argparse.Namespace) -> int:
         push=not args.no_push,
         holdout=args.holdout,
         strict=args.strict,
+        batch=args.batch,
+        wait=not args.no_wait,
+        batch_poll_s=args.batch_poll,
     )
+    if args.no_wait and not args.batch:
+        from evalreg.errors import UsageError
+
+        raise UsageError("--no-wait goes with --batch: a live run has nothing to wait for")
     if options.dry_run:
         verdict = run_command(_repaired(root), options)
     else:
@@ -274,6 +313,7 @@ def _resume_command(args: argparse.Namespace) -> str:
         ("--no-push", args.no_push),
         ("--holdout", args.holdout),
         ("--strict", args.strict),
+        ("--batch", args.batch),
     ):
         if on:
             words.append(flag)
@@ -281,10 +321,17 @@ def _resume_command(args: argparse.Namespace) -> str:
 
 
 def cmd_reproduce(args: argparse.Namespace) -> int:
-    from evalreg.report.terminal import print_reproduction
-    from evalreg.runner.reproduce import reproduce
+    from evalreg.report.terminal import print_range_reproduction, print_reproduction
+    from evalreg.runner.reproduce import reproduce, reproduce_range
 
-    outcome = reproduce(_repaired(_root(args)), args.rev)
+    if (args.rev is None) == (args.range is None):
+        raise UsageError("give a revision (REV) or a range (--range BASE..HEAD), not both")
+    root = _repaired(_root(args))
+    if args.range is not None:
+        done = reproduce_range(root, args.range)
+        print_range_reproduction(done)
+        return 0 if done.identical else 1
+    outcome = reproduce(root, args.rev)
     print_reproduction(outcome)
     return 0 if outcome.identical else 1
 
@@ -309,6 +356,22 @@ def cmd_report(args: argparse.Namespace) -> int:
     with _writing(root):
         written = write_report(root, load_registry(root))
     console().print("Wrote " + ", ".join(written))
+    return 0
+
+
+def cmd_view(args: argparse.Namespace) -> int:
+    from evalreg.report.explorer import EXPLORER_DIR, write_explorer
+    from evalreg.report.terminal import console
+    from evalreg.selection.samples import samples_at
+
+    root = _repaired(_registry_root(args))
+    directory = _path(args, args.output) if args.output else root / EXPLORER_DIR
+    texts = True if args.with_text else None
+    written = [
+        write_explorer(directory, data)
+        for data in samples_at(root, args.use_case, rev=args.rev, base=args.base, texts=texts)
+    ]
+    console().print("Wrote " + ", ".join(str(p) for p in written))
     return 0
 
 
@@ -381,7 +444,7 @@ def cmd_audit(args: argparse.Namespace) -> int:
 def cmd_diff(args: argparse.Namespace) -> int:
     from evalreg.compare.diff import diff
     from evalreg.gitops.trusted import read_json_object
-    from evalreg.report.diff_markdown import diff_markdown
+    from evalreg.report.diff_markdown import comment_body, diff_markdown
     from evalreg.report.escape import json_text
 
     checked = (
@@ -402,7 +465,20 @@ def cmd_diff(args: argparse.Namespace) -> int:
         reproduction=(args.reproduction, args.reproduction_reason),
     )
     output = str(_path(args, args.output)) if args.output else None
-    _emit(json_text(data) + "\n" if args.format == "json" else diff_markdown(data), output)
+    form = args.format or ("terminal" if output is None and sys.stdout.isatty() else "md")
+    if form == "terminal":
+        from evalreg.report.terminal import print_diff
+
+        print_diff(data)
+        return 0
+    if form == "json":
+        text = json_text(data) + "\n"
+    elif form == "comment":
+        # Through the JSON the comment job reads, so the bytes are the ones it would post.
+        text = comment_body(json.loads(json_text(data)))
+    else:
+        text = diff_markdown(data)
+    _emit(text, output)
     return 0
 
 
@@ -441,13 +517,16 @@ def cmd_import_openai_evals(args: argparse.Namespace) -> int:
     root = _root(args)
     with _writing(root):
         result = import_openai_evals(
-            _path(args, args.samples), root, name=args.name, pins=args.pin, kind=args.kind
+            _path(args, args.samples),
+            root,
+            name=args.name,
+            pins=args.pin,
+            kind=args.kind,
+            modelgraded=_path(args, args.modelgraded) if args.modelgraded else None,
+            judge=args.judge,
         )
     print_import(result)
     return 0
-
-
-COMMENT_MARKER = "<!-- evalreg:diff -->"
 
 
 def cmd_comment(args: argparse.Namespace) -> int:
@@ -460,13 +539,16 @@ def cmd_comment(args: argparse.Namespace) -> int:
         token_from_environment,
     )
     from evalreg.gitops.trusted import check_head_sha, comment_target, read_diff
-    from evalreg.redaction import redact
-    from evalreg.report.diff_markdown import diff_markdown
+    from evalreg.report.diff_markdown import COMMENT_MARKER, comment_body
     from evalreg.report.terminal import console, shown
 
     data = read_diff(_path(args, args.diff), str(_path(args, args.diff)))
     head_sha = check_head_sha(args.head_sha)
-    body = redact(diff_markdown(data))
+    body = comment_body(data)
+    if args.dry_run:
+        # The body as it would be posted, made here: no token, no request.
+        _emit(body)
+        return 0
     ctx = context_from_environment(
         os.environ, pr=args.pr, repository=args.repository, head=head_sha
     )
@@ -482,13 +564,11 @@ def cmd_comment(args: argparse.Namespace) -> int:
             return 0
         number = target.number
         result = client.upsert_comment(
-            number, body, marker=COMMENT_MARKER, bot_login=args.bot_login, dry_run=args.dry_run
+            number, body, marker=COMMENT_MARKER, bot_login=args.bot_login
         )
     console().print(
         f"{result.action} comment on #{number}" + (f": {shown(result.url)}" if result.url else "")
     )
-    if args.dry_run:
-        _emit(body)
     return 0
 
 
@@ -618,6 +698,29 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(handler=cmd_status)
 
+    p = sub.add_parser(
+        "show",
+        help="one item: its input, each candidate's request, stored output and verdicts",
+    )
+    p.add_argument("item", metavar="ITEM", help="the item id")
+    p.add_argument(
+        "--candidate", action="append", metavar="ID", help="only this candidate (repeatable)"
+    )
+    p.add_argument(
+        "--use-case", action="append", metavar="ID", help="only this use case (repeatable)"
+    )
+    p.add_argument(
+        "--task", action="append", metavar="ID", help="only this task's use cases (repeatable)"
+    )
+    p.add_argument(
+        "--rev",
+        metavar="REV",
+        help="read the registry, eval sets, results and store as of REV (default: the "
+        "working tree)",
+    )
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.set_defaults(handler=cmd_show)
+
     p = sub.add_parser("run", help="run the stale cells: buy missing responses, grade, write")
     p.add_argument(
         "--offline",
@@ -676,14 +779,61 @@ def build_parser() -> argparse.ArgumentParser:
         help="a cell left pending (its key unset, or never run under --offline) fails the "
         "run (exit 1); without it only cells named by --task/--candidate do",
     )
+    p.add_argument(
+        "--batch",
+        action="store_true",
+        help="buy missing responses through the batch APIs of OpenAI and Anthropic (about "
+        "half the price, within 24 hours); other providers are bought live",
+    )
+    p.add_argument(
+        "--no-wait",
+        action="store_true",
+        help="with --batch: submit the batches and exit; a later `run --batch` collects them",
+    )
+    p.add_argument(
+        "--batch-poll",
+        type=_positive_seconds,
+        default=15.0,
+        metavar="S",
+        help="seconds before the first poll of a batch (doubling up to 5 minutes; default 15)",
+    )
     p.set_defaults(handler=cmd_run)
 
     p = sub.add_parser("reproduce", help="recompute a revision's results offline and compare")
-    p.add_argument("rev", metavar="REV", help="a commit, branch or tag")
+    p.add_argument("rev", metavar="REV", nargs="?", help="a commit, branch or tag")
+    p.add_argument(
+        "--range",
+        metavar="BASE..HEAD",
+        help="every first-parent commit after BASE up to HEAD that recorded results, oldest "
+        "first; a cell with the same evidence as at a revision already checked keeps its "
+        "verdict (named) instead of being graded again",
+    )
     p.set_defaults(handler=cmd_reproduce)
 
     p = sub.add_parser("report", help="write the governance report into reports/")
     p.set_defaults(handler=cmd_report)
+
+    p = sub.add_parser(
+        "view", help="write an offline HTML explorer of each use case's items and outputs"
+    )
+    p.add_argument("use_case", nargs="*", help="use cases to explore (default: every one)")
+    p.add_argument("--rev", help="read the results of this revision (default: the working tree)")
+    p.add_argument(
+        "--base", help="a second revision: filter the items whose outcome changed since it"
+    )
+    p.add_argument(
+        "-o",
+        "--output",
+        metavar="DIR",
+        help="write <use case>.html here (default: reports/explorer)",
+    )
+    p.add_argument(
+        "--with-text",
+        action="store_true",
+        help="include item text and outputs even when privacy.snippets is off "
+        "(then keep the file private)",
+    )
+    p.set_defaults(handler=cmd_view)
 
     p = sub.add_parser(
         "schema",
@@ -739,7 +889,13 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("diff", help="what changed between two revisions' results, per slice")
     p.add_argument("base", metavar="BASE", help="base revision (its merge-base with HEAD is used)")
     p.add_argument("head", metavar="HEAD", nargs="?", help="head revision (default: working tree)")
-    p.add_argument("--format", choices=("md", "json"), default="md")
+    p.add_argument(
+        "--format",
+        choices=("terminal", "md", "json", "comment"),
+        help="terminal (the default on a terminal: tables that fit it), md (the default "
+        "otherwise: the pull-request comment's Markdown), json (what `evalreg comment --diff` "
+        "reads), or comment: the exact body `evalreg comment` would post",
+    )
     p.add_argument("-o", "--output", metavar="FILE", help="write to FILE instead of stdout")
     p.add_argument(
         "--check",
@@ -787,7 +943,11 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="LOGIN",
         help="the account that owns the sticky comment (default github-actions[bot])",
     )
-    p.add_argument("--dry-run", action="store_true", help="say what would be posted; post nothing")
+    p.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="print the exact comment body instead of posting it (no token, no network)",
+    )
     p.set_defaults(handler=cmd_comment)
 
     p = sub.add_parser("audit", help="the audit record of a revision, from git history")
@@ -941,8 +1101,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--judge",
         metavar="PIN",
-        help="an existing pin that grades llm-rubric "
-        "asserts when the config names no grading provider",
+        help="an existing pin that grades model-graded asserts (llm-rubric, factuality, "
+        "model-graded-closedqa) when the config names no grading provider",
     )
     p.set_defaults(handler=cmd_import_promptfoo)
     p = import_sub.add_parser("openai-evals", help="OpenAI evals samples (samples.jsonl)")
@@ -959,10 +1119,18 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--kind",
-        choices=("match", "includes", "fuzzy_match"),
+        choices=("match", "includes", "fuzzy_match", "json_match"),
         default="match",
-        help="exact, contained, or equal once normalised (default match)",
+        help="the basic eval class: starts with, contains, or overlaps once normalised, an "
+        "ideal answer, or equals one as JSON (default match)",
     )
+    p.add_argument(
+        "--modelgraded",
+        metavar="SPEC",
+        help="a model-graded spec file (evals/registry/modelgraded/fact.yaml, ...) that "
+        "grades instead of --kind; needs --judge",
+    )
+    p.add_argument("--judge", metavar="PIN", help="the existing pin that grades --modelgraded")
     p.set_defaults(handler=cmd_import_openai_evals)
     return parser
 

@@ -7,7 +7,7 @@ errors are kept out of the quality denominators, money is USD.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, replace
 from statistics import NormalDist
 
@@ -289,8 +289,10 @@ def cell_metrics(
     rubric: schema.Rubric,
     pass_level: str = "correct",
     confidence: float = 0.95,
+    only: Collection[str] | None = None,
 ) -> dict[str, SliceMetrics]:
-    """Metrics for the whole cell (slice ``all``) and for every tag.
+    """Metrics for the whole cell (slice ``all``) and for every tag (or the slices named in
+    ``only``: what a decision reads, when nothing else is shown).
 
     A criterion's pass rate counts the samples it graded; for a human criterion,
     ``coverage:<id>`` is the share of the samples it applies to that it graded."""
@@ -300,6 +302,7 @@ def cell_metrics(
     return {
         name: _slice_metrics(cell, name, items, task, pass_level, confidence, criteria, human)
         for name, items in outcomes.slices().items()
+        if only is None or name in only
     }
 
 

@@ -39,6 +39,17 @@ Behaviour worth knowing:
   API, ``status: incomplete``).
 * ``stream: true`` is rejected with a 400: this server only speaks non-streaming responses.
 * Bytes that do not parse as HTTP get a 400 and a closed connection and are not recorded.
+* Batch APIs: OpenAI's ``POST /v1/files`` (multipart, purpose ``batch``), ``GET
+  /v1/files/{id}/content``, ``POST /v1/batches``, ``GET /v1/batches[/{id}]`` and Anthropic's
+  ``POST /v1/messages/batches``, ``GET /v1/messages/batches/{id}[/results]``. A batch ends
+  on the poll after ``batch_polls`` polls, its requests answered as the live endpoints would
+  (the responder included). ``batch_expire_after`` makes the next batch expire after that
+  many answers; requests whose body contains a string in ``batch_errors_matching`` fail
+  inside the batch; ``batch_create_errors`` refuses creations with a 500;
+  ``batch_create_delay`` and ``batch_results_delay`` hold answers back (the batch exists
+  meanwhile). ``batch_requests`` lists every request submitted in a batch (``custom_id``
+  set), ``batch_answered`` those answered: what was bought. Faults (``fail_next``...) are
+  not drawn for these routes.
 
 Only the standard library is used, so the file can run under any Python >= 3.11.
 """
@@ -93,6 +104,11 @@ _FAULT_DEFAULTS: dict[str, dict[str, float]] = {
     "timeout": {"delay": 5.0},
 }
 
+_BATCH_ROUTE = re.compile(
+    r"^/v1/(files|files/[^/]+/content|batches|batches/[^/]+"
+    r"|messages/batches|messages/batches/[^/]+|messages/batches/[^/]+/results)$"
+)
+_BATCH_ENDPOINTS = {"/v1/chat/completions": "openai", "/v1/responses": "responses"}
 _OPENAI_PATH = "/v1/chat/completions"
 _ANTHROPIC_PATH = "/v1/messages"
 _RESPONSES_PATH = "/v1/responses"
@@ -145,6 +161,8 @@ class Request:
     fault: str | None = None
     query: str = ""
     """The request target's query string (Azure's ``api-version=...``), without ``?``."""
+    custom_id: str | None = None
+    """For a request inside a batch: the ``custom_id`` it was submitted under."""
 
 
 @dataclass(slots=True)
@@ -448,6 +466,26 @@ class LLMServer:
         self.port = port
         #: Every request received, in arrival order.
         self.requests: list[Request] = []
+        #: Batch APIs: status polls a batch answers "in progress" before it ends.
+        self.batch_polls = 2
+        #: Seconds a batch creation's answer is held back (the batch exists meanwhile).
+        self.batch_create_delay = 0.0
+        #: Batch creations answered with a 500 (nothing created) before one succeeds.
+        self.batch_create_errors = 0
+        #: Seconds a download of a batch's results (output, error file) is held back.
+        self.batch_results_delay = 0.0
+        #: Where Anthropic batches say their results are (None: this server's own URL).
+        self.batch_results_base: str | None = None
+        #: The next batch created expires after answering this many of its requests.
+        self.batch_expire_after: int | None = None
+        #: Requests inside batches whose body contains one of these fail (a server error).
+        self.batch_errors_matching: list[str] = []
+        #: Every request submitted inside a batch, in submission order (``custom_id`` set).
+        self.batch_requests: list[Request] = []
+        #: The requests batches answered (what was bought), in answering order.
+        self.batch_answered: list[Request] = []
+        self._files: dict[str, bytes] = {}
+        self._batches: dict[str, dict[str, Any]] = {}
         #: Exceptions raised by ``responder`` (each also answered with a 500).
         self.errors: list[BaseException] = []
         #: Highest number of simultaneously open client connections seen.
@@ -776,6 +814,13 @@ class LLMServer:
             protocol = "openai"
         request = Request(path, method, headers, body, raw, protocol, query=query)
         fault = self._record(request, endpoint)
+
+        if not endpoint and _BATCH_ROUTE.match(path):
+            status, data = await self._answer_batch_api(request)
+            if writer.is_closing():
+                return False
+            self._write(writer, status, data, keep_alive, http10)
+            return keep_alive
 
         if not endpoint:
             if protocol == "anthropic":
@@ -1170,6 +1215,300 @@ class LLMServer:
                 "output_tokens": estimate_tokens(text),
             },
         }
+
+    # -- batch APIs: OpenAI's Files and Batches, Anthropic's Message Batches ------------
+
+    async def _answer_batch_api(self, request: Request) -> tuple[int, bytes]:
+        """A call to a batch API route: create, poll, upload or download."""
+        anthropic = request.path.startswith("/v1/messages/")
+        if anthropic:
+            status, problem = self._anthropic_auth(request)
+        else:
+            status, problem = 401, self._bearer_problem(request)
+        if problem is not None:
+            return status, _encode(problem).encode()
+        parts = request.path.split("/")[2:]
+        if anthropic:
+            parts = parts[1:]  # after "messages"
+        try:
+            if request.method == "POST" and parts == ["files"]:
+                result: dict[str, Any] | bytes = self._upload(request)
+            elif request.method == "GET" and len(parts) == 3 and parts[0] == "files":
+                result = self._files[parts[1]]
+                if self.batch_results_delay:
+                    await asyncio.sleep(self.batch_results_delay)
+            elif request.method == "POST" and parts == ["batches"]:
+                with self._lock:
+                    refuse = self.batch_create_errors > 0
+                    self.batch_create_errors -= refuse
+                if refuse:
+                    return 500, _encode(_error_body(request.protocol, 500)).encode()
+                result = self._create_batch(request, anthropic)
+                if self.batch_create_delay:
+                    await asyncio.sleep(self.batch_create_delay)
+            elif request.method == "GET" and parts == ["batches"] and not anthropic:
+                result = self._list_batches(request.query)
+            elif request.method == "GET" and len(parts) == 2 and parts[0] == "batches":
+                result = self._poll_batch(parts[1])
+            elif request.method == "GET" and len(parts) == 3 and anthropic:
+                result = self._batches[parts[1]]["results"]
+                if self.batch_results_delay:
+                    await asyncio.sleep(self.batch_results_delay)
+            else:
+                raise KeyError(request.path)
+        except KeyError:
+            payload = (
+                _anthropic_error("Not Found", "not_found_error")
+                if anthropic
+                else _openai_error(f"No such object: {request.path}", "invalid_request_error")
+            )
+            return 404, _encode(payload).encode()
+        except ValueError as exc:
+            payload = (
+                _anthropic_error(str(exc), "invalid_request_error")
+                if anthropic
+                else _openai_error(str(exc), "invalid_request_error")
+            )
+            return 400, _encode(payload).encode()
+        return 200, result if isinstance(result, bytes) else _encode(result).encode()
+
+    def _anthropic_auth(self, request: Request) -> tuple[int, dict[str, Any] | None]:
+        if self.api_key is not None and request.headers.get("x-api-key") != self.api_key:
+            return 401, _anthropic_error("invalid x-api-key", "authentication_error")
+        if "anthropic-version" not in request.headers:
+            return 400, _anthropic_error(
+                "anthropic-version: header is required", "invalid_request_error"
+            )
+        return 200, None
+
+    def _upload(self, request: Request) -> dict[str, Any]:
+        match = re.search(r"boundary=([^;\s]+)", request.headers.get("content-type", ""))
+        if match is None:
+            raise ValueError("expected a multipart/form-data body")
+        fields: dict[str, bytes] = {}
+        for part in request.raw.split(b"--" + match.group(1).encode())[1:-1]:
+            head, _, content = part.strip(b"\r\n").partition(b"\r\n\r\n")
+            name = re.search(rb'name="([^"]+)"', head)
+            if name is not None:
+                fields[name.group(1).decode()] = content
+        if fields.get("purpose") != b"batch" or "file" not in fields:
+            raise ValueError("expected purpose=batch and a file")
+        file_id = "file-" + os.urandom(12).hex()
+        with self._lock:
+            self._files[file_id] = fields["file"]
+        return {
+            "id": file_id,
+            "object": "file",
+            "bytes": len(fields["file"]),
+            "created_at": int(time.time()),
+            "filename": "batch.jsonl",
+            "purpose": "batch",
+        }
+
+    def _create_batch(self, request: Request, anthropic: bool) -> dict[str, Any]:
+        body = request.body
+        if body is None:
+            raise ValueError("the body is not a JSON object")
+        items: list[Request] = []
+        if anthropic:
+            for entry in body.get("requests") or []:
+                params = entry["params"]
+                raw = _encode(params).encode()
+                items.append(
+                    Request(
+                        _ANTHROPIC_PATH,
+                        "POST",
+                        request.headers,
+                        params,
+                        raw,
+                        "anthropic",
+                        custom_id=entry["custom_id"],
+                    )
+                )
+        else:
+            endpoint = body.get("endpoint")
+            if endpoint not in _BATCH_ENDPOINTS or body.get("completion_window") != "24h":
+                raise ValueError("unsupported endpoint or completion_window")
+            for line in self._files[body["input_file_id"]].splitlines():
+                entry = json.loads(line)
+                if entry.get("method") != "POST" or entry.get("url") != endpoint:
+                    raise ValueError(f"line {entry.get('custom_id')}: method or url differs")
+                item_body = entry["body"]
+                items.append(
+                    Request(
+                        endpoint,
+                        "POST",
+                        request.headers,
+                        item_body,
+                        _encode(item_body).encode(),
+                        _BATCH_ENDPOINTS[endpoint],
+                        custom_id=entry["custom_id"],
+                    )
+                )
+        ids = [item.custom_id for item in items]
+        if not items or len(set(ids)) != len(ids):
+            raise ValueError("a batch needs requests with unique custom_id values")
+        now = int(time.time())
+        batch_id = ("msgbatch_" if anthropic else "batch_") + os.urandom(12).hex()
+        with self._lock:
+            expire_after, self.batch_expire_after = self.batch_expire_after, None
+            self.batch_requests.extend(items)
+            state: dict[str, Any] = {
+                "items": items,
+                "polls": 0,
+                "anthropic": anthropic,
+                "expire_after": expire_after,
+                "created_at": now,
+            }
+            if anthropic:
+                state["object"] = {
+                    "id": batch_id,
+                    "type": "message_batch",
+                    "processing_status": "in_progress",
+                    "request_counts": {
+                        "processing": len(items),
+                        "succeeded": 0,
+                        "errored": 0,
+                        "canceled": 0,
+                        "expired": 0,
+                    },
+                    "ended_at": None,
+                    "created_at": _iso_time(now),
+                    "expires_at": _iso_time(now + 86400),
+                    "cancel_initiated_at": None,
+                    "results_url": None,
+                }
+            else:
+                state["object"] = {
+                    "id": batch_id,
+                    "object": "batch",
+                    "endpoint": body["endpoint"],
+                    "errors": None,
+                    "input_file_id": body["input_file_id"],
+                    "completion_window": "24h",
+                    "status": "validating",
+                    "output_file_id": None,
+                    "error_file_id": None,
+                    "created_at": now,
+                    "expires_at": now + 86400,
+                    "request_counts": {"total": len(items), "completed": 0, "failed": 0},
+                    "metadata": body.get("metadata"),
+                }
+            self._batches[batch_id] = state
+            return dict(state["object"])
+
+    def _list_batches(self, query: str) -> dict[str, Any]:
+        params = dict(part.partition("=")[::2] for part in query.split("&") if part)
+        limit = int(params.get("limit") or 20)
+        with self._lock:
+            listed = [b["object"] for b in reversed(self._batches.values()) if not b["anthropic"]]
+        if params.get("after"):
+            ids = [b["id"] for b in listed]
+            listed = listed[ids.index(params["after"]) + 1 :]
+        page = listed[:limit]
+        return {
+            "object": "list",
+            "data": page,
+            "first_id": page[0]["id"] if page else None,
+            "last_id": page[-1]["id"] if page else None,
+            "has_more": len(listed) > limit,
+        }
+
+    def _poll_batch(self, batch_id: str) -> dict[str, Any]:
+        with self._lock:
+            state = self._batches[batch_id]
+            state["polls"] += 1
+            ended = "results" in state
+            due = not ended and state["polls"] > self.batch_polls
+        if due:
+            self._run_batch(batch_id, state)
+        elif not ended and not state["anthropic"]:
+            state["object"]["status"] = "in_progress"
+        if state["anthropic"] and "results" in state:
+            base = self.batch_results_base or self.root_url
+            state["object"]["results_url"] = f"{base}/v1/messages/batches/{batch_id}/results"
+        return dict(state["object"])
+
+    def _run_batch(self, batch_id: str, state: dict[str, Any]) -> None:
+        """Answer a batch's requests (as the live endpoints would) and end it."""
+        anthropic = state["anthropic"]
+        expire_after = state["expire_after"]
+        outputs: list[bytes] = []
+        failures: list[bytes] = []
+        counts = {"succeeded": 0, "errored": 0, "expired": 0}
+        for n, item in enumerate(state["items"]):
+            if expire_after is not None and n >= expire_after:
+                counts["expired"] += 1
+                line: dict[str, Any] = (
+                    {"custom_id": item.custom_id, "result": {"type": "expired"}}
+                    if anthropic
+                    else {
+                        "id": "batch_req_" + os.urandom(8).hex(),
+                        "custom_id": item.custom_id,
+                        "response": None,
+                        "error": {
+                            "code": "batch_expired",
+                            "message": "This request could not be executed before the "
+                            "completion window expired.",
+                        },
+                    }
+                )
+                (outputs if anthropic else failures).append(_encode(line).encode())
+                continue
+            failing = any(s in item.raw.decode() for s in self.batch_errors_matching)
+            if failing:
+                status, payload = 500, _error_body(item.protocol, 500)
+            else:
+                status, payload = self._answer(item, True)
+            if status == 200:
+                counts["succeeded"] += 1
+                with self._lock:
+                    self.batch_answered.append(item)
+            else:
+                counts["errored"] += 1
+            if anthropic:
+                result = (
+                    {"type": "succeeded", "message": payload}
+                    if status == 200
+                    else {"type": "errored", "error": payload}
+                )
+                outputs.append(_encode({"custom_id": item.custom_id, "result": result}).encode())
+            else:
+                line = {
+                    "id": "batch_req_" + os.urandom(8).hex(),
+                    "custom_id": item.custom_id,
+                    "response": {
+                        "status_code": status,
+                        "request_id": "req_" + os.urandom(8).hex(),
+                        "body": payload,
+                    },
+                    "error": None,
+                }
+                (outputs if status == 200 else failures).append(_encode(line).encode())
+        obj = state["object"]
+        with self._lock:
+            if anthropic:
+                state["results"] = b"".join(x + b"\n" for x in outputs)
+                obj["processing_status"] = "ended"
+                obj["ended_at"] = _iso_time(int(time.time()))
+                obj["request_counts"] = {"processing": 0, "canceled": 0, **counts}
+            else:
+                state["results"] = b""
+                for name, lines in (("output_file_id", outputs), ("error_file_id", failures)):
+                    if lines:
+                        file_id = "file-" + os.urandom(12).hex()
+                        self._files[file_id] = b"".join(x + b"\n" for x in lines)
+                        obj[name] = file_id
+                obj["status"] = "expired" if counts["expired"] else "completed"
+                obj["request_counts"] = {
+                    "total": len(state["items"]),
+                    "completed": counts["succeeded"],
+                    "failed": counts["errored"] + counts["expired"],
+                }
+
+
+def _iso_time(seconds: int) -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(seconds))
 
 
 def main(argv: list[str] | None = None) -> int:

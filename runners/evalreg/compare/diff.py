@@ -39,9 +39,9 @@ from evalreg.compare.summaries import (
 )
 from evalreg.dvcrepo import read_ahead, remembering_reads
 from evalreg.errors import RegistryError, UsageError
-from evalreg.evalsets.privacy import redact_fields
+from evalreg.evalsets.privacy import redact_fields, redact_output
 from evalreg.metrics import COVERAGE, Comparison, aligned, cell_metrics, compare, covered, passing
-from evalreg.redaction import REDACTED, redact
+from evalreg.redaction import redact
 from evalreg.registry.diagnostics import Severity
 from evalreg.registry.loader import Registry, inspect_registry
 from evalreg.registry.tree import GitTree, Tree, WorkspaceTree
@@ -190,20 +190,6 @@ def _item_texts(registry: Registry, cell: Cell, ids: list[str]) -> dict[str, str
     return out
 
 
-def _redact_output(text: str | None, cell: Cell) -> str | None:
-    """The output with the task's ``output.*`` fields redacted (all of it for ``output``)."""
-    paths = [p.partition(".")[2] for p in cell.task.redact if p.split(".")[0] == "output"]
-    if text is None or not paths:
-        return text
-    if "" in paths:
-        return REDACTED
-    try:
-        value = json.loads(text)
-    except ValueError:
-        return REDACTED  # cannot find the fields in unparsed text: show none of it
-    return json.dumps(redact_fields(value, paths), ensure_ascii=False, sort_keys=True)
-
-
 def _key(outcomes: Outcomes, row: int) -> str | None:
     try:
         return outcomes.key(row)
@@ -222,7 +208,7 @@ def _fill_outputs(snippets: list[Snippet]) -> None:
         for entry, name, _side, key, cell in mine:
             record = stored.get(key) if key else None
             text = record["response"]["text"] if record else None
-            entry[name] = snippet(_redact_output(text, cell))
+            entry[name] = snippet(None if text is None else redact_output(text, cell.task.redact))
 
 
 def _flips(

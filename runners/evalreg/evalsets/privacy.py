@@ -3,6 +3,7 @@ logs, and redaction of the fields a task or selection names."""
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Sequence
 from typing import Any
@@ -103,3 +104,24 @@ def _redact_at(node: Any, parts: list[str]) -> Any:
             return [*node[:index], _redact_at(node[index], rest), *node[index + 1 :]]
         return [_redact_at(inner, parts) for inner in node]
     return node
+
+
+def redact_output(text: str, fields: Sequence[str]) -> str:
+    """A stored output with the ``output.*`` paths of ``fields`` (a task's ``redact``)
+    redacted: all of it for ``output``, and all of it when it is not JSON (the fields
+    cannot be found in unparsed text, so none of it is shown)."""
+    paths = [p.partition(".")[2] for p in fields if p.split(".")[0] == "output"]
+    if not paths:
+        return text
+    if "" in paths:
+        return REDACTED
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return REDACTED
+    return json.dumps(redact_fields(value, paths), ensure_ascii=False, sort_keys=True)
+
+
+def redacts_output(fields: Sequence[str]) -> bool:
+    """Whether ``fields`` (a task's ``redact``) names any part of the output."""
+    return any(p.split(".")[0] == "output" for p in fields)

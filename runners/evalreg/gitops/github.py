@@ -31,7 +31,7 @@ DEFAULT_API_URL = "https://api.github.com"
 #: GitHub refuses comment bodies longer than this many characters.
 CUT_NOTE = "… cut to fit GitHub's 65,536-character limit"
 
-CommentAction = Literal["created", "updated", "unchanged", "would create", "would update"]
+CommentAction = Literal["created", "updated", "unchanged"]
 
 _PER_PAGE = 100
 _RETRIES = 3
@@ -53,7 +53,7 @@ class GitHubError(EvalregError):
 
 @dataclass(frozen=True)
 class CommentResult:
-    """What ``upsert_comment`` did (or would do, in a dry run) and to which comment."""
+    """What ``upsert_comment`` did and to which comment."""
 
     action: CommentAction
     comment_id: int | None
@@ -152,16 +152,16 @@ class GitHubClient:
         self.close()
 
     def upsert_comment(
-        self, pr_number: int, body: str, *, marker: str, bot_login: str, dry_run: bool = False
+        self, pr_number: int, body: str, *, marker: str, bot_login: str
     ) -> CommentResult:
         """Create or update the one comment on ``pr_number`` that carries ``marker``.
 
         The sticky comment is the oldest comment whose body starts with ``marker`` and whose
         author is ``bot_login`` (case-insensitive); the marker anywhere else, or in anyone
         else's comment, is ignored. ``body`` goes through ``fit_comment_body`` first. An
-        existing comment whose body is already identical is left alone ("unchanged"). With
-        ``dry_run`` the comments are read but nothing is written ("would create" / "would
-        update").
+        existing comment whose body is already identical is left alone ("unchanged").
+        ``report.diff_markdown.comment_body`` makes the body ``evalreg comment`` posts (and
+        ``--dry-run`` prints, without calling GitHub).
         """
         _check_number(pr_number)
         text = fit_comment_body(body, marker)
@@ -169,7 +169,7 @@ class GitHubClient:
         failures = 0
         while True:
             try:
-                result = self._upsert_once(pr_number, text, marker, bot_login, dry_run, waits)
+                result = self._upsert_once(pr_number, text, marker, bot_login, waits)
             except _CreateInDoubt as exc:
                 failures += 1
                 if failures > _RETRIES:
@@ -253,19 +253,14 @@ class GitHubClient:
         text: str,
         marker: str,
         bot_login: str,
-        dry_run: bool,
         waits: _Waits,
     ) -> CommentResult:
         path = f"/repos/{self.repository}/issues/{pr_number}/comments"
         sticky = _find_sticky(self._get_all(path, {}, waits), marker, bot_login)
         if sticky is None:
-            if dry_run:
-                return CommentResult("would create", None, None)
             return _result("created", _json(self._send("POST", path, waits, body=text)))
         if sticky.get("body") == text:
             return _result("unchanged", sticky)
-        if dry_run:
-            return _result("would update", sticky)
         comment_path = f"/repos/{self.repository}/issues/comments/{sticky['id']}"
         return _result("updated", _json(self._send("PATCH", comment_path, waits, body=text)))
 

@@ -9,8 +9,8 @@ buying nothing.
 
 - ``resolve`` does that in the working tree after a ``git merge`` stopped on them (or
   went through with stale results): the conflicted generated files are set aside, stale
-  cells re-graded offline from the merged registry, the report and ``dvc.yaml`` rewritten,
-  and everything generated staged with ``git add``.
+  cells re-graded offline from the merged registry, the report, the metrics files and
+  ``dvc.yaml`` rewritten, and everything generated staged with ``git add``.
 
 No merge driver does this: git runs a driver per file before it has written the merged
 tree, and a summary, its pointer and the report pages depend on all of it (the merged
@@ -32,6 +32,7 @@ GENERATED = (
     "reports/results/*/*.json",
     "reports/results/*/*.items.jsonl.dvc",
     "reports/results/*/.gitignore",
+    "reports/metrics/*/*.json",
     "reports/store/.gitignore",
     "reports/*.md",
     "reports/*.svg",
@@ -148,7 +149,7 @@ def resolve(root: Path, *, push: bool) -> Resolution:
     from evalreg.registry.loader import load_registry
     from evalreg.report.writer import write_report
     from evalreg.results.freshness import status
-    from evalreg.runner.run import RunOptions, metrics_index, run
+    from evalreg.runner.run import RunOptions, metrics_index, metrics_updates, run
     from evalreg.store.journal import write_durably
 
     sources = [p for p in unmerged(root) if not is_generated(p)]
@@ -174,6 +175,9 @@ def resolve(root: Path, *, push: bool) -> Resolution:
         out.regraded = sorted(o.plan.status.cell.id for o in result.outcomes if o.written)
         registry = load_registry(root)
         out.still_stale = sorted(s.cell.id for s in status(registry) if s.state == "stale")
+    for rel, data in metrics_updates(root, registry, {}):
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        write_durably(root / rel, data)
     write_durably(root / "dvc.yaml", metrics_index(root, registry, set()).encode())
     write_report(root, registry)
     _git(root, "add", "-A", "--", "reports", "dvc.yaml")

@@ -39,7 +39,9 @@ def field_exact(config: schema.FieldExactGrader, ctx: GradingContext) -> GradeFn
     def grade(parsed: Parsed, item: schema.Item) -> Verdict:
         got = answer(parsed, config.field)
         want = expected(item, config.expected_field or config.field)
-        return match_verdict(got, want, same(got, want, ignore_case=config.ignore_case))
+        return match_verdict(
+            got, want, same(got, want, fold=str.casefold if config.ignore_case else None)
+        )
 
     return grade
 

@@ -6,7 +6,7 @@ from collections.abc import Callable
 from typing import Any
 
 from evalreg.graders.base import GradeFn, GradingContext, Verdict, answer, clip, register
-from evalreg.graders.parsing import Parsed
+from evalreg.graders.parsing import Parsed, embedded_json, strict_json
 from evalreg.registry import schema
 
 
@@ -19,7 +19,10 @@ def json_schema(config: schema.JsonSchemaGrader, ctx: GradingContext) -> GradeFn
     resolve within the schema fails every output, saying so.
 
     Args:
-        config: ``schema`` is the JSON schema (absent: the task's output schema).
+        config: ``schema`` is the JSON schema (absent: the task's output schema); ``parse``
+            says what is validated: the task's parsed answer, the raw output as one JSON
+            document (``strict``), or the first JSON object in the raw output that
+            validates (``embedded``).
         ctx: ``output_schema`` is the task's output schema.
 
     Raises:
@@ -54,7 +57,20 @@ def json_schema(config: schema.JsonSchemaGrader, ctx: GradingContext) -> GradeFn
     surely_valid = quick_check(document) if cls in drafts else None
 
     def grade(parsed: Parsed, item: schema.Item) -> Verdict:
-        value = answer(parsed, None)
+        if config.parse == "embedded":
+            return _embedded(parsed.text)
+        value = answer(strict_json(parsed.text) if config.parse == "strict" else parsed, None)
+        return _validate(value)
+
+    def _embedded(text: str) -> Verdict:
+        verdict = Verdict(False, 0.0, "no JSON object in the output")
+        for value in embedded_json(text):
+            verdict = _validate(value)
+            if verdict.passed:
+                return verdict
+        return verdict
+
+    def _validate(value: Any) -> Verdict:
         if surely_valid is not None and surely_valid(value):
             return Verdict(True, 1.0, "valid")
         try:

@@ -38,6 +38,8 @@ def _json(text: str, config: schema.Output) -> Parsed:
     stripped = text.strip()
     if not stripped:
         return Parsed(text, None, "empty output")
+    if config.extract == "strict":
+        return strict_json(text)
     problem = ""
     for candidate in _json_candidates(stripped):
         try:
@@ -47,6 +49,59 @@ def _json(text: str, config: schema.Output) -> Parsed:
         except (ValueError, RecursionError) as exc:
             problem = str(exc) or type(exc).__name__
     return Parsed(text, None, f"no valid JSON found ({problem})")
+
+
+def strict_json(text: str) -> Parsed:
+    """``text`` parsed as one JSON document, as JavaScript's ``JSON.parse`` reads it: JSON
+    whitespace around it is allowed, anything else (a fence, prose, ``NaN``) is an error."""
+    try:
+        return Parsed(text, _STRICT_DECODE(text))
+    except json.JSONDecodeError as exc:
+        return Parsed(text, None, f"not JSON ({exc.msg} at line {exc.lineno} column {exc.colno})")
+    except (ValueError, RecursionError) as exc:
+        return Parsed(text, None, f"not JSON ({exc or 'nested too deep'})")
+
+
+def embedded_json(text: str) -> Iterator[Any]:
+    """The JSON objects in ``text``, left to right, found as promptfoo's ``contains-json``
+    finds them: from each ``{``, the shortest brace-balanced span (braces in strings count
+    too) that parses; a span that parses is skipped past."""
+    i = 0
+    while i < len(text):
+        if text[i] != "{":
+            i += 1
+            continue
+        depth, j, found = 1, i + 1, False
+        while j < len(text) and depth > 0:
+            depth += {"{": 1, "}": -1}.get(text[j], 0)
+            j += 1
+            if depth == 0 or j == len(text):
+                span = text[i:j] + "}" * depth
+                value = _json_or_yaml_flow(span)
+                if isinstance(value, (dict, list)):
+                    yield value
+                    i, found = j, True
+                    break
+                if depth == 0:
+                    break
+        if not found:
+            i += 1
+
+
+def _json_or_yaml_flow(span: str) -> Any:
+    """``span`` as JSON, else as a YAML flow mapping (``{name: Bob}``, a trailing comma),
+    as promptfoo reads it; None when it is neither."""
+    parsed = strict_json(span)
+    if parsed.error is None:
+        return parsed.value
+    # ruamel.yaml is imported only by graders that look for JSON in prose.
+    from ruamel.yaml import YAML
+    from ruamel.yaml.error import YAMLError
+
+    try:
+        return YAML(typ="safe", pure=True).load(span)
+    except (YAMLError, ValueError, RecursionError):
+        return None
 
 
 def _regex(text: str, config: schema.Output) -> Parsed:

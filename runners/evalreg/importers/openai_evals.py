@@ -24,6 +24,7 @@ from evalreg.importers.base import (
     selection_doc,
     to_plain,
 )
+from evalreg.importers.openai_modelgraded import Spec, read_spec
 from evalreg.importers.templates import literal
 from evalreg.importers.writer import Draft, write_draft
 from evalreg.registry import schema
@@ -33,25 +34,58 @@ MAX_BAD_LINES = 20
 _CRITERIA: dict[str, dict[str, Any]] = {
     "match": {
         "id": "match",
-        "description": "The output, without surrounding whitespace, is exactly the sample's "
-        "ideal answer (expected.ideal).",
-        "grader": {"type": "exact", "expected_field": "ideal"},
+        "description": "The output, exactly as returned, starts with one of the sample's ideal "
+        "answers (expected.ideal), as OpenAI evals' Match decides.",
+        "grader": {
+            "type": "exact",
+            "expected_field": "ideal",
+            "raw": True,
+            "compare": "prefix",
+            "match": "any",
+        },
     },
     "includes": {
         "id": "includes",
-        "description": "The output contains the sample's ideal answer (expected.ideal), "
-        "case-sensitive.",
-        "grader": {"type": "contains", "expected_field": "ideal", "ignore_case": False},
+        "description": "The output contains one of the sample's ideal answers (expected.ideal), "
+        "case-sensitive, as OpenAI evals' Includes decides.",
+        "grader": {
+            "type": "contains",
+            "expected_field": "ideal",
+            "raw": True,
+            "ignore_case": False,
+            "match": "any",
+        },
     },
     "fuzzy_match": {
         "id": "fuzzy_match",
-        "description": "The output is the sample's ideal answer (expected.ideal) once case, "
-        "punctuation and spacing are ignored.",
-        "grader": {"type": "normalized", "expected_field": "ideal"},
+        "description": "Once lower-cased, without punctuation, articles and extra spaces, the "
+        "output contains one of the sample's ideal answers (expected.ideal) or is contained "
+        "in it, as OpenAI evals' FuzzyMatch decides.",
+        "grader": {
+            "type": "normalized",
+            "expected_field": "ideal",
+            "form": "squad",
+            "compare": "overlap",
+            "match": "any",
+        },
+    },
+    "json_match": {
+        "id": "json_match",
+        "description": "The output, parsed as one JSON document, equals one of the sample's "
+        "ideal answers (expected.ideal) component by component, as OpenAI evals' JsonMatch "
+        "decides (a missing key or a null never matches).",
+        "grader": {
+            "type": "exact",
+            "expected_field": "ideal",
+            "compare": "components",
+            "match": "any",
+        },
     },
 }
 """The criterion each kind of eval (OpenAI evals' class) grades with."""
 KINDS = tuple(_CRITERIA)
+_OUTPUTS: dict[str, dict[str, str]] = {"json_match": {"parser": "json", "extract": "strict"}}
+"""The task's output parser a kind needs (JsonMatch reads the whole output as JSON)."""
 _FEW_SHOT = {"example_user": "user", "example_assistant": "assistant"}
 """OpenAI evals writes few-shot turns as system messages named for the role they play."""
 
@@ -63,6 +97,8 @@ def import_openai_evals(
     name: str,
     pins: Sequence[str],
     kind: str = "match",
+    modelgraded: Path | None = None,
+    judge: str | None = None,
 ) -> ImportResult:
     """Write the registry files for the OpenAI evals samples file ``samples`` into ``out_root``.
 
@@ -71,8 +107,12 @@ def import_openai_evals(
         out_root: the registry repository root.
         name: the id of the task, rubric, use case and eval set (``evalsets/<name>.jsonl``).
         pins: existing model pins to compare, one candidate each; the first is declared.
-        kind: the eval class the samples were written for: ``match`` (exact answer),
-            ``includes`` (the answer appears in the output) or ``fuzzy_match``.
+        kind: the eval class the samples were written for: ``match`` (the output starts
+            with an ideal answer), ``includes`` (an ideal answer appears in the output),
+            ``fuzzy_match``, ``json_match`` (the output, as JSON, equals an ideal one).
+        modelgraded: an OpenAI evals model-graded spec file (``fact.yaml``, ...): its
+            prompt grades instead of ``kind``, with ``judge`` as the grading model.
+        judge: the existing pin that grades a model-graded spec.
 
     Raises:
         ImportProblem: a pin does not exist, the file is not JSONL, no sample maps, or the
@@ -89,8 +129,11 @@ def import_openai_evals(
         require_pin(out_root, pin, "--pin")
     if len(set(pins)) != len(pins):
         raise ImportProblem("--pin: each pin once")
+    spec = _spec(modelgraded, judge, out_root)
+    criterion = criterion_for(kind) if spec is None else spec.criterion
+    label = kind if modelgraded is None else f"model-graded {modelgraded.stem}"
     log = ImportLog()
-    rows = _rows(samples, log)
+    rows = _rows(samples, log, spec, kind)
     if not rows:
         raise ImportProblem(
             f"{samples}: no sample maps to an eval item"
@@ -103,16 +146,16 @@ def import_openai_evals(
         "rubrics",
         name,
         rubric_doc(
-            f"Answers to the OpenAI evals samples {samples.name} ({kind}), checked against each "
-            "sample's ideal answer.",
-            [_CRITERIA[kind]],
+            f"Answers to the OpenAI evals samples {samples.name} ({label}), checked against "
+            + ("each sample's ideal answer." if spec is None else "a judge's choice."),
+            [criterion],
         ),
     )
     prompt: dict[str, Any] = {"template": ""}  # every item is a conversation: no template
     if system is not None:
         prompt = {"system": literal(system), **prompt}
     description = (
-        f"Imported from the OpenAI evals samples {samples.name} ({kind}): each item is a "
+        f"Imported from the OpenAI evals samples {samples.name} ({label}): each item is a "
         "conversation, and the model writes the next assistant turn."
     )
     draft.add_yaml(
@@ -124,19 +167,32 @@ def import_openai_evals(
             "evalset": evalset,
             "prompt": prompt,
             "rubric": name,
+            **({"output": output_for(kind)} if spec is None and kind in _OUTPUTS else {}),
         },
     )
     candidates = [{"id": pin, "pin": pin} for pin in pins]
-    draft.add_yaml("selections", name, selection_doc(f"{name} ({kind})", name, candidates, SOURCE))
+    draft.add_yaml("selections", name, selection_doc(f"{name} ({label})", name, candidates, SOURCE))
     draft.add_jsonl(evalset, rows)
     return log.result(write_draft(out_root, draft), evalset)
 
 
-def _rows(samples: Path, log: ImportLog) -> list[dict[str, Any]]:
+def _spec(modelgraded: Path | None, judge: str | None, out_root: Path) -> Spec | None:
+    if modelgraded is None:
+        if judge is not None:
+            raise ImportProblem("--judge grades a model-graded spec: give --modelgraded SPEC")
+        return None
+    if judge is None:
+        raise ImportProblem("a model-graded spec needs a judge model: --judge PIN")
+    require_pin(out_root, judge, "--judge")
+    return read_spec(modelgraded, judge)
+
+
+def _rows(
+    samples: Path, log: ImportLog, spec: Spec | None = None, kind: str = "match"
+) -> list[dict[str, Any]]:
     """One item per sample that maps; a line that is not a JSON object is an error."""
     bad: list[str] = []
     rows: list[dict[str, Any]] = []
-    several: list[str] = []
     for lineno, line in enumerate(read_text(samples).splitlines(), start=1):
         if not line.strip():
             continue
@@ -154,14 +210,12 @@ def _rows(samples: Path, log: ImportLog) -> list[dict[str, Any]]:
         where = f"line {lineno}"
         try:
             messages = _messages(sample.get("input"), log)
-            ideals = _ideals(sample.get("ideal"))
+            expected = (
+                expected_for(sample.get("ideal"), kind) if spec is None else _read(sample, spec)
+            )
         except NotMapped as exc:
             log.skip(where, f"{exc}; the sample is not imported")
             continue
-        expected: dict[str, Any] = {"ideal": ideals[0]}
-        if len(ideals) > 1:
-            expected["ideal_alternatives"] = ideals[1:]
-            several.append(str(lineno))
         extra = {k: v for k, v in sample.items() if k not in ("input", "ideal")}
         rows.append(
             {
@@ -175,13 +229,44 @@ def _rows(samples: Path, log: ImportLog) -> list[dict[str, Any]]:
     if bad:
         shown = "\n  ".join(bad[:MAX_BAD_LINES])
         raise ImportProblem(f"{samples}: not OpenAI evals samples (JSONL):\n  {shown}")
-    if several:
-        log.skip(
-            f"lines {', '.join(several)}",
-            "several ideal answers; evalreg grades against the first and keeps the others in "
-            "expected.ideal_alternatives",
-        )
     return rows
+
+
+def _read(sample: dict[str, Any], spec: Spec) -> dict[str, Any]:
+    """What a model-graded spec's prompt reads from a sample besides its input."""
+    missing = [f for f in spec.fields if f not in sample]
+    if missing:
+        raise NotMapped(f"the spec's prompt reads {', '.join(missing)}, which the sample lacks")
+    return {f: to_plain(sample[f]) for f in spec.fields}
+
+
+def criterion_for(kind: str) -> dict[str, Any]:
+    """The rubric criterion that decides as OpenAI evals' class ``kind`` does."""
+    return _CRITERIA[kind]
+
+
+def output_for(kind: str) -> dict[str, str]:
+    """The task's ``output`` for OpenAI evals' class ``kind`` (empty: the default, text)."""
+    return dict(_OUTPUTS.get(kind, {}))
+
+
+def expected_for(ideal: Any, kind: str = "match") -> dict[str, Any]:
+    """A sample's ``expected``: its ideal answer, or the list of them when it gives several
+    (every criterion accepts any one of them, as OpenAI evals does). For ``json_match``,
+    the list of the JSON values the ideal answers spell, always a list (an ideal answer
+    may itself be a JSON list).
+
+    Raises:
+        NotMapped: ``ideal`` is neither an answer nor a list of them (of JSON documents,
+            for ``json_match``).
+    """
+    ideals = _ideals(ideal)
+    if kind == "json_match":
+        try:
+            return {"ideal": [json.loads(i) for i in ideals]}
+        except ValueError:
+            raise NotMapped("an ideal answer is not a JSON document") from None
+    return {"ideal": ideals[0] if len(ideals) == 1 else ideals}
 
 
 def _messages(raw: Any, log: ImportLog) -> list[dict[str, str]]:
@@ -203,6 +288,12 @@ def _messages(raw: Any, log: ImportLog) -> list[dict[str, str]]:
         if role not in ("system", "user", "assistant"):
             raise NotMapped(f"a message with role {role!r}")
         out.append({"role": role, "content": message["content"]})
+    if all(m["role"] == "system" for m in out):
+        log.note(
+            "conversations of system messages only became one user turn with their text "
+            "(an evalreg conversation ends with a user turn)"
+        )
+        return [{"role": "user", "content": "\n\n".join(m["content"] for m in out)}]
     if out[-1]["role"] != "user":
         raise NotMapped("the conversation does not end with a user turn")
     return out

@@ -15,6 +15,7 @@ import io
 import itertools
 import json
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -48,10 +49,29 @@ from evalreg.templating import variables
 
 SOURCE = "promptfoo"
 _TOP_LEVEL = frozenset(
-    {"description", "prompts", "providers", "targets", "tests", "defaultTest", "evaluateOptions"}
+    {
+        "description",
+        "prompts",
+        "providers",
+        "targets",
+        "tests",
+        "defaultTest",
+        "evaluateOptions",
+        "assertionTemplates",  # read through the $refs that name its entries
+    }
 )
 _TEST_KEYS = frozenset({"vars", "assert", "description", "metadata", "options"})
-_OPTION_KEYS = frozenset({"provider", "disableDefaultAsserts"})
+_OPTION_KEYS = frozenset({"provider", "disableDefaultAsserts", "transform"})
+_OPTION_WHY = {
+    "prefix": "a text promptfoo adds before the prompt; put it in the task's template",
+    "suffix": "a text promptfoo adds after the prompt; put it in the task's template",
+    "rubricPrompt": "evalreg's imported judge prompt is its own; edit the criterion's prompt",
+}
+"""Why a test option has no mapping (others: "not mapped")."""
+_TRANSFORM_WHY = (
+    "options.transform runs code on the output before its asserts, so they would grade "
+    "another text; the test's asserts are not imported"
+)
 _PROVIDER_KEYS = frozenset({"id", "label", "config"})
 _CONNECTION = frozenset({"apiBaseUrl", "apiHost", "apiKey", "apiKeyEnvar"})
 _PARAMS = {
@@ -88,14 +108,93 @@ _DATED = re.compile(r"(?:\d{4}-\d{2}-\d{2}|\d{8})$")
 """A model id that ends in a snapshot date, as pinned models do."""
 _CODE_SUFFIXES = (".py", ".js", ".ts", ".mjs", ".cjs")
 _GLOB = re.compile(r"[*?\[]")
+_CSV_TYPES = (
+    "agent-rubric",
+    "answer-relevance",
+    "bleu",
+    "classifier",
+    "contains",
+    "contains-all",
+    "contains-any",
+    "contains-html",
+    "contains-json",
+    "contains-sql",
+    "contains-xml",
+    "context-faithfulness",
+    "context-recall",
+    "context-relevance",
+    "conversation-relevance",
+    "cost",
+    "equals",
+    "factuality",
+    "finish-reason",
+    "g-eval",
+    "gleu",
+    "guardrails",
+    "icontains",
+    "icontains-all",
+    "icontains-any",
+    "is-html",
+    "is-json",
+    "is-refusal",
+    "is-sql",
+    "is-valid-function-call",
+    "is-valid-openai-function-call",
+    "is-valid-openai-tools-call",
+    "is-xml",
+    "javascript",
+    "latency",
+    "levenshtein",
+    "llm-rubric",
+    "pi",
+    "meteor",
+    "model-graded-closedqa",
+    "model-graded-factuality",
+    "moderation",
+    "perplexity",
+    "perplexity-score",
+    "python",
+    "regex",
+    "rouge-n",
+    "ruby",
+    "similar",
+    "similar:cosine",
+    "similar:dot",
+    "similar:euclidean",
+    "starts-with",
+    "tool-call-f1",
+    "skill-used",
+    "trajectory:goal-success",
+    "trajectory:tool-args-match",
+    "trajectory:step-count",
+    "trajectory:tool-sequence",
+    "trajectory:tool-used",
+    "trace-error-spans",
+    "trace-span-count",
+    "trace-span-duration",
+    "search-rubric",
+    "webhook",
+    "word-count",
+)
+"""promptfoo 0.121.20's assert types (``BaseAssertionTypesSchema``), in its order."""
 _CSV_ASSERT = re.compile(
-    r"^(not-)?(equals|contains|icontains|contains-all|contains-any|icontains-all|icontains-any"
-    r"|starts-with|regex|is-json|contains-json|javascript|python|similar|levenshtein|"
-    r"llm-rubric|model-graded-closedqa|factuality|answer-relevance|cost|latency|"
-    r"perplexity|rouge-n|bleu|classifier|webhook|is-sql|is-xml|contains-xml)"
-    r"(?:\((\d+(?:\.\d+)?)\))?(?::([\s\S]*))?$"
+    "^(not-)?("
+    + "|".join(map(re.escape, _CSV_TYPES))
+    + r")(?:\((\d+(?:\.\d+)?)\))?(?::([\s\S]*))?$"
 )
 """An assert written in a CSV ``__expected`` column: ``[not-]type[(threshold)][:value]``."""
+_REMOTE_TESTS = (
+    ("huggingface://datasets/", "a Hugging Face dataset"),
+    ("https://docs.google.com/spreadsheets/", "a Google Sheet"),
+    ("az://", "Azure Blob Storage"),
+    ("https://", "a URL"),
+    ("http://", "a URL"),
+)
+"""Where promptfoo fetches tests from, by prefix (SharePoint links are https:// URLs)."""
+_CSV_UNTRIMMED = frozenset({"contains-json", "is-json"})
+"""Assert types whose CSV value promptfoo keeps untrimmed (the rest it trims)."""
+_CSV_SEPARATOR = re.compile(r"(?<!\\),")
+"""Between the values of a ``__metadata:<key>[]`` column: a comma not escaped as ``\\,``."""
 
 
 @dataclass(frozen=True)
@@ -115,6 +214,8 @@ class _Test:
     metadata: dict[str, Any] = field(default_factory=dict)
     grader: Any = None
     """The model promptfoo grades model-graded asserts with (``options.provider``)."""
+    transformed: bool = False
+    """``options.transform`` changes the output before the asserts see it."""
 
 
 def import_promptfoo(
@@ -127,7 +228,8 @@ def import_promptfoo(
         out_root: the registry repository root.
         name: the id of the task, rubric, use case and eval set (``evalsets/<name>.jsonl``);
             model pins are named ``<name>-<provider label or model>``.
-        judge: an existing pin that grades ``llm-rubric`` asserts whose config names no
+        judge: an existing pin that grades model-graded asserts (``llm-rubric``,
+            ``factuality``, ``model-graded-closedqa``) whose config names no
             grading provider (``defaultTest.options.provider``); without either, those
             asserts are not mapped.
 
@@ -141,6 +243,7 @@ def import_promptfoo(
     data = read_yaml(config)
     if not isinstance(data, dict):
         raise ImportProblem(f"{config}: expected a promptfoo config (a YAML mapping)")
+    data = _dereferenced(data, data, "")
     log = ImportLog()
     base = config.parent
     for key in sorted(set(data) - _TOP_LEVEL):
@@ -204,22 +307,68 @@ def _checks(
             if judge is not None:
                 return judge
             raise NotMapped(
-                "llm-rubric needs a judge model: set defaultTest.options.provider, or pass "
-                "--judge PIN"
+                "a model-graded assert needs a judge model: set defaultTest.options.provider, "
+                "or pass --judge PIN"
             )
 
         return resolve
 
     out: list[list[Check]] = []
     for test in tests:
-        mine = []
-        for where, raw in test.asserts:
+        mine: list[Check] = []
+        if test.transformed:
+            log.skip(test.where, _TRANSFORM_WHY)
+            out.append(mine)
+            continue
+        for where, raw, weight, why in _flattened(test.asserts):
+            if why is not None:
+                log.skip(where, why)
+                continue
             try:
-                mine.append(to_check(raw, where, test.vars, judge_for(test)))
+                check = to_check(raw, where, test.vars, judge_for(test))
             except NotMapped as exc:
                 log.skip(where, str(exc))
+                continue
+            mine.append(dataclasses.replace(check, weight=check.weight * weight))
         out.append(mine)
     return out
+
+
+def _flattened(asserts: list[tuple[str, Any]]) -> Iterator[tuple[str, Any, float, str | None]]:
+    """Each assert with the share of weight its assert-set gives it (1 outside a set), or
+    why the set does not map.
+
+    An assert-set without a threshold passes when every one of its asserts does, so its
+    asserts are criteria of their own, its weight shared as their weights share it, as
+    promptfoo scores it. One with a threshold passes on a share of them, which no
+    criterion does.
+    """
+    for where, raw in asserts:
+        if not (isinstance(raw, dict) and raw.get("type") == "assert-set"):
+            yield where, raw, 1.0, None
+            continue
+        children = raw.get("assert")
+        share = raw.get("weight", 1)
+        weights = [c.get("weight", 1) if isinstance(c, dict) else 1 for c in children or []]
+        if raw.get("threshold") is not None:
+            yield where, raw, 1.0, _SET_THRESHOLD_WHY
+        elif not isinstance(children, list) or not children:
+            yield where, raw, 1.0, "an assert-set needs a list of asserts ('assert')"
+        elif not all(_positive(w) for w in [share, *weights]):
+            yield where, raw, 1.0, "an assert-set's weights are positive numbers"
+        else:
+            for k, child in enumerate(children):
+                yield f"{where}.assert[{k}]", child, share / sum(weights), None
+
+
+def _positive(weight: Any) -> bool:
+    return isinstance(weight, (int, float)) and not isinstance(weight, bool) and weight > 0
+
+
+_SET_THRESHOLD_WHY = (
+    "an assert-set with a threshold passes when a share of its asserts do; evalreg "
+    "criteria pass or fail one by one"
+)
 
 
 def _task_doc(
@@ -233,13 +382,49 @@ def _task_doc(
         "rubric": name,
     }
     if found.parser == "json":
-        # A json_schema criterion without its own schema checks the task's: any JSON.
-        bare = any(
-            c["grader"]["type"] == "json_schema" and "schema" not in c["grader"]
-            for c in found.criteria
-        )
-        task["output"] = {"parser": "json"} | ({"schema": {}} if bare else {})
+        task["output"] = {"parser": "json", "extract": "strict"}
     return task
+
+
+def _dereferenced(value: Any, root: dict[str, Any], where: str, depth: int = 0) -> Any:
+    """``value`` with every ``$ref: '#/a/b'`` replaced by what it points to in the config, as
+    promptfoo's reference parser does (keys beside ``$ref`` extend what it points to).
+
+    Raises:
+        ImportProblem: a reference points outside the config, to nothing, or in a loop.
+    """
+    if isinstance(value, list):
+        return [_dereferenced(v, root, f"{where}[{i}]", depth) for i, v in enumerate(value)]
+    if not isinstance(value, dict):
+        return value
+    if "$ref" not in value:
+        return {
+            k: _dereferenced(v, root, f"{where}.{k}".lstrip("."), depth) for k, v in value.items()
+        }
+    ref = value["$ref"]
+    if not isinstance(ref, str) or not ref.startswith("#/"):
+        raise ImportProblem(
+            f"{where}: $ref {ref!r}: only references within the config ('#/...') are read"
+        )
+    if depth > _MAX_REF_DEPTH:
+        raise ImportProblem(f"{where}: $ref {ref!r} refers to itself")
+    target: Any = root
+    for part in ref[2:].split("/"):
+        part = part.replace("~1", "/").replace("~0", "~")
+        if isinstance(target, dict) and part in target:
+            target = target[part]
+        elif isinstance(target, list) and part.isdigit() and int(part) < len(target):
+            target = target[int(part)]
+        else:
+            raise ImportProblem(f"{where}: $ref {ref!r} points to nothing in the config")
+    resolved = _dereferenced(target, root, where, depth + 1)
+    rest = {k: v for k, v in value.items() if k != "$ref"}
+    if rest and isinstance(resolved, dict):
+        resolved = resolved | _dereferenced(rest, root, where, depth)
+    return resolved
+
+
+_MAX_REF_DEPTH = 32
 
 
 # ---------------------------------------------------------------- providers -> pins
@@ -464,11 +649,11 @@ def _prompt_from_text(text: str, where: str, label: str | None, *, chat_json: bo
 
 
 def _prompt_from_chat(messages: Any, where: str, label: str | None) -> _Prompt:
-    """A chat prompt of an optional system message and one user message."""
-    if not isinstance(messages, list) or not all(
-        isinstance(m, dict) and isinstance(m.get("content"), str) for m in messages
-    ):
+    """A chat prompt of an optional system message and one user message; a message's
+    content is text, or a list of text parts (``{type: text, text: ...}``)."""
+    if not isinstance(messages, list) or not all(isinstance(m, dict) for m in messages):
         raise NotMapped("a chat prompt is a list of {role, content} messages with text content")
+    messages = [m | {"content": _content_text(m.get("content"))} for m in messages]
     roles = [m.get("role") for m in messages]
     if roles not in (["user"], ["system", "user"]):
         raise NotMapped(
@@ -477,6 +662,29 @@ def _prompt_from_chat(messages: Any, where: str, label: str | None) -> _Prompt:
         )
     system = messages[0]["content"] if len(messages) == 2 else None
     return _Prompt(where, label, system, messages[-1]["content"])
+
+
+def _content_text(content: Any) -> str:
+    """A message's text: its content, or its one text part.
+
+    Raises:
+        NotMapped: the content is not text, or has parts other than one text part.
+    """
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list) and all(isinstance(p, dict) for p in content):
+        kinds = [p.get("type") for p in content]
+        if kinds == ["text"] and isinstance(content[0].get("text"), str):
+            return str(content[0]["text"])
+        if any(k != "text" for k in kinds):
+            others = sorted({str(k) for k in kinds if k != "text"})
+            raise NotMapped(
+                f"a chat message with {', '.join(others)} content parts: evalreg sends text only"
+            )
+        raise NotMapped(
+            "a chat message of several text parts: a task's template is one text; join them"
+        )
+    raise NotMapped("a chat prompt is a list of {role, content} messages with text content")
 
 
 def _prompt_doc(prompt: _Prompt) -> dict[str, Any]:
@@ -494,7 +702,7 @@ def _tests(data: dict[str, Any], base: Path, log: ImportLog) -> list[_Test]:
     for key in sorted(set(default) - _TEST_KEYS):
         log.skip(f"defaultTest.{key}", "not mapped")
     for key in sorted(set(_mapping(default, "options", "defaultTest")) - _OPTION_KEYS):
-        log.skip(f"defaultTest.options.{key}", "not mapped")
+        log.skip(f"defaultTest.options.{key}", _OPTION_WHY.get(key, "not mapped"))
     raw = data.get("tests")
     entries = raw if isinstance(raw, list) else [raw] if raw is not None else []
     tests: list[_Test] = []
@@ -506,11 +714,21 @@ def _tests(data: dict[str, Any], base: Path, log: ImportLog) -> list[_Test]:
         else:
             tests.extend(_expand(_test(entry, f"tests[{i}]", default, log), base, log))
     if not tests:
-        raise ImportProblem("the config has no tests to import")
+        raise ImportProblem(
+            "the config has no tests to import" + "".join(f"\n  {m}" for m in log.not_mapped)
+        )
     return tests
 
 
 def _tests_from_files(ref: str, base: Path, default: dict[str, Any], log: ImportLog) -> list[_Test]:
+    remote = next((name for prefix, name in _REMOTE_TESTS if ref.startswith(prefix)), None)
+    if remote is not None:
+        log.skip(
+            ref,
+            f"tests from {remote} are not downloaded by an import: save them as a CSV or "
+            "JSONL file next to the config and point 'tests' at it",
+        )
+        return []
     out = []
     for path in _files(ref, base):
         if path.suffix in _CODE_SUFFIXES or ":" in path.name:
@@ -531,27 +749,68 @@ def _tests_from_files(ref: str, base: Path, default: dict[str, Any], log: Import
 
 
 def _csv_test(row: dict[str, Any], where: str, log: ImportLog) -> dict[str, Any]:
-    """A CSV row as a test: columns are vars, ``__expected*`` columns asserts."""
+    """A CSV row as a test, read as promptfoo reads one: column names trimmed, vars kept as
+    written, ``__expected*`` columns asserts, ``__metadata:<key>`` (a list with ``[]``)."""
     test: dict[str, Any] = {"vars": {}, "assert": [], "metadata": {}}
+    thresholds: dict[int, float] = {}
     for column, value in row.items():
-        column, value = str(column), value or ""
+        column, value = str(column).strip(), value or ""
         if column.startswith("__expected"):
             if value.strip():
-                test["assert"].append(_csv_assert(value))
+                test["assert"].append(_csv_assert(value.strip()))
         elif column == "__description":
-            test["description"] = value
+            if value:
+                test["description"] = value
         elif column.startswith("__metadata:"):
-            test["metadata"][column.removeprefix("__metadata:")] = value
+            key = column.removeprefix("__metadata:")
+            if not value.strip():
+                continue
+            if key.endswith("[]"):
+                parts = _CSV_SEPARATOR.split(value)
+                test["metadata"][key[:-2]] = [p.strip().replace("\\,", ",") for p in parts]
+            else:
+                test["metadata"][key] = value
+        elif column.startswith("__config:"):
+            _csv_config(column, value, where, thresholds)
         elif column.startswith("__"):
             if value.strip():
-                log.skip(f"{where} {column}", "not mapped")
+                log.skip(f"{where} {column}", _CSV_WHY.get(column, "not mapped"))
         else:
             test["vars"][column] = value
+    for index, threshold in thresholds.items():
+        if index < len(test["assert"]):  # the n-th assert written, as promptfoo counts
+            test["assert"][index]["threshold"] = threshold
+            test["metadata"]["threshold"] = threshold
     return test
 
 
+def _csv_config(column: str, value: str, where: str, thresholds: dict[int, float]) -> None:
+    """A ``__config:__expected<N>:threshold`` column: the threshold of the N-th assert."""
+    parts = column.removeprefix("__config:").split(":")
+    found = re.fullmatch(r"__expected(\d*)", parts[0]) if len(parts) == 2 else None
+    index = (int(found.group(1) or 1) - 1) if found else -1
+    if found is None or index < 0 or parts[1] != "threshold":
+        raise ImportProblem(
+            f"{where}: column {column!r}: expected __config:__expected<N>:threshold"
+        )
+    number = value.strip()
+    if not re.fullmatch(r"[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?", number):
+        raise ImportProblem(f"{where}: column {column!r}: {value!r} is not a number")
+    thresholds[index] = float(number)
+
+
+_CSV_WHY = {
+    "__prefix": "a text promptfoo adds before the prompt; put it in the task's template",
+    "__suffix": "a text promptfoo adds after the prompt; put it in the task's template",
+    "__providerOutput": "a recorded output, not a model call; evalreg records its own",
+    "__metric": "named metrics are not mapped; each criterion is its own column",
+    "__threshold": "a test's pass threshold is not mapped; set the rubric's levels",
+}
+"""Why a special CSV column has no mapping."""
+
+
 def _csv_assert(text: str) -> dict[str, Any]:
-    """An assert from its CSV form, as promptfoo reads it; plain text means ``equals``."""
+    """An assert from its (trimmed) CSV form, as promptfoo reads it; plain text is ``equals``."""
     for prefix, kind in (
         ("javascript:", "javascript"),
         ("fn:", "javascript"),
@@ -568,9 +827,10 @@ def _csv_assert(text: str) -> dict[str, Any]:
     if match is None:
         return {"type": "equals", "value": text}
     negated, kind, threshold, value = match.groups()
-    out: dict[str, Any] = {"type": (negated or "") + kind, "value": value or ""}
-    if kind.endswith(("-all", "-any")):
-        out["value"] = [v.strip() for v in (value or "").split(",")]
+    out: dict[str, Any] = {"type": (negated or "") + kind, "value": value}
+    # A list of texts stays one text here: the assert splits it as promptfoo does.
+    if value is not None and kind not in _CSV_UNTRIMMED and not kind.endswith(("-all", "-any")):
+        out["value"] = value.strip()
     if threshold is not None:
         out["threshold"] = float(threshold)
     return out
@@ -583,7 +843,7 @@ def _test(raw: Any, where: str, default: dict[str, Any], log: ImportLog) -> _Tes
         log.skip(f"{where}.{key}", "not mapped")
     own_options = _mapping(raw, "options", where)
     for key in sorted(set(own_options) - _OPTION_KEYS):
-        log.skip(f"{where}.options.{key}", "not mapped")
+        log.skip(f"{where}.options.{key}", _OPTION_WHY.get(key, "not mapped"))
     options = _mapping(default, "options", "defaultTest") | own_options
     own = [(f"{where}.assert[{k}]", a) for k, a in enumerate(_list(raw, "assert", where))]
     inherited = [
@@ -598,6 +858,7 @@ def _test(raw: Any, where: str, default: dict[str, Any], log: ImportLog) -> _Tes
         description=description if isinstance(description, str) else None,
         metadata=_mapping(default, "metadata", "defaultTest") | _mapping(raw, "metadata", where),
         grader=options.get("provider"),
+        transformed=options.get("transform") is not None,
     )
 
 

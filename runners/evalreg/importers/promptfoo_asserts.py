@@ -20,6 +20,7 @@ from jsonschema import SchemaError
 from jsonschema.validators import validator_for
 
 from evalreg.importers.base import IdPool, ImportLog, NotMapped
+from evalreg.importers.templates import literal
 from evalreg.templating import RenderError, render
 
 Slot = Literal["value", "pattern", "schema", "rubric"]
@@ -31,6 +32,35 @@ JUDGE_PROMPT = (
     "Grade the output against the rubric.\n\nRubric: {rubric}\n\nOutput:\n{{{{ output }}}}\n"
 )
 JUDGE_PROMPT_VERSION = "promptfoo-llm-rubric-1"
+FACTUALITY_PROMPT = (
+    "Compare the factual content of the output with the reference answer. Ignore style, "
+    "grammar and punctuation.\n\nReference answer: {rubric}\n\nOutput:\n{{{{ output }}}}\n\n"
+    "Decide which holds: (A) the output is a subset of the reference and consistent with it; "
+    "(B) it is a superset, consistent with it; (C) it has the same details; (D) it disagrees "
+    "with the reference; (E) they differ in ways that do not matter for factuality. Score 0 "
+    "for (D) and 1 otherwise.\n"
+)
+"""The judge prompt of promptfoo's ``factuality`` assert, which passes every choice but (D)."""
+CLOSEDQA_PROMPT = (
+    "Does the output meet the criterion?\n\nCriterion: {rubric}\n\nOutput:\n{{{{ output }}}}\n\n"
+    "Score 1 if it meets the criterion and 0 if it does not.\n"
+)
+"""The judge prompt of promptfoo's ``model-graded-closedqa`` assert (a yes or no)."""
+_JUDGED = {
+    "llm-rubric": (JUDGE_PROMPT, None, JUDGE_PROMPT_VERSION),
+    "factuality": (
+        FACTUALITY_PROMPT,
+        "The output agrees with the reference answer {v}",
+        "promptfoo-factuality-1",
+    ),
+    "model-graded-closedqa": (
+        CLOSEDQA_PROMPT,
+        "The output meets the criterion {v}",
+        "promptfoo-closedqa-1",
+    ),
+}
+"""Asserts a judge grades: its prompt, its description (None: the rubric is the
+description) and the prompt's version."""
 SLICE_PREFIX = "assert-"
 _KEYS = frozenset({"type", "value", "threshold", "weight", "metric", "provider"})
 _NEEDS_CODE = frozenset({"javascript", "python", "ruby", "webhook"})
@@ -41,7 +71,6 @@ _WHY = {
     "cost": "gate the selection on cost_per_item_usd instead",
     "latency": "gate the selection on latency_p95_ms instead",
 }
-_JSON_CHECKS = frozenset({"is-json", "contains-json"})
 
 JudgeFor = Callable[[Any], str]
 """The judge pin for an assert's ``provider`` (None: the test's grader); raises NotMapped."""
@@ -67,6 +96,10 @@ class Check:
     merge: bool = False
     """Several on one test join into one list of needles (contains, not-contains)."""
     weight: float = 1.0
+    prompt: str = JUDGE_PROMPT
+    """For a judged check: the judge prompt, ``{rubric}`` where the value goes."""
+    describe: str | None = None
+    """For a judged check: its description, ``{v}`` the value (None: the value itself)."""
 
 
 @dataclass
@@ -123,22 +156,16 @@ def build_criteria(checks: Sequence[Sequence[Check]], log: ImportLog) -> Criteri
     """Criteria for ``checks`` (one list per item), their per-item values and slice tags."""
     groups = _groups(checks)
     count = len(checks)
-    parser: Parser = "text"
-    if any(g.check.type in _JSON_CHECKS and len(g.values) == count for g in groups):
-        parser = "json"
+    parser: Parser = "json" if any(g.check.parser == "json" for g in groups) else "text"
+    if parser == "json":
         log.note(
-            "every test asserts JSON output, so the task parses JSON (output.parser: json): "
-            "text criteria read the parsed answer as compact JSON, not the raw text, and "
-            "JSON inside a code fence or prose also counts as JSON"
+            "an equals assert compares the output as JSON, so the task parses it as one "
+            "JSON document (output: {parser: json, extract: strict}), as promptfoo's "
+            "JSON.parse does; text criteria read the raw output"
         )
     out = Criteria([], [{} for _ in checks], [[] for _ in checks], parser)
     ids = IdPool()
     for group in groups:
-        needs = group.check.parser
-        if needs is not None and needs != parser:
-            for where in group.wheres:
-                log.skip(where, _parser_conflict(group.check, parser))
-            continue
         if group.check.slot in ("value", "rubric") and len(_distinct(group.values)) > 1:
             _per_item(group, ids.claim(group.check.stem), out, count)
         else:
@@ -181,9 +208,12 @@ def _fixed(group: _Group, cid: str, members: list[int], out: Criteria, count: in
     check = group.check
     value = group.values[members[0]]
     grader = dict(check.grader)
-    if check.slot == "rubric":
+    if check.slot == "rubric" and check.describe is None:
         description = str(value)
-        grader["prompt"] = JUDGE_PROMPT.format(rubric="{{ criterion }}")
+        grader["prompt"] = check.prompt.format(rubric="{{ criterion }}")
+    elif check.slot == "rubric" and check.describe is not None:
+        description = check.describe.format(v=_shown(value)) + f" (promptfoo {check.type})."
+        grader["prompt"] = check.prompt.format(rubric=literal(str(value)))
     else:
         if value is not None:
             grader[check.slot] = value
@@ -197,8 +227,13 @@ def _per_item(group: _Group, cid: str, out: Criteria, count: int) -> None:
     grader = dict(check.grader)
     where = f"expected.{cid}"
     if check.slot == "rubric":
-        description = f"The output meets the test's rubric in {where} (promptfoo llm-rubric)."
-        grader["prompt"] = JUDGE_PROMPT.format(rubric=f'{{{{ expected["{cid}"] }}}}')
+        shown = f"the test's value in {where}"
+        description = (
+            f"The output meets the test's rubric in {where}"
+            if check.describe is None
+            else check.describe.format(v=shown)
+        ) + f" (promptfoo {check.type})."
+        grader["prompt"] = check.prompt.format(rubric=f'{{{{ expected["{cid}"] }}}}')
     else:
         grader["expected_field"] = cid
         description = _DESCRIBE[check.stem].format(v=f"the test's value in {where}")
@@ -227,17 +262,6 @@ def _criterion(
         for item in members:
             out.tags[item].append(tag)
     return criterion
-
-
-def _parser_conflict(check: Check, parser: Parser) -> str:
-    if check.type in _JSON_CHECKS:
-        return (
-            f"{check.type} applies to some tests only, and a task parses every output the "
-            "same way (set output.parser: json by hand if every output is JSON)"
-        )
-    if parser == "json":
-        return f"{check.type} compares the raw text, but the task parses JSON output"
-    return f"{check.type} with a JSON value needs JSON output (is-json on every test)"
 
 
 def _rendered(value: Any, variables: dict[str, Any]) -> Any:
@@ -276,19 +300,118 @@ def _shown(value: Any) -> str:
 def _text(value: Any, kind: str) -> str:
     if isinstance(value, bool) or not isinstance(value, (str, int, float)) or value == "":
         raise NotMapped(f"{kind} needs a text value")
+    return _js_string(value)
+
+
+def _string(value: Any, kind: str) -> str:
+    """A value promptfoo requires to be a string (a number is an error there)."""
+    if not isinstance(value, str) or value == "":
+        raise NotMapped(f"{kind} needs a text value (promptfoo refuses a number)")
+    return value
+
+
+def _js_string(value: str | float) -> str:
+    """A value as JavaScript's ``String()`` writes it (``1.0`` is ``"1"``, ``True`` ``"true"``)."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float) and value.is_integer() and abs(value) < 1e21:
+        return str(int(value))
     return str(value)
 
 
 def _texts(value: Any, kind: str) -> list[str]:
     if isinstance(value, str):
-        value = [v.strip() for v in value.split(",")]
+        value = _comma_separated(value, kind)
     if not isinstance(value, list) or not value:
         raise NotMapped(f"{kind} needs a list of texts")
     return [_text(v, kind) for v in value]
 
 
+def _comma_separated(text: str, kind: str) -> list[str]:
+    """A comma-separated list as promptfoo splits one: unquoted fields trimmed, double-quoted
+    fields kept as written (``\"`` or ``""`` for a quote inside)."""
+    fields: list[str] = []
+    i = 0
+    while i < len(text):
+        while i < len(text) and (text[i].isspace() or text[i] == ","):
+            i += 1
+        if i >= len(text):
+            break
+        if text[i] != '"':
+            end = text.find(",", i)
+            end = len(text) if end < 0 else end
+            fields.append(text[i:end].strip())
+            i = end
+            continue
+        field, i, closed = "", i + 1, False
+        while i < len(text):
+            if text[i] == "\\" and text[i + 1 : i + 2] in ('"', "\\"):
+                field, i = field + text[i + 1], i + 2
+            elif text[i : i + 2] == '""':
+                field, i = field + '"', i + 2
+            elif text[i] == '"':
+                i, closed = i + 1, True
+                break
+            else:
+                field, i = field + text[i], i + 1
+        while i < len(text) and text[i].isspace():
+            i += 1
+        if not closed or (i < len(text) and text[i] != ","):
+            raise NotMapped(f"{kind}: its quoted list {text!r} does not parse")
+        fields.append(field)
+    return fields
+
+
+_JS_SPACE = (
+    "[\\t\\n\\v\\f\\r \\u00a0\\u1680\\u2000-\\u200a\\u2028\\u2029\\u202f\\u205f\\u3000\\ufeff]"
+)
+_JS_TRANSLATIONS = {
+    "$": r"\Z",
+    ".": "[^\\n\\r\\u2028\\u2029]",
+    r"\s": _JS_SPACE,
+    r"\S": "[^" + _JS_SPACE[1:],
+}
+
+
+def js_pattern(pattern: str) -> str:
+    r"""A JavaScript regular expression (no flags) as a Python one with ``re.ASCII``.
+
+    JavaScript's ``$`` is the end of the text only, its ``.`` matches no line terminator and
+    its ``\s`` is its own set of spaces; ``\d``, ``\w`` and ``\b`` are ASCII, as ``re.ASCII``
+    makes them. Everything inside a character class is left as written.
+
+    Raises:
+        NotMapped: the pattern does not compile as a Python regular expression.
+    """
+    out: list[str] = []
+    i, in_class = 0, False
+    while i < len(pattern):
+        char = pattern[i]
+        two = pattern[i : i + 2]
+        if char == "\\":
+            out.append(two if in_class else _JS_TRANSLATIONS.get(two, two))
+            i += 2
+            continue
+        if in_class:
+            in_class = char != "]" or out[-1] == "["
+        elif char == "[":
+            in_class = True
+        elif char in "$.":
+            char = _JS_TRANSLATIONS[char]
+        out.append(char)
+        i += 1
+    translated = "".join(out)
+    try:
+        re.compile(translated, re.ASCII)
+    except re.error as exc:
+        raise NotMapped(f"{pattern!r} is not a Python regular expression ({exc})") from None
+    return translated
+
+
 # ---------------------------------------------------------------- one maker per assert type
 Maker = Callable[[str, bool, Any, dict[str, Any], JudgeFor], Check]
+_RAW: dict[str, Any] = {"raw": True}
+"""promptfoo compares the output exactly as the model returned it."""
 
 
 def _equals(kind: str, negated: bool, value: Any, raw: dict[str, Any], judge: JudgeFor) -> Check:
@@ -296,44 +419,40 @@ def _equals(kind: str, negated: bool, value: Any, raw: dict[str, Any], judge: Ju
         if negated:
             raise NotMapped("not-equals with a JSON value has no evalreg grader")
         return Check(kind, "equals", {"type": "exact"}, "value", value, _shown(value), "", "json")
-    text = _text(value, kind)
+    text = _js_string(value) if isinstance(value, (str, int, float)) else _text(value, kind)
     if negated:
         pattern = r"\A" + re.escape(text) + r"\Z"
-        grader = {"type": "regex", "must_match": False}
-        return Check(kind, kind, grader, "pattern", pattern, _shown(text), "", "text")
-    return Check(kind, kind, {"type": "exact"}, "value", text, _shown(text), "", "text")
+        grader = {"type": "regex", "must_match": False} | _RAW
+        return Check(kind, kind, grader, "pattern", pattern, _shown(text), "")
+    return Check(kind, kind, {"type": "exact"} | _RAW, "value", text, _shown(text), "")
 
 
 def _contains(kind: str, negated: bool, value: Any, raw: dict[str, Any], judge: JudgeFor) -> Check:
     folded = kind.removeprefix("not-").startswith("i")
     several = kind.endswith(("-all", "-any"))
-    if several and negated and kind.endswith("-all"):
-        raise NotMapped(f"{kind} has no evalreg grader")
     needles = _texts(value, kind) if several else [_text(value, kind)]
+    grader: dict[str, Any] = {"type": "not_contains" if negated else "contains"} | _RAW
+    grader |= {"ignore_case": True, "case": "lower"} if folded else {"ignore_case": False}
+    if kind.endswith("-all" if negated else "-any"):
+        # One needle is enough to pass (or, negated, to be absent): these do not merge.
+        grader["match"] = "any" if not negated else "all"
+        return Check(kind, kind, grader, "value", needles, _shown(needles), "")
     stem = ("not-" if negated else "") + ("icontains" if folded else "contains")
-    grader = {"type": "not_contains" if negated else "contains", "ignore_case": folded}
-    if kind.endswith("-any") and not negated:
-        pattern = "(?:" + "|".join(re.escape(n) for n in needles) + ")"
-        grader = {"type": "regex", "ignore_case": folded}
-        return Check(kind, kind, grader, "pattern", pattern, _shown(needles), "")
     return Check(kind, stem, grader, "value", needles, "", "", merge=True)
 
 
 def _regex(kind: str, negated: bool, value: Any, raw: dict[str, Any], judge: JudgeFor) -> Check:
-    pattern = _text(value, kind)
-    try:
-        re.compile(pattern)
-    except re.error as exc:
-        raise NotMapped(f"{pattern!r} is not a Python regular expression ({exc})") from None
-    grader: dict[str, Any] = {"type": "regex"} | ({"must_match": False} if negated else {})
-    return Check(kind, kind, grader, "pattern", pattern, _shown(pattern), "")
+    pattern = _string(value, kind)
+    grader: dict[str, Any] = {"type": "regex", "ascii": True} | _RAW
+    grader |= {"must_match": False} if negated else {}
+    return Check(kind, kind, grader, "pattern", js_pattern(pattern), _shown(pattern), "")
 
 
 def _starts_with(
     kind: str, negated: bool, value: Any, raw: dict[str, Any], judge: JudgeFor
 ) -> Check:
-    text = _text(value, kind)
-    grader: dict[str, Any] = {"type": "regex"} | ({"must_match": False} if negated else {})
+    text = _string(value, kind)
+    grader: dict[str, Any] = {"type": "regex"} | _RAW | ({"must_match": False} if negated else {})
     return Check(kind, kind, grader, "pattern", r"\A" + re.escape(text), _shown(text), "")
 
 
@@ -342,19 +461,21 @@ def _json(kind: str, negated: bool, value: Any, raw: dict[str, Any], judge: Judg
         raise NotMapped(f"{kind} has no evalreg grader")
     schema = _schema(value)
     shown = "" if schema is None else f" matching the schema {_shown(schema)}"
-    return Check(kind, kind, {"type": "json_schema"}, "schema", schema, shown, "", "json")
+    parse = "strict" if kind == "is-json" else "embedded"
+    grader = {"type": "json_schema", "parse": parse}
+    return Check(kind, kind, grader, "schema", {} if schema is None else schema, shown, "")
 
 
-def _llm_rubric(
-    kind: str, negated: bool, value: Any, raw: dict[str, Any], judge: JudgeFor
-) -> Check:
+def _judged(kind: str, negated: bool, value: Any, raw: dict[str, Any], judge: JudgeFor) -> Check:
     if negated:
         raise NotMapped(f"{kind} has no evalreg grader")
     rubric = _text(value, kind)
+    base = "factuality" if kind == "model-graded-factuality" else kind
+    prompt, describe, version = _JUDGED[base]
     grader: dict[str, Any] = {
         "type": "llm_judge",
         "judge": judge(raw.get("provider")),
-        "prompt_version": JUDGE_PROMPT_VERSION,
+        "prompt_version": version,
     }
     threshold = raw.get("threshold")
     if threshold is not None:
@@ -363,7 +484,9 @@ def _llm_rubric(
         if not 0 <= threshold <= 1:
             raise NotMapped(f"threshold {threshold!r}: a judge's pass threshold is in 0..1")
         grader["pass_threshold"] = float(threshold)
-    return Check(kind, kind, grader, "rubric", rubric, _shown(rubric), "")
+    return Check(
+        kind, base, grader, "rubric", rubric, _shown(rubric), "", prompt=prompt, describe=describe
+    )
 
 
 def _schema(value: Any) -> dict[str, Any] | None:
@@ -399,7 +522,10 @@ _MAKERS: dict[str, Maker] = {
     "starts-with": _starts_with,
     "is-json": _json,
     "contains-json": _json,
-    "llm-rubric": _llm_rubric,
+    "llm-rubric": _judged,
+    "factuality": _judged,
+    "model-graded-factuality": _judged,
+    "model-graded-closedqa": _judged,
 }
 _DESCRIBE = {
     "equals": "The output is exactly {v}",
@@ -410,6 +536,8 @@ _DESCRIBE = {
     "not-icontains": "The output does not contain {v}, ignoring case",
     "contains-any": "The output contains at least one of {v}",
     "icontains-any": "The output contains at least one of {v}, ignoring case",
+    "not-contains-all": "The output does not contain every one of {v}",
+    "not-icontains-all": "The output does not contain every one of {v}, ignoring case",
     "regex": "The output matches the regular expression {v}",
     "not-regex": "The output does not match the regular expression {v}",
     "starts-with": "The output starts with {v}",

@@ -1,6 +1,7 @@
 """Buy missing responses: run request jobs concurrently, store successes, count errors.
 
-This is the only place model calls happen. A job whose key is already stored is never
+This is the only place live model calls happen (``batch`` buys through batch APIs and
+stores with ``put_response``, the same records). A job whose key is already stored is never
 sent; identical jobs in one run share a single request; provider errors are returned
 (and logged by the caller), never stored, so the next run retries them.
 
@@ -23,7 +24,14 @@ from typing import Any
 
 from evalreg import redaction
 from evalreg.canonical import canonical_bytes
-from evalreg.providers.base import Messages, Provider, ProviderError, output_cap, signer
+from evalreg.providers.base import (
+    Completion,
+    Messages,
+    Provider,
+    ProviderError,
+    output_cap,
+    signer,
+)
 from evalreg.providers.http import HttpLayer, Reply
 from evalreg.registry.schema import Pin
 from evalreg.store.segments import ResponseStore, SegmentWriter, encode_record, request_key, utc_now
@@ -301,18 +309,44 @@ async def _buy(
         )
     else:
         reply = _call_local(job)
+    record = {"latency_ms": reply.latency_ms, "attempts": reply.attempts}
+    put_response(
+        store,
+        writer,
+        job.key,
+        job.provider.name,
+        job.endpoint,
+        job.sample,
+        job.content,
+        reply.completion,
+        record,
+    )
+
+
+def put_response(
+    store: ResponseStore,
+    writer: SegmentWriter | None,
+    key: str,
+    provider: str,
+    endpoint: str,
+    sample: int,
+    content: bytes,
+    completion: Completion,
+    details: dict[str, Any],
+) -> None:
+    """Store the response to the exact request ``content`` under ``key`` (redacted):
+    ``details`` says how it was bought (latency and attempts, or the batch it came in)."""
     record = {
-        "provider": job.provider.name,
-        "endpoint": job.endpoint,
-        "sample": job.sample,
-        "response": reply.completion.as_record(),
-        "latency_ms": reply.latency_ms,
-        "attempts": reply.attempts,
+        "provider": provider,
+        "endpoint": endpoint,
+        "sample": sample,
+        "response": completion.as_record(),
+        **details,
         "created_utc": utc_now(),
     }
     # The request field is the exact body sent, already canonical JSON.
     try:
-        line = encode_record(job.key, record, encoded={"request": job.content})
+        line = encode_record(key, record, encoded={"request": content})
     except ValueError as exc:  # a lone surrogate in the text, say: no record can hold it
         raise ProviderError("malformed", f"the response cannot be stored: {exc}") from None
     # Asked after the request: a provider may have made a secret for it (an access token).
@@ -325,7 +359,7 @@ async def _buy(
         line = line[:head] + redactor.data(line[head:])
     if writer is not None:
         writer.put(line)
-    store.remember(job.key, line)
+    store.remember(key, line)
 
 
 def _call_local(job: Job) -> Reply:

@@ -34,11 +34,11 @@ import random
 import re
 import ssl
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from email.utils import parsedate_to_datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import httpx
 from aiolimiter import AsyncLimiter
@@ -48,6 +48,7 @@ from evalreg.providers.base import Completion, ProviderError
 from evalreg.redaction import redact
 from evalreg.registry.schema import Limits
 
+T = TypeVar("T")
 MAX_RETRY_AFTER_S = 120.0
 MAX_HEADER_SETS = 256
 """Distinct header sets kept merged with the client's defaults (a run uses a handful)."""
@@ -275,36 +276,77 @@ class HttpLayer:
         target = self._url(url)
         timeout = self._timeout(limits.timeout_s)
         send_headers = {"content-type": "application/json", **headers}
+
+        async def attempt(number: int) -> Reply:
+            return await self._attempt(
+                client,
+                throttle,
+                target,
+                send_headers,
+                sign,
+                content,
+                timeout,
+                limits.max_response_bytes,
+                parse,
+                estimated_tokens,
+                number,
+            )
+
+        return await self._retrying(pin_id, limits, url, attempt)
+
+    async def call(
+        self,
+        pin_id: str,
+        limits: Limits,
+        method: str,
+        url: str,
+        headers: dict[str, str],
+        content: bytes = b"",
+        *,
+        content_type: str = "application/json",
+        max_bytes: int = 1 << 30,
+    ) -> bytes:
+        """One API call that is not a model request (a batch's upload, creation, status or
+        results): ``method`` ``url`` with ``content``, retried as ``post`` retries; the
+        body of its 200 answer, at most ``max_bytes`` of it. The pin's concurrency limit
+        applies; its per-minute limits count model requests only."""
+        client = self._client_of(limits.ca_bundle)
+        target = self._url(url)
+        timeout = self._timeout(limits.timeout_s)
+        send_headers = {"content-type": content_type, **headers} if content else headers
+        semaphore = self._throttle(pin_id, limits)[0]
+
+        async def attempt(number: int) -> bytes:
+            async with semaphore:
+                return await self._send(
+                    client, target, send_headers, content, timeout, max_bytes, method=method
+                )
+
+        return await self._retrying(pin_id, limits, url, attempt)
+
+    async def _retrying(
+        self, pin_id: str, limits: Limits, url: str, attempt: Callable[[int], Awaitable[T]]
+    ) -> T:
+        """``attempt(1)``, ``attempt(2)``... until one succeeds, the error is not
+        retryable or the pin's retries are spent; the pin's breaker counts the failures."""
         breaker = self._breakers.get(pin_id)
         if breaker is None:
             breaker = self._breakers[pin_id] = _Breaker()
-        attempt = 1
+        number = 1
         while True:
             breaker.check(pin_id, url)
             try:
-                reply = await self._attempt(
-                    client,
-                    throttle,
-                    target,
-                    send_headers,
-                    sign,
-                    content,
-                    timeout,
-                    limits.max_response_bytes,
-                    parse,
-                    estimated_tokens,
-                    attempt,
-                )
+                reply = await attempt(number)
             except ProviderError as exc:
                 breaker.record(exc.kind == "connection")
-                if not exc.retryable or attempt > limits.max_retries:
-                    exc.attempts = attempt
+                if not exc.retryable or number > limits.max_retries:
+                    exc.attempts = number
                     raise
-                await asyncio.sleep(self._delay(exc, attempt))
+                await asyncio.sleep(self._delay(exc, number))
             else:
                 breaker.record(False)
                 return reply
-            attempt += 1
+            number += 1
 
     async def _attempt(
         self,
@@ -343,13 +385,16 @@ class HttpLayer:
         content: bytes,
         timeout: httpx.Timeout,
         max_bytes: int,
+        *,
+        method: str = "POST",
     ) -> bytes:
-        """POST and return the body of a 200 response, at most ``max_bytes`` of it."""
+        """Send (a POST unless ``method`` says otherwise) and return the body of a 200
+        response, at most ``max_bytes`` of it."""
         try:
             # The request is built here, with the client's default headers merged once per
             # distinct header set, rather than by ``client.post`` on every call.
             request = httpx.Request(
-                "POST",
+                method,
                 url,
                 headers=self._headers(headers),
                 content=content,

@@ -16,10 +16,7 @@ def cost_micro_usd(price: schema.Price | None, completion: Completion) -> int:
     """
     if price is None:
         return 0
-    input_rate, output_rate = price.input_per_mtok, price.output_per_mtok
-    if completion.batch:
-        input_rate = _given(price.batch_input_per_mtok, input_rate)
-        output_rate = _given(price.batch_output_per_mtok, output_rate)
+    input_rate, output_rate = rates(price, batch=completion.batch)
     cached = 0
     if price.cached_input_per_mtok is not None:
         cached = min(completion.cached_input_tokens, completion.input_tokens)
@@ -32,6 +29,17 @@ def cost_micro_usd(price: schema.Price | None, completion: Completion) -> int:
     else:
         cost += output * output_rate
     return round(cost)
+
+
+def rates(price: schema.Price, *, batch: bool) -> tuple[float, float]:
+    """The (input, output) prices per million tokens of a response bought live, or through
+    a batch API (the batch prices where the pin gives them)."""
+    if not batch:
+        return price.input_per_mtok, price.output_per_mtok
+    return (
+        _given(price.batch_input_per_mtok, price.input_per_mtok),
+        _given(price.batch_output_per_mtok, price.output_per_mtok),
+    )
 
 
 def _given(rate: float | None, otherwise: float) -> float:

@@ -398,25 +398,63 @@ class _FieldGrader(_Grader):
     """Key in the item's ``expected``; absent means ``field`` (or the whole expected)."""
 
 
-class ExactGrader(_FieldGrader):
+Case = Literal["casefold", "lower"]
+"""How ``ignore_case`` folds: Unicode case folding (``Straße`` is ``strasse``), or lower-casing
+as JavaScript's ``toLowerCase`` and Python's ``str.lower`` do (``Straße`` stays ``straße``)."""
+Match = Literal["all", "any"]
+"""Of several expected values: ``all`` must hold; ``any`` one is enough."""
+
+
+class _TextGrader(_FieldGrader):
+    raw: bool = False
+    """True: compare the output exactly as the model returned it (whitespace kept, not
+    parsed), not the parsed answer; ``field`` is then not allowed."""
+
+    @model_validator(mode="after")
+    def _raw_whole(self) -> _TextGrader:
+        if self.raw and self.field is not None:
+            raise ValueError("'raw' compares the whole output: give no 'field'")
+        return self
+
+
+class ExactGrader(_TextGrader):
     type: Literal["exact"]
     value: Any = None
     """The value to equal; absent means the item's expected value (or its ``expected_field``)."""
     ignore_case: bool = False
+    case: Case = "casefold"
+    match: Match = "all"
+    """``any``: the expected value is a list of acceptable answers (a lone value is a list
+    of one), and equalling one of them passes."""
+    compare: Literal["equal", "prefix", "components"] = "equal"
+    """``prefix``: the answer (as text) starts with the expected text. ``components``: JSON
+    compared component by component as OpenAI evals' JsonMatch does: objects over the union
+    of their keys, lists in order and of one length, other values by value (``true``
+    equals ``1``), and a missing key or ``null`` on either side never matches."""
 
 
 class NormalizedGrader(_FieldGrader):
     type: Literal["normalized"]
     value: Any = None
+    match: Match = "all"
+    """``any``: the expected value is a list of acceptable answers; one agreeing passes."""
+    form: Literal["unicode", "squad"] = "unicode"
+    """``unicode``: NFKC, casefolded, Unicode punctuation dropped, single spaces. ``squad``:
+    the SQuAD answer normalisation: lower-cased, ASCII punctuation dropped, the articles
+    *a*, *an*, *the* dropped, single spaces."""
+    compare: Literal["equal", "overlap"] = "equal"
+    """``overlap``: either normal form contains the other (an empty one only equals empty)."""
 
 
-class RegexGrader(_FieldGrader):
+class RegexGrader(_TextGrader):
     type: Literal["regex"]
     pattern: Annotated[str, Field(min_length=1, max_length=2000)]
     """A Python regular expression, searched anywhere in the text (anchor it with ``^``/``$``)."""
     ignore_case: bool = False
     must_match: bool = True
     """False: the criterion passes when the pattern does *not* match."""
+    ascii: bool = False
+    """True: ``\\d``, ``\\w``, ``\\b`` and ``ignore_case`` match ASCII only, as in JavaScript."""
 
     @model_validator(mode="after")
     def _compiles(self) -> RegexGrader:
@@ -427,10 +465,15 @@ class RegexGrader(_FieldGrader):
         return self
 
 
-class ContainsGrader(_FieldGrader):
+class ContainsGrader(_TextGrader):
     type: Literal["contains", "not_contains"]
     value: str | list[str] | None = None
     ignore_case: bool = True
+    case: Case = "casefold"
+    match: Match | None = None
+    """``contains``: every needle (``all``, the default) or one of them (``any``) must appear.
+    ``not_contains``: the output fails when one needle (``any``, the default) or every
+    needle (``all``) appears."""
 
     @model_validator(mode="after")
     def _has_needle(self) -> ContainsGrader:
@@ -443,6 +486,11 @@ class JsonSchemaGrader(_Grader):
     type: Literal["json_schema"]
     schema_: dict[str, Any] | None = Field(default=None, alias="schema")
     """Absent means the task's output schema."""
+    parse: Literal["answer", "strict", "embedded"] = "answer"
+    """What is validated: ``answer``, the task's parsed answer; ``strict``, the raw output
+    parsed as one JSON document (surrounding whitespace allowed, nothing else); ``embedded``,
+    the JSON objects and arrays found anywhere in the raw output, left to right, the first
+    that validates passing."""
 
 
 class FieldExactGrader(_FieldGrader):
@@ -616,6 +664,9 @@ class Output(Model):
     pattern: str | None = None
     """For ``regex``: the first group (or the whole match) is the answer."""
     schema_: dict[str, Any] | None = Field(default=None, alias="schema")
+    extract: Literal["lenient", "strict"] = "lenient"
+    """For ``json``: ``lenient`` also finds JSON in a code fence or in prose; ``strict`` takes
+    the whole output as one JSON document (surrounding whitespace allowed, nothing else)."""
 
     @model_validator(mode="after")
     def _pattern(self) -> Output:
@@ -630,6 +681,8 @@ class Output(Model):
             raise ValueError("'pattern' is only for parser 'regex'")
         if self.schema_ is not None and self.parser != "json":
             raise ValueError("'schema' is only for parser 'json'")
+        if self.extract != "lenient" and self.parser != "json":
+            raise ValueError("'extract' is only for parser 'json'")
         return self
 
 

@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from evalreg.compare.statuses import UNEXPLAINED
 from evalreg.families import MIN_SLICE_ITEMS, TOO_SMALL_TO_TEST, family_sentence
+from evalreg.gitops.github import fit_comment_body
+from evalreg.redaction import redact
 from evalreg.report.escape import COMMENT_LIMIT, cell, cut_to_fit, html_inline, inline
 from evalreg.report.numbers import (
     count,
@@ -27,6 +29,8 @@ from evalreg.report.numbers import (
     usd,
 )
 
+COMMENT_MARKER = "<!-- evalreg:diff -->"
+"""What the sticky comment starts with: how ``evalreg comment`` finds it again."""
 RESERVED = 200
 """Room left for the sticky marker and a cut note."""
 MAX_FINDINGS = 20
@@ -58,7 +62,7 @@ def _table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _verdict(entry: dict[str, Any]) -> str:
+def _verdict(entry: dict[str, Any], esc: Callable[[Any], str] = _s) -> str:
     verdict = str(entry.get("verdict", ""))
     if verdict == "better":
         return "✅ better"
@@ -69,7 +73,7 @@ def _verdict(entry: dict[str, Any]) -> str:
     if verdict == TOO_SMALL_TO_TEST:
         return f"not tested (under {MIN_SLICE_ITEMS} items)"
     if entry.get("mde") is None and entry.get("mde_note"):
-        return f"no detectable difference ({_s(entry.get('mde_note'))})"
+        return f"no detectable difference ({esc(entry.get('mde_note'))})"
     return f"no detectable difference (MDE {points(entry.get('mde'), signed=False)})"
 
 
@@ -93,7 +97,7 @@ def _unexplained(cells: list[Any]) -> str:
     )
 
 
-def _ruled_verdict(e: dict[str, Any]) -> str:
+def _ruled_verdict(e: dict[str, Any], esc: Callable[[Any], str]) -> str:
     """The verdict of a cell whose rubric or graders changed: the ruler's and the model's
     shares apart, the model's tested on one ruler; or why they cannot be told apart."""
     cf = e.get("counterfactual")
@@ -107,23 +111,32 @@ def _ruled_verdict(e: dict[str, Any]) -> str:
         ),
         None,
     )
-    tested = f" ({_verdict(model)})" if model else ""
+    tested = f" ({_verdict(model, esc)})" if model else ""
     return f"ruler: {points(cf.get('ruler'))}, model: {points(cf.get('model'))}{tested}"
 
 
-def _cell_verdict(e: dict[str, Any], reproduced: bool) -> str:
+def cell_verdict(e: dict[str, Any], reproduced: bool, esc: Callable[[Any], str] = _s) -> str:
+    """A cell's verdict on all items, in words; ``esc`` shows a text from the data (as
+    Markdown by default)."""
     if e.get("unexplained") or e.get("status") == UNEXPLAINED:
         return "🚨 results changed without a cause"
     if e.get("status") == "unchanged":
         # Identical is what reproduce proves; unreproduced, only the files are the same.
         return "identical results" if reproduced else "same committed results (unverified)"
     if e.get("ruler_changed") is True and e.get("status") == "compared":
-        return _ruled_verdict(e)
+        return _ruled_verdict(e, esc)
     all_slice = next(
         (s for s in _list(e.get("slices")) if isinstance(s, dict) and s.get("slice") == "all"),
         None,
     )
-    return _verdict(all_slice) if all_slice else "–"
+    return _verdict(all_slice, esc) if all_slice else "–"
+
+
+def comment_body(data: dict[str, Any]) -> str:
+    """The exact body ``evalreg comment`` posts for ``data``: the Markdown with secrets
+    redacted, behind the sticky marker, within GitHub's limit. ``comment --dry-run`` and
+    ``diff --format comment`` print these bytes without a token or a network."""
+    return fit_comment_body(redact(diff_markdown(data)), COMMENT_MARKER)
 
 
 def diff_markdown(data: dict[str, Any], *, limit: int = COMMENT_LIMIT - RESERVED) -> str:
@@ -379,7 +392,7 @@ def _cells_table(entries: list[dict[str, Any]], reproduced: bool) -> str:
     for e in entries:
         overall = _dict(e.get("overall"))
         b, h = _dict(overall.get("base")), _dict(overall.get("head"))
-        verdict = _cell_verdict(e, reproduced)
+        verdict = cell_verdict(e, reproduced)
         flips = _dict(e.get("flips"))
         rows.append(
             [

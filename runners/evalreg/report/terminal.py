@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import sys
 from collections import Counter
+from collections.abc import Sequence
 from functools import cache
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 from rich.markup import escape
@@ -21,7 +22,10 @@ from evalreg.redaction import redact
 from evalreg.registry.diagnostics import Severity
 from evalreg.report.escape import strip_controls
 from evalreg.report.numbers import (
+    count,
     coverage_text,
+    milliseconds,
+    number,
     percent,
     plural,
     points,
@@ -39,7 +43,8 @@ if TYPE_CHECKING:
     from evalreg.importers import ImportResult
     from evalreg.providers.fetch import FetchReport
     from evalreg.results.freshness import CellStatus
-    from evalreg.runner.reproduce import Reproduction
+    from evalreg.results.item import CandidateView, ItemView, SampleView
+    from evalreg.runner.reproduce import RangeReproduction, Reproduction
     from evalreg.runner.run import CellPlan, RunResult
     from evalreg.scaffold import Scaffolded
     from evalreg.store.compaction import Compaction
@@ -76,35 +81,53 @@ def print_check(result: CheckResult, *, strict: bool = False) -> None:
         style = {"error": "red", "finding": "yellow", "warning": "yellow"}[finding.severity.value]
         err.print(Text(plain(finding.render()), style=style))
     out = console()
-    counts = Table(title="Registry", show_header=False, title_justify="left")
-    for name, value in result.counts.items():
-        counts.add_row(name, str(value))
-    out.print(counts)
+    out.print(
+        Text(
+            "Registry: "
+            + ", ".join(plural(n, name.removesuffix("s")) for name, n in result.counts.items())
+        ),
+        soft_wrap=False,
+    )
     if result.use_cases:
-        table = Table(title="Use cases", title_justify="left")
-        for column in ("selection", "task", "eval set", "items", "candidates", "declared"):
-            table.add_column(column, overflow="fold")
-        for row in result.use_cases:
-            table.add_row(
-                row.selection,
-                row.task,
-                shown(row.evalset),
+        # A task named like its use case (the usual case) is not repeated in its own column.
+        tasks = any(row.task != row.selection for row in result.use_cases)
+        headers = ["use case", *(["task"] if tasks else []), "eval set", "items"]
+        rows: list[list[str | Text]] = [
+            [
+                plain(row.selection),
+                *([plain(row.task)] if tasks else []),
+                plain(row.evalset),
                 str(row.items),
                 str(row.candidates),
-                row.selected,
-            )
-        out.print(table)
-        slices = Table(title="Slices", title_justify="left")
-        for column in ("eval set", "slice", "items"):
-            slices.add_column(column, overflow="fold")
+                plain(row.selected),
+            ]
+            for row in result.use_cases
+        ]
+        headers += ["candidates", "declared"]
+        if _width(headers, rows) <= out.width:
+            table = _table("Use cases")
+            _fill(table, headers, rows, notes=False)
+            out.print(table)
+        else:  # ids too long for columns: a paragraph each
+            out.print(Text("Use cases"), soft_wrap=False)
+            for row in result.use_cases:
+                out.print(Text(plain(row.selection), style="bold"), soft_wrap=False)
+                candidates = plural(row.candidates, "candidate")
+                _print_wrapped(
+                    [
+                        f"task {row.task},",
+                        f"eval set {row.evalset} ({plural(row.items, 'item')}),",
+                        f"{candidates},",
+                        f"declared {row.selected}",
+                    ],
+                    indent="  ",
+                )
         seen = set()
         for row in result.use_cases:
             if row.evalset in seen:
                 continue
             seen.add(row.evalset)
-            for name, n in row.slices.items():
-                slices.add_row(shown(row.evalset), shown(name), str(n))
-        out.print(slices)
+            _print_slices(row.evalset, row.slices)
     by = {s: sum(f.severity is s for f in result.findings) for s in Severity}
     code = result.exit_code(strict=strict)
     verdict = {
@@ -120,15 +143,16 @@ def print_check(result: CheckResult, *, strict: bool = False) -> None:
 
 
 def print_status(statuses: list[CellStatus]) -> None:
-    table = Table(title="Cells", title_justify="left")
-    for column in ("cell", "state", "why"):
-        table.add_column(column, overflow="fold")
     colors = {"fresh": "green", "stale": "yellow", "pending": "cyan"}
-    for st in statuses:
-        table.add_row(
-            st.cell.id, Text(st.state, style=colors[st.state]), shown("; ".join(st.reasons))
-        )
+    task, cell_headers, cell_rows = _cell_columns([st.cell.id for st in statuses])
+    table = _table("Cells" + (f" of {plain(task)}" if task else ""))
+    rows: list[list[str | Text]] = [
+        [*cell, Text(st.state, style=colors[st.state]), plain("; ".join(st.reasons))]
+        for cell, st in zip(cell_rows, statuses, strict=True)
+    ]
+    notes = _fill(table, [*cell_headers, "state", "why"], rows)
     console().print(table)
+    _print_notes(notes)
 
 
 class RunProgress:
@@ -193,35 +217,45 @@ class RunProgress:
 
 def print_run(result: RunResult, *, dry_run: bool = False) -> None:
     out = console()
-    table = Table(title="Dry run: what would run" if dry_run else "Run", title_justify="left")
     judged = result.judge_requests > 0
-    columns = ["cell", "state", "to buy", "est. cost"]
-    columns += ["judge req.", "judge est."] if judged else []
-    columns += ["why"] if dry_run else ["errors", "cost", "result"]
-    for column in columns:
-        table.add_column(column, overflow="fold")
+    task, cell_headers, cell_rows = _cell_columns([p.status.cell.id for p in result.plans])
+    title = ("Dry run" if dry_run else "Run") + (f" of {plain(task)}" if task else "")
+    table = _table(title + (": what would run" if dry_run else ""))
+    headers = [*cell_headers, "state", "to buy"]
+    if dry_run:
+        # Before a run, what it would cost; after one, what it cost (the estimate is below).
+        headers += ["est. cost", *(["judge req.", "judge est."] if judged else []), "why"]
+    else:
+        headers += ["errors", "cost", "result"]
     outcomes = {o.plan.status.cell.id: o for o in result.outcomes}
-    for plan in result.plans:
+    rows: list[list[str | Text]] = []
+    for cell, plan in zip(cell_rows, result.plans, strict=True):
         st = plan.status
-        row = [st.cell.id, st.state, str(plan.missing), usd_micro(plan.estimated_micro_usd)]
-        if judged:
-            row += [str(plan.judge_requests), usd_micro(plan.judge_estimated_micro_usd)]
+        row: list[str | Text] = [*cell, st.state, str(plan.missing)]
         blocked = f"pending: {plan.blocked}" if plan.blocked else ""
         if dry_run:
+            row.append(usd_micro(plan.estimated_micro_usd))
+            if judged:
+                row += [str(plan.judge_requests), usd_micro(plan.judge_estimated_micro_usd)]
             tokens = [f"estimate: {plan.output_tokens}"] if plan.output_tokens else []
             if plan.judge_output_tokens:
                 tokens.append(f"judge estimate: {plan.judge_output_tokens}")
-            row.append(shown("; ".join([*st.reasons, *([blocked] if blocked else []), *tokens])))
+            reasons = [r for r in st.reasons if not plan.blocked or not plan.blocked.startswith(r)]
+            row.append(plain("; ".join([*reasons, *([blocked] if blocked else []), *tokens])))
         else:
             o = outcomes.get(st.cell.id)
-            if o is not None:
+            if o is None:
+                row += ["", "", ""]
+            else:
                 result_text = "written" if o.written else (blocked or o.note)
                 cost = usd_micro(o.cost_micro_usd)
                 if o.judge_cost_micro_usd:
                     cost += f" (judge {usd_micro(o.judge_cost_micro_usd)})"
-                row += [str(o.errors), cost, shown(result_text)]
-        table.add_row(*row)
+                row += [str(o.errors), cost, plain(result_text)]
+        rows.append(row)
+    notes = _fill(table, headers, rows)
     out.print(table)
+    _print_notes(notes)
     for o in result.outcomes:
         if o.coverage:
             out.print(
@@ -247,6 +281,30 @@ def print_run(result: RunResult, *, dry_run: bool = False) -> None:
         )
     else:
         out.print(f"Estimated cost of missing responses: {usd_micro(result.estimated_micro_usd)}")
+    saving = result.batch_saving_micro_usd
+    if saving is not None:
+        live, batch = saving
+        out.print(
+            f"Bought in batches: {usd_micro(batch)} instead of {usd_micro(live)} live "
+            f"(saving {usd_micro(live - batch)}, at the pins' batch prices)"
+            if batch < live
+            else "Bought in batches: no saving estimated: the pins give no batch prices "
+            "(price.batch_input_per_mtok, price.batch_output_per_mtok)"
+        )
+    batches = result.batches
+    if batches is not None:
+        if batches.submitted:
+            out.print(Text(plain(f"Batches submitted: {', '.join(batches.submitted)}")))
+        if batches.waiting:
+            out.print(
+                f"{plural(len(batches.waiting), 'response')} waiting in submitted batches: "
+                "`evalreg run --batch` collects them (their ids are journalled in this "
+                "clone's state directory)"
+            )
+    for note in [*result.notes, *(batches.notes if batches is not None else [])]:
+        error_console().print(Text(plain(f"note: {note}")))
+    for failure in batches.failures if batches is not None else []:
+        error_console().print(Text(plain(f"error: {failure}")))
     if result.fetch is not None:
         f, j = result.fetch, result.judge_fetch
         both = [f] if j is None else [f, j]
@@ -312,7 +370,8 @@ def print_reproduction(rep: Reproduction) -> None:
         )
     for cell in rep.cells:
         if cell.identical:
-            out.print(f"{cell.cell}: identical")
+            seen = f" (same evidence as at {cell.same_as[:12]})" if cell.same_as else ""
+            out.print(f"{cell.cell}: identical{seen}")
         else:
             out.print(f"[red]{cell.cell}: {len(cell.differences)} differences[/red]")
             for d in cell.differences:
@@ -347,6 +406,28 @@ def print_reproduction(rep: Reproduction) -> None:
     out.print(f"reproduce {shown(rep.rev[:12])}: {verdict} ({cells} with results)")
 
 
+def print_range_reproduction(done: RangeReproduction) -> None:
+    out = console()
+    if not done.revisions:
+        out.print(f"reproduce {shown(done.spec)}: no first-parent commit recorded results")
+        return
+    for rep in done.revisions:
+        out.rule(f"{rep.rev[:12]}", style="dim")
+        print_reproduction(rep)
+    different = [r.rev[:12] for r in done.revisions if not r.identical]
+    checked = sum(1 for r in done.revisions for c in r.cells if c.same_as is None)
+    shared = sum(1 for r in done.revisions for c in r.cells if c.same_as is not None)
+    revisions = plural(len(done.revisions), "revision")
+    how = f"{plural(checked, 'cell')} graded, {shared} with evidence already reproduced"
+    if different:
+        out.print(
+            f"reproduce {shown(done.spec)}: DIFFERENT at {shown(', '.join(different))} "
+            f"({revisions}; {how})"
+        )
+    else:
+        out.print(f"reproduce {shown(done.spec)}: identical ({revisions}; {how})")
+
+
 def print_evalset_stats(
     stats: dict[str, list[SliceStats]],
     needed: ItemsNeeded,
@@ -355,37 +436,41 @@ def print_evalset_stats(
     baseline: float,
     discordance: float,
 ) -> None:
-    table = Table(title="Eval-set slices", title_justify="left")
-    for column in (
-        "eval set",
-        "slice",
-        "items",
-        "conversations",
-        "units",
-        "MDE rate",
-        "MDE paired",
-        "verdict",
-    ):
-        table.add_column(column, overflow="fold")
+    verdict = f"{whole_points(detect)}-pt change"
+    # The verdict is about the paired MDE: a narrow terminal leaves the single-rate one out.
+    rate = console().width >= _WIDE
     for path, rows in stats.items():
-        for s in rows:
-            table.add_row(
-                shown(path),
-                Text(plain(s.slice)),
-                str(s.items),
-                str(s.conversations),
-                str(s.units),
-                points(s.mde_rate, signed=False),
-                points(s.mde_paired, signed=False),
-                s.verdict,
-            )
-    console().print(table)
+        # A column of zeros says nothing: conversations only where the eval set has some.
+        turns = any(r.conversations for r in rows)
+        table = _table(f"Slices of {plain(path)}")
+        headers = ["slice", "items", *(["conv."] if turns else []), "units"]
+        cells: list[list[str | Text]] = [
+            [
+                plain(r.slice),
+                str(r.items),
+                *([str(r.conversations)] if turns else []),
+                str(r.units),
+                *([points(r.mde_rate, signed=False)] if rate else []),
+                points(r.mde_paired, signed=False),
+                Text("detectable", "green") if r.detectable else Text("too small", "yellow"),
+            ]
+            for r in rows
+        ]
+        headers += ["rate MDE"] if rate else []
+        _fill(table, [*headers, "paired MDE", verdict], cells, notes=False)
+        console().print(table)
+    if not rate:
+        console().print(
+            f"The single-rate MDE of each slice: in a terminal {_WIDE} columns wide, or `--json`.",
+            soft_wrap=False,
+        )
     console().print(
         f"MDEs (α = 0.05, power 0.8) on independent units (a cluster counts once). "
         f"A slice needs {needed.paired} units to detect a {whole_points(detect)}-point "
         f"difference between two candidates that disagree on {percent(discordance, 0)} of "
         f"items, and {needed.rate} to detect a {whole_points(detect)}-point change of one rate "
-        f"from {percent(baseline, 0)}."
+        f"from {percent(baseline, 0)}.",
+        soft_wrap=False,
     )
 
 
@@ -514,3 +599,435 @@ def print_purge(record: PurgeRecord) -> None:
     out.print("Next steps:")
     for step in record.next_steps:
         out.print(f"  {shown(step)}")
+
+
+def print_item(views: list[ItemView]) -> None:
+    """``evalreg show``: per use case, the item, then each candidate's request, output and
+    verdicts. Every text from the item, a response or a judge is shown as ``Text`` through
+    ``plain``: never read as markup, no escape sequence reaches the terminal."""
+    out = console()
+    for n, view in enumerate(views):
+        if n:
+            out.print()
+        out.print(_item_heading(view), soft_wrap=False)
+        _indented(_item_body(view.item))
+        requests: dict[str, str] = {}
+        for cand in view.candidates:
+            out.print()
+            out.rule(_candidate_heading(cand), align="left", style="dim")
+            if cand.state == "stale" and cand.samples:
+                out.print(
+                    Text(
+                        plain(
+                            f"stale ({'; '.join(cand.reasons)}): the outputs below answered "
+                            "the request recorded then (`--json` has it); the request shown "
+                            "is what the cell sends now"
+                        ),
+                        style="yellow",
+                    ),
+                    soft_wrap=False,
+                )
+            _print_request(cand, requests)
+            if not cand.samples:
+                why = "; ".join(cand.reasons) if cand.state == "pending" else "no record"
+                out.print(
+                    Text(plain(f"No recorded samples ({cand.state}: {why})."), style="dim"),
+                    soft_wrap=False,
+                )
+            for sample in cand.samples:
+                _print_sample(sample, len(cand.samples) > 1)
+
+
+def _item_heading(view: ItemView) -> Text:
+    split = " (hold-out)" if view.split == "holdout" else ""
+    line = f"line {view.line}" if view.line else "line ?"
+    text = Text()
+    text.append(plain(view.item.get("id", "")), style="bold")
+    text.append(plain(f"  {view.title} ({view.use_case}){split}"))
+    text.append(plain(f"\n{view.evalset} {line}, md5 {view.evalset_md5[:12]}, {view.revision}"))
+    return text
+
+
+def _item_body(item: dict[str, Any]) -> Text:
+    import json
+
+    text = Text()
+    tags = ", ".join(item.get("tags", [])) or "none"
+    cluster = f"   cluster: {item['cluster']}" if item.get("cluster") else ""
+    text.append(plain(f"tags: {tags}{cluster}\n"))
+    if "messages" in item:
+        text.append("messages:\n", style="bold")
+        text.append(plain(_turns(item["messages"])) + "\n")
+    else:
+        text.append("input: ", style="bold")
+        text.append(plain(json.dumps(item.get("input"), indent=2, ensure_ascii=False)) + "\n")
+    text.append("expected: ", style="bold")
+    text.append(plain(json.dumps(item.get("expected"), indent=2, ensure_ascii=False)))
+    if item.get("meta"):
+        text.append("\nmeta: ", style="bold")
+        text.append(plain(json.dumps(item["meta"], sort_keys=True, ensure_ascii=False)))
+    return text
+
+
+def _turns(messages: list[dict[str, str]]) -> str:
+    return "\n".join(f"[{m['role']}] {m['content']}" for m in messages).rstrip()
+
+
+def _indented(renderable: Any) -> None:
+    """Print ``renderable`` indented by two columns, wrapped to the terminal's width, with
+    no trailing spaces."""
+    from rich.segment import Segment, Segments
+
+    out = console()
+    options = out.options.update_width(max(20, out.width - 2))
+    for line in out.render_lines(renderable, options, pad=False):
+        while line and not line[-1].text.strip():
+            line.pop()
+        if line:
+            last = line[-1]
+            line[-1] = Segment(last.text.rstrip(), last.style, last.control)
+            line.insert(0, Segment("  "))
+        out.print(Segments([*line, Segment.line()]), end="")
+
+
+def _candidate_heading(cand: CandidateView) -> Text:
+    text = Text(plain(cand.id), style="bold")
+    pin = "" if cand.pin == cand.id else f", pin {cand.pin}"
+    declared = ", declared" if cand.declared else ""
+    text.append(plain(f" ({cand.state}{declared}{pin})"))
+    return text
+
+
+def _print_request(cand: CandidateView, seen: dict[str, str]) -> None:
+    """The messages the candidate's prompt renders; once per distinct request."""
+    out = console()
+    if cand.messages is None:
+        out.print(Text(plain(f"request: {cand.prompt_error}"), style="red"), soft_wrap=False)
+        return
+    turns = _turns(cand.messages)
+    if turns in seen:
+        out.print(
+            Text(plain(f"request: the same messages as {seen[turns]}"), style="dim"),
+            soft_wrap=False,
+        )
+        return
+    seen[turns] = cand.id
+    out.print(Text("request:", style="bold"), soft_wrap=False)
+    _indented(Text(plain(turns)))
+
+
+def _print_sample(sample: SampleView, several: bool) -> None:
+    out = console()
+    head = Text()
+    if several:
+        head.append(f"sample {sample.sample}: ", style="bold")
+    if sample.error is not None:
+        head.append(plain(f"error: {sample.error}"), style="red")
+    else:
+        level = sample.level or "no level"
+        head.append(plain(level), style=_LEVEL_STYLES.get(level, ""))
+        head.append(plain(f", score {number(sample.score)}"))
+    tokens = sample.tokens
+    usage = f"{tokens['input']} in / {tokens['output']} out"
+    if tokens.get("reasoning"):
+        usage += f" / {tokens['reasoning']} reasoning"
+    cost = usd_micro(sample.cost_micro_usd)
+    if sample.judge_cost_micro_usd is not None:
+        cost += f" (judge {usd_micro(sample.judge_cost_micro_usd)})"
+    head.append(plain(f"; {milliseconds(sample.latency_ms)}, {usage} tokens, {cost}"))
+    if sample.model:
+        head.append(plain(f"; model {sample.model}"))
+    if sample.finish_reason and sample.finish_reason not in ("stop", "end_turn"):
+        head.append(plain(f"; finished: {sample.finish_reason}"))
+    out.print(head, soft_wrap=False)
+    if sample.outdated:
+        out.print(
+            Text("recorded for an earlier version of this item (its content changed)", "yellow"),
+            soft_wrap=False,
+        )
+    out.print(Text("output:", style="bold"), soft_wrap=False)
+    if sample.output is None:
+        missing = "no stored response" if sample.key else "no request was made"
+        _indented(Text(missing, style="dim"))
+    else:
+        _indented(Text(plain(sample.output)))
+    if sample.error is not None:
+        return
+    critical = any(c.critical for c in sample.criteria)
+    table = Table(
+        box=None,
+        pad_edge=False,
+        padding=(0, 1, 0, 0),
+        caption="* critical" if critical else None,
+        caption_justify="left",
+        caption_style="dim",
+    )
+    table.add_column("criterion", overflow="ellipsis", max_width=26, no_wrap=True)
+    table.add_column("verdict", no_wrap=True)
+    table.add_column("detail", overflow="fold", ratio=1)
+    for c in sample.criteria:
+        detail = c.detail
+        if c.judge is not None:
+            reason = c.judge_reason if c.judge_reason is not None else c.detail
+            detail = f"judge {c.judge}: {reason}" if reason else f"judge {c.judge}"
+        if c.human:
+            grades = ", ".join(f"{r} {'pass' if g else 'fail'}" for r, g in c.human.items())
+            detail = f"{detail} ({grades})" if detail else grades
+        name = c.id + ("*" if c.critical else "")
+        table.add_row(
+            Text(plain(name)),
+            Text(c.verdict, style=_VERDICT_STYLES.get(c.verdict, "dim")),
+            Text(plain(detail)),
+        )
+    _indented(table)
+
+
+_LEVEL_STYLES = {"correct": "green", "acceptable": "yellow", "unacceptable": "red"}
+_VERDICT_STYLES = {"passed": "green", "failed": "red"}
+
+
+MAX_LISTED = 24
+"""Items a list in the terminal shows before the rest are counted ("… and 12 more")."""
+_WIDE = 100
+"""From this many columns a terminal is wide enough for every column of a table."""
+
+
+def _table(title: str) -> Table:
+    """A summary table that reads at 80 columns: no vertical rules, two spaces between
+    columns, a rule under the header."""
+    from rich import box
+
+    return Table(
+        title=Text(title),  # ids and paths in it are text, not markup
+        title_justify="left",
+        box=box.SIMPLE_HEAD,
+        padding=(0, 1, 0, 0),
+        show_edge=False,
+    )
+
+
+def _cell_columns(ids: Sequence[str]) -> tuple[str | None, list[str], list[list[str]]]:
+    """Cell ids (``task/candidate``) as table columns: the task when every cell shares it
+    (for the title; the rows then show the candidate alone), the column headers, and each
+    row's values. With several tasks a task is named on the first row of its cells."""
+    split = [cid.partition("/")[::2] for cid in ids]
+    tasks = {task for task, _ in split}
+    if len(tasks) == 1:
+        return next(iter(tasks)), ["candidate"], [[plain(c)] for _, c in split]
+    rows = []
+    for n, (task, cand) in enumerate(split):
+        rows.append([plain(task) if n == 0 or split[n - 1][0] != task else "", plain(cand)])
+    return None, ["task", "candidate"], rows
+
+
+def _widths(headers: list[str], rows: list[list[str | Text]]) -> list[int]:
+    """Each column's widest value (or header), in terminal cells."""
+    return [
+        max([len(header), *(_cell_len(r[k]) for r in rows)]) for k, header in enumerate(headers)
+    ]
+
+
+def _cell_len(value: str | Text) -> int:
+    return (Text(value) if isinstance(value, str) else value).cell_len
+
+
+def _width(headers: list[str], rows: list[list[str | Text]]) -> int:
+    """The width of a ``_table`` holding ``rows`` on one line each."""
+    return sum(_widths(headers, rows)) + 2 * (len(headers) - 1) + 1
+
+
+def _fill(
+    table: Table, headers: list[str], rows: list[list[str | Text]], *, notes: bool = True
+) -> dict[str, int]:
+    """Add ``headers`` and ``rows`` to ``table`` so that each row fits on one line of the
+    terminal: with ``notes``, a last-column text longer than the room left becomes ``note
+    N``, and the notes (text → N) are returned for ``_print_notes``. Every value is plain
+    text already; none is read as markup."""
+    used = _width(headers[:-1], [r[:-1] for r in rows]) + 2
+    room = max(len(headers[-1]), console().width - used)
+    noted: dict[str, int] = {}
+    for header in headers[:-1]:
+        table.add_column(header, overflow="fold")
+    table.add_column(headers[-1], overflow="fold", ratio=1)
+    for row in rows:
+        last = row[-1]
+        if notes and isinstance(last, str) and len(last) > room:
+            last = f"note {noted.setdefault(last, len(noted) + 1)}"
+        table.add_row(*(Text(v) if isinstance(v, str) else v for v in [*row[:-1], last]))
+    return noted
+
+
+def _print_notes(notes: dict[str, int]) -> None:
+    for text, n in notes.items():
+        console().print(Text(f"note {n}: {text}"), soft_wrap=False)
+
+
+def _print_slices(evalset: str, slices: dict[str, int]) -> None:
+    """One eval set's slices with their sizes, largest first, on as few lines as fit."""
+    ordered = sorted(slices.items(), key=lambda kv: (-kv[1], kv[0]))
+    words = [f"{plural(len(ordered), 'slice')} of {evalset} (items in each):"]
+    words += [f"{name} {n}," for name, n in ordered[:MAX_LISTED]]
+    more = len(ordered) - MAX_LISTED
+    if more > 0:
+        words.append(f"… and {more} more (`evalreg evalset stats` lists every slice)")
+    else:
+        words[-1] = words[-1].rstrip(",")
+    _print_wrapped(words)
+
+
+def _print_wrapped(words: list[str], *, indent: str = "") -> None:
+    """``words`` as lines that fit the terminal, broken only between words (a word here
+    may hold spaces: a slice and its size, ``common 60``, stay on one line)."""
+    import textwrap
+
+    glued = [plain(w).replace(" ", "\u00a0") for w in words]  # textwrap breaks at spaces only
+    for line in textwrap.wrap(
+        " ".join(glued),
+        width=max(20, console().width - 1),
+        initial_indent=indent,
+        subsequent_indent=indent,
+        break_on_hyphens=False,
+    ):
+        console().print(Text(line.replace("\u00a0", " ")))
+
+
+def print_diff(data: dict[str, Any]) -> None:
+    """``evalreg diff`` in a terminal: what must be read first, the decisions, a row per
+    cell and its flipped items, from the same data as the Markdown (untrusted: every text
+    through ``plain``). The Markdown (``--format md``) adds slices, configuration changes
+    and the items' text."""
+    from evalreg.report.diff_markdown import cell_verdict
+
+    out = console()
+    base, head = _dict_of(data.get("base")), _dict_of(data.get("head"))
+    dirty = " plus uncommitted changes" if head.get("uncommitted") is True else ""
+    out.print(
+        Text(plain(f"Compared: base {_side(base)} → head {_side(head)}{dirty}")), soft_wrap=False
+    )
+    reproduction = _dict_of(data.get("reproduction"))
+    reproduced = reproduction.get("status") == "reproduced"
+    if not reproduced:
+        why = reproduction.get("reason") or "not stated"
+        out.print(
+            Text(plain(f"Not reproduced: these numbers are the pull request's own claims ({why})")),
+            style="yellow",
+            soft_wrap=False,
+        )
+    if data.get("mode") == "summaries":
+        out.print(
+            Text("Compared from the committed summaries only: no item is paired or tested"),
+            soft_wrap=False,
+        )
+    check = data.get("check")
+    if isinstance(check, dict) and check.get("ok") is not True:
+        out.print(Text("evalreg check failed: `--format md` lists its findings", "red"))
+    for problem, says in (
+        (
+            _dict_of(data.get("remote_objects")).get("missing"),
+            "DVC objects missing from the remote",
+        ),
+        (_dict_of(data.get("dvc_remote")).get("changed") is True, "the DVC remote changed"),
+        (data.get("data_unavailable"), "DVC data that could not be read here"),
+    ):
+        if problem:
+            out.print(Text(f"Warning: {says} (`--format md` says which)", "red"), soft_wrap=False)
+    for warning in _items(data.get("warnings")):
+        out.print(Text(plain(f"Evidence changed: {warning}"), style="yellow"), soft_wrap=False)
+    selections = [s for s in _items(data.get("selections")) if isinstance(s, dict)]
+    if selections:
+        table = _table("Decisions")
+        rows: list[list[str | Text]] = []
+        for s in selections:
+            declared, recommended = _pair_of(s.get("declared")), _pair_of(s.get("recommended"))
+            waiver = _pair_of(s.get("waiver"))[1] is True
+            rows.append(
+                [
+                    plain(s.get("use_case", "–")),
+                    plain(f"{declared[0]} → {declared[1]}"),
+                    plain(f"{recommended[0] or 'none'} → {recommended[1] or 'none'}"),
+                    "yes" if waiver else "no",
+                ]
+            )
+        _fill(table, ["use case", "declared", "policy recommends", "waiver"], rows, notes=False)
+        out.print(table)
+    cells = [c for c in _items(data.get("cells")) if isinstance(c, dict)]
+    task, cell_headers, cell_rows = _cell_columns([str(c.get("id", "–")) for c in cells])
+    table = _table("Cells" + (f" of {plain(task)}" if task else ""))
+    rows = []
+    for cell, entry in zip(cell_rows, cells, strict=True):
+        overall = _dict_of(entry.get("overall"))
+        b, h = _dict_of(overall.get("base")), _dict_of(overall.get("head"))
+        flips = _dict_of(entry.get("flips"))
+        moved = (
+            f"{count(flips.get('regressions_total'))}/{count(flips.get('improvements_total'))}"
+            if flips
+            else "–"
+        )
+        rows.append(
+            [
+                *cell,
+                plain(entry.get("status", "–")),
+                f"{percent(b.get('pass_rate'))} → {percent(h.get('pass_rate'))}",
+                moved,
+                plain(cell_verdict(entry, reproduced, esc=_terminal_text)),
+            ]
+        )
+    headers = [*cell_headers, "status", "pass rate", "reg./imp.", "verdict"]
+    notes = _fill(table, headers, rows)
+    out.print(table)
+    _print_notes(notes)
+    for entry in cells:
+        flips = _dict_of(entry.get("flips"))
+        for key, title in (("regressions", "Regressions"), ("improvements", "Improvements")):
+            listed = [f for f in _items(flips.get(key)) if isinstance(f, dict)]
+            if not listed:
+                continue
+            total = flips.get(f"{key}_total")
+            words = [f"{title} of {entry.get('id')} ({count(total)}):"]
+            words += [
+                f"{f.get('item')} {f.get('base_level')} → {f.get('head_level')},"
+                for f in listed[:MAX_LISTED]
+            ]
+            more = (total if isinstance(total, int) else len(listed)) - len(words) + 1
+            if more > 0:
+                words.append(f"… and {more} more")
+            else:
+                words[-1] = words[-1].rstrip(",")
+            _print_wrapped(words)
+    out.print(
+        Text(
+            "Slices, configuration changes and the flipped items' text: "
+            "`evalreg diff --format md` (the pull-request comment's Markdown)."
+        ),
+        style="dim",
+        soft_wrap=False,
+    )
+
+
+def _dict_of(value: object) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
+def _items(value: object) -> list[Any]:
+    return value if isinstance(value, list) else []
+
+
+def _pair_of(value: object) -> tuple[Any, Any]:
+    """A ``[base, head]`` pair of the diff's data, or ``(None, None)``."""
+    if isinstance(value, list) and len(value) == 2:
+        return value[0], value[1]
+    return None, None
+
+
+def _side(side: dict[str, Any]) -> str:
+    sha = side.get("commit")
+    text = sha[:12] if isinstance(sha, str) else str(side.get("label", "–"))
+    subject = side.get("subject")
+    if isinstance(subject, str) and subject.strip():
+        short = subject if len(subject) <= 60 else subject[:59] + "…"
+        text += f" “{short}”"
+    return text
+
+
+def _terminal_text(value: object) -> str:
+    return plain(value) if value is not None else "–"

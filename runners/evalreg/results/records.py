@@ -278,8 +278,13 @@ def read_summary(tree: Tree, cell: Cell) -> CellSummary | None:
     path = cell.summary_path
     if not tree.is_file(path):
         return None
+    return summary_from_bytes(tree.read(path), path)
+
+
+def summary_from_bytes(raw: bytes, path: str) -> CellSummary:
+    """The summary in ``raw`` (the file at ``path``); ``RegistryError`` if it is not one."""
     try:
-        data = loads_finite(tree.read(path).decode("utf-8"))
+        data = loads_finite(raw.decode("utf-8"))
     except json.JSONDecodeError as exc:
         raise _not_a_summary(path, f"invalid JSON: {exc.msg}", exc.lineno, exc.colno) from None
     except (ValueError, RecursionError) as exc:  # not UTF-8, NaN, nested too deep

@@ -84,6 +84,8 @@ def judge(result: RunResult, options: RunOptions) -> RunVerdict:
     # A judge request that failed leaves a sample ungraded, whether or not results are
     # written by this run (--limit, --shard).
     failed = failed or bool(result.judge_fetch is not None and result.judge_fetch.errors)
+    # A batch that could not be submitted, polled or read is kept for a later run.
+    failed = failed or bool(result.batches is not None and result.batches.failures)
     # Cells nobody here can run (no key) stay pending: a note, not a failure, unless the
     # user named them (then the run did not do what was asked) or asked for strict.
     asked = bool(options.tasks or options.candidates)

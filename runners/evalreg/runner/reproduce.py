@@ -11,18 +11,20 @@ import contextlib
 import json
 import tempfile
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, cast
 
 from evalreg._version import __version__
-from evalreg.cells import Cell, cells, fingerprint, fingerprint_parts
-from evalreg.errors import DataMissingError, RegistryError
+from evalreg.canonical import digest
+from evalreg.cells import METRICS_DIR, RESULTS_DIR, Cell, cells, fingerprint, fingerprint_parts
+from evalreg.errors import DataMissingError, RegistryError, UsageError
 from evalreg.providers import all_providers
 from evalreg.registry import schema
 from evalreg.registry.diagnostics import Finding
 from evalreg.registry.loader import load_registry
 from evalreg.registry.tree import GitTree, Tree, WorkspaceTree
+from evalreg.results.dvc_metrics import metrics_bytes, metrics_of
 from evalreg.results.records import (
     CellSummary,
     ItemRecord,
@@ -45,6 +47,9 @@ class CellReproduction:
     cell: str
     identical: bool
     differences: list[str] = field(default_factory=list)
+    same_as: str | None = None
+    """Under ``--range``: the earlier revision whose reproduction of this cell stands for
+    this one (the same evidence, byte for byte), or None when it was graded here."""
 
 
 @dataclass
@@ -64,11 +69,17 @@ class Reproduction:
         return all(c.identical for c in self.cells) and not self.segments_missing
 
 
-def reproduce(root: Path, rev: str) -> Reproduction:
+def reproduce(root: Path, rev: str, shared: Shared | None = None) -> Reproduction:
+    """Recompute ``rev``'s results offline and compare them with what it recorded.
+
+    ``shared`` is what reproducing several revisions in a row reuses (``reproduce_range``).
+    """
+    shared = shared if shared is not None else Shared()
     tree = GitTree(root, rev)
     registry = load_registry(tree)
     purges = read_log(WorkspaceTree(root))
-    store, used, missing = _store(tree, WorkspaceTree(root), purges)
+    store, used, missing = _store(tree, WorkspaceTree(root), purges, shared)
+    where = _Locator(tree, store)
     versions: set[str] = set()
     outcomes = []
     all_cells = cells(registry) + cells(registry, "holdout")
@@ -79,10 +90,19 @@ def reproduce(root: Path, rev: str) -> Reproduction:
             if recorded is None:
                 continue  # pending at REV: nothing was recorded, nothing to reproduce
             versions.add(str(recorded.get("evalreg_version")))
-            outcomes.append(
-                _reproduce_cell(
-                    tree, registry, store, cell, recorded, providers, code_root, purges, used
-                )
+            evidence = _evidence(tree, registry, cell)
+            seen = shared.verdicts.get(evidence)
+            if seen is not None and where.all(seen.keys) == seen.locations:
+                used |= seen.purges
+                outcomes.append(replace(seen.outcome, same_as=seen.rev))
+                continue
+            before = set(used)
+            outcome, keys = _reproduce_cell(
+                tree, registry, store, cell, recorded, providers, code_root, purges, used
+            )
+            outcomes.append(outcome)
+            shared.verdicts[evidence] = _Verdict(
+                tree.rev, keys, where.all(keys), frozenset(used - before), outcome
             )
     return Reproduction(
         tree.rev,
@@ -94,8 +114,91 @@ def reproduce(root: Path, rev: str) -> Reproduction:
     )
 
 
+def reproduce_range(root: Path, spec: str) -> RangeReproduction:
+    """Reproduce every first-parent commit of ``BASE..HEAD`` that changed recorded results
+    or the response store, oldest first, sharing what they have in common: store segments
+    are read once, and a cell whose evidence is the same as at a revision already reproduced (its
+    fingerprint, recorded files and the stored responses its requests resolve to, byte for
+    byte) has that revision's verdict, named, rather than being graded again."""
+    base, dots, head = spec.partition("..")
+    if dots != ".." or head.startswith(".") or not base or not head:
+        raise UsageError(f"--range {spec!r}: expected BASE..HEAD (two revisions, two dots)")
+    revs = _revisions_with_results(root, base, head)
+    shared = Shared()
+    return RangeReproduction(spec, [reproduce(root, rev, shared) for rev in revs])
+
+
+def _revisions_with_results(root: Path, base: str, head: str) -> list[str]:
+    import git
+
+    repo = git.Repo(root)
+    try:
+        for rev in (base, head):
+            repo.git.rev_parse("--verify", "--quiet", f"{rev}^{{commit}}")
+        listed = repo.git.rev_list(
+            "--first-parent",
+            "--reverse",
+            f"{base}..{head}",
+            "--",
+            RESULTS_DIR,
+            METRICS_DIR,
+            STORE_DIR,
+        )
+    except git.GitCommandError as exc:
+        raise UsageError(
+            f"--range {base}..{head}: not two revisions of this repository "
+            f"({exc.stderr.strip() or exc.stdout.strip() or 'git rev-list failed'})"
+        ) from None
+    return str(listed).split()
+
+
+def _evidence(tree: Tree, registry: Any, cell: Cell) -> str:
+    """What a cell's reproduction depends on at a revision, but for the stored responses:
+    the fingerprint of its sources, and its recorded summary, metrics and items files
+    (the items file by its pointer: same pointer, same bytes)."""
+    parts = fingerprint_parts(registry, cell)
+
+    def read(rel: str) -> str | None:
+        return tree.read(rel).decode("utf-8", "replace") if tree.is_file(rel) else None
+
+    items = read(cell.items_path + ".dvc")
+    return digest(
+        {
+            "cell": cell.id,
+            "fingerprint": fingerprint(parts),
+            "summary": read(cell.summary_path),
+            "metrics": read(cell.metrics_path),
+            "items": items if items is not None else read(cell.items_path),
+        }
+    )
+
+
+class _Locator:
+    """Where each key's stored response is at one revision: its segment (by pointer: same
+    pointer, same bytes) and the line's place in it."""
+
+    def __init__(self, tree: Tree, store: ResponseStore) -> None:
+        self.store = store
+        self.pointers = [
+            tree.read(f"{STORE_DIR}/{name}.dvc") if tree.is_file(f"{STORE_DIR}/{name}.dvc") else b""
+            for name in store.names
+        ]
+
+    def all(self, keys: tuple[str, ...]) -> tuple[object, ...]:
+        index, names, pointers = self.store.index, self.store.names, self.pointers
+        out: list[object] = []
+        for key in keys:
+            where = index.get(key)
+            if where is None:
+                out.append(None)
+            else:
+                number, start, end = where
+                out.append((names[number], pointers[number], start, end))
+        return tuple(out)
+
+
 def _store(
-    tree: Tree, here: Tree, purges: list[LoggedPurge]
+    tree: Tree, here: Tree, purges: list[LoggedPurge], shared: Shared
 ) -> tuple[ResponseStore, set[int], list[str]]:
     """REV's response store; the purges (log lines) that retired one of its segments; and
     the retired segments that are gone.
@@ -112,7 +215,7 @@ def _store(
             retired = [p for p in purges if name in p.segments_removed]
             used |= {p.line for p in retired}
             try:
-                store.add_segment(name, tree.read_data(f"{STORE_DIR}/{name}"))
+                store.add_segment(name, shared.segment(tree, f"{STORE_DIR}/{name}"))
                 continue
             except DataMissingError:
                 if not retired:
@@ -138,7 +241,8 @@ def _reproduce_cell(
     code_root: Path,
     purges: list[LoggedPurge],
     used: set[int],
-) -> CellReproduction:
+) -> tuple[CellReproduction, tuple[str, ...]]:
+    """The cell's reproduction, and the store keys of its requests."""
     out = CellReproduction(cell.id, True)
     evalset_path = registry.evalset_of(cell.task_id, cell.split).path
     purged = {p.item: p for p in purges if p.evalset == evalset_path}
@@ -151,8 +255,10 @@ def _reproduce_cell(
     provider = providers[cell.pin.provider]
     grader = cell_grader(cell, registry, store, code_root)
     records = []
+    keys = []
     ordered = sorted(registry.evalset_of(cell.task_id, cell.split).items, key=lambda i: i.id)
     for item, sample, job in cell_jobs(cell, provider, ordered):
+        keys.append(job.key)
         stored = store.get(job.key)
         error = failed.get(job.key)
         if stored is None and error is None:
@@ -176,13 +282,23 @@ def _reproduce_cell(
     summary = as_schema(summary, recorded.get("schema_version"))
     if summary_bytes(summary) != tree.read(cell.summary_path):
         out.differences += [f"summary {d}" for d in diff_values(recorded, summary)]
+    if tree.is_file(cell.metrics_path):  # revisions since evalreg wrote DVC metrics files
+        raw = tree.read(cell.metrics_path)
+        if metrics_bytes(summary) != raw:
+            try:
+                recorded_metrics: Any = json.loads(raw)
+            except ValueError:
+                recorded_metrics = None
+            out.differences += [
+                f"metrics {d}" for d in diff_values(recorded_metrics, metrics_of(summary))
+            ] or [f"metrics {cell.metrics_path}: not written as evalreg writes it"]
     mine = {(r["item"], r["sample"]): r for r in records}
     for key in sorted(set(mine) | set(recorded_items)):
         for d in diff_values(recorded_items.get(key), mine.get(key)):
             out.differences.append(f"item {key[0]}#{key[1]} {d}")
     out.identical = not out.differences
     del out.differences[MAX_DIFFERENCES_PER_CELL:]
-    return out
+    return out, tuple(keys)
 
 
 def _records(data: bytes, path: str) -> dict[tuple[str, int], ItemRecord]:
@@ -226,6 +342,44 @@ def diff_values(old: Any, new: Any, path: str = "") -> list[str]:
 def _short(value: Any) -> str:
     text = json.dumps(value, sort_keys=True, ensure_ascii=False)
     return text if len(text) <= 80 else text[:77] + "..."
+
+
+@dataclass
+class RangeReproduction:
+    spec: str
+    revisions: list[Reproduction]
+
+    @property
+    def identical(self) -> bool:
+        return all(r.identical for r in self.revisions)
+
+
+@dataclass(frozen=True)
+class _Verdict:
+    rev: str
+    keys: tuple[str, ...]
+    locations: tuple[object, ...]
+    purges: frozenset[int]
+    outcome: CellReproduction
+
+
+@dataclass
+class Shared:
+    """What reproducing several revisions reuses: store segments by pointer, and each
+    cell's verdict by its evidence."""
+
+    segments: dict[tuple[str, bytes], bytes] = field(default_factory=dict)
+    verdicts: dict[str, _Verdict] = field(default_factory=dict)
+
+    def segment(self, tree: Tree, rel: str) -> bytes:
+        pointer = rel + ".dvc"
+        if not tree.is_file(pointer):
+            return tree.read_data(rel)
+        key = (rel, tree.read(pointer))
+        data = self.segments.get(key)
+        if data is None:
+            data = self.segments[key] = tree.read_data(rel)
+        return data
 
 
 def _code_paths(all_cells: list[Cell]) -> set[str]:

@@ -20,7 +20,9 @@ from evalreg.graders.llm_judge import JudgeFailed, Judges
 from evalreg.prompting import render_messages
 from evalreg.providers import all_providers
 from evalreg.providers.base import Provider, credentials_problem, output_cap
+from evalreg.providers.batch import BATCHED, BatchReport, batch_api, buy_in_batches
 from evalreg.providers.fetch import FetchReport, Job, Request, fetch, make_request
+from evalreg.providers.pricing import rates
 from evalreg.registry import schema
 from evalreg.registry.loader import Registry, load_registry
 from evalreg.report.numbers import plural
@@ -33,6 +35,7 @@ from evalreg.runner._cellwriter import CellWriter
 from evalreg.runner._dvcworker import Tracker
 from evalreg.runner._gradepool import grade_all
 from evalreg.runner.grading import CellGrader, cell_grader
+from evalreg.store.batches import BatchJournal
 from evalreg.store.journal import Journal, Staged, mark_pushed, unpushed
 from evalreg.store.segments import STORE_DIR, ResponseStore, SegmentWriter
 
@@ -61,6 +64,12 @@ class RunOptions:
     strict: bool = False
     """A cell left pending (its key unset, or never run under --offline) fails the run;
     without it only a cell named by ``tasks`` or ``candidates`` does."""
+    batch: bool = False
+    """Buy missing responses through the providers' batch APIs where they have one."""
+    wait: bool = True
+    """With ``batch``: wait for the batches and collect them (else submit and return)."""
+    batch_poll_s: float = 15.0
+    """The first wait between two polls of a batch (it doubles, up to five minutes)."""
 
 
 @dataclass
@@ -93,6 +102,8 @@ class CellPlan:
     """The estimated cost of the judge requests each request to buy needs, by its key."""
     judge_output_tokens: str = ""
     """Where the judge estimate's output tokens come from, for ``--dry-run``."""
+    batch_estimated_micro_usd: int | None = None
+    """With ``--batch``, for a provider with a batch API: the estimate at batch prices."""
 
     def samples(self) -> Iterator[tuple[schema.Item, int, str]]:
         """(item, sample, key) of every request, in (item, sample) order."""
@@ -125,11 +136,26 @@ class RunResult:
     """The judges' requests, bought after the candidates' outputs exist."""
     pushed: list[str] = field(default_factory=list)
     push_error: str | None = None
+    batches: BatchReport | None = None
+    """What the batch APIs did (a run with ``--batch``, or one that found batches)."""
+    notes: list[str] = field(default_factory=list)
 
     @property
     def estimated_micro_usd(self) -> int:
         """The candidates' requests to buy."""
         return sum(p.estimated_micro_usd for p in self.plans)
+
+    @property
+    def batch_saving_micro_usd(self) -> tuple[int, int] | None:
+        """(live, batch) estimates of the candidates' requests a ``--batch`` run buys in
+        batches; None when none would be."""
+        batched = [p for p in self.plans if p.batch_estimated_micro_usd is not None]
+        if not any(p.missing for p in batched):
+            return None
+        return (
+            sum(p.estimated_micro_usd for p in batched),
+            sum(p.batch_estimated_micro_usd or 0 for p in batched),
+        )
 
     @property
     def judge_estimated_micro_usd(self) -> int:
@@ -174,18 +200,22 @@ def observed_output_tokens(store: ResponseStore, keys: Iterable[str]) -> int | N
     return round(total / count) if count else None
 
 
-def estimate_micro_usd(pin: schema.Pin, job: Job, output_tokens: int | None = None) -> int:
+def estimate_micro_usd(
+    pin: schema.Pin, job: Job, output_tokens: int | None = None, *, batch: bool = False
+) -> int:
     """A cost estimate for one request, before it is sent: ``output_tokens`` is what the
-    store has seen for the cell (or pin); without history, the request's ``max_tokens``."""
+    store has seen for the cell (or pin); without history, the request's ``max_tokens``.
+    ``batch``: bought through a batch API, at the pin's batch prices where it has them."""
     price = pin.price
     if price is None:
         return 0
     input_tokens = len(job.content) // 3
     if output_tokens is None:
         output_tokens = _max_output_tokens(job)
-    out_price = max(price.output_per_mtok, price.reasoning_per_mtok or 0.0)
+    input_price, output_price = rates(price, batch=batch)
+    out_price = max(output_price, price.reasoning_per_mtok or 0.0)
     return round(
-        input_tokens * price.input_per_mtok + output_tokens * out_price + price.per_call * 1_000_000
+        input_tokens * input_price + output_tokens * out_price + price.per_call * 1_000_000
     )
 
 
@@ -350,6 +380,8 @@ def prepare(root: Path, options: RunOptions, registry: Registry | None = None) -
         pin_keys.extend(plan.keys[: HISTORY_SAMPLE * 4])
         plan.observed_tokens = observed
         repeats = cell.task.repeats
+        if options.batch and batch_api(cell.pin.provider) is not None:
+            plan.batch_estimated_micro_usd = 0
         request: tuple[schema.Item, Request] | None = None
         judged = [c for c in cell.rubric.criteria if isinstance(c.grader, schema.JudgeGrader)]
         judging: tuple[schema.Item, tuple[int, int]] | None = None
@@ -366,6 +398,10 @@ def prepare(root: Path, options: RunOptions, registry: Registry | None = None) -
                 plan.to_buy.append(job)
                 plan.missing += 1
                 plan.estimated_micro_usd += estimate_micro_usd(cell.pin, job, observed)
+                if plan.batch_estimated_micro_usd is not None:
+                    plan.batch_estimated_micro_usd += estimate_micro_usd(
+                        cell.pin, job, observed, batch=True
+                    )
                 if judged:
                     if not plan.judge_output_tokens:
                         history = judge_history(judges, judged, plan, store)
@@ -485,6 +521,14 @@ def run(
             progress(judge_cell.get(id(job), "?"), f"judge {outcome}", 1)
 
     writers: list[SegmentWriter] = []
+    providers = all_providers(root)
+    if options.batch:
+        named = {p.status.cell.pin.provider for p in runnable if p.to_buy}
+        live_only = sorted(name for name in named if batch_api(name) is None)
+        if live_only:
+            result.notes.append(
+                f"bought live, without a batch API here: {', '.join(live_only)} requests"
+            )
 
     async def go() -> tuple[FetchReport, FetchReport | None]:
         from evalreg.providers.http import HttpLayer
@@ -506,8 +550,9 @@ def run(
                     stored += cached
                     if progress is not None and cached:
                         progress(plan.status.cell.id, "cached", cached)
+                live, batched = _by_batch(jobs, options, root)
                 report = await fetch(
-                    jobs,
+                    live,
                     store,
                     writer,
                     http,
@@ -516,6 +561,26 @@ def run(
                     progress=on_job,
                     admit=budget.admit if budget.active else None,
                 )
+                if batched is not None:
+                    pins = {
+                        pin_id: (pin, providers[pin.provider])
+                        for pin_id, pin in registry.pins.items()
+                        if credentials_problem(providers[pin.provider], pin) is None
+                    }
+                    in_batches, result.batches = await buy_in_batches(
+                        batched[1],
+                        store,
+                        writer,
+                        http,
+                        batched[0],
+                        pins,
+                        submit=options.batch,
+                        wait=options.batch and options.wait,
+                        poll_s=options.batch_poll_s,
+                        progress=on_job,
+                        admit=budget.admit_batched if budget.active else None,
+                    )
+                    _merge(report, in_batches)
                 report.total += stored
                 report.cached += stored
                 judged = judge_jobs()
@@ -548,6 +613,8 @@ def run(
             raise RunInterrupted(sum(w.written for w in writers)) from exc
         result.fetch = report
         failed = {e.key: e.kind for e in report.errors}
+        if result.batches is not None:
+            failed.update(dict.fromkeys(result.batches.waiting, BATCHED))
         if result.judge_fetch is not None:
             causes = judge_causes(result.judge_fetch)
             for grader in graders.values():
@@ -565,7 +632,14 @@ def run(
                 staged.append(stream.writer.staged)
         if journal is not None:
             assert tracker is not None
-            index = metrics_index(root, registry, {s.path for _, s in staged}) if staged else None
+            metrics: list[Staged] = []
+            if staged:
+                summaries = {s.path: (root / s.tmp).read_bytes() for _, s in staged}
+                for rel, data in metrics_updates(root, registry, summaries):
+                    metrics.append(Staged(journal.tmp_name(rel), rel))
+                    (root / rel).parent.mkdir(parents=True, exist_ok=True)
+                    (root / metrics[-1].tmp).write_bytes(data)
+            index = metrics_index(root, registry, {s.path for s in metrics}) if staged else None
             written = [o.plan for o in result.outcomes if o.written]
             for rel in _untracked_segments_used(root, store, written, judge_keys):
                 if rel not in journal.segments:
@@ -574,7 +648,10 @@ def run(
             # the journal repairs): results in place, everything tracked.
             with interrupts.deferred():
                 journal.commit(
-                    [items for items, _ in staged], [s for _, s in staged], index, tracker.add
+                    [items for items, _ in staged],
+                    [*(s for _, s in staged), *metrics],
+                    index,
+                    tracker.add,
                 )
         owed = unpushed(root) if options.push else []
         if owed:
@@ -585,6 +662,34 @@ def run(
                 mark_pushed(root, owed)
                 result.pushed = owed
     return result
+
+
+def _by_batch(
+    jobs: list[Job], options: RunOptions, root: Path
+) -> tuple[list[Job], tuple[BatchJournal, list[Job]] | None]:
+    """The jobs to buy live, and the batch journal with the jobs for batches: with
+    ``--batch`` every job whose provider has a batch API; without it, only those already
+    waiting in a journalled batch (never bought again live). None: no batch is involved."""
+    if options.offline:
+        return jobs, None
+    journal = BatchJournal.load(root)
+    held = journal.pending_keys()
+    if not options.batch and not journal.batches:
+        return jobs, None
+    live: list[Job] = []
+    batched: list[Job] = []
+    for job in jobs:
+        to_batch = job.key in held or (options.batch and batch_api(job.provider.name))
+        (batched if to_batch else live).append(job)
+    return live, (journal, batched)
+
+
+def _merge(report: FetchReport, other: FetchReport) -> None:
+    report.total += other.total
+    report.cached += other.cached
+    report.fetched += other.fetched
+    report.shared += other.shared
+    report.errors.extend(other.errors)
 
 
 def _untracked_segments_used(
@@ -735,21 +840,31 @@ def _finish(
         for k in plan.keys
         if _in_shard(k, options.shard)
         and (store is None or k not in store)
-        and failed.get(k) in (None, "offline_miss", "budget")
+        and failed.get(k) in (None, "offline_miss", "budget", BATCHED)
     ]
     if unresolved or options.shard is not None or options.limit is not None:
         stopped = {failed.get(k) for k in unresolved}
-        outcome.note = (
-            "responses bought; results are written by a run without --shard or --limit"
-            if not unresolved
-            else f"incomplete ({plural(len(unresolved), 'response')} missing: "
-            f"{', '.join(sorted(s or 'unsent' for s in stopped))}); no results written"
-        )
+        waiting = sum(1 for k in unresolved if failed.get(k) == BATCHED)
+        if unresolved and waiting == len(unresolved):
+            outcome.note = (
+                f"waiting: {plural(waiting, 'response')} in submitted batches; "
+                "`evalreg run --batch` collects them, then writes results"
+            )
+        else:
+            outcome.note = (
+                "responses bought; results are written by a run without --shard or --limit"
+                if not unresolved
+                else f"incomplete ({plural(len(unresolved), 'response')} missing: "
+                f"{', '.join(sorted(s or 'unsent' for s in stopped))}); no results written"
+            )
         # Requests that failed count as well: a smoke test that bought nothing is no success.
+        # A response waiting in a batch is no failure: a later run collects it.
         outcome.errors = sum(
             1
             for k in plan.keys
-            if _in_shard(k, options.shard) and (store is None or k not in store)
+            if _in_shard(k, options.shard)
+            and (store is None or k not in store)
+            and failed.get(k) != BATCHED
         )
         return outcome
     assert stream is not None
@@ -801,10 +916,14 @@ class _Budget:
         if key in self.reserved:
             self.paid.update(job.key for job in judge_jobs)
 
-    def admit(self, job: Job) -> bool:
+    def admit_batched(self, job: Job) -> bool:
+        """``admit`` for a request bought through a batch API, at the batch prices."""
+        return self.admit(job, batch=True)
+
+    def admit(self, job: Job, *, batch: bool = False) -> bool:
         if job.key in self.paid:
             return True
-        cost = estimate_micro_usd(job.pin, job, self.output_tokens.get(job.key))
+        cost = estimate_micro_usd(job.pin, job, self.output_tokens.get(job.key), batch=batch)
         judges = self.judges.get(job.key, 0)
         if self.committed + cost + judges > self.limit:
             return False
@@ -814,18 +933,52 @@ class _Budget:
         return True
 
 
+def metrics_updates(
+    root: Path, registry: Registry, written: dict[str, bytes]
+) -> list[tuple[str, bytes]]:
+    """The DVC metrics files to write, as (path, content): each cell's whose summary is
+    ``written`` now (summary path → its bytes) or on disk, where the file is missing or is
+    not its summary's (written by an older evalreg, or taken from one side of a merge)."""
+    from evalreg.cells import cells
+    from evalreg.errors import RegistryError
+    from evalreg.registry.tree import WorkspaceTree
+    from evalreg.results.dvc_metrics import metrics_bytes
+    from evalreg.results.records import read_summary, summary_from_bytes
+
+    here = WorkspaceTree(root)
+    out = []
+    for cell in cells(registry) + cells(registry, "holdout"):
+        data = written.get(cell.summary_path)
+        try:
+            summary = (
+                summary_from_bytes(data, cell.summary_path)
+                if data is not None
+                else read_summary(here, cell)
+            )
+        except RegistryError:
+            continue  # a damaged summary: `check` names it; its metrics are not ours to guess
+        if summary is None:
+            continue
+        content = metrics_bytes(summary)
+        path = root / cell.metrics_path
+        if not path.is_file() or path.read_bytes() != content:
+            out.append((cell.metrics_path, content))
+    return out
+
+
 def metrics_index(root: Path, registry: Registry, also: set[str]) -> str:
-    """``dvc.yaml`` listing every summary as a metrics file, for ``dvc metrics show/diff``:
-    the summaries on disk, and ``also`` (those this run is about to put in place)."""
+    """``dvc.yaml`` listing every cell's metrics file, for ``dvc metrics show/diff``: the
+    files on disk, and ``also`` (those this run is about to put in place)."""
     from evalreg.cells import cells
 
     paths = sorted(
-        c.summary_path
-        for c in cells(registry)
-        if c.summary_path in also or (root / c.summary_path).is_file()
+        c.metrics_path
+        for c in cells(registry) + cells(registry, "holdout")
+        if c.metrics_path in also or (root / c.metrics_path).is_file()
     )
     lines = [
-        "# Written by evalreg run: every cell summary, for `dvc metrics show/diff`.",
+        "# Written by evalreg run: every cell's rates and cost per slice, for",
+        "# `dvc metrics show` and `dvc metrics diff` (reports/metrics/, from the summaries).",
         "metrics:",
     ] + [f"  - {p}" for p in paths]
     return "\n".join(lines) + "\n"

@@ -12,7 +12,14 @@ from evalreg.registry import schema
 from evalreg.registry.loader import Registry
 from evalreg.results.freshness import CellStatus, status
 from evalreg.results.outcomes import Outcomes, from_records, from_summary
-from evalreg.results.records import CellSummary, ItemRecord, items_md5, read_items, read_summary
+from evalreg.results.records import (
+    ALL,
+    CellSummary,
+    ItemRecord,
+    items_md5,
+    read_items,
+    read_summary,
+)
 from evalreg.selection.calibration import Calibration, add_agreement, calibrations
 from evalreg.selection.policy import Decision, decide
 
@@ -97,14 +104,19 @@ def read_outcomes(
 
 
 def _metrics(
-    outcomes: Outcomes, task: schema.Task, rubric: schema.Rubric, policy: schema.Policy
+    outcomes: Outcomes,
+    task: schema.Task,
+    rubric: schema.Rubric,
+    policy: schema.Policy,
+    only: frozenset[str] | None = None,
 ) -> dict[str, SliceMetrics]:
     """``cell_metrics`` with judge-human agreement, computed once per outcomes, task,
-    rubric and policy (both sides of a diff share the outcomes of an unchanged cell)."""
-    key = (policy.pass_level, policy.confidence)
+    rubric and policy (both sides of a diff share the outcomes of an unchanged cell);
+    ``only`` the slices named, when nothing but a decision is asked for."""
+    key = (policy.pass_level, policy.confidence, only)
     seen = outcomes.memo.get(key)
     if seen is None or seen[0] != task or seen[1] != rubric:
-        computed = cell_metrics(outcomes, task, rubric, policy.pass_level, policy.confidence)
+        computed = cell_metrics(outcomes, task, rubric, policy.pass_level, policy.confidence, only)
         add_agreement(computed, outcomes, rubric)
         seen = outcomes.memo[key] = (task, rubric, computed)
     return {name: dict(values) for name, values in seen[2].items()}
@@ -125,6 +137,8 @@ def gather(
     rubric = registry.rubrics[task.rubric]
     by_cell = {s.cell.id: s for s in (statuses if statuses is not None else status(registry))}
     policy = selection.policy
+    # A decision reads slice ``all`` and the slices its gates name; the report reads all.
+    only = None if comparisons else frozenset({ALL, *(g.slice for g in policy.gates)})
     candidates: dict[str, CandidateEvidence] = {}
     metrics: dict[str, dict[str, SliceMetrics]] = {}
     for cand in selection.candidates:
@@ -135,7 +149,7 @@ def gather(
             cand, st.cell, st.state, st.reasons, summary, outcomes
         )
         if outcomes is not None:
-            metrics[cand.id] = _metrics(outcomes, task, rubric, policy)
+            metrics[cand.id] = _metrics(outcomes, task, rubric, policy, only)
     pending = {c for c, e in candidates.items() if e.outcomes is None}
     decision = decide(selection, metrics, pending)
     declared = candidates[selection.selected].outcomes

@@ -17,7 +17,8 @@ which stage the run had reached and what it wrote:
   branch.
 - ``commit``: the results are complete and their temporary files are listed, with the
   content of ``dvc.yaml`` to write. A run that stops here is rolled forward: results are
-  moved into place, every file is tracked, the summaries are written last. Before DVC
+  moved into place, every file is tracked, the summaries (and the DVC metrics files
+  derived from them) are written last. Before DVC
   touches a file it is hard-linked into the state directory, because ``dvc add`` deletes
   and re-creates it; a file DVC left missing is restored from that link.
 
@@ -210,10 +211,11 @@ class Journal:
         """The run stopped before its results were complete: remove its temporary
         result files and keep (track) every response it stored."""
         root = self.root
-        results = root / "reports" / "results"
-        if results.is_dir():
-            for tmp in results.rglob(f"*.{self.run}{TMP_SUFFIX}"):
-                tmp.unlink(missing_ok=True)
+        for generated in ("results", "metrics"):
+            directory = root / "reports" / generated
+            if directory.is_dir():
+                for tmp in directory.rglob(f"*.{self.run}{TMP_SUFFIX}"):
+                    tmp.unlink(missing_ok=True)
         segments = keepable(root, self.segments)
         if segments:
             add(segments)

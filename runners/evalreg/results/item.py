@@ -1,0 +1,367 @@
+"""One item's recorded evidence in every use case that holds it: what ``evalreg show`` prints.
+
+Read from one version of the repository (the working tree, or a revision through git and
+DVC): the item from its eval set; per candidate, the messages its prompt renders, each
+sample's stored response and the request body exactly as sent, every criterion's recorded
+verdict with the judge's whole reason and each rater's grade, level, latency, tokens and
+cost. Nothing is bought and nothing is re-graded: the verdicts are the recorded ones.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from evalreg.cells import Cell
+from evalreg.errors import PromptError, UsageError
+from evalreg.evalsets.evalset import EvalSet, item_content
+from evalreg.graders.human import parse_grades
+from evalreg.graders.llm_judge import JudgeFailed, Judges, parse_verdict
+from evalreg.prompting import render_messages
+from evalreg.registry import schema
+from evalreg.registry.loader import Registry, load_registry
+from evalreg.registry.tree import GitTree, Tree, WorkspaceTree
+from evalreg.results.freshness import CellStatus, status
+from evalreg.results.records import ItemRecord, Tokens, read_items, read_summary
+from evalreg.store.segments import STORE_DIR, SegmentKeys, lookup, segment_names
+
+CLOSE_MATCHES = 5
+"""How many similar item ids an unknown one is answered with."""
+
+
+@dataclass(frozen=True)
+class CriterionView:
+    """One criterion on one sample, as recorded."""
+
+    id: str
+    description: str
+    grader: str
+    """The grader's type (``field_exact``, ``llm_judge``, ``human``...)."""
+    critical: bool
+    verdict: str
+    """``passed``, ``failed``, ``not graded`` (it applies, too few raters graded the
+    response), ``not applicable`` (not in the item's slices) or ``no verdict`` (the sample
+    has none: an error)."""
+    score: float | None = None
+    detail: str = ""
+    judge: str | None = None
+    """The judge's pin, for an ``llm_judge`` criterion."""
+    judge_reason: str | None = None
+    """The judge's whole reason, read from its stored response (the record keeps 80
+    characters of it)."""
+    human: dict[str, bool] = field(default_factory=dict)
+    """Each rater's grade of the response, for a ``human`` criterion."""
+
+
+@dataclass(frozen=True)
+class SampleView:
+    """One sample of one candidate: its stored response and its recorded grading."""
+
+    sample: int
+    key: str | None
+    error: str | None
+    level: str | None
+    score: float
+    output: str | None
+    """The stored response's text; None when the store has none."""
+    model: str | None
+    """The model name the provider returned."""
+    finish_reason: str | None
+    latency_ms: int
+    tokens: Tokens
+    cost_micro_usd: int
+    judge_cost_micro_usd: int | None
+    request: Any
+    """The request body exactly as sent (the stored record's), or None."""
+    criteria: list[CriterionView]
+    outdated: bool
+    """Recorded for another version of the item (its content changed since)."""
+
+
+@dataclass(frozen=True)
+class CandidateView:
+    id: str
+    pin: str
+    cell: str
+    state: str
+    """``fresh``, ``stale`` or ``pending``, at the version read."""
+    reasons: list[str]
+    declared: bool
+    messages: list[dict[str, str]] | None
+    """What the candidate's prompt renders for the item: system first, then the turns."""
+    prompt_error: str | None
+    samples: list[SampleView]
+
+
+@dataclass(frozen=True)
+class ItemView:
+    """One item in one use case, with every candidate shown."""
+
+    revision: str
+    """Where it was read: "working tree" or "revision 1a2b3c4d5e6f"."""
+    use_case: str
+    title: str
+    task: str
+    split: str
+    evalset: str
+    evalset_md5: str
+    line: int
+    item: dict[str, Any]
+    candidates: list[CandidateView]
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def show_item(
+    root: Path,
+    item_id: str,
+    *,
+    rev: str | None = None,
+    candidates: Sequence[str] = (),
+    use_cases: Sequence[str] = (),
+    tasks: Sequence[str] = (),
+) -> list[ItemView]:
+    """``item_id`` in each use case (of ``use_cases`` and ``tasks``, when given) whose eval
+    set holds it, with the candidates named (default: all), read at ``rev`` (default: the
+    working tree).
+
+    Raises ``UsageError`` for an unknown item (naming similar ids), use case, task or
+    candidate, and for a revision with no recorded results for what is asked.
+    """
+    tree: Tree = GitTree(root, rev) if rev is not None else WorkspaceTree(root)
+    registry = load_registry(tree)
+    _check_names(registry, use_cases, tasks)
+    statuses = {
+        st.cell.id: st
+        for split in ("dev", "holdout")
+        for st in status(registry, split=split)
+        if _chosen(st.cell, use_cases, tasks)
+    }
+    found: dict[tuple[str, str], tuple[EvalSet, schema.Item]] = {}
+    for st in statuses.values():
+        cell = st.cell
+        evalset = registry.evalset_of(cell.task_id, cell.split)
+        item = next((i for i in evalset.items if i.id == item_id), None)
+        if item is not None:
+            found[(cell.selection, cell.split)] = (evalset, item)
+    if not found:
+        raise UsageError(_unknown_item(registry, item_id, list(statuses.values()), tree))
+    chosen = [st for st in statuses.values() if (st.cell.selection, st.cell.split) in found]
+    _check_candidates(chosen, candidates)
+    chosen = [st for st in chosen if not candidates or st.cell.candidate.id in candidates]
+    if rev is not None and all(st.state == "pending" for st in chosen):
+        asked = ", ".join(sorted({st.cell.selection for st in chosen}))
+        raise UsageError(
+            f"{tree.label} has no recorded results for item {item_id!r} in {asked}: every "
+            "cell is pending there (pick a revision after `evalreg run` was committed)"
+        )
+    reader = _Reader(registry, tree)
+    out = []
+    for (selection, split), (evalset, item) in sorted(found.items()):
+        sel = registry.selections[selection]
+        order = {c.id: n for n, c in enumerate(sel.candidates)}
+        shown = sorted(
+            (st for st in chosen if (st.cell.selection, st.cell.split) == (selection, split)),
+            key=lambda st: (st.cell.candidate.id != sel.selected, order[st.cell.candidate.id]),
+        )
+        out.append(
+            ItemView(
+                revision=tree.label,
+                use_case=selection,
+                title=sel.use_case,
+                task=sel.task,
+                split=split,
+                evalset=evalset.path,
+                evalset_md5=evalset.md5,
+                line=evalset.lines.get(item.id, 0),
+                item=item.model_dump(mode="json", exclude_none=True),
+                candidates=[reader.candidate(st, item, sel.selected) for st in shown],
+            )
+        )
+    return out
+
+
+def _chosen(cell: Cell, use_cases: Sequence[str], tasks: Sequence[str]) -> bool:
+    return (not use_cases or cell.selection in use_cases) and (not tasks or cell.task_id in tasks)
+
+
+def _check_names(registry: Registry, use_cases: Sequence[str], tasks: Sequence[str]) -> None:
+    for flag, asked, known in (
+        ("--use-case", use_cases, registry.selections),
+        ("--task", tasks, registry.tasks),
+    ):
+        for name in asked:
+            if name not in known:
+                raise UsageError(f"{flag} {name}: no such {flag[2:]} ({_one_of(sorted(known))})")
+
+
+def _check_candidates(chosen: list[CellStatus], candidates: Sequence[str]) -> None:
+    known = sorted({st.cell.candidate.id for st in chosen})
+    for name in candidates:
+        if name not in known:
+            where = ", ".join(sorted({st.cell.selection for st in chosen}))
+            raise UsageError(f"--candidate {name}: not a candidate of {where} ({_one_of(known)})")
+
+
+def _one_of(names: list[str]) -> str:
+    return "one of " + ", ".join(names) if names else "there are none"
+
+
+def _unknown_item(registry: Registry, item_id: str, statuses: list[CellStatus], tree: Tree) -> str:
+    paths = sorted({registry.evalset_of(st.cell.task_id, st.cell.split).path for st in statuses})
+    ids = sorted({i.id for path in paths for i in registry.evalsets[path].items})
+    close = difflib.get_close_matches(item_id, ids, n=CLOSE_MATCHES, cutoff=0.6)
+    hint = f"; did you mean {', '.join(close)}?" if close else ""
+    return f"no item {item_id!r} in {', '.join(paths) or 'any eval set'} ({tree.label}){hint}"
+
+
+class _Reader:
+    """Per-item records, stored responses and human grades of one version, read once."""
+
+    def __init__(self, registry: Registry, tree: Tree) -> None:
+        self.registry = registry
+        self.tree = tree
+        self.judges = Judges(registry.pins, None)
+        self._scanned: dict[str, SegmentKeys] | None = None
+        self._human: dict[str, dict[str, dict[str, bool]]] = {}
+
+    def _stored(self, keys: list[str]) -> dict[str, dict[str, Any] | None]:
+        if not keys:
+            return {}
+        if self._scanned is None:
+            self._scanned = {
+                name: SegmentKeys(self.tree.read_data(f"{STORE_DIR}/{name}"))
+                for name in segment_names(self.tree)
+            }
+        return lookup(self.tree, keys, self._scanned)
+
+    def _records(self, cell: Cell, item: schema.Item) -> list[ItemRecord]:
+        tree = self.tree
+        if read_summary(tree, cell) is None or not (
+            tree.is_file(cell.items_path) or tree.is_file(cell.items_path + ".dvc")
+        ):
+            return []
+        return [r for r in read_items(tree.read_data(cell.items_path)) if r["item"] == item.id]
+
+    def candidate(self, st: CellStatus, item: schema.Item, declared: str) -> CandidateView:
+        cell = st.cell
+        try:
+            messages: list[dict[str, str]] | None = [
+                {"role": m["role"], "content": m["content"]}
+                for m in render_messages(cell.task, cell.candidate.prompt, item, cell=cell.id)
+            ]
+            problem = None
+        except PromptError as exc:
+            messages, problem = None, str(exc)
+        records = self._records(cell, item) if st.state != "pending" else []
+        stored = self._stored([r["key"] for r in records if r["key"]])
+        content = item_content(item)
+        samples = [
+            self._sample(cell, item, r, stored.get(r["key"]) if r["key"] else None, content)
+            for r in records
+        ]
+        return CandidateView(
+            id=cell.candidate.id,
+            pin=cell.candidate.pin,
+            cell=cell.id,
+            state=st.state,
+            reasons=list(st.reasons),
+            declared=cell.candidate.id == declared,
+            messages=messages,
+            prompt_error=problem,
+            samples=samples,
+        )
+
+    def _sample(
+        self,
+        cell: Cell,
+        item: schema.Item,
+        record: ItemRecord,
+        stored: dict[str, Any] | None,
+        content: str,
+    ) -> SampleView:
+        response = stored.get("response") if stored else None
+        response = response if isinstance(response, dict) else {}
+        output = response.get("text") if isinstance(response.get("text"), str) else None
+        criteria = [self._criterion(c, item, record, output) for c in cell.rubric.criteria]
+        judge_cost = record.get("judge_cost_micro_usd")
+        return SampleView(
+            sample=record["sample"],
+            key=record["key"],
+            error=record["error"],
+            level=record["level"],
+            score=record["score"],
+            output=output,
+            model=_text(response.get("model")),
+            finish_reason=_text(response.get("finish_reason")),
+            latency_ms=record["latency_ms"],
+            tokens=record["tokens"],
+            cost_micro_usd=record["cost_micro_usd"],
+            judge_cost_micro_usd=judge_cost,
+            request=stored.get("request") if stored else None,
+            criteria=criteria,
+            outdated=record["content"] != content,
+        )
+
+    def _criterion(
+        self, criterion: schema.Criterion, item: schema.Item, record: ItemRecord, output: str | None
+    ) -> CriterionView:
+        grader = criterion.grader
+        common: dict[str, Any] = {
+            "id": criterion.id,
+            "description": criterion.description,
+            "grader": grader.type,
+            "critical": criterion.critical,
+        }
+        verdict = record["criteria"].get(criterion.id)
+        if isinstance(grader, schema.HumanGrader):
+            common["human"] = self._grades(grader.file, record["key"])
+        if isinstance(grader, schema.JudgeGrader):
+            common["judge"] = grader.judge
+            if output is not None and verdict is not None:
+                common["judge_reason"] = self._judge_reason(criterion, grader, item, output)
+        if verdict is not None:
+            passed = "passed" if verdict["passed"] else "failed"
+            return CriterionView(
+                **common, verdict=passed, score=verdict["score"], detail=verdict["detail"]
+            )
+        if record["error"] is not None:
+            return CriterionView(**common, verdict="no verdict")
+        if criterion.id in record.get("ungraded", ()):
+            return CriterionView(**common, verdict="not graded")
+        return CriterionView(**common, verdict="not applicable")
+
+    def _grades(self, path: str, key: str | None) -> dict[str, bool]:
+        if key is None or not (self.tree.is_file(path) or self.tree.is_file(path + ".dvc")):
+            return {}
+        if path not in self._human:
+            self._human[path] = parse_grades(self.tree.read_data(path), path).grades
+        return dict(sorted(self._human[path].get(key, {}).items()))
+
+    def _judge_reason(
+        self,
+        criterion: schema.Criterion,
+        grader: schema.JudgeGrader,
+        item: schema.Item,
+        output: str,
+    ) -> str | None:
+        try:
+            key = self.judges.job(criterion, item, output, criterion.id).key
+        except JudgeFailed:
+            return None
+        stored = self._stored([key]).get(key)
+        response = stored.get("response") if stored else None
+        if not isinstance(response, dict) or not isinstance(response.get("text"), str):
+            return None
+        try:
+            return parse_verdict(response["text"], grader.pass_threshold).reason
+        except JudgeFailed:
+            return None
+
+
+def _text(value: object) -> str | None:
+    return value if isinstance(value, str) else None

@@ -1,0 +1,204 @@
+"""A ``run --batch`` stopped at any moment (SIGKILL included) resumes its batches: the
+next run polls and collects them instead of buying again, as the servers' counts show.
+
+Real ``evalreg`` processes in their own process group, a real git + DVC repository and a
+loopback server speaking the batch APIs; moments are observed from outside (the server's
+requests, the batch journal in the state directory, the store).
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from evalreg.store.batches import BATCHES
+from evalreg.store.lock import state_dir
+
+from conftest import Repo, registry_template, replace_tree
+from support import runs
+from support.llm_server import LLMServer
+
+ITEMS = 30  # x 2 pins: 60 requests, two batches
+POLL = ("--batch", "--batch-poll", "0.05")
+
+
+@pytest.fixture
+def server(server_port: int):
+    with LLMServer(
+        api_key=runs.KEY, responder=runs.label_of, latency=0.01, port=server_port
+    ) as srv:
+        srv.batch_polls = 4
+        yield srv
+
+
+@pytest.fixture(scope="module")
+def registry_on_dvc(tmp_path_factory, server_port: int) -> Path:
+    with LLMServer(api_key=runs.KEY, port=server_port) as srv:
+        return registry_template(
+            tmp_path_factory, lambda r: runs.live_registry(r, srv, items=ITEMS)
+        )
+
+
+@pytest.fixture
+def registry(repo: Repo, server: LLMServer, registry_on_dvc: Path) -> Repo:
+    return replace_tree(repo, registry_on_dvc)
+
+
+def journalled(repo: Repo) -> list[dict]:
+    try:
+        return list(json.loads((state_dir(repo.root) / BATCHES).read_bytes())["batches"])
+    except (OSError, ValueError, KeyError):
+        return []
+
+
+def _posted(server: LLMServer, path: str) -> int:
+    return server.count(lambda r: r.method == "POST" and r.path == path)
+
+
+def _downloads(server: LLMServer) -> int:
+    return server.count(lambda r: r.method == "GET" and r.path.endswith("/content"))
+
+
+MOMENTS = [
+    runs.Moment(
+        "file uploaded, batch not created",
+        lambda repo, srv, before: any(b["state"] == "uploaded" for b in journalled(repo)),
+    ),
+    runs.Moment(
+        "batch created, its id not journalled",
+        lambda repo, srv, before: _posted(srv, "/v1/batches") >= 1,
+        after=0.3,
+    ),
+    runs.Moment(
+        "polling",
+        lambda repo, srv, before: sum(b["state"] == "submitted" for b in journalled(repo)) == 2,
+        after=0.05,
+    ),
+    runs.Moment("collecting", lambda repo, srv, before: _downloads(srv) >= 1, after=0.1),
+    runs.Moment(
+        "collecting, a batch's responses stored",
+        lambda repo, srv, before: _downloads(srv) >= 2,
+        after=0.1,
+    ),
+]
+
+
+def assert_bought_once(repo: Repo, server: LLMServer) -> None:
+    """Every request was submitted in exactly one batch, answered once, none bought live;
+    the results are whole, tracked, pushed, and reproduce."""
+    submitted = Counter(r.custom_id for r in server.batch_requests)
+    assert len(submitted) == 2 * ITEMS
+    assert max(submitted.values()) == 1, "a request was submitted in two batches"
+    answered = Counter(r.custom_id for r in server.batch_answered)
+    assert len(answered) == 2 * ITEMS and max(answered.values()) == 1
+    assert server.count(lambda r: r.path == "/v1/chat/completions") == 0
+    assert journalled(repo) == []
+    assert set(runs.stored_keys(repo)) == set(submitted)
+    status = runs.evalreg(repo, "status", "--json")
+    assert {c["state"] for c in json.loads(status.stdout)} == {"fresh"}, status.stderr
+    assert runs.untracked_data(repo) == []
+    assert runs.unpushed_md5s(repo) == []
+    repo.commit("results")
+    assert runs.raw_in_git(repo) == []
+    reproduced = runs.evalreg(repo, "reproduce", "HEAD")
+    assert reproduced.returncode == 0, reproduced.stdout + reproduced.stderr
+
+
+@pytest.mark.parametrize("moment", MOMENTS, ids=[m.name for m in MOMENTS])
+def test_a_batched_run_killed_at_any_moment_resumes_and_buys_nothing_twice(
+    registry: Repo, server: LLMServer, moment: runs.Moment
+):
+    server.batch_create_delay = 2.0 if "not journalled" in moment.name else 0.0
+    # Refused once, the creation is retried after a backoff: the run waits uploaded.
+    server.batch_create_errors = 1 if "not created" in moment.name else 0
+    server.batch_results_delay = 1.0 if moment.name.startswith("collecting") else 0.0
+    err, code = runs.signal_at(registry, server, moment, signal.SIGKILL, *POLL)
+    assert code is not None, f"the run ended before {moment.name}: {err}"
+    if moment.name.endswith("stored"):
+        assert len(runs.stored_keys(registry)) == ITEMS  # one batch's, in the run's segment
+    server.batch_create_delay = server.batch_results_delay = 0.0
+
+    resumed = runs.evalreg(registry, "run", *POLL)
+    assert resumed.returncode == 0, resumed.stderr
+    assert "Traceback" not in resumed.stderr
+    assert_bought_once(registry, server)
+
+
+def test_a_batched_run_interrupted_while_waiting_says_how_to_collect(
+    registry: Repo, server: LLMServer
+):
+    moment = MOMENTS[2]
+    err, code = runs.signal_at(registry, server, moment, signal.SIGTERM, *POLL)
+    assert code == 128 + signal.SIGTERM, err
+    assert "Traceback" not in err
+    assert "evalreg -C" in err and " run --batch`" in err
+    assert len(journalled(registry)) == 2  # still journalled: a later run collects them
+    resumed = runs.evalreg(registry, "run", *POLL)
+    assert resumed.returncode == 0, resumed.stderr
+    assert_bought_once(registry, server)
+
+
+def test_a_ci_job_submits_and_a_later_one_collects(registry: Repo, server: LLMServer):
+    first = runs.evalreg(registry, "run", "--batch", "--no-wait")
+    assert first.returncode == 0, first.stderr
+    assert "60 responses waiting in submitted batches" in first.stdout
+    assert len(journalled(registry)) == 2
+    server.batch_polls = 0
+    second = runs.evalreg(registry, "run", "--batch", "--no-wait")
+    assert second.returncode == 0, second.stderr
+    assert_bought_once(registry, server)
+
+
+def _anthropic(repo: Repo, server: LLMServer) -> Repo:
+    for name in ("mini", "mini2"):
+        path = f"registry/models/{name}.yaml"
+        pin = repo.read(path).replace("provider: openai", "provider: anthropic")
+        pin = pin.replace(server.base_url, server.root_url).replace(
+            "temperature: 0", "temperature: 0\n  max_tokens: 64"
+        )
+        repo.write(path, pin)
+    repo.commit("Anthropic pins")
+    return repo
+
+
+def test_anthropic_batch_killed_before_its_id_was_journalled_is_submitted_again_and_said(
+    registry: Repo, server: LLMServer
+):
+    # Message Batches take no idempotency key: this is the one moment a batch can be
+    # bought twice, and the resumed run says so.
+    _anthropic(registry, server)
+    server.batch_create_delay = 2.0
+    created = runs.Moment(
+        "created", lambda repo, srv, before: _posted(srv, "/v1/messages/batches") >= 1, after=0.3
+    )
+    _, code = runs.signal_at(registry, server, created, signal.SIGKILL, *POLL)
+    assert code is not None
+    server.batch_create_delay = 0.0
+    assert [b["state"] for b in journalled(registry)] == ["intent"]
+    resumed = runs.evalreg(registry, "run", *POLL)
+    assert resumed.returncode == 0, resumed.stderr
+    assert "submitted again (Message Batches take no idempotency key" in resumed.stderr
+    submitted = Counter(r.custom_id for r in server.batch_requests)
+    assert len(submitted) == 2 * ITEMS
+    assert sorted(Counter(submitted.values()).items()) == [(1, ITEMS), (2, ITEMS)]
+    assert server.count(lambda r: r.path == "/v1/messages") == 0
+    assert journalled(registry) == []
+
+
+def test_anthropic_batch_killed_while_polling_is_collected_once(registry: Repo, server: LLMServer):
+    _anthropic(registry, server)
+    err, code = runs.signal_at(registry, server, MOMENTS[2], signal.SIGKILL, *POLL)
+    assert code is not None, err
+    resumed = runs.evalreg(registry, "run", *POLL)
+    assert resumed.returncode == 0, resumed.stderr
+    submitted = Counter(r.custom_id for r in server.batch_requests)
+    assert len(submitted) == 2 * ITEMS and max(submitted.values()) == 1
+    answered = Counter(r.custom_id for r in server.batch_answered)
+    assert len(answered) == 2 * ITEMS and max(answered.values()) == 1
+    assert journalled(registry) == []
+    registry.commit("results")
+    assert runs.evalreg(registry, "reproduce", "HEAD").returncode == 0
