@@ -426,7 +426,7 @@ def test_unmeasured_calibration_stays_an_unmeasured_risk(live: Repo, cli, server
     assert "### Judge calibration" not in page and "### Human grades" not in page
     assert (
         "- Unmeasured risks: behaviour on inputs unlike this eval set; drift of hosted models "
-        "under the same name (`evalreg drift`); judge calibration against human grades "
+        "under the same name (see Drift); judge calibration against human grades "
         "(`tone`).\n"
     ) in page
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from datetime import date
 from pathlib import Path
 
@@ -160,11 +161,12 @@ def test_the_report_has_every_section_and_parses_as_markdown(reported: Repo):
     for section in (
         "1. Decision",
         "2. Use case and task",
-        "3. Criteria fixed beforehand",
+        "3. Criteria",
         "4. Candidates",
         "5. Evidence",
-        "6. Limitations",
-        "7. How to reproduce",
+        "6. Drift",
+        "7. Limitations",
+        "8. How to reproduce",
     ):
         assert section in headings
     assert sum(t.type == "table_open" for t in tokens) >= 5
@@ -172,7 +174,9 @@ def test_the_report_has_every_section_and_parses_as_markdown(reported: Repo):
     from evalreg.metrics import family_sentence
 
     assert page.count(family_sentence()) == 2
-    assert not [t for t in tokens if t.type in ("html_block", "html_inline")]
+    # The only raw HTML is the report's own collapsed section of small slices.
+    raw = [t.content for t in tokens if t.type in ("html_block", "html_inline")]
+    assert all(re.fullmatch(r"<details><summary>[^<>]*</summary>\n|</details>\n", r) for r in raw)
     inline_children = [c for t in tokens if t.children for c in t.children]
     assert not [
         c for c in inline_children if c.type in ("image", "html_inline") and "evil" in str(c.attrs)
@@ -304,8 +308,26 @@ def test_the_reports_gate_table_shows_the_bound_and_the_point_estimate():
 
     sel, d = _bound_gate_decision()
     text = governance._gates(SimpleNamespace(selection=sel, decision=d))  # type: ignore[arg-type]
-    assert "❌ fail: upper bound 0.709 (point estimate 0.62)" in text
-    assert "✅ pass: upper bound 0.13 (point estimate 0.1)" in text
+    assert "❌ fail: unacceptable rate 0.62, upper 95% bound 0.709 > max 0.5" in text
+    assert "✅ pass: unacceptable rate 0.1, upper 95% bound 0.13 ≤ max 0.5" in text
+    assert "Not gated yet (no results): `cheap`, `new`." in text
+
+
+def test_a_gate_on_the_point_shows_the_estimate_against_the_threshold():
+    from types import SimpleNamespace
+
+    from evalreg.report import governance
+
+    others = {"cheap", "great", "new"}
+    sel = selection(gates=[{"metric": "pass_rate", "min": 0.7, "on": "lower_bound"}])
+    d = decide(sel, {"good": {"all": {"pass_rate": Metric(0.82, 0.74, 0.88, 300)}}}, others)
+    text = governance._gates(SimpleNamespace(selection=sel, decision=d))  # type: ignore[arg-type]
+    assert "✅ pass: pass rate 0.82, lower 95% bound 0.74 ≥ min 0.7" in text
+    sel = selection(gates=[{"metric": "error_rate", "max": 0.01}])
+    d = decide(sel, {"good": {"all": {"error_rate": Metric(0.02, 0.01, 0.04, 300)}}}, others)
+    text = governance._gates(SimpleNamespace(selection=sel, decision=d))  # type: ignore[arg-type]
+    assert "❌ fail: error rate 0.02 > max 0.01" in text
+    assert "bound" not in text.split("|---|")[-1]
 
 
 def test_the_diff_markdown_shows_what_a_changed_gate_compared():

@@ -430,7 +430,14 @@ def cmd_audit(args: argparse.Namespace) -> int:
         Path(output).parent.mkdir(parents=True, exist_ok=True)
     _emit(audit_markdown(record), output)
     if args.html:
-        write_html(record, _path(args, args.html))
+        from evalreg.report.writer import decisions_at
+
+        try:
+            decisions = decisions_at(root, record.rev)
+        except EvalregError as exc:  # the record is written all the same, saying why
+            write_html(record, _path(args, args.html), str(exc))
+        else:
+            write_html(record, _path(args, args.html), decisions)
     return record.exit_code
 
 
@@ -485,6 +492,10 @@ def cmd_drift(args: argparse.Namespace) -> int:
     )
     text = json_text(drift_json(report)) + "\n" if args.json else render_drift(report)
     _emit(text, str(_path(args, args.output)) if args.output else None)
+    if args.record:
+        from evalreg.compare.drift_log import append_log
+
+        append_log(_root(args), report)
     return report.exit_code
 
 
@@ -868,6 +879,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.add_argument("-o", "--output", metavar="FILE", help="write to FILE instead of stdout")
+    p.add_argument(
+        "--record",
+        action="store_true",
+        help="append each cell's result to reports/drift.jsonl (the report's drift section)",
+    )
     p.set_defaults(handler=cmd_drift)
 
     p = sub.add_parser("diff", help="what changed between two revisions' results, per slice")

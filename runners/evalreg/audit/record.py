@@ -596,7 +596,7 @@ class _SelectionTrail:
             return
         self.path = str(blob.path)
         if blob.hexsha not in self.parsed:
-            self.parsed[blob.hexsha] = _parse(
+            self.parsed[blob.hexsha] = parse_version(
                 blob.data_stream.read(), self.path, "selections", schema.Selection
             )
         parsed = self.parsed[blob.hexsha]
@@ -711,8 +711,9 @@ def _where(commit: CommitInfo, what: str) -> str:
 M = TypeVar("M", bound=BaseModel)
 
 
-def _parse(data: bytes, path: str, kind: str, model: type[M]) -> M | str:
-    """The ``kind`` file in ``data`` as ``model``, or the first reason it cannot be read."""
+def parse_version(data: bytes, path: str, kind: str, model: type[M]) -> M | str:
+    """The ``kind`` file in ``data`` (one committed version) as ``model``, or the first
+    reason it cannot be read."""
     try:
         doc = parse_yaml(data, path)
     except RegistryError as exc:
@@ -838,7 +839,9 @@ class _Files:
             d.blobs[ident] = blob
             path = str(blob.path)
             if blob.hexsha not in d.parsed:
-                d.parsed[blob.hexsha] = _parse(blob.data_stream.read(), path, d.label, d.model)
+                d.parsed[blob.hexsha] = parse_version(
+                    blob.data_stream.read(), path, d.label, d.model
+                )
             parsed = d.parsed[blob.hexsha]
             if isinstance(parsed, str):
                 out.append(

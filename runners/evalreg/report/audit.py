@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import html
+from collections.abc import Sequence
 from pathlib import Path
 
 from markdown_it import MarkdownIt
@@ -20,7 +21,9 @@ from evalreg.audit.record import (
 )
 from evalreg.redaction import redact
 from evalreg.report.escape import cell
+from evalreg.report.governance import chart, headline
 from evalreg.report.numbers import plural
+from evalreg.selection.evidence import SelectionEvidence
 
 MAX_CELL_CHARS = 600
 
@@ -83,6 +86,8 @@ table { border-collapse: collapse; margin: 1rem 0; display: block; overflow-x: a
 th, td { border: 1px solid #d1d9e0; padding: .3rem .6rem; vertical-align: top; }
 th { background: #f6f8fa; text-align: left; }
 tr:nth-child(2n) td { background: #fbfcfd; }
+figure.chart { margin: 1rem 0; overflow-x: auto; }
+figure.chart svg { max-width: 100%; height: auto; }
 code { font: 13px ui-monospace, SFMono-Regular, Menlo, monospace; background: #eff1f3;
   padding: .1rem .3rem; border-radius: 4px; }
 """
@@ -90,21 +95,25 @@ code { font: 13px ui-monospace, SFMono-Regular, Menlo, monospace; background: #e
 
 def audit_markdown(record: AuditRecord) -> str:
     """The record as Markdown: summary per use case, flags, changes, approvals, reproduction."""
-    approvals = None
-    if record.approvals is not None:
-        approvals = {p.number: p for p in record.approvals}
-    lines = [
-        f"# Audit record for `{record.rev[:12]}`",
-        "",
+    return _header(record) + _history(record)
+
+
+def _header(record: AuditRecord) -> str:
+    return (
+        f"# Audit record for `{record.rev[:12]}`\n\n"
         f"Revision `{record.rev}`, committed {record.commit.committed_at} by "
         f"{_cell(record.commit.author.name)}. First-parent history: {record.history} "
         f"commit{'s' if record.history != 1 else ''} since the root commit "
         f"`{record.root.sha[:12]}` ({record.root.committed_at}). Dates are UTC; events are "
-        "ordered by their place on the first-parent line, not by author dates.",
-        "",
-        "## Use cases",
-        "",
-    ]
+        "ordered by their place on the first-parent line, not by author dates.\n\n"
+    )
+
+
+def _history(record: AuditRecord) -> str:
+    approvals = None
+    if record.approvals is not None:
+        approvals = {p.number: p for p in record.approvals}
+    lines = ["## Use cases", ""]
     if record.selections:
         lines += _table(_SUMMARY_HEADER, [_summary_row(s, approvals) for s in record.selections])
     else:
@@ -133,12 +142,21 @@ def audit_markdown(record: AuditRecord) -> str:
     return "\n".join(lines) + "\n"
 
 
-def write_html(record: AuditRecord, directory: Path) -> list[Path]:
-    """Write ``index.html``: the Markdown rendered for offline reading, no scripts, no fetches."""
+def write_html(
+    record: AuditRecord,
+    directory: Path,
+    decisions: Sequence[SelectionEvidence] | str = (),
+) -> list[Path]:
+    """Write ``index.html``: the Markdown rendered for offline reading, no scripts, no fetches.
+
+    ``decisions`` (each use case's evidence at the record's revision, or why it could not be
+    read) come first: declared and recommended candidates, gates, results on all items and
+    the chart, inline; then the history.
+    """
     md = MarkdownIt("commonmark", {"html": False}).enable("table")
     # Images would fetch from the network; the page must render with nothing but itself.
     md.disable("image")
-    body = md.render(audit_markdown(record))
+    body = md.render(_header(record)) + _decisions(md, decisions) + md.render(_history(record))
     title = html.escape(f"Audit record for {record.rev[:12]}")
     page = (
         "<!doctype html>\n"
@@ -153,6 +171,22 @@ def write_html(record: AuditRecord, directory: Path) -> list[Path]:
     index = directory / "index.html"
     index.write_text(redact(page), encoding="utf-8", newline="\n")
     return [index]
+
+
+def _decisions(md: MarkdownIt, decisions: Sequence[SelectionEvidence] | str) -> str:
+    """The decisions section of the HTML page; charts are our own SVG, inlined."""
+    if isinstance(decisions, str):
+        why = _cell(decisions)
+        rendered: str = md.render(f"## Decisions\n\nNot readable at this revision: {why}\n")
+        return rendered
+    if not decisions:
+        return ""
+    out = [md.render("## Decisions\n")]
+    for ev in decisions:
+        out.append(f'<section class="decision" id="decision-{html.escape(ev.selection_id)}">\n')
+        out.append(md.render(headline(ev)))
+        out.append(f'<figure class="chart">\n{chart(ev)}</figure>\n</section>\n')
+    return "".join(out)
 
 
 def _summary_row(

@@ -22,6 +22,8 @@ __all__ = [
     "html_inline",
     "inline",
     "json_text",
+    "link",
+    "prose",
     "strip_controls",
 ]
 
@@ -76,6 +78,14 @@ def _block_parser() -> MarkdownIt:
     return MarkdownIt("commonmark").enable("table")
 
 
+# An absolute http(s) URL of characters a URL may hold unencoded; what Markdown would read
+# inside a link destination (parentheses, brackets, backslashes) is percent-encoded first.
+_URL = re.compile(
+    r"^https?://[A-Za-z0-9.-]+(?::[0-9]{1,5})?(?:[/?#][A-Za-z0-9._~:/?#@!$&'*+,;=%-]*)?$"
+)
+_URL_SPECIAL = str.maketrans({"(": "%28", ")": "%29", "[": "%5B", "]": "%5D"})
+
+
 _DETAILS_TAG = re.compile(r"<(/?)details(?=[\s>/])", re.IGNORECASE)
 _DETAILS_CLOSE = "</details>"
 
@@ -119,12 +129,46 @@ def inline(text: str, *, limit: int = 200) -> str:
     return _AUTOLINKS.sub(_break_autolink, _visible(text, limit)).translate(_MARKDOWN)
 
 
+# What text the team writes in the registry needs escaped: what makes HTML, links, images,
+# code, emphasis, table cells or math; ``#``, ``-``, ``+``, ``=`` and ``1.`` only where a
+# line starts (see ``prose``).
+_PROSE = str.maketrans(
+    {"\\": "&#92;", "&": "&amp;", "<": "&lt;", ">": "&gt;"}
+    | {char: "\\" + char for char in "`*_[]|~$"}
+)
+_BLOCK_START = re.compile(r"^(?:([#+=-])|(\d+)([.)]))")
+
+
+def prose(text: str, *, limit: int = 200) -> str:
+    """``inline`` for prose the team wrote in the registry (descriptions, rationales, waiver
+    reasons): the same text on one line, as inert (no HTML, link, image, mention, reference
+    or autolink), escaped only where Markdown would read it, so the page's source reads as
+    written: ``(49.6 % against 31.3 %)`` stays as it is, where ``inline`` writes
+    ``\\(49\\.6 % against 31\\.3 %\\)``."""
+    shown = _AUTOLINKS.sub(_break_autolink, _visible(text, limit)).translate(_PROSE)
+    return _BLOCK_START.sub(
+        lambda m: f"\\{m.group(1)}" if m.group(1) else f"{m.group(2)}\\{m.group(3)}", shown
+    )
+
+
 def html_inline(text: str, *, limit: int = 200) -> str:
     """``inline`` for text inside raw HTML, such as a ``<summary>``: there Markdown is not
     parsed, so a backslash escape would show as a backslash; character references are
     what keeps it literal. The same visible text, the same breaks against mentions,
     references and autolinks."""
     return html.escape(_AUTOLINKS.sub(_break_autolink, _visible(text, limit)), quote=True)
+
+
+def link(url: str, *, limit: int = 60) -> str:
+    """``url`` as a Markdown link when it is an absolute ``http`` or ``https`` URL; anything
+    else (``javascript:``, ``data:``, a relative path, text with spaces) as ``inline`` text,
+    which no renderer turns into a link. The link text is the URL without its scheme, cut
+    to ``limit``."""
+    target = url.strip().translate(_URL_SPECIAL)
+    if not _URL.match(target):
+        return inline(url, limit=limit)
+    shown = url.strip().split("://", 1)[1]
+    return f"[{inline(shown, limit=limit)}]({target})"
 
 
 def cell(text: str, *, limit: int = 80) -> str:

@@ -9,17 +9,25 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
 
+from evalreg.audit.criteria import CriteriaDates
+from evalreg.audit.record import CommitInfo
+from evalreg.compare.config import config_changes
+from evalreg.compare.drift_log import DRIFT_LOG, DriftCheck, DriftWorkflow
 from evalreg.evalsets.slice_sizes import evalset_stats
 from evalreg.families import MIN_SLICE_ITEMS, NONE_DETECTABLE, family_sentence
-from evalreg.metrics import COVERAGE, SliceMetrics, covered
-from evalreg.report.chart import Bar, bar_chart
-from evalreg.report.escape import block, cell, inline
+from evalreg.metrics import COVERAGE, Metric, SliceMetrics, covered
+from evalreg.report.chart import Bar, HeatCell, Panel, Threshold, heatmap, panel_chart
+from evalreg.report.escape import block, cell, inline, link, prose
 from evalreg.report.numbers import (
     compared_on,
     count,
     coverage_text,
     exact,
+    gate_comparison,
+    gate_text,
     milliseconds,
     number,
     objective_text,
@@ -35,6 +43,7 @@ from evalreg.report.numbers import (
     whole_points,
 )
 from evalreg.selection.evidence import SelectionEvidence
+from evalreg.selection.policy import GateResult
 
 # Slices with fewer than MIN_SLICE_ITEMS items are listed under Limitations instead of the
 # evidence tables (and are not tested).
@@ -42,6 +51,7 @@ DETECT = 0.05
 
 
 _SAFE_CODE = re.compile(r"^[A-Za-z0-9._:/-]{1,128}$")
+_CRON = re.compile(r"^[A-Za-z0-9*/,? -]{1,100}$")
 
 
 def code(text: str) -> str:
@@ -55,43 +65,104 @@ def table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
     return "\n".join(out) + "\n"
 
 
+@dataclass(frozen=True)
+class Provenance:
+    """What the repository says about a use case beyond its evidence: when git shows its
+    criteria were fixed, and when drift was last checked and is scheduled."""
+
+    dates: CriteriaDates | None = None
+    """None: not looked up (the criteria section says so)."""
+    drift: dict[str, DriftCheck] = field(default_factory=dict)
+    """Cell id → its latest logged drift check."""
+    workflow: DriftWorkflow | None = None
+
+
 def chart_name(ev: SelectionEvidence) -> str:
     return f"{ev.selection_id}.svg"
 
 
+def slices_chart_name(ev: SelectionEvidence) -> str:
+    return f"{ev.selection_id}-slices.svg"
+
+
+def _is_rate(metric: str) -> bool:
+    return metric.endswith("_rate") or metric.startswith(("criterion:", COVERAGE))
+
+
+def _bar(cid: str, m: Metric | None, ev: SelectionEvidence) -> Bar:
+    return Bar(
+        cid,
+        m.value if m else None,
+        m.lo if m else None,
+        m.hi if m else None,
+        highlight=cid == ev.selection.selected,
+    )
+
+
 def chart(ev: SelectionEvidence) -> str:
-    bars = []
-    for cid in ev.candidates:
-        m = ev.metrics.get(cid, {}).get("all", {}).get("pass_rate")
-        bars.append(
-            Bar(
-                cid,
-                m.value if m else None,
-                m.lo if m else None,
-                m.hi if m else None,
-                highlight=cid == ev.selection.selected,
+    """Pass rate on the whole eval set, then one panel per gate with its threshold (for the
+    candidates with results: a pending one has nothing to gate)."""
+    ranked = [cid for cid in ev.candidates if cid in ev.metrics]
+
+    def bars(slice_: str, metric: str, ids: Sequence[str]) -> list[Bar]:
+        return [_bar(cid, ev.metrics.get(cid, {}).get(slice_, {}).get(metric), ev) for cid in ids]
+
+    panels = [Panel("pass rate, all items", bars("all", "pass_rate", list(ev.candidates)))]
+    for i, g in enumerate(ev.selection.policy.gates if ranked else [], start=1):
+        bound = g.min if g.min is not None else g.max
+        assert bound is not None
+        where = "" if g.on == "point" else f", {compared_on(g)}"
+        panels.append(
+            Panel(
+                f"gate {i}: {gate_text(g)}",
+                bars(g.slice, g.metric, ranked),
+                Threshold(bound, f"{threshold_text(g)}{where}", g.min is not None, g.on),
+                rate=_is_rate(g.metric),
             )
         )
-    return bar_chart(f"{ev.selection.use_case}: pass rate on the whole eval set", bars)
+    return panel_chart(f"{ev.selection.use_case}: results and gates", panels)
 
 
-def page(ev: SelectionEvidence, *, evalreg_version: str, install: str) -> str:
-    """The use-case page: decision, task, criteria, candidates, evidence, limits, reproduce.
+def slices_chart(ev: SelectionEvidence) -> str | None:
+    """Pass rate per reported slice and candidate with results; None without either."""
+    ranked = [c for c in ev.candidates if c in ev.metrics]
+    rows = _big_slices(ev)
+    if not ranked or not rows:
+        return None
+    cells = []
+    for name in rows:
+        found = [ev.metrics[cid].get(name, {}).get("pass_rate") for cid in ranked]
+        cells.append([HeatCell(m.value, m.n) if m else HeatCell(None) for m in found])
+    title = f"{ev.selection.use_case}: pass rate by slice"
+    return heatmap(title, rows, ranked, cells, highlight=ev.selection.selected)
+
+
+def page(
+    ev: SelectionEvidence,
+    *,
+    evalreg_version: str,
+    install: str,
+    provenance: Provenance | None = None,
+) -> str:
+    """The use-case page: decision, task, criteria, candidates, evidence, drift, limits,
+    reproduce.
 
     ``install`` is the pip requirement for evalreg that the reproduce section names (the
     registry's ``install:`` setting, or the exact version that wrote the report).
     """
+    known = provenance or Provenance()
     parts = [
         f"# {inline(ev.selection.use_case)}\n",
         "_Generated by `evalreg report` from the registry and the committed results; do not "
         "edit. The commit, merge and approvals of this decision are in the audit record "
         "(`evalreg audit`)._\n",
         _decision(ev),
-        f"![Pass rate by candidate]({chart_name(ev)})\n",
+        f"![Pass rate by candidate, and each gate with its threshold]({chart_name(ev)})\n",
         _use_case(ev),
-        _criteria(ev),
+        _criteria(ev, known.dates),
         _candidates(ev),
         _evidence(ev, evalreg_version),
+        _drift(ev, known),
         _limitations(ev),
         _reproduce(ev, install),
     ]
@@ -99,10 +170,26 @@ def page(ev: SelectionEvidence, *, evalreg_version: str, install: str) -> str:
 
 
 def _decision(ev: SelectionEvidence) -> str:
+    return "## 1. Decision\n\n" + _decision_lines(ev)
+
+
+def headline(ev: SelectionEvidence) -> str:
+    """A use case's decision for a page about something else (the audit record): declared
+    and recommended candidates, why, each gate's verdict and the results on all items."""
+    parts = [
+        f"### {inline(ev.selection.use_case)} (`{ev.selection_id}`)\n",
+        _decision_lines(ev),
+        _gates(ev) or "No gates.\n",
+        "Results on all items:\n",
+        table(_OVERALL_HEADERS, _overall_rows(ev)),
+    ]
+    return "\n".join(parts)
+
+
+def _decision_lines(ev: SelectionEvidence) -> str:
     d = ev.decision
     sel = ev.selection
-    lines = ["## 1. Decision\n"]
-    lines.append(f"- **Declared candidate:** {code(d.declared)}")
+    lines = [f"- **Declared candidate:** {code(d.declared)}"]
     lines.append(
         "- **Policy recommends:** "
         + (f"{code(d.recommended)}" if d.recommended else "no candidate (none passes every gate)")
@@ -111,19 +198,21 @@ def _decision(ev: SelectionEvidence) -> str:
         lines.append("- **Agreement:** the declared candidate is the policy's recommendation.")
     elif d.waiver is not None:
         w = d.waiver
+        # A waiver written from the rationale says the same thing: it is printed once.
+        same = " ".join(w.reason.split()) == " ".join(sel.rationale.split())
+        reason = "the rationale below" if same else prose(w.reason, limit=500)
         lines.append(
             f"- **Waiver:** the declared candidate differs from the policy's recommendation. "
-            f"Reason: {inline(w.reason, limit=500)} — approved by {inline(w.approver)} on "
-            f"{w.date.isoformat()}."
+            f"Reason: {reason} — approved by {prose(w.approver)} on {w.date.isoformat()}."
         )
     else:
         lines.append(
             "- **⚠ No waiver:** the declared candidate differs from the policy's recommendation "
             "and no waiver records why; `evalreg check` fails until one is added."
         )
-    lines.append(f"- **Rationale (as declared):** {inline(sel.rationale, limit=1000)}")
+    lines.append(f"- **Rationale (as declared):** {prose(sel.rationale, limit=1000)}")
     lines.append("\nWhy the policy decided as it did:\n")
-    lines += [f"- {inline(r, limit=300)}" for r in d.reasons]
+    lines += [f"- {prose(r, limit=300)}" for r in d.reasons]
     return "\n".join(lines) + "\n"
 
 
@@ -131,8 +220,8 @@ def _use_case(ev: SelectionEvidence) -> str:
     task = ev.task
     out = ["## 2. Use case and task\n"]
     if ev.selection.description:
-        out.append(inline(ev.selection.description, limit=1000) + "\n")
-    out.append(f"**Task {code(ev.selection.task)}:** {inline(task.description, limit=1000)}\n")
+        out.append(prose(ev.selection.description, limit=1000) + "\n")
+    out.append(f"**Task {code(ev.selection.task)}:** {prose(task.description, limit=1000)}\n")
     if task.prompt.system:
         out.append("System prompt:\n\n" + block(task.prompt.system, limit_lines=40))
     out.append(
@@ -151,7 +240,7 @@ def _use_case(ev: SelectionEvidence) -> str:
         rows = [
             [
                 cell(m.id),
-                inline(m.description, limit=200),
+                prose(m.description, limit=200),
                 usd(m.cost_usd),
                 ", ".join(f"{code(c)}" for c in m.detected_by),
             ]
@@ -163,9 +252,9 @@ def _use_case(ev: SelectionEvidence) -> str:
     return "\n".join(out)
 
 
-def _criteria(ev: SelectionEvidence) -> str:
+def _criteria(ev: SelectionEvidence, dates: CriteriaDates | None) -> str:
     policy = ev.selection.policy
-    out = ["## 3. Criteria fixed beforehand\n"]
+    out = ["## 3. Criteria\n", _when_fixed(ev, dates)]
     out.append(
         f"An item **passes** when its level is `{policy.pass_level}`"
         + (" or better" if policy.pass_level == "acceptable" else "")
@@ -199,12 +288,55 @@ def _criteria(ev: SelectionEvidence) -> str:
     return "\n".join(out)
 
 
+def _commit(c: CommitInfo) -> str:
+    pr = f", #{c.pr}" if c.pr else ""
+    return f"`{c.sha[:12]}` ({c.committed_at}{pr})"
+
+
+def _part(what: str, ident: str | None) -> str:
+    return f"the rubric {code(ident)}" if what == "rubric" and ident else f"the {what}"
+
+
+def _when_fixed(ev: SelectionEvidence, dates: CriteriaDates | None) -> str:
+    """When git shows the policy and rubric were fixed, against the first evidence.
+
+    Nothing here names the commit of the first results: a report is written before the
+    commit that records it, which may be that commit, and must read the same after it."""
+    if dates is None:
+        return "When the criteria were fixed was not looked up in git for this page.\n"
+    if dates.unknown is not None:
+        return f"When the criteria were fixed cannot be told from git: {inline(dates.unknown)}.\n"
+    if dates.late is not None:
+        verdict = f"**⚠ Criteria changed after the evidence:** {prose(dates.late, limit=1000)}."
+    elif not ev.metrics:
+        verdict = "**Criteria fixed before evidence:** no candidate has results yet."
+    else:
+        verdict = (
+            "**Criteria fixed before evidence:** the policy and the rubric were last changed "
+            "before the first results they judge were committed."
+        )
+    lines = [verdict, ""]
+    for part in dates.parts:
+        name = _part(part.what, part.id)
+        name = name[0].upper() + name[1:]
+        if part.uncommitted:
+            lines.append(f"- {name}: changed here, not committed yet.")
+        elif part.commit is None:
+            lines.append(f"- {name}: in no commit.")
+        else:
+            lines.append(f"- {name} last changed in {_commit(part.commit)}.")
+    lines.append(
+        "\nFrom the first-parent git history (dates UTC); the audit record (`evalreg audit`) "
+        "names every change and the commit of the first results.\n"
+    )
+    return "\n".join(lines)
+
+
 def _candidates(ev: SelectionEvidence) -> str:
     out = ["## 4. Candidates\n"]
     rows = []
     for cid, c in ev.candidates.items():
         pin = c.cell.pin
-        params = json.dumps(pin.params, sort_keys=True) if pin.params else "–"
         price = (
             f"in {usd(pin.price.input_per_mtok)}/M, out {usd(pin.price.output_per_mtok)}/M"
             + (f", {usd(pin.price.per_call)}/call" if pin.price.per_call else "")
@@ -219,12 +351,17 @@ def _candidates(ev: SelectionEvidence) -> str:
                 cell(c.candidate.pin),
                 cell(pin.provider),
                 cell(pin.model or "–"),
-                cell(params, limit=60),
+                _params(ev, cid),
                 cell(price, limit=90),
                 variant,
                 c.state,
             ]
         )
+    out.append(
+        f"Params: the declared {code(ev.selection.selected)}'s in full; for every other "
+        "candidate, the keys that differ from them (`key: declared → this`; a key the declared "
+        "candidate does not set, with its value alone).\n"
+    )
     out.append(
         table(
             [
@@ -254,7 +391,7 @@ def _candidates(ev: SelectionEvidence) -> str:
             cell(b.name),
             number(b.score),
             b.date.isoformat(),
-            cell(b.source, limit=60),
+            link(b.source),
         ]
         for cid, c in ev.candidates.items()
         for b in c.cell.pin.benchmarks
@@ -282,6 +419,55 @@ def _latency(m: SliceMetrics) -> str:
     if p50 is None or p95 is None:
         return "n/a (batch)"
     return f"{count(p50.value)} / {milliseconds(p95.value)}"
+
+
+_PARAMS = ("pin.params.", "pin.extra_params.")
+
+
+def _value(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, ensure_ascii=False)
+
+
+def _params(ev: SelectionEvidence, cid: str) -> str:
+    """The declared candidate's params in full; another's as the keys that differ."""
+    declared = ev.candidates[ev.selection.selected].cell
+    this = ev.candidates[cid].cell
+    if cid == ev.selection.selected:
+        pin = this.pin
+        flat = {
+            f"{prefix}.{k}" if prefix else k: v
+            for prefix, values in (("", pin.params), ("extra_params", pin.extra_params))
+            for k, v in sorted((values or {}).items())
+        }
+        shown = ", ".join(f"{k}: {_value(v)}" for k, v in flat.items())
+        return cell(shown, limit=2000) if shown else "none"
+    changes = [c for c in config_changes(declared, this) if c["what"].startswith(_PARAMS)]
+    if not changes:
+        return "same as declared"
+    return cell(", ".join(_param_change(c) for c in changes), limit=2000)
+
+
+def _param_change(change: dict[str, Any]) -> str:
+    key = change["what"].removeprefix("pin.").removeprefix("params.")
+    base, head = change["base"], change["head"]
+    if base is None:
+        return f"{key}: {_value(head)}"
+    if head is None:
+        return f"{key}: none (declared {_value(base)})"
+    return f"{key}: {_value(base)} → {_value(head)}"
+
+
+_OVERALL_HEADERS = (
+    "candidate",
+    "pass rate (95 % CI)",
+    "unacceptable",
+    "errors",
+    "latency p50 / p95",
+    "cost per request",
+    "monthly cost at volume",
+    "failure cost per 1,000",
+    "items",
+)
 
 
 def _overall_rows(ev: SelectionEvidence) -> list[list[str]]:
@@ -344,7 +530,7 @@ def _evidence(ev: SelectionEvidence, evalreg_version: str) -> str:
     rubric_rows = [
         [
             f"{code(c.id)}",
-            inline(c.description, limit=160),
+            prose(c.description, limit=160),
             c.grader.type,
             "critical" if c.critical else "minor",
             exact(c.weight),
@@ -359,22 +545,7 @@ def _evidence(ev: SelectionEvidence, evalreg_version: str) -> str:
         )
     )
     out.append("### Overall\n")
-    out.append(
-        table(
-            [
-                "candidate",
-                "pass rate (95 % CI)",
-                "unacceptable",
-                "errors",
-                "latency p50 / p95",
-                "cost per request",
-                "monthly cost at volume",
-                "failure cost per 1,000",
-                "items",
-            ],
-            _overall_rows(ev),
-        )
-    )
+    out.append(table(_OVERALL_HEADERS, _overall_rows(ev)))
     out.append(_slices(ev))
     out.append(_human(ev))
     out.append(_calibration(ev))
@@ -514,28 +685,64 @@ def _slices(ev: SelectionEvidence) -> str:
         for cid in ranked:
             row.append(rate(ev.metrics[cid].get(name, {}).get("pass_rate")))
         rows.append(row)
-    return (
+    headers = ["slice", "items", *[f"{code(c)}" for c in ranked]]
+    text = (
         "### Pass rate by slice\n\nSlices with at least "
         f"{MIN_SLICE_ITEMS} items; 95 % intervals in brackets.\n\n"
-        + table(["slice", "items", *[f"{code(c)}" for c in ranked]], rows)
+        f"![Pass rate by slice and candidate]({slices_chart_name(ev)})\n\n" + table(headers, rows)
+        if rows
+        else f"### Pass rate by slice\n\nNo slice has {MIN_SLICE_ITEMS} items or more.\n"
+    )
+    small = sorted((n, s) for s, n in ev.evalset.slices.items() if n < MIN_SLICE_ITEMS)
+    if not small:
+        return text
+    rows = [
+        [cell(name), str(n)]
+        + [rate(ev.metrics[cid].get(name, {}).get("pass_rate")) for cid in ranked]
+        for n, name in sorted(small, key=lambda pair: pair[1])
+    ]
+    return (
+        text + f"\n<details><summary>{plural(len(small), 'slice')} under {MIN_SLICE_ITEMS} items: "
+        "shown, not tested (too few items to tell candidates apart)</summary>\n\n"
+        + table(headers, rows)
+        + "\n</details>\n"
     )
 
 
 def _gates(ev: SelectionEvidence) -> str:
     if not ev.selection.policy.gates:
         return ""
-    rows = []
-    for cid, a in ev.decision.assessments.items():
-        if a.pending:
-            rows.append([f"{code(cid)}"] + ["pending"] * len(ev.selection.policy.gates))
-            continue
-        row = [f"{code(cid)}"]
-        for g in a.gates:
-            mark = "✅ pass" if g.passed else ("❔ too small to tell" if g.too_small else "❌ fail")
-            row.append(f"{mark}: {g.compared()}")
-        rows.append(row)
-    headers = ["candidate", *[f"gate {i}" for i in range(1, len(ev.selection.policy.gates) + 1)]]
-    return "### Gate results\n\n" + table(headers, rows)
+    rows = [
+        [f"{code(cid)}", *(gate_line(g, ev) for g in a.gates)]
+        for cid, a in ev.decision.assessments.items()
+        if not a.pending
+    ]
+    pending = [cid for cid, a in ev.decision.assessments.items() if a.pending]
+    gates = ev.selection.policy.gates
+    headers = ["candidate", *[f"gate {i}" for i in range(1, len(gates) + 1)]]
+    key = "; ".join(f"gate {i}: {cell(gate_text(g), limit=200)}" for i, g in enumerate(gates, 1))
+    text = (
+        "### Gate results\n\nEach gate shows the point estimate and, for a gate on a bound, "
+        f"the bound it compared with the threshold ({key}).\n\n"
+    )
+    if rows:
+        text += table(headers, rows)
+    if pending:
+        text += (
+            "\n" if rows else ""
+        ) + f"Not gated yet (no results): {', '.join(code(c) for c in pending)}.\n"
+    return text
+
+
+def gate_line(g: GateResult, ev: SelectionEvidence) -> str:
+    """One gate's verdict: ``✅ pass: pass rate 0.82, lower 95 % bound 0.74 ≥ min 0.7``."""
+    mark = "✅ pass" if g.passed else ("❔ too small to tell" if g.too_small else "❌ fail")
+    if g.value is None or g.gate.metric.startswith(COVERAGE):
+        # Unmeasured, or a count of graded responses rather than an estimate.
+        return f"{mark}: {g.compared()}"
+    text = gate_comparison(g.gate, g.point, g.value, ev.selection.policy.confidence, g.passed)
+    # Numbers and a metric id: nothing Markdown reads, unless the id is not a plain one.
+    return f"{mark}: {text if _SAFE_CODE.match(g.gate.metric) else cell(text, limit=200)}"
 
 
 def _comparisons(ev: SelectionEvidence) -> str:
@@ -650,8 +857,66 @@ def _benchmark_contradiction(ev: SelectionEvidence) -> str:
     )
 
 
+def _drift(ev: SelectionEvidence, known: Provenance) -> str:
+    """Per hosted candidate: when drift was last checked, with what result; and when the
+    drift workflow runs."""
+    out = ["## 6. Drift\n"]
+    workflow = known.workflow
+    if workflow is None:
+        out.append(
+            "No drift workflow: nothing under `.github/workflows` runs `evalreg drift`, so "
+            "drift is checked only when someone runs it.\n"
+        )
+    elif workflow.schedules:
+        out.append(
+            f"The drift workflow {code(workflow.path)} runs on the schedule "
+            + ", ".join(f"`{c}`" if _CRON.match(c) else cell(c) for c in workflow.schedules)
+            + " (cron, UTC), and when started by hand.\n"
+        )
+    else:
+        out.append(
+            f"The drift workflow {code(workflow.path)} has no schedule: it runs only when "
+            "started by hand.\n"
+        )
+    hosted = [cid for cid, c in ev.candidates.items() if c.cell.pin.provider != "python"]
+    if not hosted:
+        out.append("No hosted candidate: every candidate runs here, so none can drift.\n")
+        return "\n".join(out)
+    rows = []
+    unrun = []
+    for cid in hosted:
+        check = known.drift.get(ev.candidates[cid].cell.id)
+        if check is None and ev.candidates[cid].state == "pending":
+            unrun.append(cid)
+            continue
+        if check is None:
+            rows.append([code(cid), "never", "–", "no check logged"])
+            continue
+        agreement = (
+            f"{check.same_level} of {check.compared} samples at the same level"
+            if check.compared
+            else ""
+        )
+        detail = "; ".join(x for x in (agreement, prose(check.detail, limit=300)) if x)
+        mark = {"drifted": "🔻 drifted", "no drift": "no drift"}.get(check.result, check.result)
+        rows.append([code(cid), check.checked_at, mark, detail])
+    if rows:
+        out.append(
+            f"Last check of each hosted candidate with results, from `{DRIFT_LOG}` "
+            "(`evalreg drift --record` appends to it):\n"
+        )
+        out.append(table(["candidate", "last checked (UTC)", "result", "detail"], rows))
+    if unrun:
+        out.append(
+            "Never checked, with no results to compare with yet: "
+            + ", ".join(code(c) for c in unrun)
+            + ".\n"
+        )
+    return "\n".join(out)
+
+
 def _limitations(ev: SelectionEvidence) -> str:
-    out = ["## 6. Limitations\n"]
+    out = ["## 7. Limitations\n"]
     small = sorted((n, s) for s, n in ev.evalset.slices.items() if n < MIN_SLICE_ITEMS)
     bullets = []
     big = set(_big_slices(ev))
@@ -668,8 +933,8 @@ def _limitations(ev: SelectionEvidence) -> str:
         )
     if small:
         bullets.append(
-            "Slices too small to report (under "
-            f"{MIN_SLICE_ITEMS} items): " + ", ".join(f"{code(s)} ({n})" for n, s in small) + "."
+            f"{plural(len(small), 'slice')} under {MIN_SLICE_ITEMS} items are too small to "
+            "test: their counts and pass rates are listed, collapsed, under Pass rate by slice."
         )
     pending = [cid for cid, c in ev.candidates.items() if c.state == "pending"]
     if pending:
@@ -690,18 +955,23 @@ def _limitations(ev: SelectionEvidence) -> str:
             "No sealed hold-out set: every candidate and prompt variant was chosen "
             "on the same eval set that judges it."
         )
-    judges = any(c.grader.type == "llm_judge" for c in ev.rubric.criteria)
     uncalibrated = _uncalibrated(ev)
+    unread = all(c.grader.type not in ("llm_judge", "human") for c in ev.rubric.criteria)
     bullets.append(
         "Unmeasured risks: behaviour on inputs unlike this eval set; drift of hosted "
-        "models under the same name (`evalreg drift`)"
+        "models under the same name (see Drift)"
         + (
-            f"; judge calibration against human grades ({', '.join(uncalibrated)})."
+            f"; judge calibration against human grades ({', '.join(uncalibrated)})"
             if uncalibrated
-            else "."
-            if judges
-            else "; qualities no criterion checks (tone, helpfulness of the summary)."
+            else ""
         )
+        + (
+            "; every criterion is checked by code, so no judge or person reads the answers "
+            "for what code cannot check"
+            if unread
+            else ""
+        )
+        + "."
     )
     out += [f"- {b}" for b in bullets]
     return "\n".join(out) + "\n"
@@ -711,7 +981,7 @@ def _reproduce(ev: SelectionEvidence, install: str) -> str:
     # The same exact install CI uses (the spec was validated: no spaces or shell characters),
     # so the commands work as written from a clean clone of the registry.
     return (
-        "## 7. How to reproduce\n\n"
+        "## 8. How to reproduce\n\n"
         "From a clean clone of this repository, offline:\n\n"
         "```sh\n"
         f"python -m pip install '{install}'\n"

@@ -239,6 +239,34 @@ def gate_text(gate: GateLike) -> str:
     return f"{gate.metric} on {gate.slice}{where} {threshold_text(gate)}"
 
 
+def metric_name(metric: str) -> str:
+    """A metric as a reader says it: ``pass rate``, ``needs_human pass rate`` for
+    ``criterion:needs_human``, ``needs_human coverage`` for ``coverage:needs_human``."""
+    for prefix, noun in (("criterion:", "pass rate"), ("coverage:", "coverage")):
+        if metric.startswith(prefix):
+            return f"{metric.removeprefix(prefix)} {noun}"
+    return metric.replace("_", " ")
+
+
+def gate_comparison(
+    gate: GateLike, point: float | None, compared: float, confidence: float, passed: bool
+) -> str:
+    """What a gate compared, with the point estimate beside any bound:
+    ``pass rate 0.82, lower 95% bound 0.74 ≥ min 0.7``; a gate on the point:
+    ``error rate 0 ≤ max 0.01``. The sign says which side of the threshold it fell."""
+    if gate.min is not None:
+        limit = f"{'≥' if passed else '<'} min {exact(gate.min)}"
+    else:
+        limit = f"{'≤' if passed else '>'} max {exact(gate.max or 0.0)}"
+    name = metric_name(gate.metric)
+    if gate.on == "point" or point is None:
+        return f"{name} {number(compared)} {limit}"
+    side = gate.on.removesuffix("_bound")
+    return (
+        f"{name} {number(point)}, {side} {percent(confidence, 0)} bound {number(compared)} {limit}"
+    )
+
+
 def gates_text(gates: Sequence[GateLike]) -> str:
     """A policy's gates, in order: ``gate, gate`` or ``none``."""
     return ", ".join(gate_text(g) for g in gates) or "none"

@@ -48,8 +48,26 @@ def input_digest(registry: Registry) -> str:
         ),
         "evalsets": {path: e.md5 for path, e in sorted(registry.evalsets.items())},
         "results": {c.id: read_summary(registry.tree, c) for c in cells(registry)},
+        # What the drift section shows; git's dates of the criteria are left out on purpose:
+        # the commit that records a report cannot be named in it, so they are as of writing.
+        **_drift_inputs(registry),
     }
     return "sha256:" + digest(parts)
+
+
+def _drift_inputs(registry: Registry) -> dict[str, object]:
+    """What the drift section shows, when there is any (absent: the digest is unchanged):
+    the drift log, and the drift workflow's path and schedule (not the rest of that file,
+    whose other edits change nothing on the page)."""
+    from evalreg.compare.drift_log import DRIFT_LOG, drift_workflow
+
+    found: dict[str, object] = {}
+    if registry.tree.is_file(DRIFT_LOG):
+        found["drift_log"] = registry.tree.read(DRIFT_LOG).decode("utf-8", "replace")
+    workflow = drift_workflow(registry.tree)
+    if workflow is not None:
+        found["drift_workflow"] = [workflow.path, *workflow.schedules]
+    return found
 
 
 def install_spec(registry: Registry) -> str:
@@ -59,18 +77,34 @@ def install_spec(registry: Registry) -> str:
 
 def render(registry: Registry) -> dict[str, bytes]:
     """Every report file, path → bytes."""
-    from evalreg.report.governance import chart, chart_name, index, page
+    from evalreg.audit.criteria import criteria_dates
+    from evalreg.compare.drift_log import drift_workflow, last_checks
+    from evalreg.report.governance import (
+        Provenance,
+        chart,
+        chart_name,
+        index,
+        page,
+        slices_chart,
+        slices_chart_name,
+    )
 
     statuses = status(registry)
     evidences: list[SelectionEvidence] = [
         gather(registry, sid, statuses) for sid in sorted(registry.selections)
     ]
     install = install_spec(registry)
+    dates = criteria_dates(registry)
+    checks, workflow = last_checks(registry.tree), drift_workflow(registry.tree)
     files: dict[str, bytes] = {}
     for ev in evidences:
-        text = page(ev, evalreg_version=__version__, install=install)
+        known = Provenance(dates.get(ev.selection_id), checks, workflow)
+        text = page(ev, evalreg_version=__version__, install=install, provenance=known)
         files[f"{REPORT_DIR}/{ev.selection_id}.md"] = text.encode()
         files[f"{REPORT_DIR}/{chart_name(ev)}"] = chart(ev).encode()
+        slices = slices_chart(ev)
+        if slices is not None:
+            files[f"{REPORT_DIR}/{slices_chart_name(ev)}"] = slices.encode()
     files[INDEX] = index(evidences, input_digest(registry)).encode()
     return files
 
@@ -94,3 +128,15 @@ def recorded_digest(registry: Registry) -> str | None:
         return None
     match = _DIGEST.match(registry.tree.read(INDEX))
     return match.group(1).decode() if match else None
+
+
+def decisions_at(root: Path, rev: str) -> list[SelectionEvidence]:
+    """Every use case's evidence and decision as committed at ``rev`` (what the audit
+    record of ``rev`` shows beside its history). Raises ``EvalregError`` when the registry
+    or its data cannot be read there."""
+    from evalreg.registry.loader import load_registry
+    from evalreg.registry.tree import GitTree
+
+    registry = load_registry(GitTree(root, rev))
+    statuses = status(registry)
+    return [gather(registry, sid, statuses) for sid in sorted(registry.selections)]
