@@ -21,6 +21,7 @@ from evalreg.prompting import render_messages
 from evalreg.providers import all_providers
 from evalreg.providers.base import Provider, credentials_problem, output_cap
 from evalreg.providers.fetch import FetchReport, Job, Request, fetch, make_request
+from evalreg.providers.tools import toolset
 from evalreg.registry import schema
 from evalreg.registry.loader import Registry, load_registry
 from evalreg.report.numbers import plural
@@ -253,7 +254,9 @@ def _in_shard(key: str, shard: tuple[int, int] | None) -> bool:
 def cell_request(cell: Cell, provider: Provider, item: schema.Item) -> Request:
     """The request a cell sends for ``item`` (the same body for every sample)."""
     messages = render_messages(cell.task, cell.candidate.prompt, item, cell=cell.id)
-    return make_request(cell.candidate.pin, cell.pin, provider, messages, item.input)
+    return make_request(
+        cell.candidate.pin, cell.pin, provider, messages, item.input, toolset(cell.task)
+    )
 
 
 def _keys(cell: Cell, provider: Provider, items: Sequence[schema.Item]) -> list[str]:
