@@ -321,3 +321,14 @@ def test_bad_tool_declarations_are_check_findings(repo: Repo, cli, edit, message
     repo.commit("bad tools")
     err = assert_refused(repo, cli, "check", expect=(message,))
     assert "registry/tasks/labels.yaml:" in err
+
+
+def test_a_rubric_grading_tool_calls_needs_a_task_with_tools(repo: Repo, cli):
+    rubric = repo.read("registry/rubrics/labels.yaml").replace(
+        "criteria:\n",
+        "criteria:\n  - id: tool\n    description: The tool.\n    grader: {type: tool_choice}\n",
+    )
+    repo.write("registry/rubrics/labels.yaml", rubric)
+    repo.commit("a tool criterion")
+    err = assert_refused(repo, cli, "check", expect=("criterion 'tool' grades tool calls",))
+    assert "registry/tasks/labels.yaml:" in err
