@@ -285,3 +285,31 @@ def test_arguments_that_are_not_json_are_recorded_not_raised():
 def test_bad_tool_turns_are_refused(messages, message):
     with pytest.raises(ValueError, match=message):
         Item.model_validate({"id": "x", "messages": messages})
+
+
+def test_a_python_system_receives_the_tools_and_may_return_calls(tmp_path: Path):
+    from evalreg.providers.python import PythonProvider
+
+    (tmp_path / "router.py").write_text(
+        "def answer(request):\n"
+        "    names = [t['name'] for t in request['tools']]\n"
+        "    return {'text': request['tool_choice'],\n"
+        "            'tool_calls': [{'name': names[0], 'arguments': '{\"city\": \"Oslo\"}'}]}\n"
+    )
+    provider = PythonProvider(tmp_path)
+    pin = pin_of(
+        provider="python", callable="router.py:answer", price={"per_call": 0, "as_of": "2026-01-01"}
+    )
+    plain = provider.body(pin, TURNS[1:2], None)
+    assert "tools" not in plain and "tool_choice" not in plain
+    body = provider.body(pin, TURNS[1:2], None, Toolset((WEATHER,), "required"))
+    assert body["tools"] == [
+        {
+            "name": "get_weather",
+            "description": "The forecast for a city.",
+            "parameters": WEATHER.parameters,
+        }
+    ]
+    got, _ = provider.call(pin, body)
+    assert got.text == "required"
+    assert got.tool_calls == (ToolCall("get_weather", {"city": "Oslo"}),)
