@@ -34,7 +34,6 @@ ITEM = Item.model_validate(
             {"role": "user", "content": "Weather in Oslo and the time there?"},
             {
                 "role": "assistant",
-                "content": "",
                 "tool_calls": [
                     {"id": "c1", "name": "get_weather", "arguments": {"city": "Oslo"}},
                     {"id": "c2", "name": "get_time", "arguments": {}},
@@ -270,6 +269,7 @@ def test_arguments_that_are_not_json_are_recorded_not_raised():
             "answers no earlier tool call",
         ),
         ([{"role": "tool", "content": "x"}], "names its call's 'tool_call_id'"),
+        ([{"role": "user"}], "a message has 'content'"),
         (
             [
                 {

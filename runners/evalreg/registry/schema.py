@@ -1028,7 +1028,8 @@ class MessageToolCall(Model):
 
 class Message(Model):
     role: Literal["system", "user", "assistant", "tool"]
-    content: Text
+    content: Text = ""
+    """The turn's text; an assistant turn making ``tool_calls`` may leave it out."""
     tool_calls: Annotated[list[MessageToolCall], Field(min_length=1)] | None = None
     """An assistant turn's tool calls."""
     tool_call_id: str | None = None
@@ -1038,6 +1039,8 @@ class Message(Model):
     def _tool_parts(self) -> Message:
         if self.tool_calls is not None and self.role != "assistant":
             raise ValueError("only an 'assistant' message makes 'tool_calls'")
+        if self.tool_calls is None and "content" not in self.model_fields_set:
+            raise ValueError("a message has 'content' (only tool calls may stand without it)")
         if (self.role == "tool") != (self.tool_call_id is not None):
             raise ValueError("a 'tool' message, and only one, names its call's 'tool_call_id'")
         return self
