@@ -1,7 +1,8 @@
 """The ``python`` provider: an importable callable in the repository (baselines, local systems).
 
-The callable receives ``{"messages": [...], "input": {...} | None, "params": {...}}`` and
-returns the output text. Its module source and declared files are hashed into the request,
+The callable receives ``{"messages": [...], "input": {...} | None, "params": {...}}`` (and,
+for a task that declares tools, ``tools`` and ``tool_choice``) and returns the output text,
+or ``{"text": ..., "tool_calls": [{"name": ..., "arguments": {...}}]}``. Its module source and declared files are hashed into the request,
 so changing the system's code or weights is a new request, never a stale cached answer.
 """
 
