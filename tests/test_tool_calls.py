@@ -5,6 +5,7 @@ by ``check``."""
 from __future__ import annotations
 
 import json
+import subprocess
 from typing import Any
 
 import pytest
@@ -292,6 +293,12 @@ def test_tools_are_sent_parsed_stored_and_graded_end_to_end(tooled: Repo, cli, s
     tooled.commit("results")
     reproduced = cli(tooled, "reproduce", "HEAD")
     assert reproduced.code == 0, reproduced.out + reproduced.err
+    clone = tooled.root.parent / "clone"
+    subprocess.run(["git", "clone", "-q", str(tooled.root), str(clone)], check=True)
+    server.requests.clear()
+    from_clone = cli(clone, "reproduce", "HEAD")
+    assert from_clone.code == 0, from_clone.out + from_clone.err
+    assert server.requests == []
 
 
 @pytest.mark.parametrize(
