@@ -2,8 +2,9 @@
 
 The callable receives ``{"messages": [...], "input": {...} | None, "params": {...}}`` (and,
 for a task that declares tools, ``tools`` and ``tool_choice``) and returns the output text,
-or ``{"text": ..., "tool_calls": [{"name": ..., "arguments": {...}}]}``. Its module source and declared files are hashed into the request,
-so changing the system's code or weights is a new request, never a stale cached answer.
+or ``{"text": ..., "tool_calls": [{"name": ..., "arguments": {...}}]}``. Its module source
+and declared files are hashed into the request, so changing the system's code or weights
+is a new request, never a stale cached answer.
 """
 
 from __future__ import annotations
