@@ -110,16 +110,7 @@ def _tools(tools: Toolset | None) -> dict[str, Any]:
     """The ``tools`` and ``tool_choice`` of a Messages body (empty without tools)."""
     if tools is None:
         return {}
-    out: dict[str, Any] = {
-        "tools": [
-            {
-                "name": name,
-                **({"description": description} if description is not None else {}),
-                "input_schema": parameters,
-            }
-            for name, description, parameters in tools.declarations()
-        ]
-    }
+    out: dict[str, Any] = {"tools": tools.functions("input_schema")}
     if tools.choice is not None:
         out["tool_choice"] = _CHOICES.get(tools.choice) or {"type": "tool", "name": tools.choice}
     return out

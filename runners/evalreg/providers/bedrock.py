@@ -209,14 +209,8 @@ def _tool_config(tools: Toolset) -> dict[str, Any]:
     """Converse's ``toolConfig``. Converse has no way to forbid calls: ``tool_choice: none``
     sends the tools with no ``toolChoice`` (the model's default, ``auto``)."""
     specs = [
-        {
-            "toolSpec": {
-                "name": name,
-                **({"description": description} if description is not None else {}),
-                "inputSchema": {"json": parameters},
-            }
-        }
-        for name, description, parameters in tools.declarations()
+        {"toolSpec": {**spec, "inputSchema": {"json": spec["inputSchema"]}}}
+        for spec in tools.functions("inputSchema")
     ]
     config: dict[str, Any] = {"tools": specs}
     if tools.choice == "auto":

@@ -230,15 +230,7 @@ def _tools(tools: Toolset | None) -> dict[str, Any]:
     """The ``tools`` (function declarations) and ``toolConfig`` of a body (empty without)."""
     if tools is None:
         return {}
-    declarations = [
-        {
-            "name": name,
-            **({"description": description} if description is not None else {}),
-            "parameters": parameters,
-        }
-        for name, description, parameters in tools.declarations()
-    ]
-    out: dict[str, Any] = {"tools": [{"functionDeclarations": declarations}]}
+    out: dict[str, Any] = {"tools": [{"functionDeclarations": tools.functions()}]}
     if tools.choice in _MODES:
         out["toolConfig"] = {"functionCallingConfig": {"mode": _MODES[tools.choice]}}
     elif tools.choice is not None:

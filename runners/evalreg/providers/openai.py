@@ -71,21 +71,13 @@ def chat_tools(tools: Toolset | None) -> dict[str, Any]:
     if tools is None:
         return {}
     out: dict[str, Any] = {
-        "tools": [
-            {"type": "function", "function": _function(name, description, parameters)}
-            for name, description, parameters in tools.declarations()
-        ]
+        "tools": [{"type": "function", "function": function} for function in tools.functions()]
     }
     if tools.choice in ("auto", "required", "none"):
         out["tool_choice"] = tools.choice
     elif tools.choice is not None:
         out["tool_choice"] = {"type": "function", "function": {"name": tools.choice}}
     return out
-
-
-def _function(name: str, description: str | None, parameters: dict[str, Any]) -> dict[str, Any]:
-    described = {"description": description} if description is not None else {}
-    return {"name": name, **described, "parameters": parameters}
 
 
 def parse_chat_completion(data: Any) -> Completion:

@@ -143,15 +143,7 @@ def _tools(tools: Toolset | None) -> dict[str, Any]:
     if tools is None:
         return {}
     out: dict[str, Any] = {
-        "tools": [
-            {
-                "type": "function",
-                "name": name,
-                **({"description": description} if description is not None else {}),
-                "parameters": parameters,
-            }
-            for name, description, parameters in tools.declarations()
-        ]
+        "tools": [{"type": "function", **function} for function in tools.functions()]
     }
     if tools.choice in ("auto", "required", "none"):
         out["tool_choice"] = tools.choice

@@ -50,10 +50,7 @@ class PythonProvider:
             "params": pin.params,
         }
         if tools is not None:  # written only with tools, so other bodies keep their bytes
-            body["tools"] = [
-                {"name": name, "description": description, "parameters": parameters}
-                for name, description, parameters in tools.declarations()
-            ]
+            body["tools"] = tools.functions()
             body["tool_choice"] = tools.choice
         return body
 

@@ -23,9 +23,17 @@ class Toolset:
     tools: tuple[schema.Tool, ...]
     choice: str | None = None
 
-    def declarations(self) -> list[tuple[str, str | None, dict[str, Any]]]:
-        """(name, description, parameters) of each tool, in the task's order."""
-        return [(t.name, t.description, t.parameters) for t in self.tools]
+    def functions(self, schema_key: str = "parameters") -> list[dict[str, Any]]:
+        """Each tool, in the task's order, as ``{name, description, <schema_key>:
+        parameters}`` (``description`` only when the task gives one)."""
+        out = []
+        for tool in self.tools:
+            function: dict[str, Any] = {"name": tool.name}
+            if tool.description is not None:
+                function["description"] = tool.description
+            function[schema_key] = tool.parameters
+            out.append(function)
+        return out
 
 
 def toolset(task: schema.Task) -> Toolset | None:
