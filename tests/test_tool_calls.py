@@ -309,10 +309,16 @@ def test_tools_are_sent_parsed_stored_and_graded_end_to_end(tooled: Repo, cli, s
                 "    parameters:\n      type: object\n      required: [zone]",
                 "    parameters:\n      type: 7\n      required: [zone]",
             ),
-            "not a valid JSON schema",
+            "19:7: tools.1.parameters: not a valid JSON schema",
         ),
-        (lambda t: t.replace("name: get_time", "name: get_weather"), "declared twice"),
-        (lambda t: t.replace("tool_choice: auto", "tool_choice: get_news"), "not a declared tool"),
+        (
+            lambda t: t.replace("name: get_time", "name: get_weather"),
+            "17:11: tools.1.name: tool 'get_weather' is declared twice",
+        ),
+        (
+            lambda t: t.replace("tool_choice: auto", "tool_choice: get_news"),
+            "23:14: tool_choice: tool_choice 'get_news' is not a declared tool",
+        ),
     ],
     ids=["invalid-schema", "duplicate-name", "unknown-choice"],
 )
@@ -326,8 +332,7 @@ def test_bad_tool_declarations_are_check_findings(repo: Repo, cli, edit, message
         ),
     )
     repo.commit("bad tools")
-    err = assert_refused(repo, cli, "check", expect=(message,))
-    assert "registry/tasks/labels.yaml:" in err
+    assert_refused(repo, cli, "check", expect=(f"registry/tasks/labels.yaml:{message}",))
 
 
 def test_a_rubric_grading_tool_calls_needs_a_task_with_tools(repo: Repo, cli):
