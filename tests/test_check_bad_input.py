@@ -302,6 +302,12 @@ def test_malformed_jsonl_lines_each_reported(repo, cli):
     lines.append(
         json.dumps({"id": "m-010", "messages": [{"role": "assistant", "content": "hi"}]}) + "\n"
     )
+    lines.append(
+        json.dumps(
+            {"id": "m-011", "messages": [{"role": "tool", "tool_call_id": "c9", "content": "x"}]}
+        )
+        + "\n"
+    )
     repo.write("evalsets/messages.jsonl", "".join(lines))
     repo.commit("bad lines")
     assert_rejected(
@@ -311,7 +317,9 @@ def test_malformed_jsonl_lines_each_reported(repo, cli):
         "quotes",
         "evalsets/messages.jsonl:4:1: expected a JSON object",
         "evalsets/messages.jsonl:5: item 'm-009': tags: Input should be a valid list",
-        "evalsets/messages.jsonl:6: item 'm-010': a conversation must end with a 'user' message",
+        "evalsets/messages.jsonl:6: item 'm-010': a conversation must end with a 'user' or "
+        "'tool' message",
+        "evalsets/messages.jsonl:7: item 'm-011': tool result 'c9' answers no earlier tool call",
     )
 
 

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from evalreg.errors import PromptError
 from evalreg.providers.base import Messages
-from evalreg.registry.schema import Item, PromptVariant, Task
+from evalreg.registry.schema import Item, Message, PromptVariant, Task
 from evalreg.templating import RenderError, render
 
 PARTS = {"system": "system prompt", "template": "prompt template"}
@@ -39,12 +41,30 @@ def render_messages(
             {"role": "system", "content": _render(system, context, cell, item, "system")}
         )
     if item.messages is not None:
-        messages.extend({"role": m.role, "content": m.content} for m in item.messages)
+        messages.extend(conversation(item.messages))
     else:
         messages.append(
             {"role": "user", "content": _render(template, context, cell, item, "template")}
         )
     return messages
+
+
+def conversation(turns: list[Message]) -> Messages:
+    """An item's turns as messages; tool turns keep their calls and name the tool answered."""
+    names: dict[str, str] = {}
+    out: Messages = []
+    for m in turns:
+        message: dict[str, Any] = {"role": m.role, "content": m.content}
+        if m.tool_calls is not None:
+            message["tool_calls"] = [
+                {"id": c.id, "name": c.name, "arguments": c.arguments} for c in m.tool_calls
+            ]
+            names.update((c.id, c.name) for c in m.tool_calls)
+        if m.tool_call_id is not None:
+            message["tool_call_id"] = m.tool_call_id
+            message["name"] = names[m.tool_call_id]  # the schema checks an earlier call made it
+        out.append(message)
+    return out
 
 
 def _render(source: str, context: dict[str, object], cell: str, item: Item, part: str) -> str:

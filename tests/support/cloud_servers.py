@@ -72,6 +72,9 @@ class _Server:
 
     def __init__(self, responder: Callable[[Request], str] | None = None) -> None:
         self.responder = responder
+        #: Tool calls to answer with, from the request (``[{"name", "arguments"}]``);
+        #: an empty list answers with text.
+        self.tool_caller: Callable[[Request], list[dict[str, Any]]] | None = None
         self.requests: list[Request] = []
         self._next: deque[list[Any]] = deque()
         self._matching: list[list[Any]] = []
@@ -264,9 +267,23 @@ class BedrockServer(_Server):
                 ("guardrail_intervened" if request.fault == "guardrail" else "content_filtered"),
                 [],
             )
+        elif self.tool_caller is not None and (calls := self.tool_caller(request)):
+            reason, blocks = (
+                "tool_use",
+                [
+                    {
+                        "toolUse": {
+                            "toolUseId": f"tooluse_{i}",
+                            "name": c["name"],
+                            "input": c["arguments"],
+                        }
+                    }
+                    for i, c in enumerate(calls)
+                ],
+            )
         else:
             reason, blocks = "end_turn", [{"text": self._text(request, prompt)}]
-        text = "".join(b["text"] for b in blocks)
+        text = "".join(b.get("text", "") for b in blocks)
         inputs = estimate_tokens(system + " " + prompt)
         usage: dict[str, int] = {
             "inputTokens": inputs - self.cache_read_tokens,
@@ -508,10 +525,15 @@ class GeminiServer(_Server):
             return Reply(200, {"usageMetadata": usage, "modelVersion": self.model_version}, {})
         if request.fault in ("safety", "recitation", "max_tokens"):
             reason = request.fault.upper()
+        elif self.tool_caller is not None and (calls := self.tool_caller(request)):
+            reason = "STOP"
+            parts.extend(
+                {"functionCall": {"name": c["name"], "args": c["arguments"]}} for c in calls
+            )
         else:
             reason = "STOP"
             parts.append({"text": self._text(request, prompt)})
-        answer = "".join(p["text"] for p in parts if not p.get("thought"))
+        answer = "".join(p.get("text", "") for p in parts if not p.get("thought"))
         usage["candidatesTokenCount"] = estimate_tokens(answer) if answer else 0
         if self.thoughts_tokens:
             usage["thoughtsTokenCount"] = self.thoughts_tokens

@@ -265,6 +265,11 @@ def _prompt_text(body: dict[str, Any]) -> str:
     return "\n".join(parts)
 
 
+def _arguments_string(arguments: Any) -> str:
+    """Arguments as OpenAI's APIs send them: a JSON string (a string is sent as it is)."""
+    return arguments if isinstance(arguments, str) else _encode(arguments)
+
+
 def _openai_error(
     message: str, type_: str, param: str | None = None, code: str | None = None
 ) -> dict[str, Any]:
@@ -449,6 +454,10 @@ class LLMServer:
         #: Serve HTTPS with this server-side context (None: plain HTTP).
         self.tls = tls
         self.responder = responder
+        #: Tool calls to answer with, from the request: ``[{"name", "arguments"}]``, the
+        #: arguments an object (or, for the OpenAI protocols, a string sent as it is); an
+        #: empty list answers with text. Each protocol writes them in its own form.
+        self.tool_caller: Callable[[Request], list[dict[str, Any]]] | None = None
         #: The message of injected HTTP errors, from the request (None: the provider's own).
         self.error_text: Callable[[Request], str] | None = None
         self.api_key = api_key
@@ -1060,14 +1069,27 @@ class LLMServer:
         output: list[dict[str, Any]] = []
         if self.reasoning_tokens:
             output.append({"id": "rs_" + os.urandom(8).hex(), "type": "reasoning", "summary": []})
-        output.append(
+        calls = self.tool_caller(request) if self.tool_caller is not None else []
+        if text or not calls:
+            output.append(
+                {
+                    "id": "msg_" + os.urandom(8).hex(),
+                    "type": "message",
+                    "status": "completed",
+                    "role": "assistant",
+                    "content": [{"type": "output_text", "text": text, "annotations": []}],
+                }
+            )
+        output.extend(
             {
-                "id": "msg_" + os.urandom(8).hex(),
-                "type": "message",
+                "id": "fc_" + os.urandom(8).hex(),
+                "type": "function_call",
                 "status": "completed",
-                "role": "assistant",
-                "content": [{"type": "output_text", "text": text, "annotations": []}],
+                "call_id": f"call_{i}",
+                "name": call["name"],
+                "arguments": _arguments_string(call["arguments"]),
             }
+            for i, call in enumerate(calls)
         )
         return 200, {
             "id": "resp_" + os.urandom(12).hex(),
@@ -1136,6 +1158,21 @@ class LLMServer:
             return 500, _openai_error(f"responder failed: {self.errors[-1]!r}", "server_error")
         prompt_tokens = estimate_tokens(_prompt_text(body))
         completion_tokens = estimate_tokens(text) + self.reasoning_tokens
+        message: dict[str, Any] = {"role": "assistant", "content": text, "refusal": None}
+        calls = self.tool_caller(request) if self.tool_caller is not None else []
+        if calls:
+            message["content"] = text or None
+            message["tool_calls"] = [
+                {
+                    "id": f"call_{i}",
+                    "type": "function",
+                    "function": {
+                        "name": call["name"],
+                        "arguments": _arguments_string(call["arguments"]),
+                    },
+                }
+                for i, call in enumerate(calls)
+            ]
         return 200, {
             "id": "chatcmpl-" + os.urandom(12).hex(),
             "object": "chat.completion",
@@ -1145,9 +1182,9 @@ class LLMServer:
             "choices": [
                 {
                     "index": 0,
-                    "message": {"role": "assistant", "content": text, "refusal": None},
+                    "message": message,
                     "logprobs": None,
-                    "finish_reason": "stop",
+                    "finish_reason": "tool_calls" if calls else "stop",
                 }
             ],
             "usage": {
@@ -1202,13 +1239,26 @@ class LLMServer:
         text = self._text(request, body)
         if text is None:
             return 500, _anthropic_error(f"responder failed: {self.errors[-1]!r}", "api_error")
+        calls = self.tool_caller(request) if self.tool_caller is not None else []
+        content: list[dict[str, Any]] = (
+            [{"type": "text", "text": text}] if text or not calls else []
+        )
+        content.extend(
+            {
+                "type": "tool_use",
+                "id": f"toolu_{i}",
+                "name": call["name"],
+                "input": call["arguments"],
+            }
+            for i, call in enumerate(calls)
+        )
         return 200, {
             "id": "msg_" + os.urandom(12).hex(),
             "type": "message",
             "role": "assistant",
             "model": self.model_alias.get(model, model),
-            "content": [{"type": "text", "text": text}],
-            "stop_reason": "end_turn",
+            "content": content,
+            "stop_reason": "tool_use" if calls else "end_turn",
             "stop_sequence": None,
             "usage": {
                 "input_tokens": estimate_tokens(_prompt_text(body)),

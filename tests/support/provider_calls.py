@@ -10,6 +10,7 @@ from typing import Any
 from evalreg.canonical import canonical_bytes
 from evalreg.providers.base import Completion, get_provider, signer
 from evalreg.providers.http import HttpLayer, Reply
+from evalreg.providers.tools import Toolset
 from evalreg.registry.schema import Pin
 
 MESSAGES = [
@@ -23,10 +24,13 @@ def pin_of(**fields: Any) -> Pin:
     return Pin.model_validate({"schema_version": 1, **fields})
 
 
-def send(pin: Pin, messages: list[dict[str, str]] = MESSAGES) -> Reply:
-    """POST ``messages`` for ``pin``; raises ``ProviderError`` as a run would record it."""
+def send(
+    pin: Pin, messages: list[dict[str, Any]] = MESSAGES, tools: Toolset | None = None
+) -> Reply:
+    """POST ``messages`` (declaring ``tools``) for ``pin``; raises ``ProviderError`` as a run
+    would record it."""
     provider = get_provider(pin.provider)
-    body = provider.body(pin, messages, None)
+    body = provider.body(pin, messages, None, tools)
     signed = signer(provider)
 
     async def post() -> Reply:
@@ -44,5 +48,7 @@ def send(pin: Pin, messages: list[dict[str, str]] = MESSAGES) -> Reply:
     return asyncio.run(post())
 
 
-def completion(pin: Pin, messages: list[dict[str, str]] = MESSAGES) -> Completion:
-    return send(pin, messages).completion
+def completion(
+    pin: Pin, messages: list[dict[str, Any]] = MESSAGES, tools: Toolset | None = None
+) -> Completion:
+    return send(pin, messages, tools).completion

@@ -7,7 +7,16 @@ Each grader registers under the ``type:`` name used in rubrics. ``llm_judge`` an
 from __future__ import annotations
 
 # Imported for their @register side effect: each module adds its graders to the registry.
-from evalreg.graders import _fields, _json, _length, _match, _pattern, _python, _refusal  # noqa: F401
+from evalreg.graders import (  # noqa: F401
+    _fields,
+    _json,
+    _length,
+    _match,
+    _pattern,
+    _python,
+    _refusal,
+    _tools,
+)
 from evalreg.graders.base import (
     GRADER_VERSION,
     GradeFn,

@@ -62,17 +62,31 @@ def field_numeric(config: schema.FieldNumericGrader, ctx: GradingContext) -> Gra
     def grade(parsed: Parsed, item: schema.Item) -> Verdict:
         key = config.expected_field or config.field
         got_value, want_value = answer(parsed, config.field), expected(item, key)
-        got = _number(got_value, f"output field {config.field!r}")
-        want = _number(want_value, f"item's expected {key!r}")
-        difference = abs(got - want)
-        allowed = config.tolerance * abs(want) if config.relative else config.tolerance
-        passed = difference <= allowed + _ROUNDING * max(abs(got), abs(want))
-        detail = f"expected {show(want_value)}, got {show(got_value)}"
-        if not passed:
-            detail += f": off by {difference:.6g}, allowed {allowed:.6g}"
-        return Verdict(passed, float(passed), detail)
+        return within(
+            got_value,
+            want_value,
+            config.tolerance,
+            relative=config.relative,
+            what=(f"output field {config.field!r}", f"item's expected {key!r}"),
+        )
 
     return grade
+
+
+def within(
+    got_value: Any, want_value: Any, tolerance: float, *, relative: bool, what: tuple[str, str]
+) -> Verdict:
+    """Pass when ``got_value`` is a number within ``tolerance`` of ``want_value`` (a share of
+    it when ``relative``); ``what`` names the two sides for ``Ungradable``."""
+    got = _number(got_value, what[0])
+    want = _number(want_value, what[1])
+    difference = abs(got - want)
+    allowed = tolerance * abs(want) if relative else tolerance
+    passed = difference <= allowed + _ROUNDING * max(abs(got), abs(want))
+    detail = f"expected {show(want_value)}, got {show(got_value)}"
+    if not passed:
+        detail += f": off by {difference:.6g}, allowed {allowed:.6g}"
+    return Verdict(passed, float(passed), detail)
 
 
 @register("field_fuzzy", needs=needs_expected_field)
@@ -116,8 +130,7 @@ def field_set_f1(config: schema.FieldSetF1Grader, ctx: GradingContext) -> GradeF
         key = config.expected_field or config.field
         got = _string_set(answer(parsed, config.field), f"output field {config.field!r}")
         want = _string_set(expected(item, key), f"item's expected {key!r}")
-        hits = len(got & want)
-        f1 = 2 * hits / (len(got) + len(want)) if got or want else 1.0
+        f1 = f1_score(len(got & want), len(got), len(want))
         detail = f"F1 {f1:.3f}"
         missing, extra = sorted(want - got), sorted(got - want)
         if missing:
@@ -127,6 +140,12 @@ def field_set_f1(config: schema.FieldSetF1Grader, ctx: GradingContext) -> GradeF
         return Verdict(f1 >= config.threshold, f1, detail)
 
     return grade
+
+
+def f1_score(hits: int, made: int, wanted: int) -> float:
+    """F1 of ``hits`` matches among ``made`` answers and ``wanted`` expected (1 when both are
+    empty)."""
+    return 2 * hits / (made + wanted) if made or wanted else 1.0
 
 
 def _number(value: Any, what: str) -> float:

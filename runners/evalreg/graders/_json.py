@@ -21,13 +21,67 @@ def json_schema(config: schema.JsonSchemaGrader, ctx: GradingContext) -> GradeFn
     Args:
         config: ``schema`` is the JSON schema (absent: the task's output schema); ``parse``
             says what is validated: the task's parsed answer, the raw output as one JSON
-            document (``strict``), or the first JSON object in the raw output that
-            validates (``embedded``).
-        ctx: ``output_schema`` is the task's output schema.
+            document (``strict``), the first JSON object in the raw output that
+            validates (``embedded``), or every tool call's arguments against its tool's
+            declared parameters (``tool_arguments``).
+        ctx: ``output_schema`` is the task's output schema; ``tools`` its tools.
 
     Raises:
         ValueError: there is no schema, or it is not a valid JSON schema.
     """
+    if config.parse == "tool_arguments":
+        return _tool_arguments(ctx.tools)
+    document = config.schema_ if config.schema_ is not None else ctx.output_schema
+    if document is None:
+        raise ValueError(
+            "a json_schema grader needs a schema: give it 'schema', or give the task "
+            "'output: {parser: json, schema: ...}'"
+        )
+    validate = schema_check(document, "the json_schema grader's schema")
+
+    def grade(parsed: Parsed, item: schema.Item) -> Verdict:
+        if config.parse == "embedded":
+            return _embedded(parsed.text)
+        value = answer(strict_json(parsed.text) if config.parse == "strict" else parsed, None)
+        return validate(value)
+
+    def _embedded(text: str) -> Verdict:
+        verdict = Verdict(False, 0.0, "no JSON object in the output")
+        for value in embedded_json(text):
+            verdict = validate(value)
+            if verdict.passed:
+                return verdict
+        return verdict
+
+    return grade
+
+
+def _tool_arguments(tools: tuple[schema.Tool, ...]) -> GradeFn:
+    """Pass when the model made a tool call and every call's arguments are a JSON object
+    valid against its tool's declared ``parameters``."""
+    if not tools:
+        raise ValueError("'parse: tool_arguments' checks the task's tools, and it declares none")
+    checks = {t.name: schema_check(t.parameters, f"tool {t.name!r}'s parameters") for t in tools}
+
+    def grade(parsed: Parsed, item: schema.Item) -> Verdict:
+        if not parsed.tool_calls:
+            return Verdict(False, 0.0, "no tool call")
+        for call in parsed.tool_calls:
+            if call.error is not None:
+                return Verdict(False, 0.0, f"{call.name}: {call.error}")
+            if call.name not in checks:
+                return Verdict(False, 0.0, f"{call.name}: not a declared tool")
+            verdict = checks[call.name](call.arguments)
+            if not verdict.passed:
+                return Verdict(False, 0.0, clip(f"{call.name}: {verdict.detail}"))
+        return Verdict(True, 1.0, "valid")
+
+    return grade
+
+
+def schema_check(document: dict[str, Any], what: str) -> Callable[[Any], Verdict]:
+    """A value's verdict against the JSON schema ``document`` (``what`` names it in the
+    ``ValueError`` raised when it is not a valid schema)."""
     # jsonschema costs ~0.1 s to import: only commands that grade pay for it.
     from jsonschema import (
         Draft6Validator,
@@ -40,37 +94,17 @@ def json_schema(config: schema.JsonSchemaGrader, ctx: GradingContext) -> GradeFn
     from jsonschema.validators import validator_for
     from referencing.exceptions import Unresolvable
 
-    document = config.schema_ if config.schema_ is not None else ctx.output_schema
-    if document is None:
-        raise ValueError(
-            "a json_schema grader needs a schema: give it 'schema', or give the task "
-            "'output: {parser: json, schema: ...}'"
-        )
     cls = validator_for(document, default=Draft202012Validator)
     try:
         cls.check_schema(document)
     except SchemaError as exc:
-        raise ValueError(f"the json_schema grader's schema is invalid: {exc.message}") from None
+        raise ValueError(f"{what} is invalid: {exc.message}") from None
     validator = cls(document)
     # In these drafts the keywords quick_check reads mean the same.
     drafts = (Draft6Validator, Draft7Validator, Draft201909Validator, Draft202012Validator)
     surely_valid = quick_check(document) if cls in drafts else None
 
-    def grade(parsed: Parsed, item: schema.Item) -> Verdict:
-        if config.parse == "embedded":
-            return _embedded(parsed.text)
-        value = answer(strict_json(parsed.text) if config.parse == "strict" else parsed, None)
-        return _validate(value)
-
-    def _embedded(text: str) -> Verdict:
-        verdict = Verdict(False, 0.0, "no JSON object in the output")
-        for value in embedded_json(text):
-            verdict = _validate(value)
-            if verdict.passed:
-                return verdict
-        return verdict
-
-    def _validate(value: Any) -> Verdict:
+    def validate(value: Any) -> Verdict:
         if surely_valid is not None and surely_valid(value):
             return Verdict(True, 1.0, "valid")
         try:
@@ -83,7 +117,7 @@ def json_schema(config: schema.JsonSchemaGrader, ctx: GradingContext) -> GradeFn
             return Verdict(True, 1.0, "valid")
         return Verdict(False, 0.0, clip(f"{error.json_path}: {error.message}"))
 
-    return grade
+    return validate
 
 
 Check = Callable[[Any], bool]

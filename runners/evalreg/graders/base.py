@@ -39,6 +39,8 @@ class GradingContext:
     """The task's output JSON schema: the ``json_schema`` grader's default."""
     root: Path | None = None
     """The repository root, which ``python`` graders are imported from."""
+    tools: tuple[schema.Tool, ...] = ()
+    """The task's declared tools: what ``json_schema`` checks tool arguments against."""
 
 
 GradeFn = Callable[[Parsed, schema.Item], Verdict]
@@ -145,6 +147,15 @@ def answer(parsed: Parsed, field: str | None) -> Any:
     value = _lookup(parsed.value, field)
     if value is _MISSING:
         raise Ungradable(f"output has no field {field!r}")
+    return value
+
+
+def value_at(data: Any, path: str, what: str) -> Any:
+    """The value at dotted ``path`` in ``data``; raises ``Ungradable`` (naming ``what``)
+    when there is none."""
+    value = _lookup(data, path)
+    if value is _MISSING:
+        raise Ungradable(f"{what} has no field {path!r}")
     return value
 
 

@@ -5,9 +5,10 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
+from evalreg.providers.tools import ToolCall
 from evalreg.registry import schema
 
 _FENCE = re.compile(r"```[ \t]*(?:[Jj][Ss][Oo][Nn])?[ \t]*\r?\n(.*?)```", re.DOTALL)
@@ -23,11 +24,14 @@ class Parsed:
     """The answer: stripped text, a JSON value, or the regex capture (``None`` on failure)."""
     error: str | None = None
     """Why the parser found no answer; ``None`` when it did."""
+    tool_calls: tuple[ToolCall, ...] = ()
+    """The tool calls the model made with the output, in its order."""
 
 
-def parse_output(text: str, config: schema.Output) -> Parsed:
+def parse_output(text: str, config: schema.Output, tool_calls: tuple[ToolCall, ...] = ()) -> Parsed:
     """Parse ``text`` with the task's output parser; failures are values, never exceptions."""
-    return _PARSERS[config.parser](text, config)
+    parsed = _PARSERS[config.parser](text, config)
+    return replace(parsed, tool_calls=tool_calls) if tool_calls else parsed
 
 
 def _text(text: str, config: schema.Output) -> Parsed:

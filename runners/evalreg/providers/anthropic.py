@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any, ClassVar
 
 from evalreg.providers.base import Completion, Messages, ProviderError, api_key, register
+from evalreg.providers.tools import Toolset, decoded, has_tool_turns
 from evalreg.registry.schema import Pin
 
 DEFAULT_BASE_URL = "https://api.anthropic.com"
@@ -18,13 +19,20 @@ class AnthropicProvider:
     http: ClassVar[bool] = True
 
     def body(
-        self, pin: Pin, messages: Messages, item_input: dict[str, Any] | None
+        self,
+        pin: Pin,
+        messages: Messages,
+        item_input: dict[str, Any] | None,
+        tools: Toolset | None = None,
     ) -> dict[str, Any]:
         system = "\n\n".join(m["content"] for m in messages if m["role"] == "system")
         turns = [m for m in messages if m["role"] != "system"]
+        if has_tool_turns(turns):
+            turns = _tool_turns(turns)
         body: dict[str, Any] = {"model": pin.model, "messages": turns}
         if system:
             body["system"] = system
+        body.update(_tools(tools))
         body.update(pin.params)
         body.update(pin.extra_params)
         body.setdefault("max_tokens", DEFAULT_MAX_TOKENS)
@@ -41,6 +49,11 @@ class AnthropicProvider:
         try:
             blocks = data["content"]
             text = "".join(b["text"] for b in blocks if b.get("type") == "text")
+            calls = tuple(
+                decoded(b["name"], b.get("input"), b.get("id"))
+                for b in blocks
+                if b.get("type") == "tool_use"
+            )
             if not blocks:
                 raise ValueError("no content blocks")
             usage = data.get("usage") or {}
@@ -57,8 +70,47 @@ class AnthropicProvider:
                 reasoning_tokens=0,
                 cached_input_tokens=cached,
                 finish_reason=reason if isinstance(reason, str) else None,
+                tool_calls=calls,
             )
         except (KeyError, TypeError, AttributeError, ValueError) as exc:
             raise ProviderError(
                 "malformed", f"response lacks text content: {exc}", retryable=True
             ) from None
+
+
+def _tool_turns(turns: Messages) -> Messages:
+    """A conversation with tool turns in the Messages API's form: an assistant's calls as
+    ``tool_use`` blocks, each result a ``tool_result`` block of a user turn; consecutive
+    user-side turns (results, then a question) become one user turn, as the API requires."""
+    out: Messages = []
+    for m in turns:
+        if m["role"] == "tool":
+            role = "user"
+            blocks = [
+                {"type": "tool_result", "tool_use_id": m["tool_call_id"], "content": m["content"]}
+            ]
+        else:
+            role = m["role"]
+            blocks = [{"type": "text", "text": m["content"]}] if m["content"] else []
+            blocks.extend(
+                {"type": "tool_use", "id": c["id"], "name": c["name"], "input": c["arguments"]}
+                for c in m.get("tool_calls") or ()
+            )
+        if out and out[-1]["role"] == role:
+            out[-1]["content"].extend(blocks)
+        else:
+            out.append({"role": role, "content": blocks})
+    return out
+
+
+_CHOICES = {"auto": {"type": "auto"}, "required": {"type": "any"}, "none": {"type": "none"}}
+
+
+def _tools(tools: Toolset | None) -> dict[str, Any]:
+    """The ``tools`` and ``tool_choice`` of a Messages body (empty without tools)."""
+    if tools is None:
+        return {}
+    out: dict[str, Any] = {"tools": tools.functions("input_schema")}
+    if tools.choice is not None:
+        out["tool_choice"] = _CHOICES.get(tools.choice) or {"type": "tool", "name": tools.choice}
+    return out

@@ -11,7 +11,8 @@ from urllib.parse import quote
 from evalreg import redaction
 from evalreg.errors import UsageError
 from evalreg.providers.base import Completion, Messages, api_key, register
-from evalreg.providers.openai import parse_chat_completion
+from evalreg.providers.openai import chat_messages, chat_tools, parse_chat_completion
+from evalreg.providers.tools import Toolset
 from evalreg.registry.schema import Azure, Pin
 
 ENTRA_SCOPE = "https://cognitiveservices.azure.com/.default"
@@ -85,11 +86,21 @@ class AzureOpenAIProvider:
         self._entra = EntraTokens()
 
     def body(
-        self, pin: Pin, messages: Messages, item_input: dict[str, Any] | None
+        self,
+        pin: Pin,
+        messages: Messages,
+        item_input: dict[str, Any] | None,
+        tools: Toolset | None = None,
     ) -> dict[str, Any]:
         # A deployment URL names the model; the v1 endpoint takes the deployment as 'model'.
         named = {"model": pin.model} if _azure(pin).endpoint == "v1" else {}
-        return {**named, "messages": messages, **pin.params, **pin.extra_params}
+        return {
+            **named,
+            "messages": chat_messages(messages),
+            **chat_tools(tools),
+            **pin.params,
+            **pin.extra_params,
+        }
 
     def endpoint(self, pin: Pin) -> str:
         azure = _azure(pin)

@@ -9,10 +9,12 @@ from pathlib import Path
 from typing import Any, ClassVar, Protocol, runtime_checkable
 
 from evalreg.errors import UsageError
+from evalreg.providers.tools import ToolCall, Toolset
 from evalreg.redaction import redact
 from evalreg.registry.schema import Pin
 
-Messages = list[dict[str, str]]
+Messages = list[dict[str, Any]]
+"""Chat turns: ``role`` and ``content`` text; tool turns as ``providers.tools`` says."""
 
 
 @dataclass(frozen=True)
@@ -32,6 +34,8 @@ class Completion:
     ``end_turn``, ``content_filter``...)."""
     batch: bool = False
     """Bought through a batch API, so priced at the pin's batch prices."""
+    tool_calls: tuple[ToolCall, ...] = ()
+    """The tool calls the model made, in its order."""
 
     def as_record(self) -> dict[str, Any]:
         usage = {
@@ -52,6 +56,8 @@ class Completion:
             record["finish_reason"] = self.finish_reason
         if self.batch:
             record["batch"] = True
+        if self.tool_calls:
+            record["tool_calls"] = [call.as_record() for call in self.tool_calls]
         return record
 
     @classmethod
@@ -67,6 +73,7 @@ class Completion:
             cached_input_tokens=int(usage.get("cached_input_tokens", 0)),
             finish_reason=data.get("finish_reason"),
             batch=data.get("batch") is True,
+            tool_calls=tuple(ToolCall.from_record(c) for c in data.get("tool_calls") or ()),
         )
 
 
@@ -111,9 +118,14 @@ class Provider(Protocol):
     http: ClassVar[bool]
 
     def body(
-        self, pin: Pin, messages: Messages, item_input: dict[str, Any] | None
+        self,
+        pin: Pin,
+        messages: Messages,
+        item_input: dict[str, Any] | None,
+        tools: Toolset | None = None,
     ) -> dict[str, Any]:
-        """The exact request body for ``messages`` (system message first, if any)."""
+        """The exact request body for ``messages`` (system message first, if any), declaring
+        ``tools`` when given."""
         ...
 
     def endpoint(self, pin: Pin) -> str:

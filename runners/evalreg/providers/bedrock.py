@@ -17,6 +17,7 @@ from urllib.parse import quote
 
 from evalreg.errors import UsageError
 from evalreg.providers.base import Completion, Messages, ProviderError, api_key, register
+from evalreg.providers.tools import Toolset, decoded, has_tool_turns
 from evalreg.registry.params import BEDROCK_INFERENCE
 from evalreg.registry.schema import Pin
 
@@ -34,17 +35,27 @@ class BedrockProvider:
         self._lock = threading.Lock()
 
     def body(
-        self, pin: Pin, messages: Messages, item_input: dict[str, Any] | None
+        self,
+        pin: Pin,
+        messages: Messages,
+        item_input: dict[str, Any] | None,
+        tools: Toolset | None = None,
     ) -> dict[str, Any]:
         system = [{"text": m["content"]} for m in messages if m["role"] == "system"]
-        turns = [
-            {"role": m["role"], "content": [{"text": m["content"]}]}
-            for m in messages
-            if m["role"] != "system"
-        ]
+        turns = (
+            _tool_turns(messages)
+            if has_tool_turns(messages)
+            else [
+                {"role": m["role"], "content": [{"text": m["content"]}]}
+                for m in messages
+                if m["role"] != "system"
+            ]
+        )
         body: dict[str, Any] = {"messages": turns}
         if system:
             body["system"] = system
+        if tools is not None:
+            body["toolConfig"] = _tool_config(tools)
         inference = {k: v for k, v in pin.params.items() if k in BEDROCK_INFERENCE}
         if inference:
             body["inferenceConfig"] = inference
@@ -129,10 +140,17 @@ class BedrockProvider:
             texts = [b["text"] for b in blocks if isinstance(b, dict) and "text" in b]
             if not all(isinstance(t, str) for t in texts):
                 raise TypeError("a text block is not text")
+            calls = tuple(
+                decoded(
+                    b["toolUse"]["name"], b["toolUse"].get("input"), b["toolUse"].get("toolUseId")
+                )
+                for b in blocks
+                if isinstance(b, dict) and "toolUse" in b
+            )
             reason = data.get("stopReason")
             # No text with a stop reason is an answer: a guardrail's (guardrail_intervened,
             # content_filtered) or a limit reached (max_tokens).
-            if not texts and not isinstance(reason, str):
+            if not texts and not calls and not isinstance(reason, str):
                 raise ValueError("no text blocks and no stop reason")
             usage = data.get("usage") or {}
             # Bedrock counts cache reads and writes apart from ``inputTokens``.
@@ -147,8 +165,58 @@ class BedrockProvider:
                 output_tokens=int(usage.get("outputTokens") or 0),
                 cached_input_tokens=cached,
                 finish_reason=reason if isinstance(reason, str) else None,
+                tool_calls=calls,
             )
         except (KeyError, TypeError, AttributeError, ValueError) as exc:
             raise ProviderError(
                 "malformed", f"response lacks output.message.content text: {exc}", retryable=True
             ) from None
+
+
+def _tool_turns(messages: Messages) -> list[dict[str, Any]]:
+    """A conversation with tool turns in Converse's form: an assistant's calls as
+    ``toolUse`` blocks, each result a ``toolResult`` block of a user turn; consecutive
+    turns of one role become one turn, as Converse requires."""
+    turns: list[dict[str, Any]] = []
+    for m in messages:
+        if m["role"] == "system":
+            continue
+        if m["role"] == "tool":
+            role = "user"
+            blocks: list[dict[str, Any]] = [
+                {
+                    "toolResult": {
+                        "toolUseId": m["tool_call_id"],
+                        "content": [{"text": m["content"]}],
+                    }
+                }
+            ]
+        else:
+            role = m["role"]
+            blocks = [{"text": m["content"]}] if m["content"] else []
+            blocks.extend(
+                {"toolUse": {"toolUseId": c["id"], "name": c["name"], "input": c["arguments"]}}
+                for c in m.get("tool_calls") or ()
+            )
+        if turns and turns[-1]["role"] == role:
+            turns[-1]["content"].extend(blocks)
+        else:
+            turns.append({"role": role, "content": blocks})
+    return turns
+
+
+def _tool_config(tools: Toolset) -> dict[str, Any]:
+    """Converse's ``toolConfig``. Converse has no way to forbid calls: ``tool_choice: none``
+    sends the tools with no ``toolChoice`` (the model's default, ``auto``)."""
+    specs = [
+        {"toolSpec": {**spec, "inputSchema": {"json": spec["inputSchema"]}}}
+        for spec in tools.functions("inputSchema")
+    ]
+    config: dict[str, Any] = {"tools": specs}
+    if tools.choice == "auto":
+        config["toolChoice"] = {"auto": {}}
+    elif tools.choice == "required":
+        config["toolChoice"] = {"any": {}}
+    elif tools.choice not in (None, "none"):
+        config["toolChoice"] = {"tool": {"name": tools.choice}}
+    return config

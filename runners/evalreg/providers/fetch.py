@@ -33,6 +33,7 @@ from evalreg.providers.base import (
     signer,
 )
 from evalreg.providers.http import HttpLayer, Reply
+from evalreg.providers.tools import Toolset
 from evalreg.registry.schema import Pin
 from evalreg.store.segments import ResponseStore, SegmentWriter, encode_record, request_key, utc_now
 
@@ -87,9 +88,10 @@ def make_request(
     provider: Provider,
     messages: Messages,
     item_input: dict[str, Any] | None,
+    tools: Toolset | None = None,
 ) -> Request:
     """Build the exact request body (its canonical bytes are what the key hashes)."""
-    body = provider.body(pin, messages, item_input)
+    body = provider.body(pin, messages, item_input, tools)
     return Request(pin_id, pin, provider, provider.endpoint(pin), body, canonical_bytes(body))
 
 
@@ -101,9 +103,10 @@ def make_job(
     item_input: dict[str, Any] | None,
     sample: int,
     label: str,
+    tools: Toolset | None = None,
 ) -> Job:
     """Build the exact request body and its store key."""
-    return make_request(pin_id, pin, provider, messages, item_input).job(sample, label)
+    return make_request(pin_id, pin, provider, messages, item_input, tools).job(sample, label)
 
 
 @dataclass(frozen=True)

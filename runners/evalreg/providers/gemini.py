@@ -16,6 +16,7 @@ from typing import Any, ClassVar
 
 from evalreg.errors import UsageError
 from evalreg.providers.base import Completion, Messages, ProviderError, api_key, register
+from evalreg.providers.tools import Toolset, decoded, has_tool_turns
 from evalreg.registry.params import GEMINI_GENERATION
 from evalreg.registry.schema import Pin
 
@@ -33,20 +34,29 @@ class GeminiProvider:
         self._lock = threading.Lock()
 
     def body(
-        self, pin: Pin, messages: Messages, item_input: dict[str, Any] | None
+        self,
+        pin: Pin,
+        messages: Messages,
+        item_input: dict[str, Any] | None,
+        tools: Toolset | None = None,
     ) -> dict[str, Any]:
         system = [{"text": m["content"]} for m in messages if m["role"] == "system"]
-        contents = [
-            {
-                "role": "model" if m["role"] == "assistant" else "user",
-                "parts": [{"text": m["content"]}],
-            }
-            for m in messages
-            if m["role"] != "system"
-        ]
+        contents = (
+            _tool_contents(messages)
+            if has_tool_turns(messages)
+            else [
+                {
+                    "role": "model" if m["role"] == "assistant" else "user",
+                    "parts": [{"text": m["content"]}],
+                }
+                for m in messages
+                if m["role"] != "system"
+            ]
+        )
         body: dict[str, Any] = {"contents": contents}
         if system:
             body["systemInstruction"] = {"parts": system}
+        body.update(_tools(tools))
         generation = {k: v for k, v in pin.params.items() if k in GEMINI_GENERATION}
         if generation:
             body["generationConfig"] = generation
@@ -159,13 +169,23 @@ class GeminiProvider:
             texts = [p["text"] for p in parts if "text" in p and not p.get("thought")]
             if not all(isinstance(t, str) for t in texts):
                 raise TypeError("a text part is not text")
+            calls = tuple(
+                decoded(
+                    p["functionCall"]["name"],
+                    p["functionCall"].get("args", {}),
+                    p["functionCall"].get("id"),
+                )
+                for p in parts
+                if "functionCall" in p
+            )
             # No text with a finish reason is an answer: a content filter's (SAFETY,
             # RECITATION...) or a budget thinking used up (MAX_TOKENS).
-            if not texts and not isinstance(reason, str):
+            if not texts and not calls and not isinstance(reason, str):
                 raise ValueError("no text parts and no finish reason")
             return Completion(
                 text="".join(texts),
                 finish_reason=reason if isinstance(reason, str) else None,
+                tool_calls=calls,
                 **common,
             )
         except (KeyError, IndexError, TypeError, AttributeError, ValueError) as exc:
@@ -174,3 +194,47 @@ class GeminiProvider:
                 f"response lacks candidates[0].content.parts text: {exc}",
                 retryable=True,
             ) from None
+
+
+def _tool_contents(messages: Messages) -> list[dict[str, Any]]:
+    """A conversation with tool turns as ``contents``: an assistant's calls as
+    ``functionCall`` parts of a model turn, each result a ``functionResponse`` part (its
+    ``output``) of a user turn; consecutive turns of one role become one turn."""
+    contents: list[dict[str, Any]] = []
+    for m in messages:
+        if m["role"] == "system":
+            continue
+        if m["role"] == "tool":
+            role = "user"
+            parts: list[dict[str, Any]] = [
+                {"functionResponse": {"name": m["name"], "response": {"output": m["content"]}}}
+            ]
+        else:
+            role = "model" if m["role"] == "assistant" else "user"
+            parts = [{"text": m["content"]}] if m["content"] else []
+            parts.extend(
+                {"functionCall": {"name": c["name"], "args": c["arguments"]}}
+                for c in m.get("tool_calls") or ()
+            )
+        if contents and contents[-1]["role"] == role:
+            contents[-1]["parts"].extend(parts)
+        else:
+            contents.append({"role": role, "parts": parts})
+    return contents
+
+
+_MODES = {"auto": "AUTO", "required": "ANY", "none": "NONE"}
+
+
+def _tools(tools: Toolset | None) -> dict[str, Any]:
+    """The ``tools`` (function declarations) and ``toolConfig`` of a body (empty without)."""
+    if tools is None:
+        return {}
+    out: dict[str, Any] = {"tools": [{"functionDeclarations": tools.functions()}]}
+    if tools.choice in _MODES:
+        out["toolConfig"] = {"functionCallingConfig": {"mode": _MODES[tools.choice]}}
+    elif tools.choice is not None:
+        out["toolConfig"] = {
+            "functionCallingConfig": {"mode": "ANY", "allowedFunctionNames": [tools.choice]}
+        }
+    return out

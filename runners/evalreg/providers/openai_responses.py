@@ -7,6 +7,7 @@ from typing import Any, ClassVar
 
 from evalreg.providers.base import Completion, Messages, ProviderError, api_key, register
 from evalreg.providers.openai import DEFAULT_BASE_URL
+from evalreg.providers.tools import Toolset, arguments_json, decoded, has_tool_turns
 from evalreg.registry.params import RESPONSES_RENAMED
 from evalreg.registry.schema import Pin
 
@@ -17,17 +18,28 @@ class OpenAIResponsesProvider:
     http: ClassVar[bool] = True
 
     def body(
-        self, pin: Pin, messages: Messages, item_input: dict[str, Any] | None
+        self,
+        pin: Pin,
+        messages: Messages,
+        item_input: dict[str, Any] | None,
+        tools: Toolset | None = None,
     ) -> dict[str, Any]:
         system = "\n\n".join(m["content"] for m in messages if m["role"] == "system")
-        turns = [
-            {"role": m["role"], "content": m["content"]} for m in messages if m["role"] != "system"
-        ]
+        turns = (
+            _input_items(messages)
+            if has_tool_turns(messages)
+            else [
+                {"role": m["role"], "content": m["content"]}
+                for m in messages
+                if m["role"] != "system"
+            ]
+        )
         # Stateless like chat completions: OpenAI keeps no copy unless the pin asks for one.
         body: dict[str, Any] = {"model": pin.model, "store": False}
         if system:
             body["instructions"] = system
         body["input"] = turns
+        body.update(_tools(tools))
         for name, value in pin.params.items():
             if name == "reasoning_effort":
                 body["reasoning"] = {"effort": value}
@@ -85,8 +97,56 @@ class OpenAIResponsesProvider:
                 reasoning_tokens=int(reasoning or 0),
                 cached_input_tokens=int(cached or 0),
                 finish_reason=reason if isinstance(reason, str) else None,
+                tool_calls=tuple(
+                    decoded(call["name"], call.get("arguments"), call.get("call_id"))
+                    for call in calls
+                ),
             )
         except (KeyError, TypeError, AttributeError, ValueError) as exc:
             raise ProviderError(
                 "malformed", f"response lacks output[].content[].output_text: {exc}", retryable=True
             ) from None
+
+
+def _input_items(messages: Messages) -> list[dict[str, Any]]:
+    """A conversation with tool turns as Responses input items: each call a
+    ``function_call`` item, each result a ``function_call_output`` naming its call."""
+    items: list[dict[str, Any]] = []
+    for m in messages:
+        if m["role"] == "system":
+            continue
+        if m["role"] == "tool":
+            items.append(
+                {
+                    "type": "function_call_output",
+                    "call_id": m["tool_call_id"],
+                    "output": m["content"],
+                }
+            )
+            continue
+        if m["content"] or "tool_calls" not in m:
+            items.append({"role": m["role"], "content": m["content"]})
+        items.extend(
+            {
+                "type": "function_call",
+                "call_id": call["id"],
+                "name": call["name"],
+                "arguments": arguments_json(call["arguments"]),
+            }
+            for call in m.get("tool_calls") or ()
+        )
+    return items
+
+
+def _tools(tools: Toolset | None) -> dict[str, Any]:
+    """The ``tools`` and ``tool_choice`` of a Responses body (empty without tools)."""
+    if tools is None:
+        return {}
+    out: dict[str, Any] = {
+        "tools": [{"type": "function", **function} for function in tools.functions()]
+    }
+    if tools.choice in ("auto", "required", "none"):
+        out["tool_choice"] = tools.choice
+    elif tools.choice is not None:
+        out["tool_choice"] = {"type": "function", "name": tools.choice}
+    return out

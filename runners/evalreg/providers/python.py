@@ -1,8 +1,10 @@
 """The ``python`` provider: an importable callable in the repository (baselines, local systems).
 
-The callable receives ``{"messages": [...], "input": {...} | None, "params": {...}}`` and
-returns the output text. Its module source and declared files are hashed into the request,
-so changing the system's code or weights is a new request, never a stale cached answer.
+The callable receives ``{"messages": [...], "input": {...} | None, "params": {...}}`` (and,
+for a task that declares tools, ``tools`` and ``tool_choice``) and returns the output text,
+or ``{"text": ..., "tool_calls": [{"name": ..., "arguments": {...}}]}``. Its module source
+and declared files are hashed into the request, so changing the system's code or weights
+is a new request, never a stale cached answer.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from evalreg.providers.base import Completion, Messages, ProviderError, register
+from evalreg.providers.tools import Toolset, decoded
 from evalreg.registry.schema import Pin
 
 SystemFn = Callable[[dict[str, Any]], Any]
@@ -32,16 +35,24 @@ class PythonProvider:
         self._functions: dict[str, SystemFn] = {}
 
     def body(
-        self, pin: Pin, messages: Messages, item_input: dict[str, Any] | None
+        self,
+        pin: Pin,
+        messages: Messages,
+        item_input: dict[str, Any] | None,
+        tools: Toolset | None = None,
     ) -> dict[str, Any]:
         spec = str(pin.callable)
-        return {
+        body: dict[str, Any] = {
             "callable": spec,
             "source": self.digest(pin),
             "messages": messages,
             "input": item_input,
             "params": pin.params,
         }
+        if tools is not None:  # written only with tools, so other bodies keep their bytes
+            body["tools"] = tools.functions()
+            body["tool_choice"] = tools.choice
+        return body
 
     def endpoint(self, pin: Pin) -> str:
         return f"python:{pin.callable}"
@@ -50,9 +61,21 @@ class PythonProvider:
         return {}
 
     def parse(self, data: Any) -> Completion:
+        """Text, or ``{"text": ..., "tool_calls": [{"name", "arguments"}]}`` for tool calls."""
         if isinstance(data, str):
             return Completion(text=data)
-        raise ProviderError("malformed", f"the callable returned {type(data).__name__}, not text")
+        if isinstance(data, dict) and isinstance(data.get("text", ""), str):
+            try:
+                calls = tuple(
+                    decoded(c["name"], c.get("arguments"), c.get("id"))
+                    for c in data.get("tool_calls") or ()
+                )
+            except (KeyError, TypeError, AttributeError) as exc:
+                raise ProviderError("malformed", f"the callable's tool_calls: {exc}") from None
+            return Completion(text=data.get("text", ""), tool_calls=calls)
+        raise ProviderError(
+            "malformed", f"the callable returned {type(data).__name__}, not text or a dict"
+        )
 
     def digest(self, pin: Pin) -> str:
         """sha256 over the callable's module source and every file the pin declares."""
@@ -72,6 +95,8 @@ class PythonProvider:
         """
         fn = self._function(str(pin.callable))
         request = {"messages": body["messages"], "input": body["input"], "params": body["params"]}
+        if "tools" in body:
+            request.update(tools=body["tools"], tool_choice=body["tool_choice"])
         started = time.perf_counter()
         try:
             out = fn(request)

@@ -334,17 +334,38 @@ class _Loader:
                 f"{', '.join(sorted(schema.JUDGE_PROMPT_VARIABLES))}",
             )
 
+    def _check_tool_graders(self, ident: str, task: schema.Task, rubric: schema.Rubric) -> None:
+        """A rubric that grades tool calls needs a task that declares tools."""
+        if task.tools:
+            return
+        for c in rubric.criteria:
+            grader = c.grader
+            tooled = isinstance(
+                grader,
+                schema.ToolChoiceGrader | schema.ToolArgumentGrader | schema.ToolCallsF1Grader,
+            ) or (isinstance(grader, schema.JsonSchemaGrader) and grader.parse == "tool_arguments")
+            if tooled:
+                self._error(
+                    "tasks",
+                    ident,
+                    ("rubric",),
+                    f"rubric {task.rubric!r} criterion {c.id!r} grades tool calls, but this "
+                    "task declares no 'tools'",
+                )
+
     def _check_tasks(self) -> None:
         for ident, task in self.registry.tasks.items():
             rubric_ok = self._ref("tasks", ident, ("rubric",), "rubrics", task.rubric)
             if rubric_ok:
                 rubric = self.registry.rubrics[task.rubric]
                 criteria = {c.id for c in rubric.criteria}
+                self._check_tool_graders(ident, task, rubric)
                 if task.output.schema_ is None:
                     for c in rubric.criteria:
                         if (
                             isinstance(c.grader, schema.JsonSchemaGrader)
                             and c.grader.schema_ is None
+                            and c.grader.parse != "tool_arguments"
                         ):
                             self._error(
                                 "tasks",

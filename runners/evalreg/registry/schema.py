@@ -486,11 +486,20 @@ class JsonSchemaGrader(_Grader):
     type: Literal["json_schema"]
     schema_: dict[str, Any] | None = Field(default=None, alias="schema")
     """Absent means the task's output schema."""
-    parse: Literal["answer", "strict", "embedded"] = "answer"
+    parse: Literal["answer", "strict", "embedded", "tool_arguments"] = "answer"
     """What is validated: ``answer``, the task's parsed answer; ``strict``, the raw output
     parsed as one JSON document (surrounding whitespace allowed, nothing else); ``embedded``,
     the JSON objects and arrays found anywhere in the raw output, left to right, the first
-    that validates passing."""
+    that validates passing; ``tool_arguments``, the arguments of every tool call the model
+    made, each against the ``parameters`` its task declares for that tool (no ``schema``)."""
+
+    @model_validator(mode="after")
+    def _tool_schema(self) -> JsonSchemaGrader:
+        if self.parse == "tool_arguments" and self.schema_ is not None:
+            raise ValueError(
+                "'tool_arguments' validates against the task's tools: give no 'schema'"
+            )
+        return self
 
 
 class FieldExactGrader(_FieldGrader):
@@ -520,6 +529,49 @@ class FieldSetF1Grader(_FieldGrader):
     field: str
     threshold: Fraction = 1.0
     """Least F1 between the list and the expected list, as sets (1.0: the same set)."""
+
+
+class _ToolGrader(_Grader):
+    expected_field: str = "tool_calls"
+    """Key in the item's ``expected`` holding the expected calls: a list of ``{name,
+    arguments}`` (an empty list: the model should call no tool)."""
+
+
+class ToolChoiceGrader(_ToolGrader):
+    type: Literal["tool_choice"]
+    """Pass when the model called the tool the item expects first (or, expecting no call,
+    called none)."""
+
+
+class ToolArgumentGrader(_ToolGrader):
+    type: Literal["tool_argument"]
+    tool: str | None = None
+    """The tool whose call is checked (absent: the first expected call's tool)."""
+    argument: str
+    """Dotted path into the call's arguments (integers index lists)."""
+    tolerance: NonNegative | None = None
+    """Given: the argument is a number within this of the expected one (else: equal as JSON)."""
+    relative: bool = False
+    """True: ``tolerance`` is a fraction of the expected value (0.01 is 1 %)."""
+    ignore_case: bool = False
+
+    @model_validator(mode="after")
+    def _numeric_options(self) -> ToolArgumentGrader:
+        if self.tolerance is not None and self.ignore_case:
+            raise ValueError("'ignore_case' compares text, 'tolerance' numbers: give one")
+        if self.relative and self.tolerance is None:
+            raise ValueError("'relative' needs 'tolerance'")
+        return self
+
+
+class ToolCallsF1Grader(_ToolGrader):
+    type: Literal["tool_calls_f1"]
+    match: Literal["name", "arguments"] = "arguments"
+    """When a made call matches an expected one: same ``name``, or same name and equal
+    ``arguments`` (as JSON)."""
+    metric: Literal["f1", "precision", "recall"] = "f1"
+    """The score, and what ``threshold`` bounds."""
+    threshold: Fraction = 1.0
 
 
 class RefusalGrader(_FieldGrader):
@@ -608,6 +660,9 @@ Grader = Annotated[
     | FieldNumericGrader
     | FieldFuzzyGrader
     | FieldSetF1Grader
+    | ToolChoiceGrader
+    | ToolArgumentGrader
+    | ToolCallsF1Grader
     | RefusalGrader
     | LengthGrader
     | PythonGrader
@@ -686,6 +741,36 @@ class Output(Model):
         return self
 
 
+TOOL_NAME = r"^[A-Za-z0-9_-]{1,64}$"
+"""What every provider accepts as a function name."""
+
+
+class Tool(Model):
+    """A function the model may call: its arguments described by a JSON schema."""
+
+    name: Annotated[str, Field(pattern=TOOL_NAME)]
+    description: Text | None = None
+    parameters: dict[str, Any] = Field(default_factory=lambda: {"type": "object", "properties": {}})
+    """A JSON schema of the arguments object."""
+
+    @field_validator("parameters")
+    @classmethod
+    def _valid_schema(cls, value: dict[str, Any]) -> dict[str, Any]:
+        from jsonschema import SchemaError  # imported when a task declares tools (start-up)
+        from jsonschema.validators import Draft202012Validator, validator_for
+
+        try:
+            validator_for(value, default=Draft202012Validator).check_schema(value)
+        except SchemaError as exc:
+            raise ValueError(f"not a valid JSON schema: {exc.message}") from None
+        if value.get("type", "object") != "object":
+            raise ValueError("a tool's arguments are an object: 'type' must be 'object'")
+        return value
+
+
+ToolChoice = Literal["auto", "required", "none"] | Annotated[str, Field(pattern=TOOL_NAME)]
+
+
 class FailureMode(Model):
     id: Id
     description: Text
@@ -710,6 +795,35 @@ class Task(VersionedFile):
     )
     """Fields never quoted in diffs, comments or reports, e.g. ``input.email``,
     ``messages.content`` or ``output.summary`` (a field of a JSON answer)."""
+    tools: list[Tool] = Field(default_factory=list)
+    """Functions the model may call; each request carries them in its provider's form."""
+    tool_choice: ToolChoice | None = None
+    """``auto``, ``required`` (some tool), ``none``, or one declared tool's name; absent:
+    the provider's default (``auto``)."""
+
+    @model_validator(mode="after")
+    def _tools(self) -> Task:
+        seen: set[str] = set()
+        for index, tool in enumerate(self.tools):
+            if tool.name in seen:
+                raise PydanticCustomError(
+                    "tool",
+                    f"tool {tool.name!r} is declared twice",
+                    {"at": ("tools", index, "name")},
+                )
+            seen.add(tool.name)
+        if self.tool_choice is not None:
+            if not self.tools:
+                raise PydanticCustomError(
+                    "tool", "'tool_choice' needs 'tools'", {"at": ("tool_choice",)}
+                )
+            if self.tool_choice not in ("auto", "required", "none", *seen):
+                raise PydanticCustomError(
+                    "tool",
+                    f"tool_choice {self.tool_choice!r} is not a declared tool",
+                    {"at": ("tool_choice",)},
+                )
+        return self
 
 
 # ---------------------------------------------------------------- selections
@@ -904,9 +1018,32 @@ SETTINGS_FILE = "registry/evalreg.yaml"
 
 
 # ---------------------------------------------------------------- eval items
+class MessageToolCall(Model):
+    """A tool call an earlier assistant turn made."""
+
+    id: Annotated[str, Field(min_length=1, max_length=256)]
+    name: Annotated[str, Field(pattern=TOOL_NAME)]
+    arguments: dict[str, Any] = Field(default_factory=dict)
+
+
 class Message(Model):
-    role: Literal["system", "user", "assistant"]
-    content: Text
+    role: Literal["system", "user", "assistant", "tool"]
+    content: Text = ""
+    """The turn's text; an assistant turn making ``tool_calls`` may leave it out."""
+    tool_calls: Annotated[list[MessageToolCall], Field(min_length=1)] | None = None
+    """An assistant turn's tool calls."""
+    tool_call_id: str | None = None
+    """A ``tool`` turn: the id of the call whose result ``content`` is."""
+
+    @model_validator(mode="after")
+    def _tool_parts(self) -> Message:
+        if self.tool_calls is not None and self.role != "assistant":
+            raise ValueError("only an 'assistant' message makes 'tool_calls'")
+        if self.tool_calls is None and "content" not in self.model_fields_set:
+            raise ValueError("a message has 'content' (only tool calls may stand without it)")
+        if (self.role == "tool") != (self.tool_call_id is not None):
+            raise ValueError("a 'tool' message, and only one, names its call's 'tool_call_id'")
+        return self
 
 
 class Item(Model):
@@ -922,8 +1059,16 @@ class Item(Model):
     def _input_or_messages(self) -> Item:
         if (self.input is None) == (self.messages is None):
             raise ValueError("an item has exactly one of 'input' (template fields) or 'messages'")
-        if self.messages is not None and self.messages[-1].role != "user":
-            raise ValueError("a conversation must end with a 'user' message")
+        if self.messages is not None:
+            if self.messages[-1].role not in ("user", "tool"):
+                raise ValueError("a conversation must end with a 'user' or 'tool' message")
+            calls: set[str] = set()
+            for message in self.messages:
+                calls.update(call.id for call in message.tool_calls or ())
+                if message.tool_call_id is not None and message.tool_call_id not in calls:
+                    raise ValueError(
+                        f"tool result {message.tool_call_id!r} answers no earlier tool call"
+                    )
         return self
 
 

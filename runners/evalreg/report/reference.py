@@ -101,7 +101,8 @@ GRADER_SUMMARY: dict[str, tuple[str, str]] = {
         "type: not_contains\nvalue: [password, api key]",
     ),
     "json_schema": (
-        "The parsed answer validates against `schema` (absent: the task's output schema).",
+        "The parsed answer validates against `schema` (absent: the task's output schema); "
+        "`parse: tool_arguments`: every tool call's arguments against its tool's parameters.",
         "type: json_schema",
     ),
     "field_exact": (
@@ -120,6 +121,21 @@ GRADER_SUMMARY: dict[str, tuple[str, str]] = {
     "field_set_f1": (
         "F1 between a list field and the expected list, treated as sets, reaches `threshold`.",
         "type: field_set_f1\nfield: tags\nthreshold: 0.8",
+    ),
+    "tool_choice": (
+        "The model's first tool call is to the tool the item expects first "
+        "(`expected.tool_calls`); expecting `[]`, it called none.",
+        "type: tool_choice",
+    ),
+    "tool_argument": (
+        "One `argument` of the model's call to `tool` equals the expected call's (as JSON), "
+        "or with `tolerance` is a number within it.",
+        "type: tool_argument\nargument: amount\ntolerance: 0.01",
+    ),
+    "tool_calls_f1": (
+        "Precision, recall or F1 of the calls made against the expected calls, order "
+        "ignored, reaches `threshold`.",
+        "type: tool_calls_f1\nmatch: arguments\nthreshold: 1.0",
     ),
     "refusal": (
         "The response refuses (one of `markers`) exactly when the item's `expected_field` "

@@ -72,6 +72,9 @@ class ItemRecord(TypedDict):
     judge_cost_micro_usd: NotRequired[int]
     """What the judges' responses for the sample cost: present only when a judge graded it
     (or failed to)."""
+    tool_calls: NotRequired[list[str]]
+    """The names of the tools the response called, in its order: present only when it
+    called some (the calls themselves, arguments included, are in the stored response)."""
 
 
 class CriterionCounts(TypedDict):

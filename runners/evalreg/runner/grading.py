@@ -146,7 +146,7 @@ class CellGrader:
         if stored is None:
             return self._blank(item, sample, key, error or "missing")
         completion = Completion.from_record(stored["response"])
-        parsed = parse_output(completion.text, self.cell.task.output)
+        parsed = parse_output(completion.text, self.cell.task.output, completion.tool_calls)
         applicable: dict[str, tuple[schema.Criterion, Verdict]] = {}
         ungraded: list[str] = []
         # What the judges' responses for this sample cost; None when no judge grades it.
@@ -191,6 +191,8 @@ class CellGrader:
         self._count_usage(record, stored, completion)
         if judge_cost is not None:
             record["judge_cost_micro_usd"] = judge_cost
+        if completion.tool_calls:  # only then, so records without tool calls keep their bytes
+            record["tool_calls"] = [call.name for call in completion.tool_calls]
         return record
 
 
@@ -208,7 +210,7 @@ def cell_grader(
     }
     return CellGrader(
         cell,
-        GradingContext(cell.task.output.schema_, code_root),
+        GradingContext(cell.task.output.schema_, code_root, tuple(cell.task.tools)),
         Judges(registry.pins, store),
         human,
     )

@@ -23,6 +23,7 @@ from evalreg.providers.base import Provider, credentials_problem, output_cap
 from evalreg.providers.batch import BATCHED, BatchReport, batch_api, buy_in_batches
 from evalreg.providers.fetch import FetchReport, Job, Request, fetch, make_request
 from evalreg.providers.pricing import rates
+from evalreg.providers.tools import toolset
 from evalreg.registry import schema
 from evalreg.registry.loader import Registry, load_registry
 from evalreg.report.numbers import plural
@@ -283,7 +284,9 @@ def _in_shard(key: str, shard: tuple[int, int] | None) -> bool:
 def cell_request(cell: Cell, provider: Provider, item: schema.Item) -> Request:
     """The request a cell sends for ``item`` (the same body for every sample)."""
     messages = render_messages(cell.task, cell.candidate.prompt, item, cell=cell.id)
-    return make_request(cell.candidate.pin, cell.pin, provider, messages, item.input)
+    return make_request(
+        cell.candidate.pin, cell.pin, provider, messages, item.input, toolset(cell.task)
+    )
 
 
 def _keys(cell: Cell, provider: Provider, items: Sequence[schema.Item]) -> list[str]:

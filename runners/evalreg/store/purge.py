@@ -275,6 +275,7 @@ def _rendered_keys(
     from evalreg.prompting import render_messages
     from evalreg.providers import get_provider
     from evalreg.providers.fetch import make_job
+    from evalreg.providers.tools import toolset
 
     out: dict[str, set[tuple[int, str]]] = defaultdict(set)
     for cell in cells(registry, "dev") + cells(registry, "holdout"):
@@ -284,7 +285,14 @@ def _rendered_keys(
         messages = render_messages(cell.task, cell.candidate.prompt, item, cell=cell.id)
         for sample in range(cell.task.repeats):
             job = make_job(
-                cell.candidate.pin, cell.pin, provider, messages, item.input, sample, cell.id
+                cell.candidate.pin,
+                cell.pin,
+                provider,
+                messages,
+                item.input,
+                sample,
+                cell.id,
+                toolset(cell.task),
             )
             out[_cell_name(cell.summary_path)].add((sample, job.key))
     return out
