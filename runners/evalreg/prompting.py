@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import re
+from typing import Any
+
 from evalreg.errors import PromptError
+from evalreg.providers.attachments import neutral_part
 from evalreg.providers.base import Messages
 from evalreg.registry.schema import Item, PromptVariant, Task
 from evalreg.templating import RenderError, render
@@ -32,7 +36,7 @@ def render_messages(
     rendered for this item.
     """
     system, template = effective_prompt(task, variant)
-    context = item.input or {}
+    context: dict[str, Any] = item.input or {}
     messages: Messages = []
     if system:
         messages.append(
@@ -41,10 +45,64 @@ def render_messages(
     if item.messages is not None:
         messages.extend({"role": m.role, "content": m.content} for m in item.messages)
     else:
+        if item.files and ATTACHMENT_CALL not in context:
+            context = {**context, ATTACHMENT_CALL: _placer(len(item.files))}
         messages.append(
             {"role": "user", "content": _render(template, context, cell, item, "template")}
         )
+    if item.files:
+        messages[-1] = {**messages[-1], "content": attached(messages[-1]["content"], item)}
     return messages
+
+
+ATTACHMENT_CALL = "attachment"
+"""The template function that places an item's attachment: ``{{ attachment(0) }}``."""
+_MARKER = "\x00evalreg-attachment:{}\x00"
+_MARKERS = re.compile("\x00evalreg-attachment:([0-9]+)\x00")
+
+
+def _placer(count: int) -> Any:
+    def attachment(index: int = 0) -> str:
+        if not isinstance(index, int) or isinstance(index, bool) or not 0 <= index < count:
+            raise ValueError(
+                f"attachment({index!r}): the item has {count} attachment"
+                f"{'' if count == 1 else 's'} (attachment(0) is the first)"
+            )
+        return _MARKER.format(index)
+
+    return attachment
+
+
+def as_text(content: str | list[dict[str, str]]) -> str:
+    """A message's content as people read it: an attachment as its path and type, not
+    its bytes."""
+    if isinstance(content, str):
+        return content
+    return "".join(
+        p["text"] if p["type"] == "text" else f"[attachment {p['path']} ({p['media_type']})]"
+        for p in content
+    )
+
+
+def attached(text: str, item: Item) -> list[dict[str, str]]:
+    """The content parts of a user turn holding ``item``'s attachments: each where the
+    template placed it with ``attachment(i)``, those it did not place after the text."""
+    parts: list[dict[str, str]] = []
+    placed: set[int] = set()
+    start = 0
+    for match in _MARKERS.finditer(text):
+        index = int(match.group(1))
+        if index >= len(item.files):
+            continue  # not a marker this rendering made: the item's own text
+        if text[start : match.start()]:
+            parts.append({"type": "text", "text": text[start : match.start()]})
+        parts.append(neutral_part(item.files[index]))
+        placed.add(index)
+        start = match.end()
+    if text[start:]:
+        parts.append({"type": "text", "text": text[start:]})
+    parts.extend(neutral_part(f) for i, f in enumerate(item.files) if i not in placed)
+    return parts
 
 
 def _render(source: str, context: dict[str, object], cell: str, item: Item, part: str) -> str:

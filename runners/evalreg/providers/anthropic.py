@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
+from evalreg.providers.attachments import anthropic
 from evalreg.providers.base import Completion, Messages, ProviderError, api_key, register
 from evalreg.registry.schema import Pin
 
@@ -21,7 +22,11 @@ class AnthropicProvider:
         self, pin: Pin, messages: Messages, item_input: dict[str, Any] | None
     ) -> dict[str, Any]:
         system = "\n\n".join(m["content"] for m in messages if m["role"] == "system")
-        turns = [m for m in messages if m["role"] != "system"]
+        turns = [
+            {**m, "content": anthropic(m["content"])} if isinstance(m["content"], list) else m
+            for m in messages
+            if m["role"] != "system"
+        ]
         body: dict[str, Any] = {"model": pin.model, "messages": turns}
         if system:
             body["system"] = system

@@ -11,7 +11,7 @@ from urllib.parse import quote
 from evalreg import redaction
 from evalreg.errors import UsageError
 from evalreg.providers.base import Completion, Messages, api_key, register
-from evalreg.providers.openai import parse_chat_completion
+from evalreg.providers.openai import chat_messages, parse_chat_completion
 from evalreg.registry.schema import Azure, Pin
 
 ENTRA_SCOPE = "https://cognitiveservices.azure.com/.default"
@@ -89,7 +89,7 @@ class AzureOpenAIProvider:
     ) -> dict[str, Any]:
         # A deployment URL names the model; the v1 endpoint takes the deployment as 'model'.
         named = {"model": pin.model} if _azure(pin).endpoint == "v1" else {}
-        return {**named, "messages": messages, **pin.params, **pin.extra_params}
+        return {**named, "messages": chat_messages(messages), **pin.params, **pin.extra_params}
 
     def endpoint(self, pin: Pin) -> str:
         azure = _azure(pin)

@@ -12,7 +12,9 @@ from evalreg.errors import UsageError
 from evalreg.redaction import redact
 from evalreg.registry.schema import Pin
 
-Messages = list[dict[str, str]]
+Messages = list[dict[str, Any]]
+"""Chat messages: a role and a content, text or (a turn with attachments) a list of
+content parts (``providers.attachments``)."""
 
 
 @dataclass(frozen=True)

@@ -16,6 +16,7 @@ from typing import Any, ClassVar
 from urllib.parse import quote
 
 from evalreg.errors import UsageError
+from evalreg.providers.attachments import bedrock
 from evalreg.providers.base import Completion, Messages, ProviderError, api_key, register
 from evalreg.registry.params import BEDROCK_INFERENCE
 from evalreg.registry.schema import Pin
@@ -38,7 +39,12 @@ class BedrockProvider:
     ) -> dict[str, Any]:
         system = [{"text": m["content"]} for m in messages if m["role"] == "system"]
         turns = [
-            {"role": m["role"], "content": [{"text": m["content"]}]}
+            {
+                "role": m["role"],
+                "content": bedrock(m["content"])
+                if isinstance(m["content"], list)
+                else [{"text": m["content"]}],
+            }
             for m in messages
             if m["role"] != "system"
         ]

@@ -15,6 +15,7 @@ import threading
 from typing import Any, ClassVar
 
 from evalreg.errors import UsageError
+from evalreg.providers.attachments import gemini
 from evalreg.providers.base import Completion, Messages, ProviderError, api_key, register
 from evalreg.registry.params import GEMINI_GENERATION
 from evalreg.registry.schema import Pin
@@ -39,7 +40,9 @@ class GeminiProvider:
         contents = [
             {
                 "role": "model" if m["role"] == "assistant" else "user",
-                "parts": [{"text": m["content"]}],
+                "parts": gemini(m["content"])
+                if isinstance(m["content"], list)
+                else [{"text": m["content"]}],
             }
             for m in messages
             if m["role"] != "system"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
+from evalreg.providers.attachments import openai_chat
 from evalreg.providers.base import Completion, Messages, ProviderError, api_key, register
 from evalreg.registry.schema import Pin
 
@@ -18,7 +19,12 @@ class OpenAIProvider:
     def body(
         self, pin: Pin, messages: Messages, item_input: dict[str, Any] | None
     ) -> dict[str, Any]:
-        return {"model": pin.model, "messages": messages, **pin.params, **pin.extra_params}
+        return {
+            "model": pin.model,
+            "messages": chat_messages(messages),
+            **pin.params,
+            **pin.extra_params,
+        }
 
     def endpoint(self, pin: Pin) -> str:
         return (pin.base_url or DEFAULT_BASE_URL).rstrip("/") + "/chat/completions"
@@ -29,6 +35,14 @@ class OpenAIProvider:
 
     def parse(self, data: Any) -> Completion:
         return parse_chat_completion(data)
+
+
+def chat_messages(messages: Messages) -> Messages:
+    """``messages`` with attachments in chat-completions content parts (OpenAI's, Azure's)."""
+    return [
+        {**m, "content": openai_chat(m["content"])} if isinstance(m["content"], list) else m
+        for m in messages
+    ]
 
 
 def parse_chat_completion(data: Any) -> Completion:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
+from evalreg.providers.attachments import openai_responses
 from evalreg.providers.base import Completion, Messages, ProviderError, api_key, register
 from evalreg.providers.openai import DEFAULT_BASE_URL
 from evalreg.registry.params import RESPONSES_RENAMED
@@ -21,7 +22,14 @@ class OpenAIResponsesProvider:
     ) -> dict[str, Any]:
         system = "\n\n".join(m["content"] for m in messages if m["role"] == "system")
         turns = [
-            {"role": m["role"], "content": m["content"]} for m in messages if m["role"] != "system"
+            {
+                "role": m["role"],
+                "content": openai_responses(m["content"])
+                if isinstance(m["content"], list)
+                else m["content"],
+            }
+            for m in messages
+            if m["role"] != "system"
         ]
         # Stateless like chat completions: OpenAI keeps no copy unless the pin asks for one.
         body: dict[str, Any] = {"model": pin.model, "store": False}
