@@ -65,6 +65,15 @@ def resolve_attachments(
     return dataclasses.replace(evalset, items=tuple(items)), findings, missing
 
 
+def attachments_digest(evalset: EvalSet) -> str | None:
+    """A hash of every file ``evalset``'s items attach (path and content), or None when
+    they attach none: part of a cell's fingerprint, so a changed file makes it stale."""
+    files = sorted({(f.path, f.sha256) for item in evalset.items for f in item.files})
+    if not files:
+        return None
+    return hashlib.sha256("\n".join(f"{p}\0{h}" for p, h in files).encode()).hexdigest()
+
+
 def _read(tree: Tree, rel: str) -> AttachedFile | str:
     """The file at ``rel``, or why it cannot be attached."""
     try:
