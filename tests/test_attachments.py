@@ -4,6 +4,7 @@ item and the request, sent in each provider's content-part form, checked before 
 from __future__ import annotations
 
 import base64
+import hashlib
 import json
 import struct
 import subprocess
@@ -457,3 +458,23 @@ def test_reproduce_reads_the_files_at_the_revision_on_a_clean_clone(
     assert result.code == 0, result.out + result.err
     assert "labels/mini: identical" in result.out
     assert len(server.requests) == 4  # reproduced from the store, nothing bought
+
+
+def test_an_attachment_whose_data_is_not_here_leaves_its_eval_set_unchecked(
+    attached: Repo, cli, tmp_path: Path
+):
+    clone = Repo(tmp_path / "clone")
+    subprocess.run(
+        ["git", "clone", "-q", str(attached.root), str(clone.root)], check=True, capture_output=True
+    )
+    md5 = hashlib.md5(png(200)).hexdigest()
+    stored_copies = list(clone.root.glob(f"dvc-storage/files/md5/{md5[:2]}/{md5[2:]}"))
+    assert len(stored_copies) == 1
+    stored_copies[0].unlink()
+    result = cli(clone, "check")
+    assert result.code == 0, result.err
+    assert "evalsets/messages.jsonl:1:" in result.err
+    assert "not checked here: attachment 'evalsets/files/scan.png'" in result.err
+    assert "eval data is not available here" in result.err
+    # A run cannot send the items without their file: the eval set is an error there.
+    assert_refused(clone, cli, "run", "--candidate", "mini", expect=("evalsets/files/scan.png",))

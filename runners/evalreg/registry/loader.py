@@ -437,19 +437,23 @@ class _Loader:
         self.findings.extend(problems)
         if evalset is not None:
             evalset = self._attachments(evalset, data)
+        if evalset is not None:
             self.registry.evalsets[path] = evalset
             self._check_pointer(evalset)
         return evalset
 
-    def _attachments(self, evalset: EvalSet, data: bytes) -> EvalSet:
-        """``evalset`` with its items' attached files read from this tree."""
+    def _attachments(self, evalset: EvalSet, data: bytes) -> EvalSet | None:
+        """``evalset`` with its items' attached files read from this tree; None when some
+        are DVC data not available here (left out, as an eval set that cannot be read)."""
         from evalreg.evalsets.attachments import resolve_attachments
 
         resolved, problems, missing = resolve_attachments(
             self.tree, evalset, data, allow_missing_data=self.allow_missing_data
         )
         self.findings.extend(problems)
-        self.registry.missing_data.extend(p for p in missing if p not in self.registry.missing_data)
+        if missing:
+            self.registry.missing_data.append(evalset.path)
+            return None
         if resolved is not evalset:
             self.attachment_data[evalset.path] = data
         return resolved
