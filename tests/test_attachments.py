@@ -478,3 +478,15 @@ def test_an_attachment_whose_data_is_not_here_leaves_its_eval_set_unchecked(
     assert "eval data is not available here" in result.err
     # A run cannot send the items without their file: the eval set is an error there.
     assert_refused(clone, cli, "run", "--candidate", "mini", expect=("evalsets/files/scan.png",))
+
+
+def test_a_file_is_estimated_as_a_file_not_as_its_base64():
+    from evalreg.providers.attachments import FILE_TOKENS, estimated_input_tokens
+
+    text = b'{"messages":[{"content":"Message: message 0","role":"user"}]}'
+    assert estimated_input_tokens(text) == len(text) // 3
+    photo = base64.b64encode(bytes(range(256)) * 400)  # 100 KB of image, 136 KB of base64
+    body = text[:-3] + b',{"data":"' + photo + b'"}]}'
+    assert estimated_input_tokens(body) == (len(body) - len(photo)) // 3 + FILE_TOKENS
+    two = body[:-3] + b',{"data":"data:image/png;base64,' + photo + b'"}]}'
+    assert estimated_input_tokens(two) == (len(two) - 2 * len(photo)) // 3 + 2 * FILE_TOKENS

@@ -53,6 +53,24 @@ MAX_BYTES = 32 * MB
 """The largest attachment read at all: the largest any provider accepts."""
 
 
+FILE_TOKENS = 1600
+"""What one attached file is estimated to cost in input tokens before it is sent: about
+the most an image costs (Anthropic's ``width * height / 750`` for its largest size,
+OpenAI's high detail at 1024 px), and a page or two of a PDF."""
+_BASE64_RUN = re.compile(rb"[A-Za-z0-9+/]{256,}={0,2}")
+
+
+def estimated_input_tokens(content: bytes) -> int:
+    """Input tokens a request body of ``content`` is estimated to hold: three bytes of
+    text a token, and ``FILE_TOKENS`` for each file's base64 (which a model reads as an
+    image or a document, not as its characters)."""
+    files = chars = 0
+    for match in _BASE64_RUN.finditer(content):
+        files += 1
+        chars += match.end() - match.start()
+    return (len(content) - chars) // 3 + files * FILE_TOKENS
+
+
 def sniff(data: bytes) -> str | None:
     """The media type ``data`` begins like (PNG, JPEG or PDF), or None."""
     for media_type, magic in MAGIC:

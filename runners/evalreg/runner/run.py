@@ -19,6 +19,7 @@ from evalreg.graders.levels import applies
 from evalreg.graders.llm_judge import JudgeFailed, Judges
 from evalreg.prompting import render_messages
 from evalreg.providers import all_providers
+from evalreg.providers.attachments import estimated_input_tokens
 from evalreg.providers.base import Provider, credentials_problem, output_cap
 from evalreg.providers.fetch import FetchReport, Job, Request, fetch, make_request
 from evalreg.registry import schema
@@ -180,7 +181,7 @@ def estimate_micro_usd(pin: schema.Pin, job: Job, output_tokens: int | None = No
     price = pin.price
     if price is None:
         return 0
-    input_tokens = len(job.content) // 3
+    input_tokens = estimated_input_tokens(job.content)
     if output_tokens is None:
         output_tokens = _max_output_tokens(job)
     out_price = max(price.output_per_mtok, price.reasoning_per_mtok or 0.0)
