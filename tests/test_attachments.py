@@ -490,3 +490,63 @@ def test_a_file_is_estimated_as_a_file_not_as_its_base64():
     assert estimated_input_tokens(body) == (len(body) - len(photo)) // 3 + FILE_TOKENS
     two = body[:-3] + b',{"data":"data:image/png;base64,' + photo + b'"}]}'
     assert estimated_input_tokens(two) == (len(two) - 2 * len(photo)) // 3 + 2 * FILE_TOKENS
+
+
+def test_a_template_placing_an_attachment_the_item_lacks_is_a_finding(attached: Repo, cli):
+    task = attached.read("registry/tasks/labels.yaml")
+    attached.write("registry/tasks/labels.yaml", task.replace("attachment(0)", "attachment(1)"))
+    attached.git("add", "-A")
+    assert_refused(
+        attached,
+        cli,
+        "check",
+        expect=(
+            "evalsets/messages.jsonl:1:",
+            "attachment(1): the item has 1 attachment (attachment(0) is the first)",
+        ),
+    )
+
+
+def test_a_conversation_attaches_its_files_to_the_last_user_turn(attached: Repo, cli):
+    row = {
+        "id": "c-001",
+        "messages": [
+            {"role": "user", "content": "Here is the scan."},
+            {"role": "assistant", "content": "Which field?"},
+            {"role": "user", "content": "The label."},
+        ],
+        "attachments": [{"path": "evalsets/files/scan.png"}],
+        "expected": {"label": "a"},
+    }
+    attached.write(EVALSET, items() + json.dumps(row) + "\n")
+    assert cli(attached, "evalset", "add", EVALSET).code == 0
+    registry = load_registry(attached.root)
+    item = registry.evalset_of("labels").items[-1]
+    turns = render_messages(registry.tasks["labels"], None, item, cell="c")
+    assert [t["content"] for t in turns[:-1]] == [
+        "Answer with JSON.",
+        "Here is the scan.",
+        "Which field?",
+    ]
+    assert turns[-1]["content"] == [
+        {"type": "text", "text": "The label."},
+        {
+            "type": "file",
+            "path": "evalsets/files/scan.png",
+            "media_type": "image/png",
+            "data": _data(png(200)),
+        },
+    ]
+
+
+def test_evalset_add_refuses_an_item_attaching_a_missing_file(attached: Repo, cli):
+    attached.write(EVALSET, items({"m-001": [{"path": "evalsets/files/gone.png"}]}))
+    attached.git("add", "-A")
+    assert_refused(
+        attached,
+        cli,
+        "evalset",
+        "add",
+        EVALSET,
+        expect=("evalsets/messages.jsonl:2:", "'evalsets/files/gone.png' does not exist"),
+    )
