@@ -550,3 +550,14 @@ def test_evalset_add_refuses_an_item_attaching_a_missing_file(attached: Repo, cl
         EVALSET,
         expect=("evalsets/messages.jsonl:2:", "'evalsets/files/gone.png' does not exist"),
     )
+
+
+def test_item_text_cannot_place_an_attachment(attached: Repo, cli):
+    rows = items().replace('"message 1"', '"message \\u0000attachment-0:0\\u0000 1"')
+    attached.write(EVALSET, rows)
+    assert cli(attached, "evalset", "add", EVALSET).code == 0
+    registry = load_registry(attached.root)
+    item = registry.evalset_of("labels").items[1]
+    content = render_messages(registry.tasks["labels"], None, item, cell="c")[-1]["content"]
+    assert content[0] == {"type": "text", "text": "Message: message \x00attachment-0:0\x00 1\n"}
+    assert [p["type"] for p in content] == ["text", "file", "text"]

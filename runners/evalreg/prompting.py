@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import secrets
 from typing import Any
 
 from evalreg.errors import PromptError
@@ -42,33 +43,40 @@ def render_messages(
         messages.append(
             {"role": "system", "content": _render(system, context, cell, item, "system")}
         )
+    # A fresh nonce a rendering: no item text can spell a marker, and none is left in
+    # what is sent, so the request is the same on every run.
+    nonce = secrets.token_hex(8) if item.files else None
     if item.messages is not None:
         messages.extend({"role": m.role, "content": m.content} for m in item.messages)
+        nonce = None  # a conversation's turns are not rendered: nothing placed them
     else:
-        if item.files and ATTACHMENT_CALL not in context:
-            context = {**context, ATTACHMENT_CALL: _placer(len(item.files))}
+        if nonce is not None and ATTACHMENT_CALL not in context:
+            context = {**context, ATTACHMENT_CALL: _placer(len(item.files), nonce)}
         messages.append(
             {"role": "user", "content": _render(template, context, cell, item, "template")}
         )
     if item.files:
-        messages[-1] = {**messages[-1], "content": attached(messages[-1]["content"], item)}
+        content = attached(messages[-1]["content"], item, nonce)
+        messages[-1] = {**messages[-1], "content": content}
     return messages
 
 
 ATTACHMENT_CALL = "attachment"
 """The template function that places an item's attachment: ``{{ attachment(0) }}``."""
-_MARKER = "\x00evalreg-attachment:{}\x00"
-_MARKERS = re.compile("\x00evalreg-attachment:([0-9]+)\x00")
 
 
-def _placer(count: int) -> Any:
+def _marker(nonce: str, index: str) -> str:
+    return f"\x00attachment-{nonce}:{index}\x00"
+
+
+def _placer(count: int, nonce: str) -> Any:
     def attachment(index: int = 0) -> str:
         if not isinstance(index, int) or isinstance(index, bool) or not 0 <= index < count:
             raise ValueError(
                 f"attachment({index!r}): the item has {count} attachment"
                 f"{'' if count == 1 else 's'} (attachment(0) is the first)"
             )
-        return _MARKER.format(index)
+        return _marker(nonce, str(index))
 
     return attachment
 
@@ -84,16 +92,17 @@ def as_text(content: str | list[dict[str, str]]) -> str:
     )
 
 
-def attached(text: str, item: Item) -> list[dict[str, str]]:
+def attached(text: str, item: Item, nonce: str | None) -> list[dict[str, str]]:
     """The content parts of a user turn holding ``item``'s attachments: each where the
-    template placed it with ``attachment(i)``, those it did not place after the text."""
+    template placed it with ``attachment(i)`` (marked with ``nonce``), those it did not
+    place after the text."""
     parts: list[dict[str, str]] = []
     placed: set[int] = set()
     start = 0
-    for match in _MARKERS.finditer(text):
+    pattern = f"\x00attachment-{nonce}:([0-9]+)\x00"
+    markers = () if nonce is None else re.finditer(pattern, text)
+    for match in markers:
         index = int(match.group(1))
-        if index >= len(item.files):
-            continue  # not a marker this rendering made: the item's own text
         if text[start : match.start()]:
             parts.append({"type": "text", "text": text[start : match.start()]})
         parts.append(neutral_part(item.files[index]))
