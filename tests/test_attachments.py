@@ -561,3 +561,25 @@ def test_item_text_cannot_place_an_attachment(attached: Repo, cli):
     content = render_messages(registry.tasks["labels"], None, item, cell="c")[-1]["content"]
     assert content[0] == {"type": "text", "text": "Message: message \x00attachment-0:0\x00 1\n"}
     assert [p["type"] for p in content] == ["text", "file", "text"]
+
+
+def test_more_documents_than_bedrock_takes_in_one_request_is_a_finding(attached: Repo, cli):
+    six = [{"path": "evalsets/files/letter.pdf"}] * 6
+    attached.write(EVALSET, items({"m-002": six}))
+    assert cli(attached, "evalset", "add", EVALSET).code == 0
+    attached.write(
+        PIN,
+        _pin("bedrock", "http://127.0.0.1:9", "aws:\n  region: eu-west-1\n").replace(
+            "OPENAI_API_KEY", "AWS_BEARER_TOKEN_BEDROCK"
+        ),
+    )
+    attached.git("add", "-A")
+    assert_refused(
+        attached,
+        cli,
+        "check",
+        expect=(
+            "evalsets/messages.jsonl:3:",
+            "6 documents are more than the 5 one bedrock request may carry",
+        ),
+    )

@@ -49,6 +49,13 @@ From each provider's documentation (December 2026):
 - Bedrock Converse (the ``Message`` reference): images at most 3.75 MB each, documents at
   most 4.5 MB each.
 """
+COUNTS: dict[str, dict[str, int]] = {
+    "anthropic": {"images": 100},
+    "bedrock": {"images": 20, "documents": 5},
+}
+"""The most images and documents one request may carry, where a provider documents a
+limit (Anthropic: 100 images a request; Bedrock Converse: 20 images and 5 documents a
+message)."""
 MAX_BYTES = 32 * MB
 """The largest attachment read at all: the largest any provider accepts."""
 
@@ -91,6 +98,22 @@ def limit_problem(provider: str, media_type: str, size: int) -> str | None:
             f"{size:,} bytes is more than the {limits[media_type]:,} a {NAMES[media_type]} "
             f"attachment may have for {provider} pins"
         )
+    return None
+
+
+def count_problem(provider: str, media_types: list[str]) -> str | None:
+    """Why ``provider`` cannot take one request attaching files of ``media_types``, or
+    None."""
+    limits = COUNTS.get(provider, {})
+    counted = {
+        "images": sum(t != PDF for t in media_types),
+        "documents": sum(t == PDF for t in media_types),
+    }
+    for kind, most in limits.items():
+        if counted[kind] > most:
+            return (
+                f"{counted[kind]} {kind} are more than the {most} one {provider} request may carry"
+            )
     return None
 
 

@@ -462,7 +462,7 @@ class _Loader:
         """Every file the task's items attach must be one the candidate's provider takes,
         within its size limit (``providers.attachments.LIMITS``)."""
         from evalreg.evalsets.attachments import attachment_column
-        from evalreg.providers.attachments import limit_problem
+        from evalreg.providers.attachments import count_problem, limit_problem
 
         pin = self.registry.pins.get(pin_id)
         if pin is None:
@@ -473,6 +473,17 @@ class _Loader:
                 continue
             data = self.attachment_data.get(evalset.path, b"")
             for item in evalset.items:
+                counted = count_problem(pin.provider, [f.media_type for f in item.files])
+                if counted is not None:
+                    self.findings.append(
+                        Finding(
+                            evalset.path,
+                            evalset.lines.get(item.id, 0),
+                            0,
+                            f"item {item.id!r}: {counted} (candidate pin {pin_id!r} of "
+                            f"selection {ident!r})",
+                        )
+                    )
                 for file in item.files:
                     problem = limit_problem(pin.provider, file.media_type, len(file.data))
                     if problem is None:
