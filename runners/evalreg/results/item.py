@@ -20,7 +20,7 @@ from evalreg.errors import PromptError, UsageError
 from evalreg.evalsets.evalset import EvalSet, item_content
 from evalreg.graders.human import parse_grades
 from evalreg.graders.llm_judge import JudgeFailed, Judges, parse_verdict
-from evalreg.prompting import render_messages
+from evalreg.prompting import as_text, render_messages
 from evalreg.registry import schema
 from evalreg.registry.loader import Registry, load_registry
 from evalreg.registry.tree import GitTree, Tree, WorkspaceTree
@@ -251,7 +251,7 @@ class _Reader:
         cell = st.cell
         try:
             messages: list[dict[str, str]] | None = [
-                {"role": m["role"], "content": m["content"]}
+                {"role": m["role"], "content": as_text(m["content"])}
                 for m in render_messages(cell.task, cell.candidate.prompt, item, cell=cell.id)
             ]
             problem = None

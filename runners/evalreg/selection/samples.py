@@ -23,7 +23,7 @@ from evalreg.graders.human import HumanGrades, parse_grades
 from evalreg.graders.levels import applies
 from evalreg.graders.llm_judge import JudgeFailed, Judges
 from evalreg.metrics import pass_levels
-from evalreg.prompting import effective_prompt, render_messages
+from evalreg.prompting import as_text, effective_prompt, render_messages
 from evalreg.redaction import REDACTED
 from evalreg.registry import schema
 from evalreg.registry.loader import Registry, load_registry
@@ -216,7 +216,7 @@ def _request(
     subject = item if not task.redact else schema.Item.model_validate(shown)
     try:
         return [
-            [m["role"], str(m["content"])]
+            [m["role"], as_text(m["content"])]
             for m in render_messages(task, variant, subject, cell=task_id)
         ]
     except PromptError as exc:
