@@ -18,7 +18,6 @@ from typing import Any
 
 from evalreg.cells import Cell, cells
 from evalreg.errors import UsageError
-from evalreg.evalsets.evalset import item_content
 from evalreg.graders.levels import applies
 from evalreg.metrics import pass_levels
 from evalreg.registry import schema
@@ -26,7 +25,7 @@ from evalreg.registry.loader import Registry, load_registry
 from evalreg.registry.tree import GitTree, Tree, WorkspaceTree
 from evalreg.report.numbers import count, milliseconds, number, usd_micro
 from evalreg.results.freshness import status
-from evalreg.results.item_evidence import Evidence, SampleEvidence
+from evalreg.results.item_evidence import CellEvidence, Evidence, SampleEvidence
 from evalreg.results.records import LEVELS, ItemRecord, read_records
 from evalreg.store.segments import ResponseStore
 
@@ -72,12 +71,8 @@ def use_case_samples(
         for st, prompt in zip(statuses, gathered.prompt_of, strict=True)
     ]
     levels = pass_levels(selection.policy.pass_level)
-    samples = []
-    passes = []
-    for n, st in enumerate(statuses):  # one cell's records held at a time
-        cell = gathered.cell(n)
-        samples.append([[_sample(s, st.cell, item) for s in cell.samples(item)] for item in items])
-        passes.append(_passes(cell.records, index, levels))
+    # One cell's records held at a time.
+    columns = [_column(gathered.cell(n), items, index, levels) for n in range(len(statuses))]
     shown = []
     requests: list[list[list[list[str]] | str | None]] = [[] for _ in prompts]
     for item in items:
@@ -85,8 +80,11 @@ def use_case_samples(
         shown.append(_item(item, text.fields))
         for at, request in enumerate(text.requests):
             requests[at].append(_request(request))
+    contents = {item.id: gathered.content(item) for item in items} if base is not None else {}
     base_passes = [
-        _base_passes(base, selection_id, cand.id, items, levels) if base is not None else None
+        _base_passes(base, selection_id, cand.id, index, contents, levels)
+        if base is not None
+        else None
         for cand in selection.candidates
     ]
     return {
@@ -116,8 +114,8 @@ def use_case_samples(
         "prompts": [{"system": s, "template": t} for s, t in prompts],
         "items": shown,
         "requests": requests,
-        "samples": samples,
-        "passes": passes,
+        "samples": [samples for samples, _ in columns],
+        "passes": [passes for _, passes in columns],
         "base_passes": base_passes,
     }
 
@@ -192,6 +190,14 @@ def _request(request: list[dict[str, Any]] | str | None) -> list[list[str]] | st
     return [[m["role"], str(m["content"])] for m in request]
 
 
+def _column(
+    cell: CellEvidence, items: list[schema.Item], index: dict[str, int], levels: frozenset[str]
+) -> tuple[list[list[dict[str, Any]]], str]:
+    """A cell's samples of each item, in the order of ``items``, and its outcome per item."""
+    samples = [[_sample(s, cell.status.cell, item) for s in cell.samples(item)] for item in items]
+    return samples, _passes(cell.records, index, levels)
+
+
 def _sample(sample: SampleEvidence, cell: Cell, item: schema.Item) -> dict[str, Any]:
     """One sample's record with its output, the judges' full rationales and human grades."""
     record = sample.record
@@ -257,11 +263,13 @@ def _base_passes(
     base: Registry,
     selection_id: str,
     candidate: str,
-    items: list[schema.Item],
+    index: dict[str, int],
+    contents: dict[str, str],
     levels: frozenset[str],
 ) -> str | None:
-    """The candidate's outcome per item at the base revision; ``UNGRADED`` for an item whose
-    content differs there (a changed item is not a flip). None: no such cell there."""
+    """The candidate's outcome per item of ``index`` at the base revision; ``UNGRADED`` for
+    an item whose content (``contents``, here) differs there (a changed item is not a flip).
+    None: no such cell there."""
     cell = next(
         (c for c in cells(base) if c.selection == selection_id and c.candidate.id == candidate),
         None,
@@ -271,9 +279,8 @@ def _base_passes(
     records = read_records(base.tree, cell)
     if not records:
         return None
-    contents = {item.id: item_content(item) for item in items}
     same = [r for r in records if contents.get(r["item"]) == r["content"]]
-    return _passes(same, {item.id: n for n, item in enumerate(items)}, levels)
+    return _passes(same, index, levels)
 
 
 def _partial(score: float) -> str:
