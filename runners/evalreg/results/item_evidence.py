@@ -163,7 +163,7 @@ class UseCase:
         return ItemEvidence(
             text=self.text(item),
             candidates=[
-                CandidateEvidence(st, self.prompt_of[n], self.cell(n).samples(item))
+                CandidateEvidence(st, self.prompt_of[n], self.cell(n, item.id).samples(item))
                 for n, st in enumerate(self.statuses)
             ],
         )
@@ -179,10 +179,11 @@ class UseCase:
         ]
         return ItemText(item=item, fields=fields, requests=requests)
 
-    def cell(self, n: int) -> CellEvidence:
+    def cell(self, n: int, only: str | None = None) -> CellEvidence:
         """The ``n``th cell of ``statuses``, its records read once (a use case's cells are
-        read one after the other, so one cell's records are held at a time)."""
-        return CellEvidence(self, self.statuses[n])
+        read one after the other, so one cell's records are held at a time); with ``only``,
+        the records of that item alone are kept."""
+        return CellEvidence(self, self.statuses[n], only)
 
     def content(self, item: schema.Item) -> str:
         """``item_content(item)``, worked out once for every cell."""
@@ -203,11 +204,13 @@ class UseCase:
 class CellEvidence:
     """One cell's records, by item, joined sample by sample with what they rest on."""
 
-    def __init__(self, use_case: UseCase, st: CellStatus) -> None:
+    def __init__(self, use_case: UseCase, st: CellStatus, only: str | None = None) -> None:
         self.use_case = use_case
         self.status = st
-        self.records = self._read()
-        """As its items file holds them; none for a pending cell."""
+        records = self._read()
+        self.records = records if only is None else [r for r in records if r["item"] == only]
+        """As its items file holds them (of item ``only``, when given); none for a pending
+        cell."""
         self._by_item: dict[str, list[ItemRecord]] = {}
         for record in self.records:
             self._by_item.setdefault(record["item"], []).append(record)
