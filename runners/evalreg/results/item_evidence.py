@@ -29,7 +29,7 @@ from evalreg.registry import schema
 from evalreg.registry.loader import Registry
 from evalreg.results.freshness import CellStatus
 from evalreg.results.records import ItemRecord, read_records
-from evalreg.store.segments import StoredRecords
+from evalreg.store.segments import StoredRecords, collection_paused
 
 Message = dict[str, Any]
 """One turn of a rendered request: its ``role`` and ``content``."""
@@ -87,7 +87,7 @@ class Rationale:
     problem: str | None = None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class SampleEvidence:
     record: ItemRecord
     """As recorded; its verdict details are ``[redacted]`` when the output is."""
@@ -211,9 +211,13 @@ class CellEvidence:
         self.records = records if only is None else [r for r in records if r["item"] == only]
         """As its items file holds them (of item ``only``, when given); none for a pending
         cell."""
+        criteria = st.cell.rubric.criteria
+        self._judged = [c for c in criteria if isinstance(c.grader, schema.JudgeGrader)]
+        self._graded = [c for c in criteria if isinstance(c.grader, schema.HumanGrader)]
         self._by_item: dict[str, list[ItemRecord]] = {}
-        for record in self.records:
-            self._by_item.setdefault(record["item"], []).append(record)
+        with collection_paused():  # a list an item: acyclic, and 10,000s of them
+            for record in self.records:
+                self._by_item.setdefault(record["item"], []).append(record)
 
     def _read(self) -> list[ItemRecord]:
         if self.status.state == "pending":
@@ -246,15 +250,17 @@ class CellEvidence:
                     cid: {**v, "detail": REDACTED} for cid, v in record["criteria"].items()
                 },
             }
-        rationales = {}
-        grades = {}
-        for criterion in cell.rubric.criteria:
-            grader = criterion.grader
-            if isinstance(grader, schema.JudgeGrader) and text is not None and quoting:
-                if criterion.id in record["criteria"] or applies(criterion, item.tags):
-                    rationales[criterion.id] = self._rationale(cell, criterion, item, text)
-            elif isinstance(grader, schema.HumanGrader):
-                grades[criterion.id] = evidence.grades(grader.file, key)
+        rationales = {
+            c.id: self._rationale(cell, c, item, text)
+            for c in self._judged
+            if text is not None and quoting
+            if c.id in record["criteria"] or applies(c, item.tags)
+        }
+        grades = {
+            c.id: evidence.grades(c.grader.file, key)
+            for c in self._graded
+            if isinstance(c.grader, schema.HumanGrader)
+        }
         return SampleEvidence(
             record=record,
             response=response,
