@@ -88,6 +88,7 @@ def _dump(model: schema.Model | None) -> Any:
 def fingerprint_parts(registry: Registry, cell: Cell) -> dict[str, Any]:
     """Everything that can change a cell's results, each hashed separately so staleness
     can say which part changed."""
+    from evalreg.evalsets.attachments import attachments_digest
     from evalreg.graders.base import GRADER_VERSION
 
     evalset = registry.evalset_of(cell.task_id, cell.split)
@@ -102,8 +103,11 @@ def fingerprint_parts(registry: Registry, cell: Cell) -> dict[str, Any]:
             code_paths += [c.grader.callable.rpartition(":")[0], *c.grader.files]
         if isinstance(c.grader, schema.HumanGrader):
             code_paths.append(c.grader.file)
+    attached = attachments_digest(evalset)
     return {
         "evalset": evalset.md5,
+        # Only where items attach files: every other cell keeps its fingerprint.
+        **({"attachments": attached} if attached is not None else {}),
         "task": digest(_dump(cell.task)),
         "rubric": digest(_dump(cell.rubric)),
         "pin": digest(_dump(cell.pin)),

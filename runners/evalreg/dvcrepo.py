@@ -337,6 +337,26 @@ def _missing_message(root: Path, rel: str, md5: str, exc: Exception) -> str:
     )
 
 
+def track_files(root: Path, rels: list[str], *, push: bool) -> None:
+    """Track files (an eval set's attachments) with DVC, each by its own pointer, and push
+    them; ``UsageError`` when git tracks one or DVC cannot."""
+    import git
+
+    in_git = git.Repo(root).git.ls_files("--", *rels)
+    if in_git:
+        first = in_git.splitlines()[0]
+        raise UsageError(
+            f"{first} is tracked by git; DVC must track it instead. Run "
+            f"`git rm --cached {first}` and try again"
+        )
+    try:
+        track(root, rels, push=push)
+    except UsageError:
+        raise
+    except Exception as exc:
+        raise UsageError(f"DVC could not track {', '.join(rels)}: {exc}") from None
+
+
 def add_and_push(root: Path, rel: str, *, push: bool) -> str:
     """Track ``rel`` with DVC (``dvc add``) and push it; return its md5."""
     import git

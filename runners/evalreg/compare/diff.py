@@ -47,13 +47,12 @@ from evalreg.registry.loader import Registry, inspect_registry
 from evalreg.registry.tree import GitTree, Tree, WorkspaceTree
 from evalreg.results.freshness import status
 from evalreg.results.outcomes import Outcomes, from_records
-from evalreg.results.records import items_md5, read_summary
+from evalreg.results.records import items_md5, read_records, read_summary
 from evalreg.selection.evidence import (
     OutcomeCache,
     SelectionEvidence,
     gather,
     read_outcomes,
-    read_records,
 )
 from evalreg.store.segments import Prefetch, ResponseStore, SegmentKeys, lookup
 
@@ -313,7 +312,7 @@ def _counterfactual(
         # The head's judges' verdicts on these responses were bought by the head's run,
         # so they are in the head's store (which holds the base's segments too).
         judged = head.responses()
-        base_records = read_records(base.registry, base_cell)
+        base_records = read_records(base.registry.tree, base_cell)
         items = {
             i.id: i for i in base.registry.evalset_of(base_cell.task_id, base_cell.split).items
         }

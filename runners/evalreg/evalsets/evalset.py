@@ -46,20 +46,35 @@ class EvalSet:
 def item_content(item: Item) -> str:
     """The hash that, with the id, identifies an item for pairing across revisions."""
     messages = item.messages
+    content: dict[str, Any] = {
+        "input": item.input,
+        "messages": None
+        if messages is None
+        else [{"role": m.role, "content": m.content} for m in messages],
+        "expected": item.expected,
+    }
+    if item.attachments:
+        # Written only when there are some, so items without keep their identity.
+        content["attachments"] = attachment_identity(item)
     try:
         # Items read from JSON hold JSON values, which are their own JSON form.
-        data = canonical_bytes(
-            {
-                "input": item.input,
-                "messages": None
-                if messages is None
-                else [{"role": m.role, "content": m.content} for m in messages],
-                "expected": item.expected,
-            }
-        )
+        data = canonical_bytes(content)
     except (TypeError, ValueError):  # NaN, bytes, dates...: pydantic's JSON form decides
-        return digest(item.model_dump(mode="json", include={"input", "messages", "expected"}))[:16]
+        dumped = item.model_dump(mode="json", include={"input", "messages", "expected"})
+        if item.attachments:
+            dumped["attachments"] = attachment_identity(item)
+        return digest(dumped)[:16]
     return hashlib.sha256(data).hexdigest()[:16]
+
+
+def attachment_identity(item: Item) -> list[dict[str, str | None]]:
+    """Each attachment's path and, once read, its content's sha256: a changed file is a
+    changed item."""
+    hashes = [f.sha256 for f in item.files]
+    return [
+        {"path": a.path, "sha256": hashes[i] if i < len(hashes) else None}
+        for i, a in enumerate(item.attachments)
+    ]
 
 
 _RECENT: list[tuple[str, str, EvalSet]] = []

@@ -48,6 +48,8 @@ class AddedEvalSet:
     changes: ItemChanges | None = None
     """What changed against the version the pointer recorded (None: newly tracked, the
     same content, or replaced without reading the old version)."""
+    attachments: tuple[str, ...] = ()
+    """The attached files tracked (or tracked again, changed) with the eval set."""
 
 
 def item_changes(old: EvalSet, old_data: bytes, new: EvalSet, new_data: bytes) -> ItemChanges:
@@ -96,8 +98,37 @@ def add_evalset(
     if evalset is None:
         raise RegistryError(findings or [Finding(rel, 0, 0, "not a valid eval set")])
     changes = _changes_from_recorded(root, rel, evalset, data, replace=replace)
+    attachments = _attachments_to_track(root, evalset, data)
+    if attachments:
+        dvcrepo.track_files(root, list(attachments), push=push)
     md5 = dvcrepo.add_and_push(root, rel, push=push)
-    return AddedEvalSet(rel, len(evalset.items), md5, dvcrepo.remote_description(root), changes)
+    return AddedEvalSet(
+        rel, len(evalset.items), md5, dvcrepo.remote_description(root), changes, attachments
+    )
+
+
+def _attachments_to_track(root: Path, evalset: EvalSet, data: bytes) -> tuple[str, ...]:
+    """The files ``evalset``'s items attach that DVC does not track as they are now (each
+    by its own pointer, so any revision reads it as it reads the eval set); raises
+    ``RegistryError`` when one is missing, of an unknown type or too large."""
+    import hashlib
+
+    from evalreg.evalsets.attachments import resolve_attachments
+    from evalreg.registry.tree import WorkspaceTree
+
+    resolved, findings, _ = resolve_attachments(WorkspaceTree(root), evalset, data)
+    if findings:
+        raise RegistryError(findings)
+    out: list[str] = []
+    for item in resolved.items:
+        for file in item.files:
+            if file.path in out or not (root / file.path).is_file():
+                continue  # only in DVC's cache: tracked already, as it is
+            pointer = root / f"{file.path}.dvc"
+            md5 = dvcrepo.pointer_md5(pointer.read_bytes()) if pointer.is_file() else None
+            if md5 != hashlib.md5(file.data, usedforsecurity=False).hexdigest():
+                out.append(file.path)
+    return tuple(out)
 
 
 def _changes_from_recorded(

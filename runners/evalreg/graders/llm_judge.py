@@ -18,7 +18,7 @@ from evalreg.providers.base import Completion, Provider
 from evalreg.providers.fetch import Job, make_job
 from evalreg.providers.pricing import cost_micro_usd
 from evalreg.registry import schema
-from evalreg.store.segments import ResponseStore
+from evalreg.store.segments import StoredRecords
 from evalreg.templating import RenderError, render
 
 JUDGE_INSTRUCTIONS = (
@@ -53,7 +53,7 @@ class JudgeVerdict:
 class Judges:
     """Judge requests and verdicts for one registry version and its response store."""
 
-    def __init__(self, pins: dict[str, schema.Pin], store: ResponseStore | None) -> None:
+    def __init__(self, pins: dict[str, schema.Pin], store: StoredRecords | None) -> None:
         self.pins = pins
         self.store = store
         self._providers: dict[str, Provider] = {}

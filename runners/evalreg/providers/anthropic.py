@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
+from evalreg.providers.attachments import anthropic
 from evalreg.providers.base import Completion, Messages, ProviderError, api_key, register
 from evalreg.providers.tools import Toolset, decoded, has_tool_turns
 from evalreg.registry.schema import Pin
@@ -26,7 +27,11 @@ class AnthropicProvider:
         tools: Toolset | None = None,
     ) -> dict[str, Any]:
         system = "\n\n".join(m["content"] for m in messages if m["role"] == "system")
-        turns = [m for m in messages if m["role"] != "system"]
+        turns = [
+            {**m, "content": anthropic(m["content"])} if isinstance(m["content"], list) else m
+            for m in messages
+            if m["role"] != "system"
+        ]
         if has_tool_turns(turns):
             turns = _tool_turns(turns)
         body: dict[str, Any] = {"model": pin.model, "messages": turns}
@@ -91,7 +96,14 @@ def _tool_turns(turns: Messages) -> Messages:
             ]
         else:
             role = m["role"]
-            blocks = [{"type": "text", "text": m["content"]}] if m["content"] else []
+            content = m["content"]  # text, or blocks already (a turn with attachments)
+            blocks = (
+                list(content)
+                if isinstance(content, list)
+                else [{"type": "text", "text": content}]
+                if content
+                else []
+            )
             blocks.extend(
                 {"type": "tool_use", "id": c["id"], "name": c["name"], "input": c["arguments"]}
                 for c in m.get("tool_calls") or ()

@@ -14,7 +14,8 @@ from evalreg.redaction import redact
 from evalreg.registry.schema import Pin
 
 Messages = list[dict[str, Any]]
-"""Chat turns: ``role`` and ``content`` text; tool turns as ``providers.tools`` says."""
+"""Chat turns: a role and a content, text or (a turn with attachments) a list of content
+parts (``providers.attachments``); tool turns as ``providers.tools`` says."""
 
 
 @dataclass(frozen=True)

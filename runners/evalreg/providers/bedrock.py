@@ -16,6 +16,7 @@ from typing import Any, ClassVar
 from urllib.parse import quote
 
 from evalreg.errors import UsageError
+from evalreg.providers.attachments import bedrock
 from evalreg.providers.base import Completion, Messages, ProviderError, api_key, register
 from evalreg.providers.tools import Toolset, decoded, has_tool_turns
 from evalreg.registry.params import BEDROCK_INFERENCE
@@ -46,7 +47,7 @@ class BedrockProvider:
             _tool_turns(messages)
             if has_tool_turns(messages)
             else [
-                {"role": m["role"], "content": [{"text": m["content"]}]}
+                {"role": m["role"], "content": _blocks(m["content"])}
                 for m in messages
                 if m["role"] != "system"
             ]
@@ -193,7 +194,7 @@ def _tool_turns(messages: Messages) -> list[dict[str, Any]]:
             ]
         else:
             role = m["role"]
-            blocks = [{"text": m["content"]}] if m["content"] else []
+            blocks = _blocks(m["content"]) if m["content"] else []
             blocks.extend(
                 {"toolUse": {"toolUseId": c["id"], "name": c["name"], "input": c["arguments"]}}
                 for c in m.get("tool_calls") or ()
@@ -203,6 +204,11 @@ def _tool_turns(messages: Messages) -> list[dict[str, Any]]:
         else:
             turns.append({"role": role, "content": blocks})
     return turns
+
+
+def _blocks(content: str | list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """A turn's content as Converse blocks: its text, or its parts with attachments."""
+    return bedrock(content) if isinstance(content, list) else [{"text": content}]
 
 
 def _tool_config(tools: Toolset) -> dict[str, Any]:

@@ -15,6 +15,7 @@ import threading
 from typing import Any, ClassVar
 
 from evalreg.errors import UsageError
+from evalreg.providers.attachments import gemini
 from evalreg.providers.base import Completion, Messages, ProviderError, api_key, register
 from evalreg.providers.tools import Toolset, decoded, has_tool_turns
 from evalreg.registry.params import GEMINI_GENERATION
@@ -47,7 +48,7 @@ class GeminiProvider:
             else [
                 {
                     "role": "model" if m["role"] == "assistant" else "user",
-                    "parts": [{"text": m["content"]}],
+                    "parts": _parts(m["content"]),
                 }
                 for m in messages
                 if m["role"] != "system"
@@ -211,7 +212,7 @@ def _tool_contents(messages: Messages) -> list[dict[str, Any]]:
             ]
         else:
             role = "model" if m["role"] == "assistant" else "user"
-            parts = [{"text": m["content"]}] if m["content"] else []
+            parts = _parts(m["content"]) if m["content"] else []
             parts.extend(
                 {"functionCall": {"name": c["name"], "args": c["arguments"]}}
                 for c in m.get("tool_calls") or ()
@@ -221,6 +222,11 @@ def _tool_contents(messages: Messages) -> list[dict[str, Any]]:
         else:
             contents.append({"role": role, "parts": parts})
     return contents
+
+
+def _parts(content: str | list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """A turn's content as Gemini parts: its text, or its parts with attachments."""
+    return gemini(content) if isinstance(content, list) else [{"text": content}]
 
 
 _MODES = {"auto": "AUTO", "required": "ANY", "none": "NONE"}

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
+from evalreg.providers.attachments import openai_chat
 from evalreg.providers.base import Completion, Messages, ProviderError, api_key, register
 from evalreg.providers.tools import Toolset, arguments_json, decoded, has_tool_turns
 from evalreg.registry.schema import Pin
@@ -43,8 +44,13 @@ class OpenAIProvider:
 
 
 def chat_messages(messages: Messages) -> Messages:
-    """Messages in chat completions' form: tool calls as ``function`` calls whose arguments
-    are a JSON string; a tool result names its call by ``tool_call_id`` alone."""
+    """Messages in chat completions' form: attachments as content parts, tool calls as
+    ``function`` calls whose arguments are a JSON string; a tool result names its call by
+    ``tool_call_id`` alone."""
+    messages = [
+        {**m, "content": openai_chat(m["content"])} if isinstance(m["content"], list) else m
+        for m in messages
+    ]
     if not has_tool_turns(messages):
         return messages
     out: Messages = []

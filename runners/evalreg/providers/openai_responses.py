@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
+from evalreg.providers.attachments import openai_responses
 from evalreg.providers.base import Completion, Messages, ProviderError, api_key, register
 from evalreg.providers.openai import DEFAULT_BASE_URL
 from evalreg.providers.tools import Toolset, arguments_json, decoded, has_tool_turns
@@ -29,7 +30,7 @@ class OpenAIResponsesProvider:
             _input_items(messages)
             if has_tool_turns(messages)
             else [
-                {"role": m["role"], "content": m["content"]}
+                {"role": m["role"], "content": _content(m["content"])}
                 for m in messages
                 if m["role"] != "system"
             ]
@@ -108,6 +109,11 @@ class OpenAIResponsesProvider:
             ) from None
 
 
+def _content(content: str | list[dict[str, Any]]) -> str | list[dict[str, Any]]:
+    """A turn's content as the Responses API takes it: its text, or its input parts."""
+    return openai_responses(content) if isinstance(content, list) else content
+
+
 def _input_items(messages: Messages) -> list[dict[str, Any]]:
     """A conversation with tool turns as Responses input items: each call a
     ``function_call`` item, each result a ``function_call_output`` naming its call."""
@@ -125,7 +131,7 @@ def _input_items(messages: Messages) -> list[dict[str, Any]]:
             )
             continue
         if m["content"] or "tool_calls" not in m:
-            items.append({"role": m["role"], "content": m["content"]})
+            items.append({"role": m["role"], "content": _content(m["content"])})
         items.extend(
             {
                 "type": "function_call",

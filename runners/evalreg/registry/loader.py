@@ -18,7 +18,7 @@ from evalreg import redaction
 from evalreg.dvcrepo import pointer_md5
 from evalreg.errors import DataMissingError, RegistryError
 from evalreg.evalsets.evalset import EvalSet, parse_evalset
-from evalreg.prompting import PARTS
+from evalreg.prompting import ATTACHMENT_CALL, PARTS
 from evalreg.registry import schema
 from evalreg.registry.diagnostics import Finding, Severity
 from evalreg.registry.migrations import upgrade
@@ -97,6 +97,8 @@ class _Loader:
         self.registry = Registry(tree)
         self.findings: list[Finding] = []
         self.broken: set[tuple[str, str]] = set()
+        self.attachment_data: dict[str, bytes] = {}
+        """Each eval set's bytes, to place findings about its attachments."""
 
     # ------------------------------------------------------------ files
     def run(self) -> None:
@@ -455,9 +457,68 @@ class _Loader:
         evalset, problems = parse_evalset(data, path)
         self.findings.extend(problems)
         if evalset is not None:
+            evalset = self._attachments(evalset, data)
+        if evalset is not None:
             self.registry.evalsets[path] = evalset
             self._check_pointer(evalset)
         return evalset
+
+    def _attachments(self, evalset: EvalSet, data: bytes) -> EvalSet | None:
+        """``evalset`` with its items' attached files read from this tree; None when some
+        are DVC data not available here (left out, as an eval set that cannot be read)."""
+        from evalreg.evalsets.attachments import resolve_attachments
+
+        resolved, problems, missing = resolve_attachments(
+            self.tree, evalset, data, allow_missing_data=self.allow_missing_data
+        )
+        self.findings.extend(problems)
+        if missing:
+            self.registry.missing_data.append(evalset.path)
+            return None
+        if resolved is not evalset:
+            self.attachment_data[evalset.path] = data
+        return resolved
+
+    def _check_attachments(self, ident: str, pin_id: str, task: schema.Task) -> None:
+        """Every file the task's items attach must be one the candidate's provider takes,
+        within its size limit (``providers.attachments.LIMITS``)."""
+        from evalreg.evalsets.attachments import attachment_column
+        from evalreg.providers.attachments import count_problem, limit_problem
+
+        pin = self.registry.pins.get(pin_id)
+        if pin is None:
+            return
+        for rel in (task.evalset, task.holdout):
+            evalset = self.registry.evalsets.get(_safe(rel)) if rel is not None else None
+            if evalset is None:
+                continue
+            data = self.attachment_data.get(evalset.path, b"")
+            for item in evalset.items:
+                counted = count_problem(pin.provider, [f.media_type for f in item.files])
+                if counted is not None:
+                    self.findings.append(
+                        Finding(
+                            evalset.path,
+                            evalset.lines.get(item.id, 0),
+                            0,
+                            f"item {item.id!r}: {counted} (candidate pin {pin_id!r} of "
+                            f"selection {ident!r})",
+                        )
+                    )
+                for file in item.files:
+                    problem = limit_problem(pin.provider, file.media_type, len(file.data))
+                    if problem is None:
+                        continue
+                    line, col = attachment_column(data, evalset, item, file.path)
+                    self.findings.append(
+                        Finding(
+                            evalset.path,
+                            line,
+                            col,
+                            f"item {item.id!r}: attachment {file.path!r}: {problem} "
+                            f"(candidate pin {pin_id!r} of selection {ident!r})",
+                        )
+                    )
 
     def _check_pointer(self, evalset: EvalSet) -> None:
         """A DVC-tracked eval set must be the version its pointer records: results name
@@ -525,7 +586,11 @@ class _Loader:
         doc = self._doc(kind, ident)
         for name in sorted(names):
             lacking = [
-                item for item in evalset.items if item.input is not None and name not in item.input
+                item
+                for item in evalset.items
+                if item.input is not None
+                and name not in item.input
+                and not (name == ATTACHMENT_CALL and item.attachments)
             ]
             line = doc.locate((*loc, "template"))[0]
             for item in lacking[:MAX_TEMPLATE_FINDINGS]:
@@ -564,6 +629,8 @@ class _Loader:
                     )
                 candidates.setdefault(cand.id, i)
                 self._ref("selections", ident, ("candidates", i, "pin"), "models", cand.pin)
+                if task is not None:
+                    self._check_attachments(ident, cand.pin, task)
                 if task is not None and cand.prompt is not None:
                     system = (
                         cand.prompt.system if cand.prompt.system is not None else task.prompt.system

@@ -6,6 +6,7 @@ forbid unknown keys. Cross-file references are checked by the loader, not here.
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from datetime import date
 from typing import Annotated, Any, Literal
@@ -16,6 +17,7 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    PrivateAttr,
     field_validator,
     model_validator,
 )
@@ -1046,6 +1048,24 @@ class Message(Model):
         return self
 
 
+class Attachment(Model):
+    """A file an item attaches (a PNG, JPEG or PDF), by its repository path under
+    ``evalsets/``; read, typed and hashed when the registry loads (``evalsets.attachments``)."""
+
+    path: Annotated[str, Field(min_length=1)]
+
+
+@dataclasses.dataclass(frozen=True)
+class AttachedFile:
+    """An attachment as read at one revision: its bytes, their type (from the magic
+    bytes) and sha256."""
+
+    path: str
+    media_type: str
+    sha256: str
+    data: bytes = dataclasses.field(repr=False)
+
+
 class Item(Model):
     id: Id
     input: dict[str, Any] | None = None
@@ -1054,6 +1074,14 @@ class Item(Model):
     tags: list[Annotated[str, Field(pattern=ID_PATTERN)]] = Field(default_factory=list)
     cluster: str | None = None
     meta: dict[str, Any] = Field(default_factory=dict)
+    attachments: list[Attachment] = Field(default_factory=list)
+    _files: tuple[AttachedFile, ...] = PrivateAttr(default=())
+    """The attachments as read when the registry loaded (empty until then)."""
+
+    @property
+    def files(self) -> tuple[AttachedFile, ...]:
+        """The attachments' bytes, in order, as read at the loaded revision."""
+        return self._files
 
     @model_validator(mode="after")
     def _input_or_messages(self) -> Item:

@@ -512,6 +512,11 @@ def print_evalset_added(added: AddedEvalSet, *, pushed: bool) -> None:
     if added.changes is not None:
         for line in added.changes.lines() or ["no item changed (only the file's bytes)"]:
             out.print(f"  {plain(line)}", markup=False)
+    if added.attachments:
+        out.print(
+            f"Tracked {plural(len(added.attachments), 'attached file')} with DVC too: commit "
+            "their .dvc pointers with it."
+        )
     out.print(f"Commit {shown(added.path)}.dvc (and .gitignore) to record this version.")
 
 

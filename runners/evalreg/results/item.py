@@ -1,10 +1,10 @@
 """One item's recorded evidence in every use case that holds it: what ``evalreg show`` prints.
 
 Read from one version of the repository (the working tree, or a revision through git and
-DVC): the item from its eval set; per candidate, the messages its prompt renders, each
-sample's stored response and the request body exactly as sent, every criterion's recorded
-verdict with the judge's whole reason and each rater's grade, level, latency, tokens and
-cost. Nothing is bought and nothing is re-graded: the verdicts are the recorded ones.
+DVC), as ``results.item_evidence`` gathers it, with nothing redacted (a local view): the
+item from its eval set; per candidate, the messages its prompt renders, each sample's
+stored response and the request body exactly as sent, every criterion's recorded verdict
+with the judge's whole reason and each rater's grade, level, latency, tokens and cost.
 """
 
 from __future__ import annotations
@@ -16,17 +16,15 @@ from pathlib import Path
 from typing import Any
 
 from evalreg.cells import Cell
-from evalreg.errors import PromptError, UsageError
-from evalreg.evalsets.evalset import EvalSet, item_content
-from evalreg.graders.human import parse_grades
-from evalreg.graders.llm_judge import JudgeFailed, Judges, parse_verdict
-from evalreg.prompting import render_messages
+from evalreg.errors import UsageError
+from evalreg.evalsets.evalset import EvalSet
 from evalreg.registry import schema
 from evalreg.registry.loader import Registry, load_registry
 from evalreg.registry.tree import GitTree, Tree, WorkspaceTree
 from evalreg.results.freshness import CellStatus, status
-from evalreg.results.records import ItemRecord, Tokens, read_items, read_summary
-from evalreg.store.segments import STORE_DIR, SegmentKeys, lookup, segment_names
+from evalreg.results.item_evidence import Evidence, ItemEvidence, SampleEvidence
+from evalreg.results.records import Tokens
+from evalreg.store.segments import KeyLookup
 
 CLOSE_MATCHES = 5
 """How many similar item ids an unknown one is answered with."""
@@ -159,7 +157,7 @@ def show_item(
             f"{tree.label} has no recorded results for item {item_id!r} in {asked}: every "
             "cell is pending there (pick a revision after `evalreg run` was committed)"
         )
-    reader = _Reader(registry, tree)
+    evidence = Evidence(registry, KeyLookup(tree))
     out = []
     for (selection, split), (evalset, item) in sorted(found.items()):
         sel = registry.selections[selection]
@@ -168,6 +166,7 @@ def show_item(
             (st for st in chosen if (st.cell.selection, st.cell.split) == (selection, split)),
             key=lambda st: (st.cell.candidate.id != sel.selected, order[st.cell.candidate.id]),
         )
+        gathered = evidence.use_case(shown).item(item)
         out.append(
             ItemView(
                 revision=tree.label,
@@ -178,8 +177,8 @@ def show_item(
                 evalset=evalset.path,
                 evalset_md5=evalset.md5,
                 line=evalset.lines.get(item.id, 0),
-                item=item.model_dump(mode="json", exclude_none=True),
-                candidates=[reader.candidate(st, item, sel.selected) for st in shown],
+                item=gathered.text.fields,
+                candidates=[_candidate_view(st, gathered, sel.selected) for st in shown],
             )
         )
     return out
@@ -219,148 +218,70 @@ def _unknown_item(registry: Registry, item_id: str, statuses: list[CellStatus], 
     return f"no item {item_id!r} in {', '.join(paths) or 'any eval set'} ({tree.label}){hint}"
 
 
-class _Reader:
-    """Per-item records, stored responses and human grades of one version, read once."""
+def _candidate_view(st: CellStatus, evidence: ItemEvidence, declared: str) -> CandidateView:
+    cell = st.cell
+    mine = next(c for c in evidence.candidates if c.status is st)
+    request = evidence.text.requests[mine.prompt]
+    return CandidateView(
+        id=cell.candidate.id,
+        pin=cell.candidate.pin,
+        cell=cell.id,
+        state=st.state,
+        reasons=list(st.reasons),
+        declared=cell.candidate.id == declared,
+        messages=request if isinstance(request, list) else None,
+        prompt_error=request if isinstance(request, str) else None,
+        samples=[_sample_view(cell, s) for s in mine.samples],
+    )
 
-    def __init__(self, registry: Registry, tree: Tree) -> None:
-        self.registry = registry
-        self.tree = tree
-        self.judges = Judges(registry.pins, None)
-        self._scanned: dict[str, SegmentKeys] | None = None
-        self._human: dict[str, dict[str, dict[str, bool]]] = {}
 
-    def _stored(self, keys: list[str]) -> dict[str, dict[str, Any] | None]:
-        if not keys:
-            return {}
-        if self._scanned is None:
-            self._scanned = {
-                name: SegmentKeys(self.tree.read_data(f"{STORE_DIR}/{name}"))
-                for name in segment_names(self.tree)
-            }
-        return lookup(self.tree, keys, self._scanned)
+def _sample_view(cell: Cell, sample: SampleEvidence) -> SampleView:
+    record, response = sample.record, sample.response or {}
+    return SampleView(
+        sample=record["sample"],
+        key=record["key"],
+        error=record["error"],
+        level=record["level"],
+        score=record["score"],
+        output=sample.output,
+        model=_text(response.get("model")),
+        finish_reason=_text(response.get("finish_reason")),
+        latency_ms=record["latency_ms"],
+        tokens=record["tokens"],
+        cost_micro_usd=record["cost_micro_usd"],
+        judge_cost_micro_usd=record.get("judge_cost_micro_usd"),
+        request=sample.request,
+        criteria=[_criterion_view(c, sample) for c in cell.rubric.criteria],
+        outdated=sample.outdated,
+    )
 
-    def _records(self, cell: Cell, item: schema.Item) -> list[ItemRecord]:
-        tree = self.tree
-        if read_summary(tree, cell) is None or not (
-            tree.is_file(cell.items_path) or tree.is_file(cell.items_path + ".dvc")
-        ):
-            return []
-        return [r for r in read_items(tree.read_data(cell.items_path)) if r["item"] == item.id]
 
-    def candidate(self, st: CellStatus, item: schema.Item, declared: str) -> CandidateView:
-        cell = st.cell
-        try:
-            messages: list[dict[str, str]] | None = [
-                {"role": m["role"], "content": m["content"]}
-                for m in render_messages(cell.task, cell.candidate.prompt, item, cell=cell.id)
-            ]
-            problem = None
-        except PromptError as exc:
-            messages, problem = None, str(exc)
-        records = self._records(cell, item) if st.state != "pending" else []
-        stored = self._stored([r["key"] for r in records if r["key"]])
-        content = item_content(item)
-        samples = [
-            self._sample(cell, item, r, stored.get(r["key"]) if r["key"] else None, content)
-            for r in records
-        ]
-        return CandidateView(
-            id=cell.candidate.id,
-            pin=cell.candidate.pin,
-            cell=cell.id,
-            state=st.state,
-            reasons=list(st.reasons),
-            declared=cell.candidate.id == declared,
-            messages=messages,
-            prompt_error=problem,
-            samples=samples,
+def _criterion_view(criterion: schema.Criterion, sample: SampleEvidence) -> CriterionView:
+    grader, record = criterion.grader, sample.record
+    common: dict[str, Any] = {
+        "id": criterion.id,
+        "description": criterion.description,
+        "grader": grader.type,
+        "critical": criterion.critical,
+    }
+    verdict = record["criteria"].get(criterion.id)
+    if isinstance(grader, schema.HumanGrader):
+        common["human"] = sample.grades.get(criterion.id, {})
+    if isinstance(grader, schema.JudgeGrader):
+        common["judge"] = grader.judge
+        rationale = sample.rationales.get(criterion.id)
+        if rationale is not None and verdict is not None:
+            common["judge_reason"] = rationale.reason
+    if verdict is not None:
+        passed = "passed" if verdict["passed"] else "failed"
+        return CriterionView(
+            **common, verdict=passed, score=verdict["score"], detail=verdict["detail"]
         )
-
-    def _sample(
-        self,
-        cell: Cell,
-        item: schema.Item,
-        record: ItemRecord,
-        stored: dict[str, Any] | None,
-        content: str,
-    ) -> SampleView:
-        response = stored.get("response") if stored else None
-        response = response if isinstance(response, dict) else {}
-        output = response.get("text") if isinstance(response.get("text"), str) else None
-        criteria = [self._criterion(c, item, record, output) for c in cell.rubric.criteria]
-        judge_cost = record.get("judge_cost_micro_usd")
-        return SampleView(
-            sample=record["sample"],
-            key=record["key"],
-            error=record["error"],
-            level=record["level"],
-            score=record["score"],
-            output=output,
-            model=_text(response.get("model")),
-            finish_reason=_text(response.get("finish_reason")),
-            latency_ms=record["latency_ms"],
-            tokens=record["tokens"],
-            cost_micro_usd=record["cost_micro_usd"],
-            judge_cost_micro_usd=judge_cost,
-            request=stored.get("request") if stored else None,
-            criteria=criteria,
-            outdated=record["content"] != content,
-        )
-
-    def _criterion(
-        self, criterion: schema.Criterion, item: schema.Item, record: ItemRecord, output: str | None
-    ) -> CriterionView:
-        grader = criterion.grader
-        common: dict[str, Any] = {
-            "id": criterion.id,
-            "description": criterion.description,
-            "grader": grader.type,
-            "critical": criterion.critical,
-        }
-        verdict = record["criteria"].get(criterion.id)
-        if isinstance(grader, schema.HumanGrader):
-            common["human"] = self._grades(grader.file, record["key"])
-        if isinstance(grader, schema.JudgeGrader):
-            common["judge"] = grader.judge
-            if output is not None and verdict is not None:
-                common["judge_reason"] = self._judge_reason(criterion, grader, item, output)
-        if verdict is not None:
-            passed = "passed" if verdict["passed"] else "failed"
-            return CriterionView(
-                **common, verdict=passed, score=verdict["score"], detail=verdict["detail"]
-            )
-        if record["error"] is not None:
-            return CriterionView(**common, verdict="no verdict")
-        if criterion.id in record.get("ungraded", ()):
-            return CriterionView(**common, verdict="not graded")
-        return CriterionView(**common, verdict="not applicable")
-
-    def _grades(self, path: str, key: str | None) -> dict[str, bool]:
-        if key is None or not (self.tree.is_file(path) or self.tree.is_file(path + ".dvc")):
-            return {}
-        if path not in self._human:
-            self._human[path] = parse_grades(self.tree.read_data(path), path).grades
-        return dict(sorted(self._human[path].get(key, {}).items()))
-
-    def _judge_reason(
-        self,
-        criterion: schema.Criterion,
-        grader: schema.JudgeGrader,
-        item: schema.Item,
-        output: str,
-    ) -> str | None:
-        try:
-            key = self.judges.job(criterion, item, output, criterion.id).key
-        except JudgeFailed:
-            return None
-        stored = self._stored([key]).get(key)
-        response = stored.get("response") if stored else None
-        if not isinstance(response, dict) or not isinstance(response.get("text"), str):
-            return None
-        try:
-            return parse_verdict(response["text"], grader.pass_threshold).reason
-        except JudgeFailed:
-            return None
+    if record["error"] is not None:
+        return CriterionView(**common, verdict="no verdict")
+    if criterion.id in record.get("ungraded", ()):
+        return CriterionView(**common, verdict="not graded")
+    return CriterionView(**common, verdict="not applicable")
 
 
 def _text(value: object) -> str | None:

@@ -284,6 +284,15 @@ def summary_bytes(summary: CellSummary) -> bytes:
     ).encode()
 
 
+def read_records(tree: Tree, cell: Cell) -> list[ItemRecord]:
+    """``cell``'s per-item records in ``tree`` (its items file, on disk or DVC-tracked),
+    or none when it has no items file."""
+    path = cell.items_path
+    if not (tree.is_file(path) or tree.is_file(path + ".dvc")):
+        return []
+    return read_items(tree.read_data(path))
+
+
 def read_summary(tree: Tree, cell: Cell) -> CellSummary | None:
     """``cell``'s committed summary, or None if it has none; a file that is not a summary
     (damaged, truncated, edited by hand) raises ``RegistryError`` naming it."""

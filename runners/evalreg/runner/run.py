@@ -19,6 +19,7 @@ from evalreg.graders.levels import applies
 from evalreg.graders.llm_judge import JudgeFailed, Judges
 from evalreg.prompting import render_messages
 from evalreg.providers import all_providers
+from evalreg.providers.attachments import estimated_input_tokens
 from evalreg.providers.base import Provider, credentials_problem, output_cap
 from evalreg.providers.batch import BATCHED, BatchReport, batch_api, buy_in_batches
 from evalreg.providers.fetch import FetchReport, Job, Request, fetch, make_request
@@ -210,7 +211,7 @@ def estimate_micro_usd(
     price = pin.price
     if price is None:
         return 0
-    input_tokens = len(job.content) // 3
+    input_tokens = estimated_input_tokens(job.content)
     if output_tokens is None:
         output_tokens = _max_output_tokens(job)
     input_price, output_price = rates(price, batch=batch)

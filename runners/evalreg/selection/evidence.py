@@ -15,9 +15,8 @@ from evalreg.results.outcomes import Outcomes, from_records, from_summary
 from evalreg.results.records import (
     ALL,
     CellSummary,
-    ItemRecord,
     items_md5,
-    read_items,
+    read_records,
     read_summary,
 )
 from evalreg.selection.calibration import Calibration, add_agreement, calibrations
@@ -58,13 +57,6 @@ class SelectionEvidence:
     """Human grades file with exactly two raters → their Cohen's kappa and shared grades."""
 
 
-def read_records(registry: Registry, cell: Cell) -> list[ItemRecord]:
-    tree = registry.tree
-    if not (tree.is_file(cell.items_path) or tree.is_file(cell.items_path + ".dvc")):
-        return []
-    return read_items(tree.read_data(cell.items_path))
-
-
 OutcomeCache = dict[tuple[str, ...], Outcomes]
 """Outcomes already read, by items-file md5 and criteria: a diff reads each file once."""
 
@@ -94,7 +86,7 @@ def read_outcomes(
 
         outcomes = from_summary(summary, evalset.items, evalset.md5, criteria, items_file)
     if outcomes is None:
-        records_ = read_records(registry, cell)
+        records_ = read_records(registry.tree, cell)
         if not records_:
             return None
         outcomes = from_records(records_, criteria)

@@ -1,11 +1,12 @@
-"""Every sample of a use case joined with what it rests on: the item, the request a
-candidate's model received, its stored output, each criterion's verdict, the judges'
-rationales and the human grades — what the per-item explorer shows, as JSON-ready data.
+"""What the per-item explorer shows of a use case, as JSON-ready data: every sample with
+what it rests on (the item, the request a candidate's model received, its stored output,
+each criterion's verdict, the judges' rationales and the human grades, as
+``results.item_evidence`` gathers them), each candidate's outcome per item, and the
+outcomes at a base revision, which mark the items whose outcome changed between the two.
 
-Read from one tree (the working tree or a revision, with its DVC data as of then); a
-second tree's passes, when given, mark the items whose outcome changed between revisions.
-Text is redacted as everything that prints items is: the task's ``redact`` fields, and
-item text and outputs are left out entirely when ``texts`` is false (a registry whose
+Read from one tree (the working tree or a revision, with its DVC data as of then). Text is
+redacted as everything that writes items is: the task's ``redact`` fields, and item text
+and outputs are left out entirely when ``texts`` is false (a registry whose
 ``privacy.snippets`` is off).
 """
 
@@ -16,22 +17,16 @@ from pathlib import Path
 from typing import Any
 
 from evalreg.cells import Cell, cells
-from evalreg.errors import PromptError, UsageError
-from evalreg.evalsets.evalset import item_content
-from evalreg.evalsets.privacy import redact_fields, redact_output, redacts_output
-from evalreg.graders.human import HumanGrades, parse_grades
+from evalreg.errors import UsageError
 from evalreg.graders.levels import applies
-from evalreg.graders.llm_judge import JudgeFailed, Judges
 from evalreg.metrics import pass_levels
-from evalreg.prompting import effective_prompt, render_messages
-from evalreg.redaction import REDACTED
 from evalreg.registry import schema
 from evalreg.registry.loader import Registry, load_registry
 from evalreg.registry.tree import GitTree, Tree, WorkspaceTree
 from evalreg.report.numbers import count, milliseconds, number, usd_micro
 from evalreg.results.freshness import status
-from evalreg.results.records import LEVELS, ItemRecord
-from evalreg.selection.evidence import read_records
+from evalreg.results.item_evidence import CellEvidence, Evidence, SampleEvidence
+from evalreg.results.records import LEVELS, ItemRecord, read_records
 from evalreg.store.segments import ResponseStore
 
 SAMPLES_FORMAT = 1
@@ -65,46 +60,32 @@ def use_case_samples(
     index = {item.id: n for n, item in enumerate(items)}
     if store is None:
         store = ResponseStore.load(registry.tree)
-    judges = Judges(registry.pins, store)
-    human = {
-        c.grader.file: parse_grades(registry.tree.read_data(c.grader.file), c.grader.file)
-        for c in rubric.criteria
-        if isinstance(c.grader, schema.HumanGrader)
+    by_candidate = {
+        s.cell.candidate.id: s for s in status(registry) if s.cell.selection == selection_id
     }
-    states = {s.cell.id: s.state for s in status(registry)}
-    by_candidate = {c.candidate.id: c for c in cells(registry) if c.selection == selection_id}
-    shown = [redact_fields(item, task.redact) if texts else None for item in items]
-
-    prompts: list[tuple[str | None, str]] = []
-    candidates = []
-    samples = []
-    passes = []
-    base_passes = []
-    for cand in selection.candidates:
-        cell = by_candidate[cand.id]
-        prompt = effective_prompt(task, cand.prompt)
-        if prompt not in prompts:
-            prompts.append(prompt)
-        records = read_records(registry, cell)
-        candidates.append(_candidate(cell, selection, states[cell.id], prompts.index(prompt)))
-        per_item: list[list[dict[str, Any]]] = [[] for _ in items]
-        for record in records:
-            at = index.get(record["item"])
-            if at is None:
-                continue  # a record of an item the eval set no longer has
-            per_item[at].append(_sample(record, cell, items[at], store, judges, human, texts=texts))
-        samples.append(per_item)
-        levels = pass_levels(selection.policy.pass_level)
-        passes.append(_passes(records, index, levels))
-        base_passes.append(
-            _base_passes(base, selection_id, cand.id, items, levels) if base is not None else None
-        )
-    requests = [
-        [
-            _request(selection.task, task, variant, shown_item, item, texts)
-            for item, shown_item in zip(items, shown, strict=True)
-        ]
-        for variant in (schema.PromptVariant(system=s, template=t) for s, t in prompts)
+    statuses = [by_candidate[cand.id] for cand in selection.candidates]
+    gathered = Evidence(registry, store, texts=texts, redact=True).use_case(statuses)
+    prompts = gathered.prompts
+    candidates = [
+        _candidate(st.cell, selection, st.state, prompt)
+        for st, prompt in zip(statuses, gathered.prompt_of, strict=True)
+    ]
+    levels = pass_levels(selection.policy.pass_level)
+    # One cell's records held at a time.
+    columns = [_column(gathered.cell(n), items, index, levels) for n in range(len(statuses))]
+    shown = []
+    requests: list[list[list[list[str]] | str | None]] = [[] for _ in prompts]
+    for item in items:
+        text = gathered.text(item)
+        shown.append(_item(item, text.fields))
+        for at, request in enumerate(text.requests):
+            requests[at].append(_request(request))
+    contents = {item.id: gathered.content(item) for item in items} if base is not None else {}
+    base_passes = [
+        _base_passes(base, selection_id, cand.id, index, contents, levels)
+        if base is not None
+        else None
+        for cand in selection.candidates
     ]
     return {
         "format": SAMPLES_FORMAT,
@@ -131,10 +112,10 @@ def use_case_samples(
         ],
         "candidates": candidates,
         "prompts": [{"system": s, "template": t} for s, t in prompts],
-        "items": [_item(item, shown_item) for item, shown_item in zip(items, shown, strict=True)],
+        "items": shown,
         "requests": requests,
-        "samples": samples,
-        "passes": passes,
+        "samples": [samples for samples, _ in columns],
+        "passes": [passes for _, passes in columns],
         "base_passes": base_passes,
     }
 
@@ -195,50 +176,33 @@ def _item(item: schema.Item, shown: Any) -> dict[str, Any]:
     if shown.get("input") is not None:
         out["input"] = shown["input"]
     else:
-        out["messages"] = [[m["role"], str(m["content"])] for m in shown.get("messages") or []]
+        out["messages"] = [
+            [m["role"], str(m.get("content") or "")] for m in shown.get("messages") or []
+        ]
     if shown.get("expected") is not None:
         out["expected"] = shown["expected"]
     return out
 
 
-def _request(
-    task_id: str,
-    task: schema.Task,
-    variant: schema.PromptVariant,
-    shown: Any,
-    item: schema.Item,
-    texts: bool,
-) -> list[list[str]] | str | None:
-    """The messages the prompt renders for the item (from its redacted fields), or why it
-    cannot be rendered; None when texts are left out."""
-    if not texts:
-        return None
-    subject = item if not task.redact else schema.Item.model_validate(shown)
-    try:
-        return [
-            [m["role"], str(m["content"])]
-            for m in render_messages(task, variant, subject, cell=task_id)
-        ]
-    except PromptError as exc:
-        return str(exc)
+def _request(request: list[dict[str, Any]] | str | None) -> list[list[str]] | str | None:
+    """The messages a prompt renders for an item as (role, content) pairs, or why it cannot
+    be rendered; None when texts are left out."""
+    if not isinstance(request, list):
+        return request
+    return [[m["role"], str(m["content"])] for m in request]
 
 
-def _sample(
-    record: ItemRecord,
-    cell: Cell,
-    item: schema.Item,
-    store: ResponseStore,
-    judges: Judges,
-    human: dict[str, HumanGrades],
-    *,
-    texts: bool,
-) -> dict[str, Any]:
+def _column(
+    cell: CellEvidence, items: list[schema.Item], index: dict[str, int], levels: frozenset[str]
+) -> tuple[list[list[dict[str, Any]]], str]:
+    """A cell's samples of each item, in the order of ``items``, and its outcome per item."""
+    samples = [[_sample(s, cell.status.cell, item) for s in cell.samples(item)] for item in items]
+    return samples, _passes(cell.records, index, levels)
+
+
+def _sample(sample: SampleEvidence, cell: Cell, item: schema.Item) -> dict[str, Any]:
     """One sample's record with its output, the judges' full rationales and human grades."""
-    key = record["key"]
-    stored = store.get(key) if key else None
-    text = str(stored["response"]["text"]) if stored is not None else None
-    # Verdict details and judges' reasons may quote the output: redacted with it.
-    quoting = texts and not redacts_output(cell.task.redact)
+    record = sample.record
     out: dict[str, Any] = {
         "sample": record["sample"],
         "level": record["level"],
@@ -248,34 +212,32 @@ def _sample(
         "tokens": [count(record["tokens"][k]) for k in ("input", "output", "reasoning")],
         "cost": usd_micro(record["cost_micro_usd"]),
         "criteria": [
-            [cid, bool(v["passed"]), _partial(v["score"]), v["detail"] if quoting else REDACTED]
+            [cid, bool(v["passed"]), _partial(v["score"]), v["detail"]]
             for cid, v in sorted(record["criteria"].items())
         ],
         "ungraded": list(record.get("ungraded", [])),
     }
     if "judge_cost_micro_usd" in record:
         out["judge_cost"] = usd_micro(record["judge_cost_micro_usd"])
-    if stored is not None:
-        out["model"] = str(stored["response"].get("model") or "")
-        if texts:
-            out["output"] = redact_output(text or "", cell.task.redact)
+    if sample.response is not None:
+        out["model"] = str(sample.response.get("model") or "")
+        if sample.output is not None:
+            out["output"] = sample.output
     rationales = {}
     grades = {}
     for criterion in cell.rubric.criteria:
-        grader = criterion.grader
         if not applies(criterion, item.tags):
             continue
-        if isinstance(grader, schema.JudgeGrader) and text is not None and quoting:
-            try:
-                verdict = judges.verdict(criterion, item, text, f"{cell.id}/{item.id}")
-            except JudgeFailed as exc:
-                rationales[criterion.id] = f"no verdict: {exc}"
-            else:
-                rationales[criterion.id] = verdict.reason
-        elif isinstance(grader, schema.HumanGrader) and key:
-            row = human[grader.file].grades.get(key)
-            if row:
-                grades[criterion.id] = [[rater, row[rater]] for rater in sorted(row)]
+        rationale = sample.rationales.get(criterion.id)
+        if rationale is not None:
+            rationales[criterion.id] = (
+                rationale.reason
+                if rationale.problem is None
+                else f"no verdict: {rationale.problem}"
+            )
+        row = sample.grades.get(criterion.id)
+        if row:
+            grades[criterion.id] = [[rater, grade] for rater, grade in row.items()]
     if rationales:
         out["judges"] = rationales
     if grades:
@@ -303,23 +265,24 @@ def _base_passes(
     base: Registry,
     selection_id: str,
     candidate: str,
-    items: list[schema.Item],
+    index: dict[str, int],
+    contents: dict[str, str],
     levels: frozenset[str],
 ) -> str | None:
-    """The candidate's outcome per item at the base revision; ``UNGRADED`` for an item whose
-    content differs there (a changed item is not a flip). None: no such cell there."""
+    """The candidate's outcome per item of ``index`` at the base revision; ``UNGRADED`` for
+    an item whose content (``contents``, here) differs there (a changed item is not a flip).
+    None: no such cell there."""
     cell = next(
         (c for c in cells(base) if c.selection == selection_id and c.candidate.id == candidate),
         None,
     )
     if cell is None:
         return None
-    records = read_records(base, cell)
+    records = read_records(base.tree, cell)
     if not records:
         return None
-    contents = {item.id: item_content(item) for item in items}
     same = [r for r in records if contents.get(r["item"]) == r["content"]]
-    return _passes(same, {item.id: n for n, item in enumerate(items)}, levels)
+    return _passes(same, index, levels)
 
 
 def _partial(score: float) -> str:

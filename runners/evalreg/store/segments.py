@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from evalreg import dvcrepo
 from evalreg.registry.tree import Tree, WorkspaceTree
@@ -265,6 +265,30 @@ def lookup(
             keys_of = SegmentKeys(tree.read_data(f"{STORE_DIR}/{name}"))
         keys_of.find(wanted, out)
     return out
+
+
+class StoredRecords(Protocol):
+    """What reads a stored record by key: a ``ResponseStore`` or a ``KeyLookup``."""
+
+    def get(self, key: str) -> dict[str, Any] | None: ...
+
+
+class KeyLookup:
+    """``ResponseStore.get`` for a handful of keys of ``tree``'s store (one item's
+    responses and its judges'), by ``lookup``: each segment is read and scanned once, on
+    the first ``get``, and no line is indexed."""
+
+    def __init__(self, tree: Tree) -> None:
+        self.tree = tree
+        self._scanned: dict[str, SegmentKeys] | None = None
+
+    def get(self, key: str) -> dict[str, Any] | None:
+        if self._scanned is None:
+            self._scanned = {
+                name: SegmentKeys(self.tree.read_data(f"{STORE_DIR}/{name}"))
+                for name in segment_names(self.tree)
+            }
+        return lookup(self.tree, [key], self._scanned).get(key)
 
 
 class Prefetch:
