@@ -130,6 +130,31 @@ def test_batch_responses_cost_the_batch_price_and_dry_run_shows_the_saving(live:
     assert cost == expected and 0 < cost < live_price
 
 
+def test_the_report_says_what_the_monthly_volume_would_cost_at_batch_prices(
+    live: Repo, server, cli
+):
+    task = live.read("registry/tasks/labels.yaml")
+    live.write(
+        "registry/tasks/labels.yaml",
+        task.replace("monthly_volume: 1000", "monthly_volume: 50000000"),
+    )
+    _with_batch_prices(live)
+    assert cli(live, "run").code == 0  # bought live, at live prices
+    totals = _summary(live, "labels/mini")["totals"]
+    monthly = totals["cost_micro_usd"] / totals["graded"] / 1e6 * 50_000_000
+    live.commit("results")
+    assert cli(live, "report").code == 0
+    text = (live.root / "reports/labels.md").read_text()
+    (line,) = [x for x in text.splitlines() if x.startswith("- `mini`: $")]
+    at_batch, at_live = [float(w.strip("$,")) for w in line.split() if w.startswith("$")]
+    # The pin's batch prices are half its live ones, and it has no per-call fee.
+    assert at_live == pytest.approx(monthly, rel=0.01)
+    assert at_batch == pytest.approx(monthly / 2, rel=0.01)
+    assert "a month instead of" in line and "at the pin's batch prices" in line
+    # The python baseline has no batch prices: nothing is said for it.
+    assert not any(x.startswith("- `rules`: $") for x in text.splitlines())
+
+
 def test_max_cost_admits_batched_requests_at_the_batch_price(
     live: Repo, server, cli, tmp_path: Path
 ):

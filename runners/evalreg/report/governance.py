@@ -19,6 +19,7 @@ from evalreg.compare.drift_log import DRIFT_LOG, DriftCheck, DriftWorkflow
 from evalreg.evalsets.slice_sizes import evalset_stats
 from evalreg.families import MIN_SLICE_ITEMS, NONE_DETECTABLE, family_sentence
 from evalreg.metrics import COVERAGE, Metric, SliceMetrics, covered
+from evalreg.providers.pricing import rates
 from evalreg.report.chart import Bar, HeatCell, Panel, Threshold, heatmap, panel_chart
 from evalreg.report.escape import block, cell, inline, link, prose
 from evalreg.report.numbers import (
@@ -493,6 +494,46 @@ def _overall_rows(ev: SelectionEvidence) -> list[list[str]]:
     return rows
 
 
+def _batch_pricing(ev: SelectionEvidence) -> str:
+    """What the monthly cost at volume would be at each pin's batch prices, where the pin
+    gives them and the volume is stated: the token part of the cost scaled by what the
+    recorded tokens cost at batch rates over what they cost at live ones (an estimate:
+    per-call fees are kept, cached input is priced as input)."""
+    volume = ev.task.monthly_volume
+    if not volume:
+        return ""
+    lines = []
+    for cid, candidate in ev.candidates.items():
+        price = candidate.cell.pin.price
+        m = ev.metrics.get(cid, {}).get("all")
+        totals = candidate.summary.get("totals") if candidate.summary else None
+        if price is None or m is None or totals is None:
+            continue
+        if price.batch_input_per_mtok is None and price.batch_output_per_mtok is None:
+            continue
+        tokens = totals["tokens"]
+        live_in, live_out = rates(price, batch=False)
+        batch_in, batch_out = rates(price, batch=True)
+        live = tokens["input"] * live_in + tokens["output"] * live_out
+        batch = tokens["input"] * batch_in + tokens["output"] * batch_out
+        if not live:
+            continue
+        # Per-call fees stay as they are; the tokens' part scales by batch over live rates.
+        monthly = m["monthly_cost_usd"].value
+        fees = min(monthly, price.per_call * volume)
+        at_batch = fees + (monthly - fees) * batch / live
+        lines.append(
+            f"- {code(cid)}: {usd(at_batch)} a month instead of {usd(monthly)} "
+            f"({plural(volume, 'request')} at the pin's batch prices)"
+        )
+    if not lines:
+        return ""
+    return (
+        "Bought through a batch API (`evalreg run --batch`; answers within 24 hours, so for "
+        "work nobody waits on), the monthly cost at volume would be:\n\n" + "\n".join(lines) + "\n"
+    )
+
+
 def _evidence(ev: SelectionEvidence, evalreg_version: str) -> str:
     out = ["## 5. Evidence\n"]
     es = ev.evalset
@@ -546,6 +587,7 @@ def _evidence(ev: SelectionEvidence, evalreg_version: str) -> str:
     )
     out.append("### Overall\n")
     out.append(table(_OVERALL_HEADERS, _overall_rows(ev)))
+    out.append(_batch_pricing(ev))
     out.append(_slices(ev))
     out.append(_human(ev))
     out.append(_calibration(ev))
