@@ -490,6 +490,9 @@ def test_a_file_is_estimated_as_a_file_not_as_its_base64():
     assert estimated_input_tokens(body) == (len(body) - len(photo)) // 3 + FILE_TOKENS
     two = body[:-3] + b',{"data":"data:image/png;base64,' + photo + b'"}]}'
     assert estimated_input_tokens(two) == (len(two) - 2 * len(photo)) // 3 + 2 * FILE_TOKENS
+    # Text is text, however long a run of letters it holds (a judge's stand-in output).
+    long = b'{"messages":[{"content":"' + b"x" * 3000 + rb" \"data\":\"" + photo + b'"}]}'
+    assert estimated_input_tokens(long) == len(long) // 3
 
 
 def test_a_template_placing_an_attachment_the_item_lacks_is_a_finding(attached: Repo, cli):

@@ -64,7 +64,10 @@ FILE_TOKENS = 1600
 """What one attached file is estimated to cost in input tokens before it is sent: about
 the most an image costs (Anthropic's ``width * height / 750`` for its largest size,
 OpenAI's high detail at 1024 px), and a page or two of a PDF."""
-_BASE64_RUN = re.compile(rb"[A-Za-z0-9+/]{256,}={0,2}")
+_FILE_DATA = re.compile(rb'(?:"data":\s*"|"bytes":\s*"|;base64,)([A-Za-z0-9+/]+={0,2})(?=")')
+"""A file's base64 where the content parts above put it: a ``data`` or ``bytes`` field, or
+a data URL. Text, even a long run of letters, is never taken for a file: in a request
+body, text inside a message is a JSON string, so its quotes are escaped."""
 
 
 def estimated_input_tokens(content: bytes) -> int:
@@ -72,9 +75,9 @@ def estimated_input_tokens(content: bytes) -> int:
     text a token, and ``FILE_TOKENS`` for each file's base64 (which a model reads as an
     image or a document, not as its characters)."""
     files = chars = 0
-    for match in _BASE64_RUN.finditer(content):
+    for match in _FILE_DATA.finditer(content):
         files += 1
-        chars += match.end() - match.start()
+        chars += match.end(1) - match.start(1)
     return (len(content) - chars) // 3 + files * FILE_TOKENS
 
 
