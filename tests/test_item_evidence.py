@@ -8,9 +8,8 @@ from __future__ import annotations
 import json
 
 import pytest
-from test_judges_human import JUDGE_CRITERION, JUDGE_PIN, MINI, records
+from test_judges_human import judged_and_rated
 
-from evalreg.graders.llm_judge import JUDGE_INSTRUCTIONS
 from evalreg.redaction import REDACTED
 from evalreg.registry.loader import load_registry
 from evalreg.registry.tree import WorkspaceTree
@@ -18,7 +17,7 @@ from evalreg.results.freshness import status
 from evalreg.results.item_evidence import Evidence, UseCase
 from evalreg.store.segments import KeyLookup, ResponseStore, segment_names
 
-from conftest import Repo, label_of
+from conftest import Repo
 
 REASON = (
     "The answer names the queue in a calm, professional voice and says nothing a customer "
@@ -31,32 +30,7 @@ CANDIDATES = ["rules", "mini"]
 def graded(live: Repo, cli, server) -> Repo:
     """The standard registry run with a judge criterion (its reason longer than the 80
     characters a record keeps) and a human criterion two raters graded for m-003."""
-
-    def judge(request) -> str:
-        if request.body["messages"][0]["content"] == JUDGE_INSTRUCTIONS:
-            return json.dumps({"score": 0.9, "reason": REASON})
-        return label_of(request)
-
-    server.responder = judge
-    live.write("registry/models/judge.yaml", JUDGE_PIN.format(url=server.base_url))
-    live.write(
-        "registry/rubrics/labels.yaml",
-        live.read("registry/rubrics/labels.yaml").replace("levels:", JUDGE_CRITERION + "levels:"),
-    )
-    assert cli(live, "run").code == 0
-    key = next(r["key"] for r in records(live, MINI) if r["item"] == "m-003")
-    live.write("grades/tone.csv", f"key,alice,bob\n{key},pass,fail\n")
-    live.write(
-        "registry/rubrics/labels.yaml",
-        live.read("registry/rubrics/labels.yaml").replace(
-            "levels:",
-            "  - id: tone_human\n    description: Humans agree the tone is right.\n"
-            "    grader:\n      type: human\n      file: grades/tone.csv\n"
-            "levels:",
-        ),
-    )
-    assert cli(live, "run", "--offline").code == 0
-    return live
+    return judged_and_rated(live, cli, server, REASON)
 
 
 def use_case(repo: Repo, *, indexed: bool, texts: bool = True, redact: bool = False) -> UseCase:

@@ -63,6 +63,37 @@ def records(repo: Repo, prefix: str) -> list[dict]:
     return [json.loads(x) for x in repo.read(prefix + ".items.jsonl").splitlines()]
 
 
+def judged_and_rated(repo: Repo, cli, server, reason: str) -> Repo:
+    """``repo`` run with a judge criterion that gives ``reason`` for every response, then
+    a human criterion that two raters graded (pass, fail) for item m-003 of ``mini``."""
+
+    def judge(request) -> str:
+        if request.body["messages"][0]["content"] == JUDGE_INSTRUCTIONS:
+            return json.dumps({"score": 0.9, "reason": reason})
+        return label_of(request)
+
+    server.responder = judge
+    repo.write("registry/models/judge.yaml", JUDGE_PIN.format(url=server.base_url))
+    repo.write(
+        "registry/rubrics/labels.yaml",
+        repo.read("registry/rubrics/labels.yaml").replace("levels:", JUDGE_CRITERION + "levels:"),
+    )
+    assert cli(repo, "run").code == 0
+    key = next(r["key"] for r in records(repo, MINI) if r["item"] == "m-003")
+    repo.write("grades/tone.csv", f"key,alice,bob\n{key},pass,fail\n")
+    repo.write(
+        "registry/rubrics/labels.yaml",
+        repo.read("registry/rubrics/labels.yaml").replace(
+            "levels:",
+            "  - id: tone_human\n    description: Humans agree the tone is right.\n"
+            "    grader:\n      type: human\n      file: grades/tone.csv\n"
+            "levels:",
+        ),
+    )
+    assert cli(repo, "run", "--offline").code == 0
+    return repo
+
+
 def test_judge_verdicts_are_bought_stored_and_replayed(judged: Repo, cli, server):
     assert cli(judged, "run").code == 1  # one judge verdict is unusable: an error, see below
     judge_requests = [

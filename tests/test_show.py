@@ -6,11 +6,9 @@ from __future__ import annotations
 import json
 
 import pytest
-from test_judges_human import JUDGE_CRITERION, JUDGE_PIN, MINI, records
+from test_judges_human import MINI, judged_and_rated, records
 
-from evalreg.graders.llm_judge import JUDGE_INSTRUCTIONS
-
-from conftest import Repo, assert_refused, label_of
+from conftest import Repo, assert_refused
 
 LONG_REASON = (
     "The answer names the queue in a calm, professional voice and says nothing a customer "
@@ -78,30 +76,7 @@ def test_show_json_carries_the_request_exactly_as_sent_and_the_records(ran: Repo
 
 
 def test_judge_reasons_are_shown_whole_with_each_raters_grade(live: Repo, cli, server, narrow):
-    def judge(request) -> str:
-        if request.body["messages"][0]["content"] == JUDGE_INSTRUCTIONS:
-            return json.dumps({"score": 0.9, "reason": LONG_REASON})
-        return label_of(request)
-
-    server.responder = judge
-    live.write("registry/models/judge.yaml", JUDGE_PIN.format(url=server.base_url))
-    live.write(
-        "registry/rubrics/labels.yaml",
-        live.read("registry/rubrics/labels.yaml").replace("levels:", JUDGE_CRITERION + "levels:"),
-    )
-    assert cli(live, "run").code == 0
-    key = next(r["key"] for r in records(live, MINI) if r["item"] == "m-003")
-    live.write("grades/tone.csv", f"key,alice,bob\n{key},pass,fail\n")
-    live.write(
-        "registry/rubrics/labels.yaml",
-        live.read("registry/rubrics/labels.yaml").replace(
-            "levels:",
-            "  - id: tone_human\n    description: Humans agree the tone is right.\n"
-            "    grader:\n      type: human\n      file: grades/tone.csv\n"
-            "levels:",
-        ),
-    )
-    assert cli(live, "run", "--offline").code == 0
+    judged_and_rated(live, cli, server, LONG_REASON)
     [view] = shown_json(live, cli, "m-003", "--candidate", "mini")
     criteria = {c["id"]: c for c in view["candidates"][0]["samples"][0]["criteria"]}
     assert criteria["tone"]["detail"] == LONG_REASON[:80]  # what the record keeps
