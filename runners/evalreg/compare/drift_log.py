@@ -12,15 +12,18 @@ import json
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ruamel.yaml import YAML
 from ruamel.yaml.error import YAMLError
 
 from evalreg.canonical import canonical_bytes
-from evalreg.compare.drift import DriftReport
 from evalreg.errors import RegistryError
 from evalreg.registry.diagnostics import Finding
 from evalreg.registry.tree import Tree
+
+if TYPE_CHECKING:
+    from evalreg.compare.drift import DriftReport
 
 DRIFT_LOG = "reports/drift.jsonl"
 WORKFLOWS = ".github/workflows"
