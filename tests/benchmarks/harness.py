@@ -18,6 +18,10 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 SERVER_SCRIPT = ROOT / "tests" / "support" / "llm_server.py"
+FAST_SERVER_SCRIPT = ROOT / "tests" / "benchmarks" / "fast_llm_server.mjs"
+SERVERS = ("python", "node")
+"""The stand-ins ``llm_server`` can start: the test suite's (Python) and its cheaper twin
+on Node.js (``fast_llm_server.mjs``, the same replies, chat completions only)."""
 PYTHON = sys.executable
 API_KEY = "sk-bench-0b7c3f"
 KEY_ENV = "EVALREG_BENCH_KEY"
@@ -63,9 +67,14 @@ class Server:
 
 
 @contextlib.contextmanager
-def llm_server(latency: float, *, api_key: str | None = API_KEY) -> Iterator[Server]:
-    """``tests/support/llm_server.py`` as a separate process, stopped on exit."""
-    args = [PYTHON, str(SERVER_SCRIPT), "--port", "0", "--latency", str(latency)]
+def llm_server(
+    latency: float, *, api_key: str | None = API_KEY, kind: str = "python"
+) -> Iterator[Server]:
+    """A stand-in server (``kind`` in ``SERVERS``) as a separate process, stopped on exit."""
+    command = (
+        [PYTHON, str(SERVER_SCRIPT)] if kind == "python" else ["node", str(FAST_SERVER_SCRIPT)]
+    )
+    args = [*command, "--port", "0", "--latency", str(latency)]
     if api_key:
         args += ["--api-key", api_key]
     proc = subprocess.Popen(args, stdout=subprocess.PIPE, text=True)

@@ -1,5 +1,12 @@
 """Throughput of the real ``evalreg run`` against a loopback OpenAI-compatible server.
 
+0. Against the floor of the server, in the same run (L = 50 ms, N = 5,000, C = 64), for
+   each stand-in (``tests/support/llm_server.py`` and its cheaper Node.js twin,
+   ``fast_llm_server.mjs``): the floor is a hand-written HTTP/1.1 client over asyncio
+   streams with no start-up (``http_clients.py``'s ``raw-asyncio``), first request sent to
+   last response read. Targets: evalreg's fetch phase (``fetch`` with its HTTP layer and
+   store writes, in a child process) at most 1.05 x that floor; the whole ``evalreg run``
+   (start-up, grading, writes and DVC included) at most the floor + 0.5 s.
 1. Latency L = 50 ms, N = 5,000 single-turn items, one ``openai`` pin at concurrency C
    (16, 64, 256): wall time of the ``evalreg run`` subprocess (start-up, requests, grading,
    store and results writes, DVC tracking) against the ideal N·L/C.
@@ -24,7 +31,10 @@ import sys
 import textwrap
 
 import harness
+import http_clients
 
+FLOOR_RATIO = 1.05
+FLOOR_SLACK_S = 0.5
 TARGET_RATIO = 1.10
 TARGET_C = 64
 RATE_TARGET = 0.8
@@ -97,6 +107,43 @@ FETCH_PHASE = textwrap.dedent(
 )
 
 
+def raw_floor_rate(server: harness.Server, n: int, c: int) -> float:
+    """Requests per second of the hand-written client (``raw-asyncio``): the floor."""
+    figure = http_clients.rate(server, "raw-asyncio", n, c, None)
+    if figure.startswith("failed"):
+        raise RuntimeError(f"the raw client {figure}")
+    return float(figure)
+
+
+def floor_section(n: int, latency: float, c: int) -> None:
+    ideal = n * latency / c
+    print(
+        f"Against the floor: N = {n}, L = {latency * 1000:.0f} ms, C = {c}, "
+        f"ideal N·L/C = {ideal:.2f} s"
+    )
+    print(
+        f"{'server':>8} {'floor s':>8} {'x ideal':>8} {'fetch s':>8} {'x floor':>8} "
+        f"{'run s':>7} {'- floor':>8}"
+    )
+    for kind in harness.SERVERS:
+        with harness.llm_server(latency, kind=kind) as server:
+            floor = n / raw_floor_rate(server, n, c)
+            fetch = n / fetch_phase_rate(server, n, c)
+            whole = run_once(server, n, c).seconds
+        ratio, slack = fetch / floor, whole - floor
+        marks = (
+            "ok" if ratio <= FLOOR_RATIO else "SHORT",
+            "ok" if slack <= FLOOR_SLACK_S else "SHORT",
+        )
+        print(
+            f"{kind:>8} {floor:8.2f} {floor / ideal:8.2f} {fetch:8.2f} {ratio:8.2f} "
+            f"{whole:7.2f} {slack:+8.2f}   fetch <= {FLOOR_RATIO} x floor: {marks[0]}; "
+            f"run <= floor + {FLOOR_SLACK_S} s: {marks[1]}"
+        )
+        sys.stdout.flush()
+    print()
+
+
 def bare_rate(server: harness.Server, n: int, c: int) -> float:
     with harness.workdir("evalreg-bare-") as tmp:
         proc = harness.run(
@@ -154,12 +201,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--latency", type=float, default=0.05)
     parser.add_argument("--concurrency", type=int, nargs="+", default=[16, 64, 256])
     parser.add_argument("--rate-concurrency", type=int, default=64)
+    parser.add_argument("--skip-floor", action="store_true", help="skip the floor comparison")
     parser.add_argument("--skip-latency", action="store_true", help="only the L = 0 rates")
     parser.add_argument("--skip-rate", action="store_true", help="skip the L = 0 rates")
     args = parser.parse_args(argv)
     harness.compile_bytecode()
     n, latency = args.items, args.latency
 
+    if not args.skip_floor:
+        floor_section(n, latency, TARGET_C)
     if not args.skip_latency:
         print(f"evalreg run, N = {n} items, L = {latency * 1000:.0f} ms (start-up included)")
         print(f"{'C':>5} {'wall s':>8} {'ideal s':>8} {'x ideal':>8} {'req/s':>8} {'RSS MB':>7}")
