@@ -1,12 +1,13 @@
 """Buy responses through batch APIs: OpenAI's Batch API, Anthropic's Message Batches and
 the Gemini API's batch mode.
 
-A batch holds the exact request bodies a live run would send, each under its store key as
-``custom_id``: a response bought in a batch is stored under the same key, as the same
-evidence, as one bought live; its record says ``"batch": true`` (priced at the pin's batch
-prices) and names the batch. Every step is journalled before the next call
-(``store.batches``), so a run stopped at any moment resumes: it finds the batches it
-submitted, polls them, and collects what they bought instead of buying it again.
+A batch holds the exact request bodies a live run would send, each under its store key (as
+``custom_id``, or a Gemini request's ``metadata.key``): a response bought in a batch is
+stored under the same key, as the same evidence, as one bought live; its record says
+``"batch": true`` (priced at the pin's batch prices) and names the batch. Every step is
+journalled before the next call (``store.batches``), so a run stopped at any moment
+resumes: it finds the batches it submitted, polls them, and collects what they bought
+instead of buying it again.
 
 OpenAI: the requests are uploaded as a JSONL file (``POST /v1/files``, purpose ``batch``),
 the batch created from it (``POST /v1/batches``, ``completion_window: 24h``), polled
@@ -80,10 +81,21 @@ _OPENAI_ENDED = frozenset({"completed", "failed", "expired", "cancelled"})
 _OPENAI_SUFFIXES = ("/chat/completions", "/responses")
 _GEMINI_SUFFIX = ":generateContent"
 _GEMINI_ENDED = frozenset({"SUCCEEDED", "FAILED", "CANCELLED", "EXPIRED"})
-_GRPC_HTTP = {1: 499, 2: 500, 3: 400, 4: 504, 5: 404, 7: 403, 8: 429, 9: 400, 13: 500}
-_GRPC_HTTP.update({14: 503, 16: 401})
+_GRPC_HTTP = {
+    1: 499,  # CANCELLED
+    2: 500,  # UNKNOWN
+    3: 400,  # INVALID_ARGUMENT
+    4: 504,  # DEADLINE_EXCEEDED
+    5: 404,  # NOT_FOUND
+    7: 403,  # PERMISSION_DENIED
+    8: 429,  # RESOURCE_EXHAUSTED
+    9: 400,  # FAILED_PRECONDITION
+    13: 500,  # INTERNAL
+    14: 503,  # UNAVAILABLE
+    16: 401,  # UNAUTHENTICATED
+}
 """The HTTP status of a ``google.rpc.Status`` code, as Google's APIs map them."""
-VERTEX_LIVE = (
+_VERTEX_LIVE = (
     "bought live: Vertex AI batch prediction reads its requests from Cloud Storage or "
     "BigQuery, not inline; the Gemini API (an API key) batches them"
 )
@@ -111,7 +123,7 @@ def live_notes(pins: Mapping[str, Pin]) -> list[str]:
     if named:
         notes.append(f"bought live, without a batch API here: {', '.join(named)} requests")
     if vertex:
-        notes.append(f"{', '.join(vertex)} (Vertex AI): {VERTEX_LIVE}")
+        notes.append(f"{', '.join(vertex)} (Vertex AI): {_VERTEX_LIVE}")
     return notes
 
 
