@@ -681,6 +681,9 @@ class _Gemini:
         return await self.http.call(self.pin_id, self.pin.limits, method, url, headers, content)
 
     async def create(self, requests: list[BatchRequest]) -> tuple[str, str | None]:
+        """Create the batch, retried as the HTTP layer retries, except that after an error
+        that leaves unknown whether it was created (a timeout, a 5xx) the batch is looked
+        for by its name first: a creation is not idempotent, a retry would buy it twice."""
         parts = (
             b'{"request":%b,"metadata":{"key":"%s"}}' % (r.content, r.key.encode())
             for r in requests
@@ -693,7 +696,25 @@ class _Gemini:
                 b"]}}}}",
             ]
         )
-        return self._named(_json(await self._call("POST", self.url, body))), None
+        limits = self.pin.limits
+        once = limits.model_copy(update={"max_retries": 0})
+        headers = self.provider.headers(self.pin)
+        number = 1
+        while True:
+            try:
+                answer = await self.http.call(self.pin_id, once, "POST", self.url, headers, body)
+            except ProviderError as exc:
+                if not exc.retryable or number > limits.max_retries:
+                    exc.attempts = number
+                    raise
+                if exc.kind in _UNKNOWN_OUTCOME:
+                    found = await self.find()
+                    if found is not None:
+                        return found
+                await asyncio.sleep(self.http.retry_delay(exc, number))
+                number += 1
+            else:
+                return self._named(_json(answer)), None
 
     async def find(self) -> tuple[str, str | None] | None:
         """The batch of this name already created (its creation's answer was lost): the
