@@ -233,3 +233,20 @@ def test_a_vertex_ai_pin_is_bought_live_under_batch_and_the_run_says_why(
     assert gemini.batch_requests == []
     assert gemini.count(lambda r: r.path.endswith(":generateContent")) == 4
     assert all(not r["response"].get("batch") for r in _records(live.root).values())
+
+
+def test_a_creation_that_timed_out_is_found_by_its_name_and_not_submitted_again(
+    on_gemini: Repo, gemini: GeminiServer, cli
+):
+    pin = on_gemini.read(PIN)
+    on_gemini.write(PIN, pin.replace("  max_retries: 2\n", "  max_retries: 2\n  timeout_s: 0.5\n"))
+    on_gemini.commit("a short timeout")
+    # The batch is created, but its answer comes after the client gave up waiting.
+    gemini.batch_create_delay = 1.5
+    done = cli(on_gemini, "run", "--batch", *POLL, "--candidate", "mini")
+    assert done.code == 0, done.err
+    creations = [r for r in gemini.requests if r.method == "POST" and r.path == CREATE]
+    assert len(creations) == 1, "a creation of unknown outcome was sent again"
+    assert gemini.count(lambda r: r.path.startswith("/v1beta/batches?")) >= 1
+    assert len(gemini.batch_requests) == 4 and len(_gemini_records(on_gemini.root)) == 4
+    assert BatchJournal.load(on_gemini.root).batches == []
