@@ -23,8 +23,9 @@ A Gemini API batch is created in one call too, not idempotent either, but named:
 display name carries the local id, so the next run looks for that name among the
 account's batches and adopts the batch it finds; only a batch the listing does not show
 yet (or one beyond its first 2,000 entries) would be submitted again, and the run says
-which it did. (A creation the HTTP layer retries after a timeout is that moment within one
-run, for Anthropic and Gemini alike: the retry may create a second batch.)
+which it did. The same holds within one run: a Gemini creation that timed out or failed
+with a 5xx is looked for by its name before it is retried (an Anthropic one is retried as
+sent, and a retry may create a second batch).
 
 A key in a journalled batch is never submitted again until that batch is collected; a
 collected batch leaves the journal only once its responses are stored and synced.
