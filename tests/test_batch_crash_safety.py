@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import signal
 from collections import Counter
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -20,6 +21,7 @@ from evalreg.store.lock import state_dir
 
 from conftest import Repo, registry_template, replace_tree
 from support import runs
+from support.cloud_servers import GeminiServer
 from support.llm_server import LLMServer
 
 ITEMS = 30  # x 2 pins: 60 requests, two batches
@@ -87,15 +89,18 @@ MOMENTS = [
 ]
 
 
-def assert_bought_once(repo: Repo, server: LLMServer) -> None:
-    """Every request was submitted in exactly one batch, answered once, none bought live;
-    the results are whole, tracked, pushed, and reproduce."""
+def assert_bought_once(
+    repo: Repo, server: LLMServer | GeminiServer, live: str = "/v1/chat/completions"
+) -> None:
+    """Every request was submitted in exactly one batch, answered once, none bought live
+    (at ``live``, the path of the pins' live requests); the results are whole, tracked,
+    pushed, and reproduce."""
     submitted = Counter(r.custom_id for r in server.batch_requests)
     assert len(submitted) == 2 * ITEMS
     assert max(submitted.values()) == 1, "a request was submitted in two batches"
     answered = Counter(r.custom_id for r in server.batch_answered)
     assert len(answered) == 2 * ITEMS and max(answered.values()) == 1
-    assert server.count(lambda r: r.path == "/v1/chat/completions") == 0
+    assert server.count(lambda r: r.path.endswith(live)) == 0
     assert journalled(repo) == []
     assert set(runs.stored_keys(repo)) == set(submitted)
     status = runs.evalreg(repo, "status", "--json")
@@ -202,3 +207,82 @@ def test_anthropic_batch_killed_while_polling_is_collected_once(registry: Repo, 
     assert journalled(registry) == []
     registry.commit("results")
     assert runs.evalreg(registry, "reproduce", "HEAD").returncode == 0
+
+
+GEMINI_PIN = """\
+schema_version: 1
+provider: gemini
+model: {model}
+base_url: {url}
+api_key_env: CRASH_TEST_KEY
+params:
+  temperature: 0
+  maxOutputTokens: 64
+price:
+  input_per_mtok: 0.3
+  output_per_mtok: 2.5
+  batch_input_per_mtok: 0.15
+  batch_output_per_mtok: 1.25
+  as_of: 2026-11-01
+"""
+
+
+def _gemini_label(request) -> str:
+    text = request.body["contents"][-1]["parts"][0]["text"]
+    return json.dumps({"label": "a" if text.endswith(("1", "3", "5", "7", "9")) else "b"})
+
+
+@pytest.fixture
+def gemini() -> Iterator[GeminiServer]:
+    with GeminiServer(api_key=runs.KEY, responder=_gemini_label) as srv:
+        srv.batch_polls = 4
+        yield srv
+
+
+def _on_gemini(repo: Repo, gemini: GeminiServer) -> Repo:
+    for name, model in (("mini", "gemini-2.5-flash"), ("mini2", "gemini-2.5-flash-lite")):
+        pin = GEMINI_PIN.format(model=model, url=gemini.root_url)
+        repo.write(f"registry/models/{name}.yaml", pin)
+    repo.commit("Gemini API pins")
+    return repo
+
+
+def _gemini_created(server: GeminiServer) -> int:
+    return server.count(lambda r: r.method == "POST" and r.path.endswith(":batchGenerateContent"))
+
+
+GEMINI_MOMENTS = [
+    runs.Moment(
+        "batch created, its name not journalled",
+        lambda repo, srv, before: _gemini_created(srv) >= 1,
+        after=0.3,
+    ),
+    runs.Moment(
+        "polling",
+        lambda repo, srv, before: sum(b["state"] == "submitted" for b in journalled(repo)) == 2,
+        after=0.05,
+    ),
+    runs.Moment(
+        "collecting", lambda repo, srv, before: len(srv.batch_answered) >= ITEMS, after=0.1
+    ),
+]
+
+
+@pytest.mark.parametrize("moment", GEMINI_MOMENTS, ids=[m.name for m in GEMINI_MOMENTS])
+def test_a_gemini_batched_run_killed_at_a_moment_resumes_and_buys_nothing_twice(
+    registry: Repo, gemini: GeminiServer, moment: runs.Moment
+):
+    _on_gemini(registry, gemini)
+    # Gemini batch creation is not idempotent, but named: a resumed run finds the batch.
+    gemini.batch_create_delay = 2.0 if "not journalled" in moment.name else 0.0
+    gemini.batch_results_delay = 1.0 if moment.name == "collecting" else 0.0
+    err, code = runs.signal_at(registry, gemini, moment, signal.SIGKILL, *POLL)
+    assert code is not None, f"the run ended before {moment.name}: {err}"
+    gemini.batch_create_delay = gemini.batch_results_delay = 0.0
+
+    resumed = runs.evalreg(registry, "run", *POLL)
+    assert resumed.returncode == 0, resumed.stderr
+    assert "Traceback" not in resumed.stderr
+    if "not journalled" in moment.name:
+        assert "the Gemini API has it (batches/" in resumed.stderr
+    assert_bought_once(registry, gemini, live=":generateContent")

@@ -782,8 +782,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--batch",
         action="store_true",
-        help="buy missing responses through the batch APIs of OpenAI and Anthropic (about "
-        "half the price, within 24 hours); other providers are bought live",
+        help="buy missing responses through the batch APIs of OpenAI, Anthropic and the "
+        "Gemini API (about half the price, within 24 hours); other providers, and Vertex AI "
+        "pins, are bought live",
     )
     p.add_argument(
         "--no-wait",

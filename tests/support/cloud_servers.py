@@ -11,7 +11,18 @@ each retry afresh. With ``api_key`` set it takes ``Authorization: Bearer <key>``
 ``GeminiServer`` answers ``POST /v1beta/models/{model}:generateContent`` (the key in
 ``x-goog-api-key``) and ``POST /v1/projects/{p}/locations/{l}/publishers/google/models/
 {model}:generateContent`` (a bearer token it issued from ``POST /token``, an OAuth token
-endpoint ``google-auth`` refreshes credentials against).
+endpoint ``google-auth`` refreshes credentials against). It also speaks the Gemini API's
+batch mode with inlined requests: ``POST /v1beta/models/{model}:batchGenerateContent``
+answers a long-running operation ``batches/{id}``, ``GET /v1beta/batches/{id}`` polls it
+(ending on the poll after ``batch_polls``, each request answered as ``generateContent``
+would answer it, the responder and faults included) and ``GET /v1beta/batches`` lists them.
+``batch_end_state`` makes the next batch end ``EXPIRED``, ``FAILED`` or ``CANCELLED``
+without results; requests whose raw body contains a string in ``batch_errors_matching``
+answer an ``error`` entry; ``batch_without_keys`` leaves out the entries' ``metadata``;
+``batch_create_delay`` and ``batch_results_delay`` hold answers back (the batch exists
+meanwhile). ``batch_requests`` lists every request submitted in a batch (``custom_id``: its
+metadata key), ``batch_answered`` those answered: what was bought in batches, beside the
+live ``generateContent`` requests in ``requests``.
 
 Faults, in the style of ``llm_server.LLMServer``: ``fail_next(name, times)`` and
 ``fail_matching(substring, name, times)`` (a substring of the raw body), the queue first.
@@ -46,6 +57,8 @@ class Request:
     body: Any
     raw: bytes
     fault: str | None = None
+    custom_id: str | None = None
+    """For a request inside a batch: the key it was submitted under."""
 
 
 @dataclass
@@ -109,15 +122,24 @@ class _Server:
                     body,
                     raw,
                 )
-                reply = server._handle(request)
+                self._reply(server._handle(request))
+
+            def do_GET(self) -> None:
+                headers = {k.lower(): v for k, v in self.headers.items()}
+                self._reply(server._handle(Request("GET", self.path, headers, None, b"")))
+
+            def _reply(self, reply: Reply) -> None:
                 data = json.dumps(reply.body).encode()
-                self.send_response(reply.status)
-                self.send_header("content-type", "application/json")
-                self.send_header("content-length", str(len(data)))
-                for name, value in reply.headers.items():
-                    self.send_header(name, value)
-                self.end_headers()
-                self.wfile.write(data)
+                try:
+                    self.send_response(reply.status)
+                    self.send_header("content-type", "application/json")
+                    self.send_header("content-length", str(len(data)))
+                    for name, value in reply.headers.items():
+                        self.send_header(name, value)
+                    self.end_headers()
+                    self.wfile.write(data)
+                except (BrokenPipeError, ConnectionResetError):
+                    pass  # the client gave up waiting (a timeout under test)
 
             def log_message(self, format: str, *args: Any) -> None:
                 return None
@@ -182,6 +204,12 @@ class _Server:
         with self._lock:
             self.requests.append(request)
         return self.answer(request)
+
+    def count(self, predicate: Callable[[Request], bool] | None = None) -> int:
+        """Number of requests received, or of those for which ``predicate`` is true."""
+        with self._lock:
+            snapshot = list(self.requests)
+        return sum(1 for request in snapshot if predicate is None or predicate(request))
 
     def answer(self, request: Request) -> Reply:
         raise NotImplementedError
@@ -397,8 +425,27 @@ _VERTEX = re.compile(
 )
 
 
+_BATCH_CREATE = re.compile(r"^/v1beta/models/(?P<model>[^/:]+):batchGenerateContent$")
+_BATCH = re.compile(r"^/v1beta/batches(?:/(?P<id>[^/?]+))?(?:\?(?P<query>.*))?$")
+_GRPC_CODES = {
+    "CANCELLED": 1,
+    "INVALID_ARGUMENT": 3,
+    "NOT_FOUND": 5,
+    "PERMISSION_DENIED": 7,
+    "RESOURCE_EXHAUSTED": 8,
+    "INTERNAL": 13,
+    "UNAVAILABLE": 14,
+    "UNAUTHENTICATED": 16,
+}
+_BATCH_TYPE = "type.googleapis.com/google.ai.generativelanguage.v1main."
+
+
 def google_error(status: int, code: str, message: str) -> Reply:
     return Reply(status, {"error": {"code": status, "message": message, "status": code}}, {})
+
+
+def _rfc3339(seconds: float) -> str:
+    return datetime.fromtimestamp(seconds, UTC).isoformat().replace("+00:00", "Z")
 
 
 class GeminiServer(_Server):
@@ -438,11 +485,176 @@ class GeminiServer(_Server):
         self.thoughts_tokens = 0
         self.cached_tokens = 0
         self.model_version = "gemini-2.5-flash-001"
+        #: Batch mode: status polls a batch answers "running" before it ends.
+        self.batch_polls = 2
+        #: Seconds a batch creation's answer is held back (the batch exists meanwhile).
+        self.batch_create_delay = 0.0
+        #: Seconds the answer of a poll that carries a batch's results is held back.
+        self.batch_results_delay = 0.0
+        #: The next batch created ends in this state (``BATCH_STATE_EXPIRED``...), unanswered.
+        self.batch_end_state: str | None = None
+        #: Requests inside batches whose raw body contains one of these answer an error.
+        self.batch_errors_matching: list[str] = []
+        #: Batches answer without echoing each request's metadata (its key).
+        self.batch_without_keys = False
+        #: Every request submitted inside a batch, in submission order (``custom_id`` set).
+        self.batch_requests: list[Request] = []
+        #: The requests batches answered (what was bought), in answering order.
+        self.batch_answered: list[Request] = []
+        self._batches: dict[str, dict[str, Any]] = {}
 
     def _handle(self, request: Request) -> Reply:
         if request.path == "/token":
             return self._token(request)
+        if _BATCH_CREATE.match(request.path) or _BATCH.match(request.path):
+            with self._lock:
+                self.requests.append(request)
+            if request.headers.get("x-goog-api-key") != self.api_key:
+                return google_error(
+                    400, "INVALID_ARGUMENT", "API key not valid. Please pass a valid API key."
+                )
+            return self._batch_api(request)
         return super()._handle(request)
+
+    # -- batch mode ------------------------------------------------------------------------
+    def _batch_api(self, request: Request) -> Reply:
+        create = _BATCH_CREATE.match(request.path)
+        if create is not None and request.method == "POST":
+            return self._create_batch(request, create["model"])
+        route = _BATCH.match(request.path)
+        assert route is not None
+        if request.method != "GET":
+            return google_error(404, "NOT_FOUND", f"no route {request.method} {request.path}")
+        if route["id"] is None:
+            return self._list_batches(route["query"] or "")
+        return self._poll_batch(f"batches/{route['id']}")
+
+    def _create_batch(self, request: Request, model: str) -> Reply:
+        try:
+            batch = request.body["batch"]
+            display_name = batch["display_name"]
+            entries = batch["input_config"]["requests"]["requests"]
+            assert isinstance(display_name, str) and entries
+        except (KeyError, TypeError, AssertionError):
+            return google_error(400, "INVALID_ARGUMENT", "batch.input_config is not specified")
+        path = f"/v1beta/models/{model}:generateContent"
+        items = [
+            Request(
+                "POST",
+                path,
+                request.headers,
+                entry["request"],
+                json.dumps(entry["request"]).encode(),
+                custom_id=(entry.get("metadata") or {}).get("key"),
+            )
+            for entry in entries
+        ]
+        name = "batches/" + hashlib.sha256(request.raw + str(time.time()).encode()).hexdigest()[:20]
+        now = time.time()
+        with self._lock:
+            end_state, self.batch_end_state = self.batch_end_state, None
+            self.batch_requests.extend(items)
+            metadata = {
+                "@type": _BATCH_TYPE + "GenerateContentBatch",
+                "model": f"models/{model}",
+                "name": name,
+                "displayName": display_name,
+                "createTime": _rfc3339(now),
+                "updateTime": _rfc3339(now),
+                "batchStats": {
+                    "requestCount": str(len(items)),
+                    "pendingRequestCount": str(len(items)),
+                },
+                "state": "BATCH_STATE_PENDING",
+            }
+            self._batches[name] = {
+                "items": items,
+                "polls": 0,
+                "end_state": end_state,
+                "operation": {"name": name, "metadata": metadata},
+            }
+            answer = json.loads(json.dumps(self._batches[name]["operation"]))
+        if self.batch_create_delay:
+            time.sleep(self.batch_create_delay)
+        return Reply(200, answer, {})
+
+    def _list_batches(self, query: str) -> Reply:
+        from urllib.parse import parse_qs
+
+        params = parse_qs(query)
+        size = int(params.get("pageSize", ["50"])[0])
+        start = int(params.get("pageToken", ["0"])[0])
+        with self._lock:
+            listed = [b["operation"] for b in reversed(self._batches.values())]
+            page = json.loads(json.dumps(listed[start : start + size]))
+        body: dict[str, Any] = {"operations": page}
+        if start + size < len(listed):
+            body["nextPageToken"] = str(start + size)
+        return Reply(200, body, {})
+
+    def _poll_batch(self, name: str) -> Reply:
+        with self._lock:
+            state = self._batches.get(name)
+            if state is None:
+                return google_error(404, "NOT_FOUND", f"Batch {name} not found.")
+            state["polls"] += 1
+            operation = state["operation"]
+            due = not operation.get("done") and state["polls"] > self.batch_polls
+            if not operation.get("done") and not due:
+                operation["metadata"]["state"] = "BATCH_STATE_RUNNING"
+        if due:
+            self._run_batch(state)
+        with self._lock:
+            answer = json.loads(json.dumps(operation))
+        if "response" in answer and self.batch_results_delay:
+            time.sleep(self.batch_results_delay)
+        return Reply(200, answer, {})
+
+    def _run_batch(self, state: dict[str, Any]) -> None:
+        """Answer a batch's requests (as ``generateContent`` would) and end it."""
+        operation = state["operation"]
+        metadata = operation["metadata"]
+        end_state = state["end_state"]
+        if end_state is not None:
+            with self._lock:
+                metadata["state"] = end_state
+                operation["done"] = True
+                if end_state == "BATCH_STATE_FAILED":
+                    operation["error"] = {"code": 13, "message": "The batch failed."}
+            return
+        entries: list[dict[str, Any]] = []
+        failed = 0
+        for item in state["items"]:
+            entry: dict[str, Any] = {}
+            if not self.batch_without_keys:
+                entry["metadata"] = {"key": item.custom_id}
+            if any(s in item.raw.decode() for s in self.batch_errors_matching):
+                entry["error"] = {"code": 13, "message": "Internal error encountered."}
+            else:
+                reply = self.answer(item)
+                if reply.status == 200:
+                    entry["response"] = reply.body
+                else:
+                    error = reply.body["error"]
+                    code = _GRPC_CODES.get(error["status"], 2)
+                    entry["error"] = {"code": code, "message": error["message"]}
+            failed += "error" in entry
+            if "response" in entry:
+                with self._lock:
+                    self.batch_answered.append(item)
+            entries.append(entry)
+        output = {"inlinedResponses": {"inlinedResponses": entries}}
+        with self._lock:
+            metadata["state"] = "BATCH_STATE_SUCCEEDED"
+            metadata["output"] = output
+            metadata["batchStats"] = {
+                "requestCount": str(len(entries)),
+                "successfulRequestCount": str(len(entries) - failed),
+                "failedRequestCount": str(failed),
+            }
+            metadata["endTime"] = _rfc3339(time.time())
+            operation["done"] = True
+            operation["response"] = {"@type": _BATCH_TYPE + "GenerateContentBatchOutput", **output}
 
     def _token(self, request: Request) -> Reply:
         from urllib.parse import parse_qs

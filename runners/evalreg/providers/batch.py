@@ -1,18 +1,38 @@
-"""Buy responses through batch APIs: OpenAI's Batch API and Anthropic's Message Batches.
+"""Buy responses through batch APIs: OpenAI's Batch API, Anthropic's Message Batches and
+the Gemini API's batch mode.
 
-A batch holds the exact request bodies a live run would send, each under its store key as
-``custom_id``: a response bought in a batch is stored under the same key, as the same
-evidence, as one bought live; its record says ``"batch": true`` (priced at the pin's batch
-prices) and names the batch. Every step is journalled before the next call
-(``store.batches``), so a run stopped at any moment resumes: it finds the batches it
-submitted, polls them, and collects what they bought instead of buying it again.
+A batch holds the exact request bodies a live run would send, each under its store key (as
+``custom_id``, or a Gemini request's ``metadata.key``): a response bought in a batch is
+stored under the same key, as the same evidence, as one bought live; its record says
+``"batch": true`` (priced at the pin's batch prices) and names the batch. Every step is
+journalled before the next call (``store.batches``), so a run stopped at any moment
+resumes: it finds the batches it submitted, polls them, and collects what they bought
+instead of buying it again.
 
 OpenAI: the requests are uploaded as a JSONL file (``POST /v1/files``, purpose ``batch``),
 the batch created from it (``POST /v1/batches``, ``completion_window: 24h``), polled
 (``GET /v1/batches/{id}``) and its output and error files read
 (``GET /v1/files/{id}/content``). Anthropic: the batch is created with its requests
 (``POST /v1/messages/batches``), polled (``GET /v1/messages/batches/{id}``) and its
-``results_url`` read (JSONL).
+``results_url`` read (JSONL). Gemini API: the batch is created with its requests inlined
+(``POST {base}/v1beta/models/{model}:batchGenerateContent``, body ``{"batch":
+{"display_name", "input_config": {"requests": {"requests": [{"request", "metadata":
+{"key"}}]}}}}``), the long-running operation it answers (``name: batches/...``) polled
+(``GET {base}/v1beta/{name}``: ``metadata.state`` ``BATCH_STATE_PENDING``, ``RUNNING``,
+``SUCCEEDED``, ``FAILED``, ``CANCELLED`` or ``EXPIRED``), and its
+``response.inlinedResponses.inlinedResponses`` read, each with ``response`` or ``error``
+(a ``google.rpc.Status``) and the ``metadata`` its request was given. This follows Google's
+Batch API guide (ai.google.dev/gemini-api/docs/batch-api: inline requests, the REST
+examples, "keep the total request size under 20MB", "the creation of a batch job is not
+idempotent") and reference (ai.google.dev/api/batch-api: ``InlinedRequest``,
+``InlinedResponse``, ``batches.get``, ``batches.list`` answering ``operations`` and
+``nextPageToken``), and the ``@google/genai`` SDK's converters, which read the state and
+output from the operation's ``metadata`` and map ``BATCH_STATE_*`` to ``JOB_STATE_*``
+(both are accepted here). Each response is matched to its request by the ``metadata.key``
+it echoes (the store key); the reference also promises the responses come in the order of
+the requests, which is used only for a response without that key. Vertex AI's batch
+prediction reads its input from Cloud Storage or BigQuery, not inline: Vertex AI pins are
+bought live.
 
 A request that errored or expired inside a batch is an error for its item, like any
 provider error: it is not stored, and the next run buys it again.
@@ -27,7 +47,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import quote, urlsplit
 
 from evalreg.providers.base import Completion, Provider, ProviderError
 from evalreg.providers.fetch import FetchReport, Job, JobError, put_response
@@ -43,15 +63,42 @@ from evalreg.store.batches import (
 )
 from evalreg.store.segments import ResponseStore, SegmentWriter, load_json
 
-APIS = {"openai": "openai", "openai_responses": "openai", "anthropic": "anthropic"}
+APIS = {
+    "openai": "openai",
+    "openai_responses": "openai",
+    "anthropic": "anthropic",
+    "gemini": "gemini",
+}
 """The batch API of each provider that has one (others are bought live)."""
-MAX_REQUESTS = {"openai": 50_000, "anthropic": 100_000}
-"""Requests one batch may hold."""
-MAX_BYTES = {"openai": 190 << 20, "anthropic": 250 << 20}
-"""Bytes one batch's requests may take (a margin under the APIs' 200 MB and 256 MB)."""
+MAX_REQUESTS = {"openai": 50_000, "anthropic": 100_000, "gemini": 100_000}
+"""Requests one batch may hold (Gemini documents no count for inline requests: its byte
+limit binds first)."""
+MAX_BYTES = {"openai": 190 << 20, "anthropic": 250 << 20, "gemini": 18 << 20}
+"""Bytes one batch's requests may take (a margin under the APIs' 200 MB and 256 MB, and
+the 20 MB Gemini takes inline in one creation request)."""
 MAX_POLL_S = 300.0
 _OPENAI_ENDED = frozenset({"completed", "failed", "expired", "cancelled"})
 _OPENAI_SUFFIXES = ("/chat/completions", "/responses")
+_GEMINI_SUFFIX = ":generateContent"
+_GEMINI_ENDED = frozenset({"SUCCEEDED", "FAILED", "CANCELLED", "EXPIRED"})
+_GRPC_HTTP = {
+    1: 499,  # CANCELLED
+    2: 500,  # UNKNOWN
+    3: 400,  # INVALID_ARGUMENT
+    4: 504,  # DEADLINE_EXCEEDED
+    5: 404,  # NOT_FOUND
+    7: 403,  # PERMISSION_DENIED
+    8: 429,  # RESOURCE_EXHAUSTED
+    9: 400,  # FAILED_PRECONDITION
+    13: 500,  # INTERNAL
+    14: 503,  # UNAVAILABLE
+    16: 401,  # UNAUTHENTICATED
+}
+"""The HTTP status of a ``google.rpc.Status`` code, as Google's APIs map them."""
+_VERTEX_LIVE = (
+    "bought live: Vertex AI batch prediction reads its requests from Cloud Storage or "
+    "BigQuery, not inline; the Gemini API (an API key) batches them"
+)
 
 _UNKNOWN_OUTCOME = frozenset({"timeout", "connection", "server", "malformed", "unreachable"})
 """Errors after which a batch may or may not have been created."""
@@ -61,9 +108,23 @@ BATCHED = "batched"
 it; not an error)."""
 
 
-def batch_api(provider: str) -> str | None:
-    """The batch API ``provider``'s requests can be bought through, or None."""
-    return APIS.get(provider)
+def batch_api(pin: Pin) -> str | None:
+    """The batch API ``pin``'s requests can be bought through, or None (bought live)."""
+    if pin.provider == "gemini" and pin.vertex is not None:
+        return None
+    return APIS.get(pin.provider)
+
+
+def live_notes(pins: Mapping[str, Pin]) -> list[str]:
+    """Why the requests of ``pins`` (by id) that have no batch API are bought live."""
+    named = sorted({p.provider for p in pins.values() if p.provider not in APIS})
+    vertex = sorted(i for i, p in pins.items() if p.provider in APIS and batch_api(p) is None)
+    notes = []
+    if named:
+        notes.append(f"bought live, without a batch API here: {', '.join(named)} requests")
+    if vertex:
+        notes.append(f"{', '.join(vertex)} (Vertex AI): {_VERTEX_LIVE}")
+    return notes
 
 
 @dataclass
@@ -272,6 +333,21 @@ async def _submit(
             found = await api.find(batch.file_id)
         assert batch.file_id is not None
         created = found or await api.create(batch.file_id, batch.local_id)
+    elif batch.api == "gemini":
+        gemini = _Gemini(http, pinned, batch)
+        found = await gemini.find() if resumed else None
+        if resumed:
+            report.notes.append(
+                f"{batch.pin_id}: a run stopped while submitting a batch of "
+                f"{len(requests)} requests; "
+                + (
+                    f"the Gemini API has it ({found[0]}, named {gemini.name}): it is collected"
+                    if found is not None
+                    else f"no batch named {gemini.name} is among the account's batches, so "
+                    "they are submitted now"
+                )
+            )
+        created = found or await gemini.create(requests)
     else:
         if resumed:
             report.notes.append(
@@ -314,14 +390,9 @@ async def _poll_round(
             or batch.local_id in stuck
         ):
             continue
-        api: _OpenAI | _Anthropic = (
-            _OpenAI(http, pinned, batch.endpoint)
-            if batch.api == "openai"
-            else _Anthropic(http, pinned, batch.endpoint)
-        )
         results: Results | None
         try:
-            results = await api.results(batch.batch_id)
+            results = await _api(http, pinned, batch).results(batch.batch_id)
         except ProviderError as exc:
             if exc.status != 404:
                 unreachable(batch, exc)
@@ -364,6 +435,14 @@ async def _poll_round(
         if writer is not None:
             writer.sync()
         journal.remove(ended)
+
+
+def _api(http: HttpLayer, pinned: _Pinned, batch: Batch) -> _OpenAI | _Anthropic | _Gemini:
+    if batch.api == "openai":
+        return _OpenAI(http, pinned, batch.endpoint)
+    if batch.api == "gemini":
+        return _Gemini(http, pinned, batch)
+    return _Anthropic(http, pinned, batch.endpoint)
 
 
 def _completion(provider: Provider, body: Any) -> Completion | ProviderError:
@@ -579,3 +658,133 @@ class _Anthropic:
                     f"batch_{kind}", f"the request {kind} in batch {batch_id} before it ran"
                 )
         return out, None
+
+
+class _Gemini:
+    """The Gemini API's batch mode, for one batch of a pin's requests, inlined."""
+
+    def __init__(self, http: HttpLayer, pinned: _Pinned, batch: Batch) -> None:
+        self.http, self.pin, self.provider = http, pinned.pin, pinned.provider
+        self.pin_id = pinned.pin_id
+        base, versioned, _ = batch.endpoint.partition("/v1beta/")
+        if not versioned or not batch.endpoint.endswith(_GEMINI_SUFFIX):
+            raise ProviderError("client", f"{batch.endpoint} has no batch API")
+        self.url = batch.endpoint[: -len(_GEMINI_SUFFIX)] + ":batchGenerateContent"
+        self.api = base + "/v1beta"
+        self.name = f"evalreg-{batch.local_id}"
+        """The batch's display name: how a run finds it again if its creation's answer
+        was lost."""
+        self.keys = batch.keys
+
+    async def _call(self, method: str, url: str, content: bytes = b"") -> bytes:
+        headers = self.provider.headers(self.pin)
+        return await self.http.call(self.pin_id, self.pin.limits, method, url, headers, content)
+
+    async def create(self, requests: list[BatchRequest]) -> tuple[str, str | None]:
+        """Create the batch, retried as the HTTP layer retries, except that after an error
+        that leaves unknown whether it was created (a timeout, a 5xx) the batch is looked
+        for by its name first: a creation is not idempotent, a retry would buy it twice."""
+        parts = (
+            b'{"request":%b,"metadata":{"key":"%s"}}' % (r.content, r.key.encode())
+            for r in requests
+        )
+        body = b"".join(
+            [
+                b'{"batch":{"display_name":"%s",' % self.name.encode(),
+                b'"input_config":{"requests":{"requests":[',
+                b",".join(parts),
+                b"]}}}}",
+            ]
+        )
+        limits = self.pin.limits
+        once = limits.model_copy(update={"max_retries": 0})
+        headers = self.provider.headers(self.pin)
+        number = 1
+        while True:
+            try:
+                answer = await self.http.call(self.pin_id, once, "POST", self.url, headers, body)
+            except ProviderError as exc:
+                if not exc.retryable or number > limits.max_retries:
+                    exc.attempts = number
+                    raise
+                if exc.kind in _UNKNOWN_OUTCOME:
+                    found = await self.find()
+                    if found is not None:
+                        return found
+                await asyncio.sleep(self.http.retry_delay(exc, number))
+                number += 1
+            else:
+                return self._named(_json(answer)), None
+
+    async def find(self) -> tuple[str, str | None] | None:
+        """The batch of this name already created (its creation's answer was lost): the
+        account's batches, a page at a time."""
+        token = ""
+        for _ in range(20):
+            page = _json(await self._call("GET", f"{self.api}/batches?pageSize=100{token}"))
+            for operation in page.get("operations") or []:
+                if not isinstance(operation, dict):
+                    continue
+                metadata = operation.get("metadata")
+                if isinstance(metadata, dict) and metadata.get("displayName") == self.name:
+                    return self._named(operation), None
+            following = page.get("nextPageToken")
+            if not isinstance(following, str) or not following:
+                return None
+            token = f"&pageToken={quote(following, safe='')}"
+        return None
+
+    async def results(self, name: str) -> Results | None:
+        """Each request's outcome once the batch has ended (None while it runs)."""
+        operation = _json(await self._call("GET", f"{self.api}/{name}"))
+        metadata = operation.get("metadata")
+        if not isinstance(metadata, dict):
+            metadata = {}
+        state = str(metadata.get("state") or operation.get("state") or "")
+        state = state.removeprefix("BATCH_STATE_").removeprefix("JOB_STATE_")
+        if state not in _GEMINI_ENDED:
+            if operation.get("done") is not True:
+                return None
+            state = "FAILED" if operation.get("error") else "SUCCEEDED"
+        output = operation.get("response") or metadata.get("output") or {}
+        inlined = output.get("inlinedResponses") if isinstance(output, dict) else None
+        entries = inlined.get("inlinedResponses") if isinstance(inlined, dict) else None
+        if not isinstance(entries, list):
+            entries = []
+        # In the order of the requests, as documented: used for an entry without its key.
+        in_order = len(entries) == len(self.keys)
+        out: dict[str, Completion | ProviderError] = {}
+        for index, entry in enumerate(entries):
+            if not isinstance(entry, dict):
+                continue
+            metadata_of = entry.get("metadata")
+            key = metadata_of.get("key") if isinstance(metadata_of, dict) else None
+            if not isinstance(key, str):
+                if not in_order:
+                    continue
+                key = self.keys[index]
+            out[key] = self._outcome(entry)
+        if state == "SUCCEEDED":
+            return out, None
+        kind = f"batch_{state.lower()}"
+        error = operation.get("error")
+        said = error.get("message") if isinstance(error, dict) else None
+        why = f"the batch {name} ended {state.lower()}" + (f": {said}" if said else "")
+        return out, ProviderError(kind, why)
+
+    def _outcome(self, entry: dict[str, Any]) -> Completion | ProviderError:
+        error = entry.get("error")
+        if isinstance(error, dict):
+            code = error.get("code")
+            status = _GRPC_HTTP.get(code, 500) if type(code) is int else 500
+            return _status_error(status, {"error": error}, "error")
+        if not isinstance(entry.get("response"), dict):
+            return ProviderError("malformed", "a batch response has neither response nor error")
+        return _completion(self.provider, entry["response"])
+
+    @staticmethod
+    def _named(operation: dict[str, Any]) -> str:
+        name = operation.get("name")
+        if not isinstance(name, str) or not name.startswith("batches/"):
+            raise ProviderError("malformed", "the Gemini API named no batches/... for a batch")
+        return name

@@ -342,7 +342,7 @@ class HttpLayer:
                 if not exc.retryable or number > limits.max_retries:
                     exc.attempts = number
                     raise
-                await asyncio.sleep(self._delay(exc, number))
+                await asyncio.sleep(self.retry_delay(exc, number))
             else:
                 breaker.record(False)
                 return reply
@@ -453,8 +453,9 @@ class HttpLayer:
             raise ProviderError("timeout", detail, status=status, retryable=True)
         raise ProviderError("client", detail, status=status)
 
-    def _delay(self, exc: ProviderError, attempt: int) -> float:
-        """Seconds to wait after failed attempt number ``attempt``."""
+    def retry_delay(self, exc: ProviderError, attempt: int) -> float:
+        """Seconds to wait after failed attempt number ``attempt`` (its ``Retry-After``, or
+        the backoff)."""
         if exc.retry_after is not None:
             return min(exc.retry_after, MAX_RETRY_AFTER_S)
         return self._backoff.delay(attempt)

@@ -21,7 +21,13 @@ from evalreg.prompting import render_messages
 from evalreg.providers import all_providers
 from evalreg.providers.attachments import estimated_input_tokens
 from evalreg.providers.base import Provider, credentials_problem, output_cap
-from evalreg.providers.batch import BATCHED, BatchReport, batch_api, buy_in_batches
+from evalreg.providers.batch import (
+    BATCHED,
+    BatchReport,
+    batch_api,
+    buy_in_batches,
+    live_notes,
+)
 from evalreg.providers.fetch import FetchReport, Job, Request, fetch, make_request
 from evalreg.providers.pricing import rates
 from evalreg.providers.tools import toolset
@@ -384,7 +390,7 @@ def prepare(root: Path, options: RunOptions, registry: Registry | None = None) -
         pin_keys.extend(plan.keys[: HISTORY_SAMPLE * 4])
         plan.observed_tokens = observed
         repeats = cell.task.repeats
-        if options.batch and batch_api(cell.pin.provider) is not None:
+        if options.batch and batch_api(cell.pin) is not None:
             plan.batch_estimated_micro_usd = 0
         request: tuple[schema.Item, Request] | None = None
         judged = [c for c in cell.rubric.criteria if isinstance(c.grader, schema.JudgeGrader)]
@@ -527,12 +533,8 @@ def run(
     writers: list[SegmentWriter] = []
     providers = all_providers(root)
     if options.batch:
-        named = {p.status.cell.pin.provider for p in runnable if p.to_buy}
-        live_only = sorted(name for name in named if batch_api(name) is None)
-        if live_only:
-            result.notes.append(
-                f"bought live, without a batch API here: {', '.join(live_only)} requests"
-            )
+        buying = {p.status.cell.candidate.pin: p.status.cell.pin for p in runnable if p.to_buy}
+        result.notes.extend(live_notes(buying))
 
     async def go() -> tuple[FetchReport, FetchReport | None]:
         from evalreg.providers.http import HttpLayer
@@ -683,7 +685,7 @@ def _by_batch(
     live: list[Job] = []
     batched: list[Job] = []
     for job in jobs:
-        to_batch = job.key in held or (options.batch and batch_api(job.provider.name))
+        to_batch = job.key in held or (options.batch and batch_api(job.pin) is not None)
         (batched if to_batch else live).append(job)
     return live, (journal, batched)
 

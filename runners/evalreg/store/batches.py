@@ -19,6 +19,14 @@ after sending it and before journalling the answer cannot know whether the batch
 Its intent is kept and its requests are submitted again by the next run, which says so:
 those requests may be bought twice (at the batch price), once for each batch.
 
+A Gemini API batch is created in one call too, not idempotent either, but named: its
+display name carries the local id, so the next run looks for that name among the
+account's batches and adopts the batch it finds; only a batch the listing does not show
+yet (or one beyond its first 2,000 entries) would be submitted again, and the run says
+which it did. The same holds within one run: a Gemini creation that timed out or failed
+with a 5xx is looked for by its name before it is retried (an Anthropic one is retried as
+sent, and a retry may create a second batch).
+
 A key in a journalled batch is never submitted again until that batch is collected; a
 collected batch leaves the journal only once its responses are stored and synced.
 """
@@ -59,7 +67,8 @@ class Batch:
 
     local_id: str
     api: str
-    """The batch protocol: ``openai`` (Files and Batches) or ``anthropic`` (Message Batches)."""
+    """The batch protocol: ``openai`` (Files and Batches), ``anthropic`` (Message Batches)
+    or ``gemini`` (the Gemini API's batch mode)."""
     provider: str
     """The provider of the requests (their store keys name it)."""
     pin_id: str
