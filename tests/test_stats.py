@@ -609,3 +609,47 @@ def test_a_clustered_comparison_at_another_level_agrees_with_its_test():
             assert got.significant(alpha) == (got.p_value < alpha), (a, b, clusters, alpha)
         checked += 1
     assert checked > 200
+
+
+def _bisect_one_at_a_time(value_at, target: float, low: float, high: float, steps: int) -> float:
+    for _ in range(steps):
+        middle = (low + high) / 2.0
+        if value_at(middle) >= target:
+            high = middle
+        else:
+            low = middle
+    return high
+
+
+@pytest.mark.parametrize("steps", [1, 5, 6, 7, 60])
+def test_bisection_a_few_rounds_at_a_time_visits_the_points_one_at_a_time_would(steps: int):
+    rng = random.Random(steps)
+    # Not monotone, so any point visited differently would show in the result.
+    table = {}
+
+    def noisy(x: float) -> float:
+        return table.setdefault(x, x + rng.uniform(-0.05, 0.05))
+
+    def many(points):
+        return [noisy(p) for p in points]
+
+    for target in (0.55, 0.6, 0.75, 0.9, 0.999):
+        expected = _bisect_one_at_a_time(noisy, target, 0.5, 1.0, steps)
+        assert stats._bisect_up(many, target, 0.5, 1.0, steps=steps) == expected
+
+
+def test_mde_mcnemar_is_the_bisection_of_its_exact_binomial_power():
+    from scipy.stats import binom
+
+    # Discordant pairs above the floor (a tenth of n), so m is the count given.
+    for n, discordant, alpha in [(100, 20, 0.05), (400, 45, 0.01), (60, 60, 0.05 / 3)]:
+        m = discordant
+        z = stats._z_two_sided(1.0 - alpha)
+        upper = math.floor((m + z * math.sqrt(m)) / 2.0) + 1
+        lower = math.ceil((m - z * math.sqrt(m)) / 2.0) - 1
+
+        def power(pi: float, m=m, upper=upper, lower=lower) -> float:
+            return float(binom.sf(upper - 1, m, pi)) + float(binom.cdf(lower, m, pi))
+
+        strong = _bisect_one_at_a_time(power, 0.8, 0.5, 1.0, 60)
+        assert stats.mde_mcnemar(n, discordant, alpha) == m / n * (2.0 * strong - 1.0)

@@ -884,21 +884,56 @@ def mde_mcnemar(
     upper = math.floor((m + reach) / 2.0) + 1
     lower = math.ceil((m - reach) / 2.0) - 1
 
-    def power_at(pi: float) -> float:
-        return float(binom.sf(upper - 1, m, pi)) + (
-            float(binom.cdf(lower, m, pi)) if lower >= 0 else 0.0
-        )
+    def power_at(pi: Sequence[float]) -> list[float]:
+        rejected = binom.sf(upper - 1, m, pi)
+        if lower >= 0:
+            rejected = rejected + binom.cdf(lower, m, pi)
+        return [float(p) for p in rejected]
 
-    if upper > m or power_at(1.0) < power:
+    if upper > m or power_at([1.0])[0] < power:
         return None
-    weak, strong = 0.5, 1.0
-    for _ in range(60):
-        middle = (weak + strong) / 2.0
-        if power_at(middle) >= power:
-            strong = middle
-        else:
-            weak = middle
+    strong = _bisect_up(power_at, power, 0.5, 1.0, steps=60)
     return _clamp(m / n * (2.0 * strong - 1.0), 0.0, 1.0)
+
+
+def _bisect_up(
+    value_at: Callable[[Sequence[float]], list[float]],
+    target: float,
+    low: float,
+    high: float,
+    *,
+    steps: int,
+    depth: int = 6,
+) -> float:
+    """``steps`` rounds of bisection for the smallest point of ``[low, high]`` where
+    ``value_at`` reaches ``target`` (``high`` is the end that reaches it): each round takes
+    the midpoint as the new ``high`` if it reaches the target, else as the new ``low``.
+
+    ``value_at`` takes many points at once: the midpoints the next ``depth`` rounds can visit
+    (``2**depth - 1`` of them, computed as the rounds compute them) are evaluated in one call,
+    then the rounds walk them. The result is exactly that of evaluating one midpoint a round,
+    point for point, in a tenth of the calls (a scipy call costs as much as many elements).
+    """
+    done = 0
+    while done < steps:
+        levels = min(depth, steps - done)
+        points: list[float] = []
+        spans = [(low, high)]
+        for _ in range(levels):
+            middles = [(a + b) / 2.0 for a, b in spans]
+            points.extend(middles)
+            spans = [
+                s for (a, b), mid in zip(spans, middles, strict=True) for s in ((a, mid), (mid, b))
+            ]
+        values = dict(zip(points, value_at(points), strict=True))
+        for _ in range(levels):
+            middle = (low + high) / 2.0
+            if values[middle] >= target:
+                high = middle
+            else:
+                low = middle
+        done += levels
+    return high
 
 
 def slice_mde(
