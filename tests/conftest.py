@@ -285,9 +285,14 @@ def label_of(request) -> str:
 
 def _free_port() -> int:
     """A loopback port below the system's ephemeral range (so no client socket or port-0
-    server is given it while it is free between tests), free right now."""
+    server is given it while it is free between tests), free right now, and in this xdist
+    worker's own share of the range (another worker's port is free between its tests too)."""
+    worker = int(os.environ.get("PYTEST_XDIST_WORKER", "gw0").removeprefix("gw") or 0)
+    workers = max(int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")), worker + 1)
+    share = (32000 - 20000) // workers
+    first = 20000 + worker * share
     for _ in range(200):
-        port = random.randrange(20000, 32000)
+        port = random.randrange(first, first + share)
         with socket.socket() as sock:
             try:
                 sock.bind(("127.0.0.1", port))
