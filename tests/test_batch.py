@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import shutil
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -278,6 +279,49 @@ def test_anthropic_message_batches_store_the_live_request_and_errors_per_item(
     assert len(server.batch_requests) == 5 and len(_records(with_anthropic.root)) == 4
     summary = _summary(with_anthropic, "labels/claude")
     assert summary["totals"]["errors"] == 0
+
+
+SHORT_TIMEOUT = "limits:\n  timeout_s: 0.5\n  max_retries: 2\n"
+CREATE_ANTHROPIC = "/v1/messages/batches"
+
+
+@pytest.mark.parametrize("protocol", ["openai", "anthropic"])
+def test_a_creation_that_timed_out_is_found_and_not_submitted_again(
+    with_anthropic: Repo, server, cli, protocol: str
+):
+    candidate, path = (
+        ("mini", "/v1/batches") if protocol == "openai" else ("claude", CREATE_ANTHROPIC)
+    )
+    pin = f"registry/models/{candidate}.yaml"
+    with_anthropic.write(pin, with_anthropic.read(pin) + SHORT_TIMEOUT)
+    with_anthropic.commit("a short timeout")
+    # The batch is created, but its answer comes after the client gave up waiting: a retry
+    # sent as it was would create a second batch and buy every request twice.
+    server.batch_create_delay = 1.5
+    done = cli(with_anthropic, "run", "--batch", *POLL, "--candidate", candidate)
+    assert done.code == 0, done.err
+    creations = [r for r in server.requests if r.method == "POST" and r.path == path]
+    assert len(creations) == 1, "a creation of unknown outcome was sent again"
+    assert server.count(lambda r: r.method == "GET" and r.path == path) >= 1  # looked for
+    assert sorted(Counter(r.custom_id for r in server.batch_requests).values()) == [1] * 4
+    assert len(_records(with_anthropic.root)) == 4
+    assert BatchJournal.load(with_anthropic.root).batches == []
+
+
+def test_an_anthropic_creation_whose_batch_is_not_listed_is_sent_again(
+    with_anthropic: Repo, server, cli
+):
+    # The first creation fails with a 500 before the server makes the batch: whether it was
+    # made is unknown to the client, the list has no batch of that size since the intent,
+    # so the retry is the one purchase.
+    server.batch_create_errors = 1
+    done = cli(with_anthropic, "run", "--batch", *POLL, "--candidate", "claude")
+    assert done.code == 0, done.err
+    posted = [r for r in server.requests if r.method == "POST" and r.path == CREATE_ANTHROPIC]
+    assert len(posted) == 2
+    assert server.count(lambda r: r.method == "GET" and r.path == CREATE_ANTHROPIC) == 1
+    assert sorted(Counter(r.custom_id for r in server.batch_requests).values()) == [1] * 4
+    assert len(_records(with_anthropic.root)) == 4
 
 
 def test_a_results_url_elsewhere_is_not_sent_the_key(with_anthropic: Repo, server, cli):

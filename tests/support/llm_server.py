@@ -41,7 +41,7 @@ Behaviour worth knowing:
 * Bytes that do not parse as HTTP get a 400 and a closed connection and are not recorded.
 * Batch APIs: OpenAI's ``POST /v1/files`` (multipart, purpose ``batch``), ``GET
   /v1/files/{id}/content``, ``POST /v1/batches``, ``GET /v1/batches[/{id}]`` and Anthropic's
-  ``POST /v1/messages/batches``, ``GET /v1/messages/batches/{id}[/results]``. A batch ends
+  ``POST /v1/messages/batches``, ``GET /v1/messages/batches[/{id}[/results]]``. A batch ends
   on the poll after ``batch_polls`` polls, its requests answered as the live endpoints would
   (the responder included). ``batch_expire_after`` makes the next batch expire after that
   many answers; requests whose body contains a string in ``batch_errors_matching`` fail
@@ -1296,8 +1296,8 @@ class LLMServer:
                 result = self._create_batch(request, anthropic)
                 if self.batch_create_delay:
                     await asyncio.sleep(self.batch_create_delay)
-            elif request.method == "GET" and parts == ["batches"] and not anthropic:
-                result = self._list_batches(request.query)
+            elif request.method == "GET" and parts == ["batches"]:
+                result = self._list_batches(request.query, anthropic)
             elif request.method == "GET" and len(parts) == 2 and parts[0] == "batches":
                 result = self._poll_batch(parts[1])
             elif request.method == "GET" and len(parts) == 3 and anthropic:
@@ -1447,17 +1447,24 @@ class LLMServer:
             self._batches[batch_id] = state
             return dict(state["object"])
 
-    def _list_batches(self, query: str) -> dict[str, Any]:
+    def _list_batches(self, query: str, anthropic: bool) -> dict[str, Any]:
+        """OpenAI's ``GET /v1/batches`` (cursor ``after``) or Anthropic's ``GET
+        /v1/messages/batches`` (cursor ``after_id``): newest first, a page at a time."""
         params = dict(part.partition("=")[::2] for part in query.split("&") if part)
         limit = int(params.get("limit") or 20)
         with self._lock:
-            listed = [b["object"] for b in reversed(self._batches.values()) if not b["anthropic"]]
-        if params.get("after"):
+            listed = [
+                dict(b["object"])
+                for b in reversed(self._batches.values())
+                if b["anthropic"] == anthropic
+            ]
+        cursor = params.get("after_id" if anthropic else "after")
+        if cursor:
             ids = [b["id"] for b in listed]
-            listed = listed[ids.index(params["after"]) + 1 :]
+            listed = listed[ids.index(cursor) + 1 :]
         page = listed[:limit]
         return {
-            "object": "list",
+            **({} if anthropic else {"object": "list"}),
             "data": page,
             "first_id": page[0]["id"] if page else None,
             "last_id": page[-1]["id"] if page else None,

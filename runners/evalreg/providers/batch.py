@@ -43,7 +43,7 @@ from __future__ import annotations
 import asyncio
 import json
 import secrets
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any
@@ -52,7 +52,7 @@ from urllib.parse import quote, urlsplit
 from evalreg.providers.base import Completion, Provider, ProviderError
 from evalreg.providers.fetch import FetchReport, Job, JobError, put_response
 from evalreg.providers.http import HttpLayer
-from evalreg.registry.schema import Pin
+from evalreg.registry.schema import Limits, Pin
 from evalreg.store.batches import (
     INTENT,
     SUBMITTED,
@@ -77,6 +77,11 @@ MAX_BYTES = {"openai": 190 << 20, "anthropic": 250 << 20, "gemini": 18 << 20}
 """Bytes one batch's requests may take (a margin under the APIs' 200 MB and 256 MB, and
 the 20 MB Gemini takes inline in one creation request)."""
 MAX_POLL_S = 300.0
+CLOCK_SKEW_S = 600.0
+"""How far the provider's clock may be behind ours when a run looks for a batch whose
+creation's answer was lost among those created since it journalled its intent."""
+Created = tuple[str, str | None]
+"""A created batch: its id, and when it expires (None if not said)."""
 _OPENAI_ENDED = frozenset({"completed", "failed", "expired", "cancelled"})
 _OPENAI_SUFFIXES = ("/chat/completions", "/responses")
 _GEMINI_SUFFIX = ":generateContent"
@@ -349,14 +354,27 @@ async def _submit(
             )
         created = found or await gemini.create(requests)
     else:
+        anthropic = _Anthropic(http, pinned, batch.endpoint)
+        found = None
         if resumed:
-            report.notes.append(
+            taken = {b.batch_id for b in journal.batches if b.batch_id is not None}
+            found, candidates = await anthropic.find(batch, len(requests), taken)
+            stopped = (
                 f"{batch.pin_id}: a run stopped while submitting a batch of "
-                f"{len(requests)} requests, before Anthropic answered; they are submitted "
-                "again (Message Batches take no idempotency key: if the first batch was "
-                "created, those requests are bought twice, at the batch price)"
+                f"{len(requests)} requests, before Anthropic answered; "
             )
-        created = await _Anthropic(http, pinned, batch.endpoint).create(requests)
+            if found is not None:
+                said = f"{found[0]}, created since, holds that many: it is collected"
+            elif candidates:
+                said = (
+                    f"{candidates} batches created since hold that many, so which is its "
+                    "own is unknown: they are submitted again (if one of those was it, "
+                    "its requests are bought twice, at the batch price)"
+                )
+            else:
+                said = "no batch created since holds that many: they are submitted now"
+            report.notes.append(stopped + said)
+        created = found or await anthropic.create(batch, requests)
     batch_id, expires = created
     journal.update(batch, state=SUBMITTED, batch_id=batch_id, expires_utc=expires)
     report.submitted.append(batch_id)
@@ -437,6 +455,33 @@ async def _poll_round(
         journal.remove(ended)
 
 
+async def _create_once(
+    http: HttpLayer,
+    limits: Limits,
+    send: Callable[[Limits], Awaitable[Created]],
+    find: Callable[[], Awaitable[Created | None]],
+) -> Created:
+    """Create a batch with ``send``, retried as the HTTP layer retries, except that after an
+    error that leaves unknown whether it was created (a timeout, a 5xx) the batch is looked
+    for with ``find`` first: a creation is not idempotent, and a retry of one that was
+    created would buy its requests twice."""
+    once = limits.model_copy(update={"max_retries": 0})
+    number = 1
+    while True:
+        try:
+            return await send(once)
+        except ProviderError as exc:
+            if not exc.retryable or number > limits.max_retries:
+                exc.attempts = number
+                raise
+            if exc.kind in _UNKNOWN_OUTCOME:
+                found = await find()
+                if found is not None:
+                    return found
+            await asyncio.sleep(http.retry_delay(exc, number))
+            number += 1
+
+
 def _api(http: HttpLayer, pinned: _Pinned, batch: Batch) -> _OpenAI | _Anthropic | _Gemini:
     if batch.api == "openai":
         return _OpenAI(http, pinned, batch.endpoint)
@@ -492,6 +537,18 @@ def _json(data: bytes) -> dict[str, Any]:
     return value
 
 
+def _timestamp(value: Any) -> float | None:
+    """Seconds since the epoch of a provider's time: a number, or an ISO 8601 string."""
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return float(value)
+    if isinstance(value, str):
+        try:
+            return datetime.fromisoformat(value).timestamp()
+        except ValueError:
+            return None
+    return None
+
+
 def _iso(timestamp: Any) -> str | None:
     if isinstance(timestamp, int | float) and not isinstance(timestamp, bool):
         return datetime.fromtimestamp(timestamp, UTC).isoformat().replace("+00:00", "Z")
@@ -542,7 +599,7 @@ class _OpenAI:
         )
         return str(answer["id"])
 
-    async def find(self, file_id: str) -> tuple[str, str | None] | None:
+    async def find(self, file_id: str) -> Created | None:
         """The batch already created from ``file_id``, if any (its creation's answer was
         lost): the account's batches, newest first, a page at a time."""
         after = ""
@@ -556,15 +613,23 @@ class _OpenAI:
             after = f"&after={page['last_id']}"
         return None
 
-    async def create(self, file_id: str, local_id: str) -> tuple[str, str | None]:
+    async def create(self, file_id: str, local_id: str) -> Created:
+        """Create the batch (:func:`_create_once`: looked for by its file before a retry)."""
         body = {
             "input_file_id": file_id,
             "endpoint": self.url,
             "completion_window": "24h",
             "metadata": {"evalreg_batch": local_id},
         }
-        answer = _json(await self._call("POST", f"{self.base}/batches", json.dumps(body).encode()))
-        return str(answer["id"]), _iso(answer.get("expires_at"))
+        content = json.dumps(body).encode()
+        headers = self.provider.headers(self.pin)
+        url = f"{self.base}/batches"
+
+        async def send(once: Limits) -> Created:
+            answer = _json(await self.http.call(self.pin_id, once, "POST", url, headers, content))
+            return str(answer["id"]), _iso(answer.get("expires_at"))
+
+        return await _create_once(self.http, self.pin.limits, send, lambda: self.find(file_id))
 
     async def results(self, batch_id: str) -> Results | None:
         """Each request's outcome once the batch has ended (None while it runs)."""
@@ -623,11 +688,56 @@ class _Anthropic:
         headers = self.provider.headers(self.pin)
         return await self.http.call(self.pin_id, self.pin.limits, method, url, headers, content)
 
-    async def create(self, requests: list[BatchRequest]) -> tuple[str, str | None]:
+    async def create(self, batch: Batch, requests: list[BatchRequest]) -> Created:
+        """Create the batch (:func:`_create_once`: looked for before a retry)."""
         parts = (b'{"custom_id":"%s","params":%b}' % (r.key.encode(), r.content) for r in requests)
         body = b'{"requests":[' + b",".join(parts) + b"]}"
-        answer = _json(await self._call("POST", self.url, body))
-        return str(answer["id"]), _iso(answer.get("expires_at"))
+        headers = self.provider.headers(self.pin)
+
+        async def send(once: Limits) -> Created:
+            answer = _json(await self.http.call(self.pin_id, once, "POST", self.url, headers, body))
+            return str(answer["id"]), _iso(answer.get("expires_at"))
+
+        async def find() -> Created | None:
+            return (await self.find(batch, len(requests), set()))[0]
+
+        return await _create_once(self.http, self.pin.limits, send, find)
+
+    async def find(self, batch: Batch, count: int, taken: set[str]) -> tuple[Created | None, int]:
+        """The batch created for ``batch`` whose creation's answer was lost, and how many
+        batches could be it.
+
+        Message Batches take no idempotency key and carry no name, so a batch is taken to be
+        this one when it is the only batch of the workspace created since the intent was
+        journalled (less :data:`CLOCK_SKEW_S`) that holds exactly ``count`` requests and is
+        not journalled (``taken``) already. A wrong match costs no purchase: its results are
+        read by custom id, which is the store key, and a request it lacks is an error,
+        bought again by the next run.
+        """
+        since = datetime.fromisoformat(batch.created_utc).timestamp() - CLOCK_SKEW_S
+        matches: list[Created] = []
+        after = ""
+        for _ in range(20):
+            page = _json(await self._call("GET", f"{self.url}?limit=100{after}"))
+            listed = [b for b in page.get("data") or [] if isinstance(b, dict)]
+            for entry in listed:
+                created = _timestamp(entry.get("created_at"))
+                if created is None or created < since:
+                    return (matches[0] if len(matches) == 1 else None), len(matches)
+                counts = entry.get("request_counts")
+                total = (
+                    sum(v for v in counts.values() if type(v) is int)
+                    if isinstance(counts, dict)
+                    else -1
+                )
+                ident = entry.get("id")
+                if total == count and isinstance(ident, str) and ident not in taken:
+                    matches.append((ident, _iso(entry.get("expires_at"))))
+            last = page.get("last_id")
+            if page.get("has_more") is not True or not isinstance(last, str) or not listed:
+                break
+            after = f"&after_id={quote(last, safe='')}"
+        return (matches[0] if len(matches) == 1 else None), len(matches)
 
     async def results(self, batch_id: str) -> Results | None:
         batch = _json(await self._call("GET", f"{self.url}/{batch_id}"))
@@ -680,10 +790,8 @@ class _Gemini:
         headers = self.provider.headers(self.pin)
         return await self.http.call(self.pin_id, self.pin.limits, method, url, headers, content)
 
-    async def create(self, requests: list[BatchRequest]) -> tuple[str, str | None]:
-        """Create the batch, retried as the HTTP layer retries, except that after an error
-        that leaves unknown whether it was created (a timeout, a 5xx) the batch is looked
-        for by its name first: a creation is not idempotent, a retry would buy it twice."""
+    async def create(self, requests: list[BatchRequest]) -> Created:
+        """Create the batch (:func:`_create_once`: looked for by its name before a retry)."""
         parts = (
             b'{"request":%b,"metadata":{"key":"%s"}}' % (r.content, r.key.encode())
             for r in requests
@@ -696,27 +804,15 @@ class _Gemini:
                 b"]}}}}",
             ]
         )
-        limits = self.pin.limits
-        once = limits.model_copy(update={"max_retries": 0})
         headers = self.provider.headers(self.pin)
-        number = 1
-        while True:
-            try:
-                answer = await self.http.call(self.pin_id, once, "POST", self.url, headers, body)
-            except ProviderError as exc:
-                if not exc.retryable or number > limits.max_retries:
-                    exc.attempts = number
-                    raise
-                if exc.kind in _UNKNOWN_OUTCOME:
-                    found = await self.find()
-                    if found is not None:
-                        return found
-                await asyncio.sleep(self.http.retry_delay(exc, number))
-                number += 1
-            else:
-                return self._named(_json(answer)), None
 
-    async def find(self) -> tuple[str, str | None] | None:
+        async def send(once: Limits) -> Created:
+            answer = await self.http.call(self.pin_id, once, "POST", self.url, headers, body)
+            return self._named(_json(answer)), None
+
+        return await _create_once(self.http, self.pin.limits, send, self.find)
+
+    async def find(self) -> Created | None:
         """The batch of this name already created (its creation's answer was lost): the
         account's batches, a page at a time."""
         token = ""

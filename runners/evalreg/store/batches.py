@@ -14,18 +14,14 @@ A batch is journalled in steps, each written durably before the call that follow
    batch's id finds that batch again among the account's batches by its input file.
 3. ``submitted``: the provider's batch id, before waiting for it.
 
-An Anthropic batch is created in one call that takes no idempotency key: a run stopped
-after sending it and before journalling the answer cannot know whether the batch exists.
-Its intent is kept and its requests are submitted again by the next run, which says so:
-those requests may be bought twice (at the batch price), once for each batch.
-
-A Gemini API batch is created in one call too, not idempotent either, but named: its
-display name carries the local id, so the next run looks for that name among the
-account's batches and adopts the batch it finds; only a batch the listing does not show
-yet (or one beyond its first 2,000 entries) would be submitted again, and the run says
-which it did. The same holds within one run: a Gemini creation that timed out or failed
-with a 5xx is looked for by its name before it is retried (an Anthropic one is retried as
-sent, and a retry may create a second batch).
+A batch is created in one call that is not idempotent, so a run stopped after sending it
+and before journalling the answer (or a creation that timed out or failed with a 5xx)
+cannot know whether the batch exists: the batch is looked for before another is created
+(``providers.batch``), by its input file (OpenAI), its display name, which carries the
+local id (Gemini API), or, for Anthropic's Message Batches, which carry neither a name nor
+an idempotency key, as the only batch created since the intent with exactly its number of
+requests. Only a batch that cannot be told apart, or that the listing does not show yet,
+is submitted again, and the run says so.
 
 A key in a journalled batch is never submitted again until that batch is collected; a
 collected batch leaves the journal only once its responses are stored and synced.
