@@ -181,6 +181,13 @@ def test_no_wait_submits_and_a_later_run_collects_without_buying_again(live: Rep
     (batch,) = BatchJournal.load(live.root).batches
     assert batch.state == "submitted" and batch.batch_id and len(batch.keys) == 4
     assert _records(live.root) == {}
+    # status says what waits, where, and what collects it (the JSON stays the cells').
+    for args in ((), ("--json",)):
+        shown = cli(live, "status", *args)
+        assert shown.code == 0, shown.err
+        assert "waiting: 4 responses in 1 batch not collected yet" in shown.err
+        assert f"  mini: {batch.batch_id}, 4 requests, since {batch.created_utc}" in shown.err
+    assert {c["cell"] for c in json.loads(shown.out)} >= {"labels/mini"}
 
     # A live run meanwhile buys none of them again: they wait in the batch.
     plain = cli(live, "run", "--candidate", "mini")
@@ -192,6 +199,7 @@ def test_no_wait_submits_and_a_later_run_collects_without_buying_again(live: Rep
     assert collected.code == 0, collected.err
     assert len(server.batch_requests) == 4  # nothing submitted twice
     assert BatchJournal.load(live.root).batches == []
+    assert "waiting:" not in cli(live, "status").err
     assert {r["batch_id"] for r in _records(live.root).values()} == {batch.batch_id}
     assert _summary(live, "labels/mini")["totals"]["errors"] == 0
 

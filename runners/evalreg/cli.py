@@ -162,14 +162,18 @@ def cmd_evalset_add(args: argparse.Namespace) -> int:
 
 def cmd_status(args: argparse.Namespace) -> int:
     from evalreg.registry.loader import load_registry
-    from evalreg.report.terminal import print_status
+    from evalreg.report.terminal import print_status, print_waiting_batches
     from evalreg.results.freshness import status
+    from evalreg.store.batches import BatchJournal
 
-    statuses = status(load_registry(_repaired(_root(args))))
+    root = _repaired(_root(args))
+    statuses = status(load_registry(root))
+    batches = BatchJournal.load(root).batches
     if args.json:
         _emit(json.dumps([s.as_dict() for s in statuses], indent=2) + "\n")
+        print_waiting_batches(batches)
     else:
-        print_status(statuses)
+        print_status(statuses, batches)
     return 0
 
 

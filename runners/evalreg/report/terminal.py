@@ -47,6 +47,7 @@ if TYPE_CHECKING:
     from evalreg.runner.reproduce import RangeReproduction, Reproduction
     from evalreg.runner.run import CellPlan, RunResult
     from evalreg.scaffold import Scaffolded
+    from evalreg.store.batches import Batch
     from evalreg.store.compaction import Compaction
     from evalreg.store.purge import PurgeRecord
 
@@ -142,7 +143,8 @@ def print_check(result: CheckResult, *, strict: bool = False) -> None:
     sys.stdout.flush()
 
 
-def print_status(statuses: list[CellStatus]) -> None:
+def print_status(statuses: list[CellStatus], batches: Sequence[Batch] = ()) -> None:
+    """The cells' states, then the batches submitted and not collected yet (if any)."""
     colors = {"fresh": "green", "stale": "yellow", "pending": "cyan"}
     task, cell_headers, cell_rows = _cell_columns([st.cell.id for st in statuses])
     table = _table("Cells" + (f" of {plain(task)}" if task else ""))
@@ -153,6 +155,31 @@ def print_status(statuses: list[CellStatus]) -> None:
     notes = _fill(table, [*cell_headers, "state", "why"], rows)
     console().print(table)
     _print_notes(notes)
+    print_waiting_batches(batches)
+
+
+def print_waiting_batches(batches: Sequence[Batch]) -> None:
+    """On stderr: the batches journalled and not collected yet, which a later ``run
+    --batch`` collects (a cell stays pending or stale until then)."""
+    if not batches:
+        return
+    err = error_console()
+    held = sum(len(b.keys) for b in batches)
+    err.print(
+        f"waiting: {plural(held, 'response')} in {plural(len(batches), 'batch', 'batches')} "
+        "not collected yet; `evalreg run --batch` collects them"
+    )
+    for batch in batches:
+        where = batch.batch_id or f"not submitted yet ({batch.state})"
+        expires = f", expires {batch.expires_utc}" if batch.expires_utc else ""
+        err.print(
+            Text(
+                plain(
+                    f"  {batch.pin_id}: {where}, {plural(len(batch.keys), 'request')}, "
+                    f"since {batch.created_utc}{expires}"
+                )
+            )
+        )
 
 
 class RunProgress:
