@@ -191,6 +191,28 @@ def test_gemini_requests_are_split_into_batches_under_the_inline_byte_limit(
     assert set(submitted) == set(_gemini_records(on_gemini.root))
 
 
+def test_a_request_too_large_for_any_batch_is_bought_live_and_said(
+    on_gemini: Repo, gemini: GeminiServer, cli, monkeypatch
+):
+    registry = load_registry(on_gemini.root)
+    (cell,) = [c for c in cells(registry) if c.id == "labels/mini"]
+    provider = get_provider("gemini")
+    items = registry.evalset_of(cell.task_id, cell.split).items
+    largest = max(len(cell_request(cell, provider, item).content) for item in items)
+    # No batch can hold one of them: they are bought live, not sent to fail in a batch.
+    monkeypatch.setitem(batch.MAX_BYTES, "gemini", largest + 200 - 1)
+    done = cli(on_gemini, "run", "--batch", *POLL, "--candidate", "mini")
+    assert done.code == 0, done.err
+    assert "bought live: 4 requests of mini too large for one batch of its API" in done.err
+    assert _live_calls(gemini) == 4 and gemini.batch_requests == []
+    records = _gemini_records(on_gemini.root)
+    assert len(records) == 4 and not any(r["response"].get("batch") for r in records.values())
+    # With room again, nothing is bought twice.
+    monkeypatch.setitem(batch.MAX_BYTES, "gemini", largest + 200)
+    assert cli(on_gemini, "run", "--batch", *POLL, "--candidate", "mini").code == 0
+    assert _live_calls(gemini) == 4 and gemini.batch_requests == []
+
+
 def test_no_wait_submits_a_gemini_batch_and_a_later_run_collects_it(
     on_gemini: Repo, gemini: GeminiServer, cli
 ):

@@ -76,6 +76,8 @@ limit binds first)."""
 MAX_BYTES = {"openai": 190 << 20, "anthropic": 250 << 20, "gemini": 18 << 20}
 """Bytes one batch's requests may take (a margin under the APIs' 200 MB and 256 MB, and
 the 20 MB Gemini takes inline in one creation request)."""
+_WRAPPING = 200
+"""Bytes a batch may add around each request (its custom id or key, its JSON wrapping)."""
 MAX_POLL_S = 300.0
 CLOCK_SKEW_S = 600.0
 """How far the provider's clock may be behind ours when a run looks for a batch whose
@@ -118,6 +120,13 @@ def batch_api(pin: Pin) -> str | None:
     if pin.provider == "gemini" and pin.vertex is not None:
         return None
     return APIS.get(pin.provider)
+
+
+def fits_a_batch(job: Job) -> bool:
+    """Whether ``job``'s request alone fits in one batch of its API (a larger one, say a
+    request carrying big files, is bought live)."""
+    api = batch_api(job.pin)
+    return api is not None and len(job.content) + _WRAPPING <= MAX_BYTES[api]
 
 
 def live_notes(pins: Mapping[str, Pin]) -> list[str]:
@@ -307,7 +316,7 @@ def _groups(jobs: list[Job]) -> list[list[Job]]:
                 out.append(current)
                 current, size = [], 0
             current.append(job)
-            size += len(job.content) + 200
+            size += len(job.content) + _WRAPPING
         if current:
             out.append(current)
     return out

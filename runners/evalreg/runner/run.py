@@ -26,6 +26,7 @@ from evalreg.providers.batch import (
     BatchReport,
     batch_api,
     buy_in_batches,
+    fits_a_batch,
     live_notes,
 )
 from evalreg.providers.fetch import FetchReport, Job, Request, fetch, make_request
@@ -557,6 +558,7 @@ def run(
                     if progress is not None and cached:
                         progress(plan.status.cell.id, "cached", cached)
                 live, batched = _by_batch(jobs, options, root)
+                result.notes.extend(_too_large_note(jobs, options))
                 report = await fetch(
                     live,
                     store,
@@ -685,9 +687,23 @@ def _by_batch(
     live: list[Job] = []
     batched: list[Job] = []
     for job in jobs:
-        to_batch = job.key in held or (options.batch and batch_api(job.pin) is not None)
+        to_batch = job.key in held or (options.batch and fits_a_batch(job))
         (batched if to_batch else live).append(job)
     return live, (journal, batched)
+
+
+def _too_large_note(jobs: list[Job], options: RunOptions) -> list[str]:
+    """Under ``--batch``, the note on requests bought live because no batch can hold one."""
+    if not options.batch or options.offline:
+        return []
+    large = [j for j in jobs if batch_api(j.pin) is not None and not fits_a_batch(j)]
+    if not large:
+        return []
+    pins = ", ".join(sorted({j.pin_id for j in large}))
+    return [
+        f"bought live: {plural(len(large), 'request')} of {pins} too large for one batch of "
+        "its API (the files they carry, inline)"
+    ]
 
 
 def _merge(report: FetchReport, other: FetchReport) -> None:
