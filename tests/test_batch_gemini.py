@@ -246,6 +246,7 @@ def test_a_vertex_ai_pin_is_bought_live_under_batch_and_the_run_says_why(
     dry = cli(live, "run", "--batch", "--dry-run", "--candidate", "mini")
     assert dry.code == 0, dry.err
     assert not any(x.startswith("Bought in batches") for x in dry.out.splitlines())
+    assert "mini (Vertex AI): bought live: Vertex AI batch prediction" in dry.err
     done = cli(live, "run", "--batch", *POLL, "--candidate", "mini")
     assert done.code == 0, done.err
     assert (

@@ -473,10 +473,15 @@ def run(
         prepared = prepare(root, options)
     registry, store, plans = prepared.registry, prepared.store, prepared.plans
     result = RunResult(plans)
-    if options.dry_run:
-        return result
     runnable = [p for p in plans if p.blocked is None]
     jobs = [job for p in runnable for job in p.to_buy]
+    if options.batch:
+        # What --batch will buy live, and why (a dry run says it too).
+        buying = {p.status.cell.candidate.pin: p.status.cell.pin for p in runnable if p.to_buy}
+        result.notes.extend(live_notes(buying))
+        result.notes.extend(_too_large_note(jobs, options))
+    if options.dry_run:
+        return result
     budget = _Budget(options.max_cost_usd)
     cell_of = {job.key: p.status.cell.id for p in runnable for job in p.to_buy}
     budget.output_tokens = {job.key: p.observed_tokens for p in runnable for job in p.to_buy}
@@ -533,9 +538,6 @@ def run(
 
     writers: list[SegmentWriter] = []
     providers = all_providers(root)
-    if options.batch:
-        buying = {p.status.cell.candidate.pin: p.status.cell.pin for p in runnable if p.to_buy}
-        result.notes.extend(live_notes(buying))
 
     async def go() -> tuple[FetchReport, FetchReport | None]:
         from evalreg.providers.http import HttpLayer
@@ -558,7 +560,6 @@ def run(
                     if progress is not None and cached:
                         progress(plan.status.cell.id, "cached", cached)
                 live, batched = _by_batch(jobs, options, root)
-                result.notes.extend(_too_large_note(jobs, options))
                 report = await fetch(
                     live,
                     store,
