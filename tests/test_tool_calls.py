@@ -344,3 +344,86 @@ def test_a_rubric_grading_tool_calls_needs_a_task_with_tools(repo: Repo, cli):
     repo.commit("a tool criterion")
     err = assert_refused(repo, cli, "check", expect=("criterion 'tool' grades tool calls",))
     assert "registry/tasks/labels.yaml:" in err
+
+
+JUDGE_PIN = """\
+schema_version: 1
+provider: openai
+model: judge-snapshot-2026-01-01
+base_url: {url}
+api_key_env: OPENAI_API_KEY
+params:
+  temperature: 0
+"""
+JUDGED = """\
+  - id: sensible
+    description: The call fits the question.
+    grader:
+      type: llm_judge
+      judge: judge
+      prompt_version: v1
+      prompt: |
+        Question: {{ input | tojson }}
+        Answer: {{ output }}
+        Calls: {{ tool_calls | tojson }}
+"""
+
+
+def test_a_judge_sees_the_tool_calls_and_show_prints_them(tooled: Repo, cli, server):
+    from evalreg.graders.llm_judge import JUDGE_INSTRUCTIONS
+
+    def is_judge(request: Any) -> bool:
+        return request.body["messages"][0]["content"] == JUDGE_INSTRUCTIONS
+
+    server.tool_caller = lambda r: [] if is_judge(r) else calls_for(r)
+    server.responder = lambda r: '{"score": 1, "reason": "fits"}' if is_judge(r) else "Hi!"
+    tooled.write("registry/models/judge.yaml", JUDGE_PIN.format(url=server.base_url))
+    rubric = tooled.read("registry/rubrics/routing.yaml")
+    tooled.write("registry/rubrics/routing.yaml", rubric + JUDGED)
+    tooled.commit("a judge of the calls")
+    result = cli(tooled, "run", "--candidate", "mini")
+    assert result.code in (0, 1), result.out + result.err
+
+    prompts = {
+        r.body["messages"][1]["content"].split("\n")[0]: r.body["messages"][1]["content"]
+        for r in server.requests
+        if r.protocol == "openai" and is_judge(r)
+    }
+    assert len(prompts) == 4
+    (paris,) = [p for q, p in prompts.items() if "Paris" in q]
+    # The call the model made, name and arguments, not the provider's call id.
+    calls = json.loads(paris.split("Calls: ", 1)[1])
+    assert calls == [{"name": "get_weather", "arguments": {"city": "paris", "days": 4}}]
+    (hello,) = [p for q, p in prompts.items() if "Hello" in q]
+    assert hello.endswith("Calls: []\n")
+    assert records(tooled, "mini")["w-paris"]["criteria"]["sensible"]["passed"] is True
+
+    [view] = json.loads(cli(tooled, "show", "w-tokyo", "--candidate", "mini", "--json").out)
+    (sample,) = view["candidates"][0]["samples"]
+    (call,) = sample["tool_calls"]
+    assert call["name"] == "get_time" and "error" in call  # its arguments were cut short
+    shown = cli(tooled, "show", "w-paris", "--candidate", "mini")
+    assert shown.code == 0, shown.err
+    assert 'tool calls:\n  get_weather({"city": "paris", "days": 4})' in shown.out
+    # The judge's reason is found again, under the request the calls made.
+    assert "fits" in shown.out
+
+
+def test_a_judge_prompt_without_tool_calls_renders_the_same_request_with_or_without_them(
+    tooled: Repo, server
+):
+    from evalreg.graders.llm_judge import Judges
+    from evalreg.registry.loader import load_registry
+
+    tooled.write("registry/models/judge.yaml", JUDGE_PIN.format(url=server.base_url))
+    without = JUDGED.replace("        Calls: {{ tool_calls | tojson }}\n", "")
+    tooled.write(
+        "registry/rubrics/routing.yaml", tooled.read("registry/rubrics/routing.yaml") + without
+    )
+    registry = load_registry(tooled.root)
+    criterion = registry.rubrics["routing"].criteria[-1]
+    item = next(i for i in registry.evalset_of("routing", "dev").items if i.id == "w-paris")
+    judges = Judges(registry.pins, None)
+    call = {"id": "c9", "name": "get_weather", "arguments": {"city": "Paris"}}
+    plain = judges.job(criterion, item, "Hi!", "x")
+    assert judges.job(criterion, item, "Hi!", "x", [call]).key == plain.key

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -66,8 +67,17 @@ class Judges:
             self._providers[name] = get_provider(name)
         return self._providers[name]
 
-    def job(self, criterion: schema.Criterion, item: schema.Item, output: str, label: str) -> Job:
-        """The judge's exact request for ``output``: deterministic, so it is found again."""
+    def job(
+        self,
+        criterion: schema.Criterion,
+        item: schema.Item,
+        output: str,
+        label: str,
+        tool_calls: Sequence[Mapping[str, Any]] = (),
+    ) -> Job:
+        """The judge's exact request for ``output`` and the ``tool_calls`` it came with (as
+        stored): deterministic, so it is found again. A prompt that does not name
+        ``tool_calls`` renders the same whatever they are."""
         config = criterion.grader
         assert isinstance(config, schema.JudgeGrader)
         pin = self.pins[config.judge]
@@ -80,6 +90,7 @@ class Judges:
                 {
                     "input": subject,
                     "output": output,
+                    "tool_calls": [_judged(call) for call in tool_calls],
                     "expected": item.expected,
                     "criterion": criterion.description,
                 },
@@ -101,11 +112,16 @@ class Judges:
         )
 
     def verdict(
-        self, criterion: schema.Criterion, item: schema.Item, output: str, label: str
+        self,
+        criterion: schema.Criterion,
+        item: schema.Item,
+        output: str,
+        label: str,
+        tool_calls: Sequence[Mapping[str, Any]] = (),
     ) -> JudgeVerdict:
         config = criterion.grader
         assert isinstance(config, schema.JudgeGrader)
-        job = self.job(criterion, item, output, label)
+        job = self.job(criterion, item, output, label, tool_calls)
         stored = self.store.get(job.key) if self.store is not None else None
         if stored is None:
             cause = self.failed.get(job.key)
@@ -119,6 +135,15 @@ class Judges:
         except JudgeFailed as exc:
             raise JudgeFailed(str(exc), cost) from None
         return dataclasses.replace(verdict, cost_micro_usd=cost)
+
+
+def _judged(call: Mapping[str, Any]) -> dict[str, Any]:
+    """What a judge is shown of a stored tool call: its name and arguments (and why they
+    did not parse), not the provider's call id."""
+    shown = {"name": call.get("name"), "arguments": call.get("arguments")}
+    if call.get("error") is not None:
+        shown["error"] = call["error"]
+    return shown
 
 
 def parse_verdict(text: str, threshold: float) -> JudgeVerdict:

@@ -616,9 +616,11 @@ class PythonGrader(_Grader):
     """Keyword arguments passed to the function."""
 
 
-JUDGE_PROMPT_VARIABLES = frozenset({"input", "output", "expected", "criterion"})
+JUDGE_PROMPT_VARIABLES = frozenset({"input", "output", "expected", "criterion", "tool_calls"})
 """What an ``llm_judge`` prompt may use: the graded item's input and expected value, the
-response, and the criterion's description."""
+response's text (``output``) and the functions it called (``tool_calls``: a list of
+``{"name", "arguments"}``, with ``error`` where the arguments were not valid JSON; empty when
+it called none), and the criterion's description."""
 
 
 class JudgeGrader(_Grader):
@@ -626,7 +628,9 @@ class JudgeGrader(_Grader):
     judge: Id
     """The pin id of the judge model: there is no default judge."""
     prompt: Annotated[str, Field(min_length=1, max_length=100_000)]
-    """A template over ``JUDGE_PROMPT_VARIABLES``."""
+    """A template over the graded item's ``input`` and ``expected``, the response's text
+    (``output``) and calls (``tool_calls``: name and arguments of each), and the criterion's
+    description (``criterion``)."""
     prompt_version: Annotated[str, Field(min_length=1, max_length=64)]
     """Your name for this prompt's version: shown in the report, part of the fingerprint."""
     pass_threshold: Fraction = 0.5

@@ -7,6 +7,7 @@ registry, results or log file says) reaches the terminal only through ``plain``,
 
 from __future__ import annotations
 
+import json
 import sys
 from collections import Counter
 from collections.abc import Sequence
@@ -783,6 +784,13 @@ def _print_sample(sample: SampleView, several: bool) -> None:
         _indented(Text(missing, style="dim"))
     else:
         _indented(Text(plain(sample.output)))
+    if sample.tool_calls:
+        out.print(Text("tool calls:", style="bold"), soft_wrap=False)
+        for call in sample.tool_calls:
+            arguments = call.get("arguments")
+            shown = arguments if isinstance(arguments, str) else json.dumps(arguments)
+            why = f"  ({call['error']})" if call.get("error") else ""
+            _indented(Text(plain(f"{call.get('name')}({shown}){why}")))
     if sample.error is not None:
         return
     critical = any(c.critical for c in sample.criteria)

@@ -77,6 +77,9 @@ class SampleView:
     criteria: list[CriterionView]
     outdated: bool
     """Recorded for another version of the item (its content changed since)."""
+    tool_calls: list[dict[str, Any]] = field(default_factory=list)
+    """The functions the response called: name and arguments (and why the arguments did
+    not parse); empty when it called none or texts are left out."""
 
 
 @dataclass(frozen=True)
@@ -253,6 +256,10 @@ def _sample_view(cell: Cell, sample: SampleEvidence) -> SampleView:
         request=sample.request,
         criteria=[_criterion_view(c, sample) for c in cell.rubric.criteria],
         outdated=sample.outdated,
+        tool_calls=[
+            {k: call[k] for k in ("name", "arguments", "error") if k in call}
+            for call in sample.tool_calls
+        ],
     )
 
 

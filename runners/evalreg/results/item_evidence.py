@@ -13,7 +13,7 @@ is re-graded: the verdicts are the recorded ones.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from evalreg.cells import Cell
@@ -104,6 +104,9 @@ class SampleEvidence:
     """By human criterion: each rater's grade of the response."""
     outdated: bool
     """Recorded for another version of the item (its content changed since)."""
+    tool_calls: list[dict[str, Any]] = field(default_factory=list)
+    """The functions the response called (name, arguments, and why the arguments did not
+    parse), as stored; empty when it called none or texts are left out or redacted."""
 
 
 @dataclass(frozen=True)
@@ -250,8 +253,10 @@ class CellEvidence:
                     cid: {**v, "detail": REDACTED} for cid, v in record["criteria"].items()
                 },
             }
+        calls = response.get("tool_calls") if response is not None else None
+        calls = calls if isinstance(calls, list) else []
         rationales = {
-            c.id: self._rationale(cell, c, item, text)
+            c.id: self._rationale(cell, c, item, text, calls)
             for c in self._judged
             if text is not None and quoting
             if c.id in record["criteria"] or applies(c, item.tags)
@@ -273,14 +278,20 @@ class CellEvidence:
             rationales=rationales,
             grades=grades,
             outdated=record["content"] != content,
+            tool_calls=calls if evidence.texts and not self.use_case.fields else [],
         )
 
     def _rationale(
-        self, cell: Cell, criterion: schema.Criterion, item: schema.Item, output: str
+        self,
+        cell: Cell,
+        criterion: schema.Criterion,
+        item: schema.Item,
+        output: str,
+        calls: list[dict[str, Any]],
     ) -> Rationale:
         try:
             verdict = self.use_case.evidence.judges.verdict(
-                criterion, item, output, f"{cell.id}/{item.id}"
+                criterion, item, output, f"{cell.id}/{item.id}", calls
             )
         except JudgeFailed as exc:
             return Rationale(None, str(exc))

@@ -100,13 +100,14 @@ class CellGrader:
         if self.judges is None:
             return []
         text = stored["response"]["text"]
+        calls = stored["response"].get("tool_calls") or ()
         label = f"{self.cell.id}/{item.id}#{sample}"
         jobs = []
         for c, _ in self.criteria:
             if isinstance(c.grader, schema.JudgeGrader) and applies(c, item.tags):
                 # A judge request that cannot be made buys nothing: grading records why.
                 with contextlib.suppress(JudgeFailed):
-                    jobs.append(self.judges.job(c, item, text, label))
+                    jobs.append(self.judges.job(c, item, text, label, calls))
         return jobs
 
     def _special(
@@ -115,7 +116,7 @@ class CellGrader:
         item: schema.Item,
         sample: int,
         key: str | None,
-        text: str,
+        completion: Completion,
     ) -> Verdict | JudgeVerdict | None:
         grader = criterion.grader
         if isinstance(grader, schema.HumanGrader):
@@ -125,7 +126,9 @@ class CellGrader:
         assert isinstance(grader, schema.JudgeGrader)
         if self.judges is None:
             raise JudgeFailed("no judge available")
-        return self.judges.verdict(criterion, item, text, f"{self.cell.id}/{item.id}#{sample}")
+        label = f"{self.cell.id}/{item.id}#{sample}"
+        calls = [call.as_record() for call in completion.tool_calls]
+        return self.judges.verdict(criterion, item, completion.text, label, calls)
 
     def record(
         self,
@@ -157,7 +160,7 @@ class CellGrader:
                 verdict = grade(parsed, item)
             else:
                 try:
-                    special = self._special(criterion, item, sample, key, completion.text)
+                    special = self._special(criterion, item, sample, key, completion)
                 except JudgeFailed as exc:
                     # The other judges are still read: what they cost was spent.
                     judge_cost = (judge_cost or 0) + exc.cost_micro_usd

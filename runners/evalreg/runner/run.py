@@ -271,10 +271,12 @@ def judge_history(
             continue
         read += 1
         label = f"{plan.status.cell.id}/{item.id}#{sample}"
+        response = stored["response"]
+        calls = response.get("tool_calls") or ()
         for criterion in criteria:
             if applies(criterion, item.tags):
                 with contextlib.suppress(JudgeFailed):
-                    keys.append(judges.job(criterion, item, stored["response"]["text"], label).key)
+                    keys.append(judges.job(criterion, item, response["text"], label, calls).key)
     return keys
 
 
