@@ -407,6 +407,14 @@ def test_a_judge_sees_the_tool_calls_and_show_prints_them(tooled: Repo, cli, ser
     assert 'tool calls:\n  get_weather({"city": "paris", "days": 4})' in shown.out
     # The judge's reason is found again, under the request the calls made.
     assert "fits" in shown.out
+    # The explorer's page holds the same lines for its sample.
+    assert cli(tooled, "view").code == 0
+    page = tooled.read("reports/explorer/routing.html")
+    start = page.index('id="explorer-data">') + len('id="explorer-data">')
+    data = json.loads(page[start : page.index("</script>", start)])
+    at = [i["id"] for i in data["items"]].index("w-paris")
+    [explored] = data["samples"][[c["id"] for c in data["candidates"]].index("mini")][at]
+    assert explored["tool_calls"] == ['get_weather({"city": "paris", "days": 4})']
 
 
 def test_a_judge_prompt_without_tool_calls_renders_the_same_request_with_or_without_them(

@@ -10,6 +10,7 @@ carries ``tool_call_id``, the ``name`` of the tool it answers and its ``content`
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -96,3 +97,12 @@ def arguments_json(arguments: dict[str, Any]) -> str:
 def has_tool_turns(messages: list[dict[str, Any]]) -> bool:
     """Whether a conversation holds earlier tool calls or results."""
     return any(m["role"] == "tool" or "tool_calls" in m for m in messages)
+
+
+def call_text(call: Mapping[str, Any]) -> str:
+    """A stored tool call as one line for a reader: ``name({"arg": ...})``, and why its
+    arguments did not parse (arguments that did not parse are shown as sent)."""
+    arguments = call.get("arguments")
+    shown = arguments if isinstance(arguments, str) else json.dumps(arguments, ensure_ascii=False)
+    why = f"  ({call['error']})" if call.get("error") else ""
+    return f"{call.get('name')}({shown}){why}"

@@ -253,6 +253,10 @@
     } else if (D.texts) {
       box.appendChild(el("p", "muted", "no stored response"));
     }
+    if (s.tool_calls) {
+      box.appendChild(el("div", "label", "tool calls"));
+      box.appendChild(pre(s.tool_calls.join("\n"), "text output tool-calls"));
+    }
     if (s.criteria.length || s.ungraded.length) {
       const table = el("table", "criteria");
       s.criteria.forEach(([cid, passed, score, detail]) => {

@@ -682,7 +682,6 @@ def _item_heading(view: ItemView) -> Text:
 
 
 def _item_body(item: dict[str, Any]) -> Text:
-    import json
 
     text = Text()
     tags = ", ".join(item.get("tags", [])) or "none"
@@ -785,12 +784,11 @@ def _print_sample(sample: SampleView, several: bool) -> None:
     else:
         _indented(Text(plain(sample.output)))
     if sample.tool_calls:
+        from evalreg.providers.tools import call_text
+
         out.print(Text("tool calls:", style="bold"), soft_wrap=False)
         for call in sample.tool_calls:
-            arguments = call.get("arguments")
-            shown = arguments if isinstance(arguments, str) else json.dumps(arguments)
-            why = f"  ({call['error']})" if call.get("error") else ""
-            _indented(Text(plain(f"{call.get('name')}({shown}){why}")))
+            _indented(Text(plain(call_text(call))))
     if sample.error is not None:
         return
     critical = any(c.critical for c in sample.criteria)

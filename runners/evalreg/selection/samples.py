@@ -20,6 +20,7 @@ from evalreg.cells import Cell, cells
 from evalreg.errors import UsageError
 from evalreg.graders.levels import applies
 from evalreg.metrics import pass_levels
+from evalreg.providers.tools import call_text
 from evalreg.registry import schema
 from evalreg.registry.loader import Registry, load_registry
 from evalreg.registry.tree import GitTree, Tree, WorkspaceTree
@@ -223,6 +224,8 @@ def _sample(sample: SampleEvidence, cell: Cell, item: schema.Item) -> dict[str, 
         out["model"] = str(sample.response.get("model") or "")
         if sample.output is not None:
             out["output"] = sample.output
+        if sample.tool_calls:
+            out["tool_calls"] = [call_text(call) for call in sample.tool_calls]
     rationales = {}
     grades = {}
     for criterion in cell.rubric.criteria:
