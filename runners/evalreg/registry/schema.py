@@ -1085,7 +1085,7 @@ class Item(Model):
         # ``__getattr__``, some microseconds a read, and this is read for every item a
         # run renders, checks and grades.
         private = self.__pydantic_private__
-        return () if private is None else private["_files"]  # type: ignore[no-any-return]
+        return () if private is None else private["_files"]
 
     @model_validator(mode="after")
     def _input_or_messages(self) -> Item:

@@ -16,7 +16,7 @@ import hashlib
 import math
 from array import array
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from evalreg._version import __version__
@@ -249,20 +249,21 @@ class CellTally:
             "evalreg_version": __version__,
             "evalset": {"path": evalset_path, "md5": evalset_md5},
             "items_file": {"path": cell.items_path, "md5": items_md5},
-            "totals": self._merged(lambda key: True).result(),
+            "totals": self._merged(None).result(),
             "slices": {
-                tag: self._merged(lambda key, tag=tag: tag in key).result()
+                tag: self._merged(tag).result()
                 for tag in sorted({tag for key in self.groups for tag in key})
             },
             "samples": self.columns(),
         }
 
-    def _merged(self, wanted: Callable[[tuple[str, ...]], bool]) -> SliceTally:
-        """The tally of the groups whose keys are ``wanted``: merging is exact and no item
-        is in two groups, so it is the tally of their records added one by one."""
+    def _merged(self, tag: str | None) -> SliceTally:
+        """The tally of the slice ``tag`` (None: the totals) from the groups in it: merging
+        is exact and no item is in two groups, so it is the tally of its records added one
+        by one."""
         out = SliceTally()
         for key, tally in sorted(self.groups.items()):
-            if wanted(key):
+            if tag is None or tag in key:
                 out.merge(tally)
         return out
 
