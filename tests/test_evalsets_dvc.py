@@ -277,6 +277,28 @@ def test_items_hold_exactly_what_json_reads_from_their_lines():
         assert [type(v) for v in item.input.values()] == [type(v) for v in want.values()]
 
 
+def test_only_the_lines_holding_a_long_number_are_left_to_json(monkeypatch):
+    """A run of 19 digits in one item does not send the whole file to ``json``."""
+    from evalreg.evalsets import evalset as module
+
+    read_by_json: list[str] = []
+    reference = module.loads_finite
+
+    def counted(line: str) -> object:
+        read_by_json.append(line)
+        return reference(line)
+
+    monkeypatch.setattr(module, "loads_finite", counted)
+    lines = [
+        '{"id": "long", "input": {"x": 12345678901234567890123}}',
+        '{"id": "short", "input": {"x": 12}}',
+    ]
+    evalset, findings = module.parse_evalset("\n".join(lines).encode(), "long-numbers.jsonl")
+    assert findings == [] and evalset is not None
+    assert [item.input for item in evalset.items] == [{"x": 12345678901234567890123}, {"x": 12}]
+    assert read_by_json == [lines[0]]
+
+
 # ---------------------------------------------------------------- replacing a tracked set
 def items(ids: list[str], *, label: str = "a") -> str:
     rows = [

@@ -342,9 +342,35 @@ def test_a_torn_last_line_is_dropped_and_repaired(tmp_path):
     assert store.stats.torn == 1
 
 
+def test_a_record_beside_a_long_run_of_digits_is_read_by_the_fast_parser(tmp_path, monkeypatch):
+    """A key of hex digits can hold a run of 19 decimal ones; only its own line is then
+    left to ``json``, not every record of its segment."""
+    from evalreg.store import segments
+
+    directory = tmp_path / STORE_DIR
+    directory.mkdir(parents=True)
+    digits, plain = "1234567890" * 6 + "1234", "ab" * 32
+    record = {"response": {"text": "ok"}, "latency_ms": 5}
+    (directory / "a.jsonl").write_bytes(
+        encode_record(digits, record) + encode_record(plain, record)
+    )
+    store = ResponseStore.open(tmp_path)
+    read_by_json: list[bytes] = []
+    reference = segments.json.loads
+
+    def counted(data: bytes) -> object:
+        read_by_json.append(data)
+        return reference(data)
+
+    monkeypatch.setattr(segments.json, "loads", counted)
+    assert store.get(plain) is not None and read_by_json == []
+    assert store.get(digits) is not None and len(read_by_json) == 1
+
+
 def test_stored_numbers_read_back_exactly_whatever_the_segment_holds(tmp_path):
-    """Segments are checked once for numbers a fast parser would round; records in a
-    segment with one, and records remembered one by one, still read back exactly."""
+    """Segments are searched once for numbers a fast parser would round, and the lines
+    holding one are read by ``json``: a record beside one in its segment, the one itself
+    and records remembered one by one all read back exactly."""
     directory = tmp_path / STORE_DIR
     directory.mkdir(parents=True)
     big = {"response": {"text": "ok", "usage": {"input_tokens": 2**70}}, "latency_ms": 10**19}
@@ -355,7 +381,7 @@ def test_stored_numbers_read_back_exactly_whatever_the_segment_holds(tmp_path):
     )
     store = ResponseStore.open(tmp_path)
     store.remember("d" * 64, encode_record("d" * 64, big))
-    assert store.short_numbers == [True, False, False]
+    assert [len(runs) > 0 for runs in store.long_numbers] == [False, True, True]
     for key, want in (("a", small), ("b", small), ("c", big), ("d", big)):
         got = store.get(key * 64)
         assert got is not None and got.pop("key") == key * 64

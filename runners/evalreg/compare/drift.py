@@ -161,7 +161,7 @@ def drift(
         dict(store.index),
         list(store.segments),
         list(store.names),
-        short_numbers=list(store.short_numbers),
+        long_numbers=list(store.long_numbers),
     )
     asked: list[tuple[CellDrift, CellGrader, list[Sampled]]] = []
     for plan in plans:

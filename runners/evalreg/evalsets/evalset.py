@@ -119,7 +119,9 @@ def read_evalset(root: Path, path: Path, given: str) -> tuple[str, EvalSet]:
 
 def _parse(data: bytes, path: str, md5: str) -> tuple[EvalSet | None, list[Finding]]:
     text = decode_utf8(data, path)
-    fast = not has_long_number(data)
+    # A file without a run of 19 digits is read by orjson throughout; in one with some,
+    # each line is searched, and only the lines holding one are left to ``json``.
+    fast_throughout = not has_long_number(data)
     # One search of the whole text is a fraction of one a line: most files have no
     # surrogate escape at all, and only a file that has one is searched line by line.
     surrogates = _SURROGATE_HINT.search(text) is not None
@@ -134,7 +136,7 @@ def _parse(data: bytes, path: str, md5: str) -> tuple[EvalSet | None, list[Findi
             findings.append(Finding(path, lineno, 0, "too many bad lines; stopped here"))
             break
         try:
-            raw = _loads(line, fast)
+            raw = _loads(line, fast_throughout or _LONG_RUN.search(line) is None)
             # Nesting deeper than MAX_DEPTH takes more than 2 * MAX_DEPTH brackets: most
             # lines are shorter than that, and the rest are only walked when they hold that
             # many.
@@ -220,6 +222,8 @@ def _parse(data: bytes, path: str, md5: str) -> tuple[EvalSet | None, list[Findi
 
 
 _validate = Item.__pydantic_validator__.validate_python
+_LONG_RUN = re.compile("[0-9]{19}")
+"""A run of 19 digits in a line: ``has_long_number``'s test, for one line of text."""
 
 
 def _loads(line: str, fast: bool) -> Any:

@@ -494,6 +494,8 @@ class _Loader:
                 continue
             data = self.attachment_data.get(evalset.path, b"")
             for item in evalset.items:
+                if not item.files:  # most items attach nothing: nothing to count or size
+                    continue
                 counted = count_problem(pin.provider, [f.media_type for f in item.files])
                 if counted is not None:
                     self.findings.append(

@@ -1085,7 +1085,11 @@ class Item(Model):
     @property
     def files(self) -> tuple[AttachedFile, ...]:
         """The attachments' bytes, in order, as read at the loaded revision."""
-        return self._files
+        # Read from the private store directly: ``self._files`` goes through pydantic's
+        # ``__getattr__``, some microseconds a read, and this is read for every item a
+        # run renders, checks and grades.
+        private = self.__pydantic_private__
+        return () if private is None else private["_files"]
 
     @model_validator(mode="after")
     def _input_or_messages(self) -> Item:

@@ -180,8 +180,11 @@ class CellTally:
     """Totals and per-tag slices of one cell, fed one record at a time."""
 
     def __init__(self, criteria: Sequence[str] = ()) -> None:
-        self.totals = SliceTally()
-        self.slices: dict[str, SliceTally] = {}
+        self.groups: dict[tuple[str, ...], SliceTally] = {}
+        """One tally per set of slice tags (sorted, ``all`` left out): a record is added to
+        its group's alone, and the totals and each slice are the merge of their groups."""
+        self._group_of: dict[tuple[str, ...], SliceTally] = {}
+        """The group of a record's tags as written."""
         self.first: tuple[str, int] | None = None
         self.last: tuple[str, int] | None = None
         self.levels: list[str] = []
@@ -197,16 +200,14 @@ class CellTally:
         self.levels.append(level_char(record))
         for cid, chars in self.verdicts.items():
             chars.append(verdict_char(record, cid))
-        self.totals.add(record)
         # Each slice counts a record once, as metrics' slices do: an item tagged twice with
         # the same tag is in it once, and one tagged ``all`` is in the totals once.
-        for tag in set(record["tags"]):
-            if tag == ALL:
-                continue
-            tally = self.slices.get(tag)
-            if tally is None:
-                tally = self.slices[tag] = SliceTally()
-            tally.add(record)
+        tags = tuple(record["tags"])
+        group = self._group_of.get(tags)
+        if group is None:
+            key = tuple(sorted(set(tags) - {ALL}))
+            group = self._group_of[tags] = self.groups.setdefault(key, SliceTally())
+        group.add(record)
 
     def merge(self, other: CellTally) -> None:
         """Add ``other``, the tally of the records that follow this one's in order: the
@@ -223,9 +224,8 @@ class CellTally:
         self.levels += other.levels
         for cid, chars in self.verdicts.items():
             chars += other.verdicts[cid]
-        self.totals.merge(other.totals)
-        for tag, tally in other.slices.items():
-            self.slices.setdefault(tag, SliceTally()).merge(tally)
+        for key, tally in other.groups.items():
+            self.groups.setdefault(key, SliceTally()).merge(tally)
 
     def summary(
         self,
@@ -249,10 +249,23 @@ class CellTally:
             "evalreg_version": __version__,
             "evalset": {"path": evalset_path, "md5": evalset_md5},
             "items_file": {"path": cell.items_path, "md5": items_md5},
-            "totals": self.totals.result(),
-            "slices": {name: t.result() for name, t in sorted(self.slices.items())},
+            "totals": self._merged(None).result(),
+            "slices": {
+                tag: self._merged(tag).result()
+                for tag in sorted({tag for key in self.groups for tag in key})
+            },
             "samples": self.columns(),
         }
+
+    def _merged(self, tag: str | None) -> SliceTally:
+        """The tally of the slice ``tag`` (None: the totals) from the groups in it: merging
+        is exact and no item is in two groups, so it is the tally of its records added one
+        by one."""
+        out = SliceTally()
+        for key, tally in sorted(self.groups.items()):
+            if tag is None or tag in key:
+                out.merge(tally)
+        return out
 
     def columns(self) -> SampleColumns:
         """Every sample's level and verdicts, one character each, in items-file order."""

@@ -9,6 +9,7 @@ only requests in flight) and fsync'ed in groups; a torn last line is dropped on 
 
 from __future__ import annotations
 
+import bisect
 import contextlib
 import functools
 import gc
@@ -17,6 +18,7 @@ import json
 import os
 import secrets
 import time
+from array import array
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -55,6 +57,22 @@ def has_long_number(data: bytes) -> bool:
     """Whether ``data`` holds a run of 19 or more digits (a number orjson may not read as
     ``json`` does: it reads an integer beyond 64 bits as a float)."""
     return _LONG_NUMBER in data.translate(_DIGITS_AS_ZERO)
+
+
+def long_numbers(data: bytes) -> array[int]:
+    """Where ``data`` holds runs of 19 or more digits: an offset inside each (ascending).
+
+    A line without one is read by the fast parser. A store key is 64 hex digits, so most
+    segments hold such runs somewhere; checked line by line, only the few lines that do
+    are left to ``json``.
+    """
+    zeros = data.translate(_DIGITS_AS_ZERO)
+    found = array("q")
+    at = zeros.find(_LONG_NUMBER)
+    while at >= 0:
+        found.append(at)
+        at = zeros.find(_LONG_NUMBER, at + len(_LONG_NUMBER))
+    return found
 
 
 def load_json(data: bytes, *, short_numbers: bool | None = None) -> Any:
@@ -126,8 +144,8 @@ class ResponseStore:
     segments: list[bytes] = field(default_factory=list)
     names: list[str] = field(default_factory=list)
     stats: StoreStats = field(default_factory=StoreStats)
-    short_numbers: list[bool] = field(default_factory=list)
-    """Per segment: no run of 19 digits anywhere in it (checked once, not per record)."""
+    long_numbers: list[array[int]] = field(default_factory=list)
+    """Per segment: ``long_numbers`` of its bytes (found once, not per record)."""
 
     @classmethod
     def load(cls, tree: Tree) -> ResponseStore:
@@ -146,7 +164,7 @@ class ResponseStore:
         number = len(self.segments)
         self.segments.append(data)
         self.names.append(name)
-        self.short_numbers.append(not has_long_number(data))
+        self.long_numbers.append(long_numbers(data))
         self.stats.segments += 1
         start = 0
         size = len(data)
@@ -181,10 +199,12 @@ class ResponseStore:
         if where is None:
             return None
         number, start, end = where
+        runs = self.long_numbers[number]
+        # Whether a run of 19 digits starts within the line (none crosses a newline).
+        at = bisect.bisect_left(runs, start)
+        short = at == len(runs) or runs[at] >= end
         try:
-            record = load_json(
-                self.segments[number][start:end], short_numbers=self.short_numbers[number]
-            )
+            record = load_json(self.segments[number][start:end], short_numbers=short)
         except ValueError:
             return None
         return record if isinstance(record, dict) else None
@@ -194,7 +214,7 @@ class ResponseStore:
         number = len(self.segments)
         self.segments.append(line)
         self.names.append("")
-        self.short_numbers.append(not has_long_number(line))
+        self.long_numbers.append(long_numbers(line))
         self.index[key] = (number, 0, len(line) - 1)
 
     def keys(self) -> Iterator[str]:
