@@ -249,13 +249,19 @@ class CellTally:
             "evalreg_version": __version__,
             "evalset": {"path": evalset_path, "md5": evalset_md5},
             "items_file": {"path": cell.items_path, "md5": items_md5},
-            "totals": self._merged(None).result(),
-            "slices": {
-                tag: self._merged(tag).result()
-                for tag in sorted({tag for key in self.groups for tag in key})
-            },
+            "totals": self.totals(),
+            "slices": self.slices(),
             "samples": self.columns(),
         }
+
+    def totals(self) -> SliceAggregate:
+        """The summary's ``totals``: every record's."""
+        return self._merged(None).result()
+
+    def slices(self) -> dict[str, SliceAggregate]:
+        """The summary's ``slices``: one per tag, in tag order."""
+        tags = sorted({tag for key in self.groups for tag in key})
+        return {tag: self._merged(tag).result() for tag in tags}
 
     def _merged(self, tag: str | None) -> SliceTally:
         """The tally of the slice ``tag`` (None: the totals) from the groups in it: merging
