@@ -10,7 +10,7 @@ separate virtual environment for inspect_ai), never into evalreg's environment. 
 cannot be installed or run here is reported as such and the script goes on.
 
 Printed: each tool's wall time (start-up included) and how many times faster evalreg is
-(target: at least 10 x faster than promptfoo).
+(targets: at least 15 x faster than promptfoo and 40 x faster than inspect_ai).
 
 Run: python tests/benchmarks/peers.py [--items N] [--concurrency C] [--latency S]
 """
@@ -35,7 +35,8 @@ PROMPTFOO_PACKAGE = f"promptfoo@{PROMPTFOO_VERSION}"
 INSPECT_VERSION = "0.3.285"
 INSPECT_PACKAGE = f"inspect_ai=={INSPECT_VERSION}"
 CACHE = Path(tempfile.gettempdir()) / "evalreg-peers"
-TARGET_VS_PROMPTFOO = 10.0
+TARGETS = {"promptfoo": 15.0, "inspect_ai": 40.0}
+"""How many times faster than each peer evalreg should be."""
 SYSTEM = "Answer with one JSON object."
 INSTALL_TIMEOUT_S = 900
 RUN_TIMEOUT_S = 1800
@@ -253,9 +254,10 @@ def main(argv: list[str] | None = None) -> int:
             continue
         faster = value / ours
         line = f"evalreg is {faster:5.2f} x faster than {name}"
-        if name.startswith("promptfoo"):
-            verdict = "ok" if faster >= TARGET_VS_PROMPTFOO else "SHORT"
-            line += f"   (target >= {TARGET_VS_PROMPTFOO:g} x: {verdict})"
+        target = TARGETS.get(name.split()[0])
+        if target is not None:
+            verdict = "ok" if faster >= target else "SHORT"
+            line += f"   (target >= {target:g} x: {verdict})"
         print(line)
     return 0
 
