@@ -9,6 +9,7 @@ import subprocess
 from typing import Any
 
 import pytest
+from test_judges_human import JUDGE_PIN
 
 from conftest import LIVE_KEY, Repo, assert_refused
 from support.llm_server import LLMServer
@@ -346,15 +347,6 @@ def test_a_rubric_grading_tool_calls_needs_a_task_with_tools(repo: Repo, cli):
     assert "registry/tasks/labels.yaml:" in err
 
 
-JUDGE_PIN = """\
-schema_version: 1
-provider: openai
-model: judge-snapshot-2026-01-01
-base_url: {url}
-api_key_env: OPENAI_API_KEY
-params:
-  temperature: 0
-"""
 JUDGED = """\
   - id: sensible
     description: The call fits the question.
