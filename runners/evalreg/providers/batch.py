@@ -731,7 +731,9 @@ class _Anthropic:
             listed = [b for b in page.get("data") or [] if isinstance(b, dict)]
             for entry in listed:
                 created = _timestamp(entry.get("created_at"))
-                if created is None or created < since:
+                if created is None:
+                    continue  # cannot be told to be since the intent: not taken for it
+                if created < since:  # newest first: the rest are older still
                     return (matches[0] if len(matches) == 1 else None), len(matches)
                 counts = entry.get("request_counts")
                 total = (
