@@ -508,7 +508,7 @@ def test_redact_replaces_nested_fields_and_leaves_the_rest():
 
 
 def test_redact_covers_every_turn_or_one_turn_of_a_conversation():
-    item = Item.model_validate(
+    item = Item.validate(
         {
             "id": "c-1",
             "messages": [

@@ -44,7 +44,7 @@ def _promptfoo_decision(row: dict[str, Any]) -> bool:
     output = schema.Output.model_validate(
         {"parser": "json", "extract": "strict"} if found.parser == "json" else {}
     )
-    item = schema.Item.model_validate({"id": "x", "input": {}, "expected": found.expected[0]})
+    item = schema.Item.validate({"id": "x", "input": {}, "expected": found.expected[0]})
     grade = build_grader(grader, GradingContext())
     return grade(parse_output(row["output"], output), item).passed
 
@@ -99,7 +99,7 @@ def test_the_corpus_covers_every_mapped_assert_type_and_the_listed_differences()
 
 def _openai_decision(row: dict[str, Any]) -> bool:
     criterion = schema.Criterion.model_validate(criterion_for(row["eval"]))
-    item = schema.Item.model_validate(
+    item = schema.Item.validate(
         {"id": "x", "input": {}, "expected": expected_for(row["ideal"], row["eval"])}
     )
     grade = build_grader(criterion.grader, GradingContext())

@@ -217,7 +217,7 @@ def test_summary_samples_give_the_same_metrics_as_the_records(
     records = _records(rng, n_items, repeats, clustered)
     items = {}
     for r in records:
-        items[r["item"]] = schema.Item.model_validate(
+        items[r["item"]] = schema.Item.validate(
             {
                 "id": r["item"],
                 "input": {"text": r["item"]},

@@ -26,7 +26,7 @@ WEATHER = Tool(
 TIME = Tool(name="get_time")
 CALLS = [{"name": "get_weather", "arguments": {"city": "Oslo", "days": 2}}]
 
-ITEM = Item.model_validate(
+ITEM = Item.validate(
     {
         "id": "conv",
         "messages": [
@@ -284,7 +284,7 @@ def test_arguments_that_are_not_json_are_recorded_not_raised():
 )
 def test_bad_tool_turns_are_refused(messages, message):
     with pytest.raises(ValueError, match=message):
-        Item.model_validate({"id": "x", "messages": messages})
+        Item.validate({"id": "x", "messages": messages})
 
 
 def test_a_python_system_receives_the_tools_and_may_return_calls(tmp_path: Path):

@@ -56,12 +56,7 @@ def resolve_attachments(
                 missing.append(attachment.path)
             severity = Severity.WARNING if missing_data and allow_missing_data else Severity.ERROR
             findings.append(Finding(evalset.path, line, col, f"item {item.id!r}: {got}", severity))
-        if item.attachments:
-            copy = item.model_copy()
-            copy._files = tuple(files)
-            items.append(copy)
-        else:
-            items.append(item)
+        items.append(item._replace(files=tuple(files)) if item.attachments else item)
     return dataclasses.replace(evalset, items=tuple(items)), findings, missing
 
 

@@ -17,7 +17,7 @@ from pydantic import ValidationError
 from evalreg.canonical import canonical_bytes, digest, loads_finite
 from evalreg.errors import RegistryError, UsageError
 from evalreg.registry.diagnostics import Finding
-from evalreg.registry.schema import Item
+from evalreg.registry.schema import ID_PATTERN, NO_META, Item, ItemLine
 from evalreg.registry.tree import PathEscapes, WorkspaceTree, clean_relpath, decode_utf8
 from evalreg.registry.validation import describe_errors
 from evalreg.store.segments import collection_paused, has_long_number
@@ -60,7 +60,7 @@ def item_content(item: Item) -> str:
         # Items read from JSON hold JSON values, which are their own JSON form.
         data = canonical_bytes(content)
     except (TypeError, ValueError):  # NaN, bytes, dates...: pydantic's JSON form decides
-        dumped = item.model_dump(mode="json", include={"input", "messages", "expected"})
+        dumped = item.as_line().model_dump(mode="json", include={"input", "messages", "expected"})
         if item.attachments:
             dumped["attachments"] = attachment_identity(item)
         return digest(dumped)[:16]
@@ -128,6 +128,7 @@ def _parse(data: bytes, path: str, md5: str) -> tuple[EvalSet | None, list[Findi
     findings: list[Finding] = []
     items: list[Item] = []
     lines: dict[str, int] = {}
+    shared_tags = _SharedTags()
     bad = 0
     for lineno, line in enumerate(text.split("\n"), start=1):
         if not line.strip():
@@ -194,13 +195,15 @@ def _parse(data: bytes, path: str, md5: str) -> tuple[EvalSet | None, list[Findi
                     )
                 )
                 continue
-        try:
-            item = _validate(raw)
-        except ValidationError as exc:
-            bad += 1
-            for message in describe_errors(Item, raw, exc):
-                findings.append(Finding(path, lineno, 0, _item_message(raw, message)))
-            continue
+        item = _plain_item(raw, shared_tags)
+        if item is None:
+            try:
+                item = Item.validate(raw, shared_tags)
+            except ValidationError as exc:
+                bad += 1
+                for message in describe_errors(ItemLine, raw, exc):
+                    findings.append(Finding(path, lineno, 0, _item_message(raw, message)))
+                continue
         if item.id in lines:
             bad += 1
             findings.append(
@@ -221,7 +224,65 @@ def _parse(data: bytes, path: str, md5: str) -> tuple[EvalSet | None, list[Findi
     return EvalSet(path, md5, tuple(items), lines), []
 
 
-_validate = Item.__pydantic_validator__.validate_python
+_PLAIN_KEYS = frozenset({"id", "input", "expected", "tags", "cluster", "meta"})
+_ID = re.compile(ID_PATTERN.removeprefix("^").removesuffix("$"))
+"""``ID_PATTERN`` for ``fullmatch``: its ``$`` would also match before a final newline."""
+
+
+def _plain_item(raw: dict[str, Any], shared_tags: _SharedTags) -> Item | None:
+    """``raw`` as an item when it has the common shape (an id, template fields, none of
+    ``messages`` or ``attachments``) and its values are valid as they are; None when it is
+    not sure, and ``Item.validate`` (with its exact error messages) decides.
+
+    The same checks as ``ItemLine``'s, in a few type tests and one regex; the dicts orjson
+    built become the item's own, where validation would copy them.
+    """
+    if not _PLAIN_KEYS.issuperset(raw):
+        return None
+    item_id = raw.get("id")
+    fields = raw.get("input")
+    cluster = raw.get("cluster")
+    meta = raw.get("meta", NO_META)
+    if (
+        type(item_id) is not str
+        or type(fields) is not dict
+        or not (cluster is None or type(cluster) is str)
+        or not (meta is NO_META or type(meta) is dict)
+        or _ID.fullmatch(item_id) is None
+    ):
+        return None
+    tags = shared_tags.valid(raw["tags"]) if "tags" in raw else ()
+    if tags is None:
+        return None
+    return Item(item_id, fields, None, raw.get("expected"), tags, cluster, meta or NO_META)
+
+
+class _SharedTags:
+    """One tuple for each list of tags an eval set repeats: 100,000 items mostly carry a
+    few tags, in a few combinations."""
+
+    def __init__(self) -> None:
+        self._seen: dict[tuple[str, ...], tuple[str, ...]] = {}
+
+    def __call__(self, tags: list[str]) -> tuple[str, ...]:
+        """The shared tuple of ``tags`` (validated already)."""
+        key = tuple(tags)
+        return self._seen.setdefault(key, key)
+
+    def valid(self, tags: object) -> tuple[str, ...] | None:
+        """The shared tuple of ``tags`` (a line's JSON value) when it is a list of valid
+        tags, else None."""
+        if type(tags) is not list:
+            return None
+        key = tuple(tags)
+        shared = self._seen.get(key)
+        if shared is None:
+            if not all(type(tag) is str and _ID.fullmatch(tag) for tag in key):
+                return None
+            shared = self._seen[key] = key
+        return shared
+
+
 _LONG_RUN = re.compile("[0-9]{19}")
 """A run of 19 digits in a line: ``has_long_number``'s test, for one line of text."""
 

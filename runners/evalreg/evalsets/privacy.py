@@ -8,9 +8,8 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-from pydantic import BaseModel
-
 from evalreg.redaction import REDACTED
+from evalreg.registry.schema import Item
 
 BUILTIN_PII = "builtin:pii"
 """The ``scrub`` name of :func:`scrub_pii`."""
@@ -73,7 +72,8 @@ def scrub_pii(value: Any) -> Any:
 def redact_fields(value: Any, fields: Sequence[str]) -> Any:
     """A copy of ``value`` with the values at each dotted path in ``fields`` as ``[redacted]``.
 
-    ``value`` is an item (a pydantic model is dumped to JSON data first) or any JSON data.
+    ``value`` is an item (dumped to JSON data first, as pydantic writes its line) or any
+    JSON data.
     A path walks dict keys; on a list, a number picks one element and any other part
     applies to every element, so ``messages.content`` redacts every turn and
     ``messages.0.content`` the first. Paths that lead nowhere change nothing. ``value``
@@ -83,7 +83,9 @@ def redact_fields(value: Any, fields: Sequence[str]) -> Any:
     whatever prints item text (diffs, comments, reports) passes the union of the two.
     """
     out = (
-        value.model_dump(mode="json", exclude_none=True) if isinstance(value, BaseModel) else value
+        value.as_line().model_dump(mode="json", exclude_none=True)
+        if isinstance(value, Item)
+        else value
     )
     for path in fields:
         out = _redact_at(out, path.split("."))

@@ -29,7 +29,7 @@ from evalreg.evalsets.privacy import BUILTIN_PII, scrub_pii
 from evalreg.providers.base import ProviderError
 from evalreg.providers.python import load_callable
 from evalreg.registry.diagnostics import Finding
-from evalreg.registry.schema import ID_PATTERN, Item
+from evalreg.registry.schema import ID_PATTERN, ItemLine
 from evalreg.registry.tree import PathEscapes, clean_relpath, decode_utf8
 from evalreg.registry.validation import describe_errors
 
@@ -438,9 +438,9 @@ def _candidate(
         item["expected"] = expected
     payload = {"id": "x", **item}
     try:
-        Item.model_validate(payload)
+        ItemLine.model_validate(payload)
     except ValidationError as exc:
-        return describe_errors(Item, payload, exc)
+        return describe_errors(ItemLine, payload, exc)
     # Both are written into the item's line: each must be canonical JSON.
     for what, value in (("the input", body), ("the expected answer", expected)):
         try:

@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import dataclasses
 import re
+from collections.abc import Callable, Mapping
 from datetime import date
-from typing import Annotated, Any, Literal
+from types import MappingProxyType
+from typing import Annotated, Any, Literal, NamedTuple
 from urllib.parse import parse_qsl, urlsplit
 
 from pydantic import (
@@ -17,7 +19,6 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
-    PrivateAttr,
     field_validator,
     model_validator,
 )
@@ -1070,7 +1071,11 @@ class AttachedFile:
     data: bytes = dataclasses.field(repr=False)
 
 
-class Item(Model):
+# The contract of one eval-set line, as validated (its JSON Schema is titled "Item"). A
+# model instance costs about 1 KB beyond its values: the registry keeps ``Item``s instead.
+class ItemLine(Model):
+    model_config = ConfigDict(title="Item")
+
     id: Id
     input: dict[str, Any] | None = None
     messages: Annotated[list[Message], Field(min_length=1)] | None = None
@@ -1079,20 +1084,9 @@ class Item(Model):
     cluster: str | None = None
     meta: dict[str, Any] = Field(default_factory=dict)
     attachments: list[Attachment] = Field(default_factory=list)
-    _files: tuple[AttachedFile, ...] = PrivateAttr(default=())
-    """The attachments as read when the registry loaded (empty until then)."""
-
-    @property
-    def files(self) -> tuple[AttachedFile, ...]:
-        """The attachments' bytes, in order, as read at the loaded revision."""
-        # Read from the private store directly: ``self._files`` goes through pydantic's
-        # ``__getattr__``, some microseconds a read, and this is read for every item a
-        # run renders, checks and grades.
-        private = self.__pydantic_private__
-        return () if private is None else private["_files"]
 
     @model_validator(mode="after")
-    def _input_or_messages(self) -> Item:
+    def _input_or_messages(self) -> ItemLine:
         if (self.input is None) == (self.messages is None):
             raise ValueError("an item has exactly one of 'input' (template fields) or 'messages'")
         if self.messages is not None:
@@ -1106,6 +1100,65 @@ class Item(Model):
                         f"tool result {message.tool_call_id!r} answers no earlier tool call"
                     )
         return self
+
+
+NO_META: Mapping[str, Any] = MappingProxyType({})
+"""The ``meta`` of every item that has none (one shared, read-only mapping)."""
+
+
+class Item(NamedTuple):
+    """One eval item, validated: what prompts, graders and reports read.
+
+    Immutable and small (a tuple of its fields: a large eval set holds one per line, and
+    forked workers inherit them); items with the same tags share one tuple of them.
+    ``validate`` reads one from a line's JSON value; ``as_line`` gives pydantic's JSON form.
+    """
+
+    id: str
+    input: dict[str, Any] | None = None
+    messages: list[Message] | None = None
+    expected: Any = None
+    tags: tuple[str, ...] = ()
+    cluster: str | None = None
+    meta: Mapping[str, Any] = NO_META
+    attachments: tuple[Attachment, ...] = ()
+    files: tuple[AttachedFile, ...] = ()
+    """The attachments as read when the registry loaded (empty until then)."""
+
+    @classmethod
+    def validate(cls, data: object, tags: Callable[[list[str]], tuple[str, ...]] = tuple) -> Item:
+        """``data`` (one eval-set line's JSON value) as an item; pydantic's
+        ``ValidationError`` when it is not one. ``tags`` makes the tags' tuple (to share
+        equal ones)."""
+        line = ItemLine.model_validate(data)
+        return cls(
+            line.id,
+            line.input,
+            line.messages,
+            line.expected,
+            tags(line.tags),
+            line.cluster,
+            line.meta or NO_META,
+            tuple(line.attachments),
+        )
+
+    def __reduce__(self) -> tuple[type[Item], tuple[Any, ...]]:
+        # A mapping proxy does not pickle: the shared empty ``meta`` travels as a dict.
+        return (Item, (*self[:6], dict(self.meta), *self[7:]))
+
+    def as_line(self) -> ItemLine:
+        """This item as the model of its line (unvalidated: it was), for pydantic's JSON
+        form of its values."""
+        return ItemLine.model_construct(
+            id=self.id,
+            input=self.input,
+            messages=self.messages,
+            expected=self.expected,
+            tags=list(self.tags),
+            cluster=self.cluster,
+            meta=dict(self.meta),
+            attachments=list(self.attachments),
+        )
 
 
 KINDS: dict[str, type[VersionedFile]] = {

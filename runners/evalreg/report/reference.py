@@ -48,7 +48,7 @@ FILE_KINDS = (
     FileKind("rubric", schema.Rubric, "registry/rubrics/<id>.yaml"),
     FileKind("selection", schema.Selection, "registry/selections/<id>.yaml"),
     FileKind("settings", schema.Settings, "registry/evalreg.yaml"),
-    FileKind("item", schema.Item, "one line of an eval set (evalsets/*.jsonl)"),
+    FileKind("item", schema.ItemLine, "one line of an eval set (evalsets/*.jsonl)"),
 )
 """Every file kind, in the order the reference lists them."""
 

@@ -175,7 +175,7 @@ class UseCase:
         """``item`` as it may be shown, with each prompt's request for it."""
         texts = self.evidence.texts
         fields = redact_fields(item, self.fields) if texts else None
-        subject = schema.Item.model_validate(fields) if texts and self.fields else item
+        subject = schema.Item.validate(fields) if texts and self.fields else item
         requests: list[list[Message] | str | None] = [
             self._request(schema.PromptVariant(system=s, template=t), subject) if texts else None
             for s, t in self.prompts

@@ -1,0 +1,144 @@
+"""Eval-set items as the registry keeps them: read by the common-shape check or by full
+validation, alike; small, shared where they repeat, immutable."""
+
+from __future__ import annotations
+
+import json
+import pickle
+
+import pytest
+from pydantic import ValidationError
+
+from evalreg.evalsets.evalset import item_content, parse_evalset
+from evalreg.evalsets.privacy import redact_fields
+from evalreg.registry.schema import NO_META, Item, ItemLine
+from evalreg.registry.validation import describe_errors
+
+PLAIN = [
+    {"id": "a", "input": {"text": "hello"}},
+    {"id": "b-1.x_y", "input": {}, "expected": None, "tags": []},
+    {"id": "c", "input": {"q": "é ✓", "n": [1, 2.5, None]}, "expected": {"echo": "x"}},
+    {"id": "d", "input": {"t": "x"}, "tags": ["common", "long"], "cluster": "doc-7"},
+    {"id": "e", "input": {"t": "x"}, "cluster": None, "meta": {"source": "log", "line": 3}},
+    {"id": "f", "input": {"t": "x"}, "expected": [1, "two", {"3": False}], "meta": {}},
+    {"id": "Z" * 128, "input": {"t": "x"}, "expected": "yes", "tags": ["Edge.case-1_x"]},
+]
+OTHER_SHAPES = [
+    {"id": "m", "messages": [{"role": "user", "content": "hi"}], "tags": ["chat"]},
+    {"id": "p", "input": {"t": "x"}, "attachments": [{"path": "evalsets/files/a.png"}]},
+    {"id": "q", "input": {"t": "x"}, "messages": None},
+]
+NEAR_MISSES = [
+    {"id": "a\n", "input": {}},
+    {"id": "", "input": {}},
+    {"id": "é", "input": {}},
+    {"id": "-a", "input": {}},
+    {"id": "Z" * 129, "input": {}},
+    {"id": 5, "input": {}},
+    {"id": True, "input": {}},
+    {"input": {}},
+    {"id": "a"},
+    {"id": "a", "input": None},
+    {"id": "a", "input": []},
+    {"id": "a", "input": "text"},
+    {"id": "a", "input": {}, "messages": [{"role": "user", "content": "hi"}]},
+    {"id": "a", "input": {}, "inputs": {}},
+    {"id": "a", "input": {}, "tags": "common"},
+    {"id": "a", "input": {}, "tags": None},
+    {"id": "a", "input": {}, "tags": [1]},
+    {"id": "a", "input": {}, "tags": ["two words"]},
+    {"id": "a", "input": {}, "tags": ["ok", "x\n"]},
+    {"id": "a", "input": {}, "cluster": 3},
+    {"id": "a", "input": {}, "cluster": ["c"]},
+    {"id": "a", "input": {}, "meta": None},
+    {"id": "a", "input": {}, "meta": []},
+]
+
+
+def _jsonl(rows: list[dict[str, object]]) -> bytes:
+    return ("\n".join(json.dumps(r, ensure_ascii=False) for r in rows) + "\n").encode()
+
+
+@pytest.mark.parametrize("row", PLAIN + OTHER_SHAPES, ids=lambda r: str(r.get("id"))[:12])
+def test_an_item_reads_as_its_full_validation_reads_it(row):
+    evalset, findings = parse_evalset(_jsonl([row]), "evalsets/e.jsonl")
+    assert findings == []
+    assert evalset is not None
+    (item,) = evalset.items
+    validated = ItemLine.model_validate(row)
+    assert item == Item.validate(row)
+    assert type(item.tags) is tuple
+    assert item.as_line().model_dump(mode="json") == validated.model_dump(mode="json")
+    assert redact_fields(item, []) == validated.model_dump(mode="json", exclude_none=True)
+
+
+@pytest.mark.parametrize("row", NEAR_MISSES, ids=repr)
+def test_a_line_near_the_common_shape_is_refused_with_full_validations_words(row):
+    with pytest.raises(ValidationError) as caught:
+        ItemLine.model_validate(row)
+    messages = describe_errors(ItemLine, row, caught.value)
+    prefix = f"item {row['id']!r}: " if isinstance(row.get("id"), str) else "item: "
+    evalset, findings = parse_evalset(_jsonl([PLAIN[0], row]), "evalsets/e.jsonl")
+    assert evalset is None
+    assert [(f.line, f.message) for f in findings] == [(2, prefix + m) for m in messages]
+
+
+def test_a_bad_tag_is_refused_in_the_words_of_the_schema():
+    row = {"id": "a", "input": {}, "tags": ["common", "two words"]}
+    _, findings = parse_evalset(_jsonl([row]), "evalsets/e.jsonl")
+    assert [f.message for f in findings] == [
+        "item 'a': tags.1: String should match pattern '^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$' (got "
+        "'two words')"
+    ]
+
+
+def test_a_bad_tag_is_refused_even_after_the_same_tags_were_read_valid():
+    rows = [
+        {"id": "a", "input": {}, "tags": ["common"]},
+        {"id": "b", "messages": [{"role": "user", "content": "hi"}], "tags": ["x y"]},
+        {"id": "c", "input": {}, "tags": ["x y"]},
+    ]
+    _, findings = parse_evalset(_jsonl(rows), "evalsets/e.jsonl")
+    assert [f.line for f in findings] == [2, 3]
+
+
+def test_items_with_the_same_tags_share_one_tuple_and_items_without_meta_one_mapping():
+    rows = [
+        {"id": f"i-{n}", "input": {"t": str(n)}, "tags": ["common", "long"] if n % 2 else []}
+        for n in range(6)
+    ]
+    rows.append({"id": "m", "messages": [{"role": "user", "content": "hi"}], "tags": ["long"]})
+    rows.append({"id": "n", "input": {}, "tags": ["long"]})
+    evalset, _ = parse_evalset(_jsonl(rows), "evalsets/shared.jsonl")
+    assert evalset is not None
+    items = evalset.items
+    assert items[1].tags == ("common", "long")
+    assert all(i.tags is items[1].tags for i in items[1:6:2])
+    assert items[6].tags is items[7].tags  # validated fully or not, one tuple
+    assert all(i.meta is NO_META for i in items)
+
+
+def test_an_item_cannot_be_changed():
+    evalset, _ = parse_evalset(_jsonl(PLAIN), "evalsets/e.jsonl")
+    assert evalset is not None
+    item = evalset.items[0]
+    with pytest.raises(AttributeError):
+        item.id = "other"  # type: ignore[misc]
+    with pytest.raises(TypeError):
+        item.meta["source"] = "x"  # type: ignore[index]
+
+
+def test_items_survive_pickling_with_their_content():
+    evalset, _ = parse_evalset(_jsonl(PLAIN + OTHER_SHAPES), "evalsets/pickled.jsonl")
+    assert evalset is not None
+    copies = pickle.loads(pickle.dumps(evalset.items))
+    assert copies == evalset.items
+    assert [item_content(i) for i in copies] == [item_content(i) for i in evalset.items]
+
+
+def test_item_content_is_the_content_of_the_validated_line():
+    # The hash pairing items across revisions: kept as it was when items were models.
+    row = {"id": "a", "input": {"text": "hello"}, "expected": {"echo": "hello"}, "tags": ["t"]}
+    evalset, _ = parse_evalset(_jsonl([row]), "evalsets/e.jsonl")
+    assert evalset is not None
+    assert item_content(evalset.items[0]) == "187ff9412f5198ee"
