@@ -40,7 +40,12 @@ class EvalSet:
     @functools.cached_property
     def slices(self) -> Counter[str]:
         """Item counts per tag (counted once: do not modify)."""
-        return Counter(tag for item in self.items for tag in set(item.tags))
+        # Counted by tuple of tags first: items share a few (``_SharedTags``).
+        counts: Counter[str] = Counter()
+        for tags, n in Counter(item.tags for item in self.items).items():
+            for tag in set(tags):
+                counts[tag] += n
+        return counts
 
 
 def item_content(item: Item) -> str:
