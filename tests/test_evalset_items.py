@@ -142,3 +142,15 @@ def test_item_content_is_the_content_of_the_validated_line():
     evalset, _ = parse_evalset(_jsonl([row]), "evalsets/e.jsonl")
     assert evalset is not None
     assert item_content(evalset.items[0]) == "187ff9412f5198ee"
+
+
+def test_lines_are_numbered_as_the_file_has_them_blank_ones_and_a_last_without_newline():
+    data = b'\n{"id": "a", "input": {}}\r\n\n  \n{"id": "b", "input": {}}\n{"id": "a", "input": {}}'
+    evalset, findings = parse_evalset(data, "evalsets/e.jsonl")
+    assert evalset is None
+    assert [(f.line, f.message) for f in findings] == [
+        (6, "duplicate item id 'a' (first at line 2)")
+    ]
+    evalset, _ = parse_evalset(data.rpartition(b"\n")[0], "evalsets/e.jsonl")
+    assert evalset is not None
+    assert evalset.lines == {"a": 2, "b": 5}

@@ -7,6 +7,7 @@ import hashlib
 import json
 import re
 from collections import Counter
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -135,7 +136,7 @@ def _parse(data: bytes, path: str, md5: str) -> tuple[EvalSet | None, list[Findi
     lines: dict[str, int] = {}
     shared_tags = _SharedTags()
     bad = 0
-    for lineno, line in enumerate(text.split("\n"), start=1):
+    for lineno, line in enumerate(_lines(text), start=1):
         if not line.strip():
             continue
         if bad >= MAX_LINE_FINDINGS:
@@ -227,6 +228,15 @@ def _parse(data: bytes, path: str, md5: str) -> tuple[EvalSet | None, list[Findi
     if findings:
         return None, findings
     return EvalSet(path, md5, tuple(items), lines), []
+
+
+def _lines(text: str) -> Iterator[str]:
+    """``text.split("\\n")``, one line at a time: a million lines are not all held at once."""
+    start = 0
+    while (end := text.find("\n", start)) >= 0:
+        yield text[start:end]
+        start = end + 1
+    yield text[start:]
 
 
 _PLAIN_KEYS = frozenset({"id", "input", "expected", "tags", "cluster", "meta"})
