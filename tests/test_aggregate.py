@@ -322,3 +322,23 @@ def test_grade_all_keeps_one_items_samples_together(monkeypatch: pytest.MonkeyPa
     )
     assert [r["sample"] for r in got] == list(range(8))
     assert graded_elsewhere == []
+
+
+def test_a_view_of_samples_is_the_list_it_stands_for() -> None:
+    from evalreg.runner._gradepool import Samples, chunks
+
+    items = [object() for _ in range(7)]
+    keys = [f"k{i}" for i in range(21)]
+    listed = [(items[i // 3], i % 3, keys[i]) for i in range(21)]
+    for start in (0, 1, 5, 20, 21):
+        view = Samples(items, keys, 3, start)  # type: ignore[arg-type]
+        assert list(view) == listed[start:]
+        assert len(view) == 21 - start
+        assert [view[i] for i in range(-len(view), len(view))] == listed[start:] * 2
+        assert list(view[2:9]) == listed[start:][2:9]
+        for parts in (1, 2, 4):
+            assert [list(p) for p in chunks(view, parts)] == [
+                list(p) for p in chunks(listed[start:], parts)
+            ]
+    with pytest.raises(IndexError):
+        Samples(items, keys, 3, 19)[2]  # type: ignore[arg-type]

@@ -82,6 +82,48 @@ def test_json_rejects_nan() -> None:
     assert parsed.error == "no valid JSON found (NaN is not a JSON value)"
 
 
+_AS_JSON_READS = [
+    '{"a": 1, "b": 2, "a": 3}',
+    "1e400",
+    "[1e-400, -0, -0.0, 0.1, 1E5, 5e-324, 0.30000000000000004, 1e-7]",
+    "123456789012345678901234567890",
+    "18446744073709551615",
+    "18446744073709551616",
+    "1234567890123456789",
+    '"\\ud800"',
+    '"\\ud83d\\ude00 \\u0000 \u00e9"',
+    '{"a": NaN}',
+    "-Infinity",
+    '{"a": "\x01"}',
+    '{"a": 1,}',
+    "[1, 2",
+    "1 2",
+    "[" * 600 + "]" * 600,
+    ' {"x": [1, 2.50, true, null]}\n',
+]
+
+
+@pytest.mark.parametrize("text", _AS_JSON_READS)
+def test_a_json_answer_reads_as_json_reads_it(text: str) -> None:
+    """The fast reader is the reference's twin wherever they could differ: the same value
+    (an integer beyond 64 bits stays an integer), or the same error."""
+    import json
+
+    from evalreg.graders.parsing import _reject_constant, _strict_loads
+
+    def outcome(read: Any) -> tuple[Any, ...]:
+        try:
+            value = read(text)
+        except json.JSONDecodeError as exc:
+            return "not JSON", exc.msg, exc.lineno, exc.colno
+        except (ValueError, RecursionError) as exc:
+            return type(exc).__name__, str(exc)
+        return "value", type(value), repr(value)
+
+    reference = json.JSONDecoder(parse_constant=_reject_constant).decode
+    assert outcome(_strict_loads) == outcome(reference)
+
+
 def test_regex_parser_takes_first_group() -> None:
     config = schema.Output(parser="regex", pattern=r"Answer:\s*(\w+)")
     assert parse_output("Thinking... Answer: billing", config).value == "billing"

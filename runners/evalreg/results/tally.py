@@ -187,8 +187,10 @@ class CellTally:
         """The group of a record's tags as written."""
         self.first: tuple[str, int] | None = None
         self.last: tuple[str, int] | None = None
-        self.levels: list[str] = []
-        self.verdicts: dict[str, list[str]] = {cid: [] for cid in sorted(criteria)}
+        # A byte a sample for its level and for each criterion's verdict (the characters of
+        # ``columns``): a million samples hold a few megabytes, not a list entry each.
+        self.levels = bytearray()
+        self.verdicts: dict[str, bytearray] = {cid: bytearray() for cid in sorted(criteria)}
 
     def add(self, record: ItemRecord) -> None:
         order = item_order(record)
@@ -197,9 +199,9 @@ class CellTally:
         self.last = order
         if self.first is None:
             self.first = order
-        self.levels.append(level_char(record))
+        self.levels.append(ord(level_char(record)))
         for cid, chars in self.verdicts.items():
-            chars.append(verdict_char(record, cid))
+            chars.append(ord(verdict_char(record, cid)))
         # Each slice counts a record once, as metrics' slices do: an item tagged twice with
         # the same tag is in it once, and one tagged ``all`` is in the totals once.
         tags = tuple(record["tags"])
@@ -276,8 +278,8 @@ class CellTally:
     def columns(self) -> SampleColumns:
         """Every sample's level and verdicts, one character each, in items-file order."""
         return {
-            "levels": "".join(self.levels),
-            "criteria": {cid: "".join(chars) for cid, chars in self.verdicts.items()},
+            "levels": self.levels.decode("ascii"),
+            "criteria": {cid: chars.decode("ascii") for cid, chars in self.verdicts.items()},
         }
 
 

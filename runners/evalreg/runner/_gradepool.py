@@ -17,8 +17,8 @@ from __future__ import annotations
 import contextlib
 import functools
 import tempfile
-from collections.abc import Callable, Sequence
-from typing import BinaryIO
+from collections.abc import Callable, Iterator, Sequence
+from typing import BinaryIO, overload
 
 from evalreg.registry import schema
 from evalreg.results.records import ItemRecord, item_line
@@ -31,17 +31,64 @@ Sample = tuple[schema.Item, int, str]
 Grade = Callable[[schema.Item, int, str], ItemRecord]
 
 
-def chunks(samples: Sequence[Sample], parts: int) -> list[list[Sample]]:
-    """``samples`` in at most ``parts`` contiguous chunks of similar size, each ending at
-    an item boundary (an item's samples are never split)."""
-    out: list[list[Sample]] = []
+class Samples(Sequence[Sample]):
+    """Samples ``start`` to the end of a cell's plan, as (item, sample, key): sample ``i``
+    is ``items[i // repeats]``, ``i % repeats``, ``keys[i]``. A view, so that a million
+    samples to grade hold no tuple each; slices are views too."""
+
+    def __init__(
+        self,
+        items: Sequence[schema.Item],
+        keys: Sequence[str],
+        repeats: int,
+        start: int = 0,
+        stop: int | None = None,
+    ) -> None:
+        self.items, self.keys, self.repeats = items, keys, repeats
+        self.start = start
+        self.stop = len(keys) if stop is None else stop
+
+    def __len__(self) -> int:
+        return max(0, self.stop - self.start)
+
+    @overload
+    def __getitem__(self, index: int) -> Sample: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> Samples: ...
+
+    def __getitem__(self, index: int | slice) -> Sample | Samples:
+        if isinstance(index, slice):
+            start, stop, step = index.indices(len(self))
+            if step != 1:
+                raise ValueError("a view of samples has no step")
+            return Samples(
+                self.items, self.keys, self.repeats, self.start + start, self.start + stop
+            )
+        if index < 0:
+            index += len(self)
+        if not 0 <= index < len(self):
+            raise IndexError(index)
+        at = self.start + index
+        return self.items[at // self.repeats], at % self.repeats, self.keys[at]
+
+    def __iter__(self) -> Iterator[Sample]:
+        items, keys, repeats = self.items, self.keys, self.repeats
+        for at in range(self.start, self.stop):
+            yield items[at // repeats], at % repeats, keys[at]
+
+
+def chunks(samples: Sequence[Sample], parts: int) -> list[Sequence[Sample]]:
+    """``samples`` in at most ``parts`` contiguous chunks (slices) of similar size, each
+    ending at an item boundary (an item's samples are never split)."""
+    out: list[Sequence[Sample]] = []
     size = -(-len(samples) // max(1, parts))
     start = 0
     while start < len(samples):
         end = min(start + size, len(samples))
         while end < len(samples) and samples[end][0] is samples[end - 1][0]:
             end += 1
-        out.append(list(samples[start:end]))
+        out.append(samples[start:end])
         start = end
     return out
 
@@ -97,7 +144,7 @@ def grade_all(
 
 
 def _grade_piece(
-    pieces: list[list[Sample]],
+    pieces: list[Sequence[Sample]],
     grade: Grade,
     criteria: list[str],
     spools: Sequence[BinaryIO],

@@ -42,7 +42,7 @@ from evalreg.runner import _forked as forked
 from evalreg.runner import interrupts
 from evalreg.runner._cellwriter import CellWriter
 from evalreg.runner._dvcworker import Tracker
-from evalreg.runner._gradepool import grade_all
+from evalreg.runner._gradepool import Samples, grade_all
 from evalreg.runner.grading import CellGrader, cell_grader
 from evalreg.store.batches import BatchJournal
 from evalreg.store.journal import Journal, Staged, mark_pushed, unpushed
@@ -784,6 +784,8 @@ class _CellStream:
         self.tmp_name = tmp_name
         self.samples = plan.samples()
         self.next = next(self.samples, None)
+        self.graded = 0
+        """Samples graded so far, in (item, sample) order."""
         self._writer: CellWriter | None = None
         self.progress = progress
         self.unreported = 0
@@ -811,6 +813,7 @@ class _CellStream:
                 return
             self.writer.add(self.grader.record(item, sample, key, stored, None))
             self._graded(1)
+            self.graded += 1
             self.next = next(self.samples, None)
 
     def drain(self, failed: dict[str, str]) -> None:
@@ -819,13 +822,14 @@ class _CellStream:
         if self.next is None:
             self._graded(0, flush=True)
             return
-        rest = [self.next, *self.samples]
+        cell = self.plan.status.cell
+        rest = Samples(self.plan.items, self.plan.keys, cell.task.repeats, self.graded)
         self.next = None
 
         def grade(item: schema.Item, sample: int, key: str) -> ItemRecord:
             return self.grader.record(item, sample, key, self.store.get(key), failed.get(key))
 
-        criteria = [c.id for c in self.plan.status.cell.rubric.criteria]
+        criteria = [c.id for c in cell.rubric.criteria]
         writer = self.writer
 
         def add(record: ItemRecord) -> None:
