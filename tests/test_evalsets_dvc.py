@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import random
 import shutil
 import subprocess
 import sys
@@ -179,6 +180,52 @@ def test_a_pointer_that_records_no_md5_is_refused(dvc_repo: Repo, cli):
         "check",
         expect=(f"{EVALSET}.dvc: not a single-file DVC pointer with an md5: restore it",),
     )
+
+
+def test_the_pointers_dvc_wrote_are_read_without_parsing_yaml(monkeypatch):
+    root = Path(__file__).resolve().parent.parent
+    listed = subprocess.run(
+        ["git", "ls-files", "*.dvc"], cwd=root, capture_output=True, text=True, check=True
+    ).stdout.split()
+    pointers = {rel: (root / rel).read_bytes() for rel in listed}
+    assert len(pointers) > 20  # eval sets, attachments, per-item records, store segments
+    expected = {rel: dvcrepo._parsed_pointer_md5(data) for rel, data in pointers.items()}
+    monkeypatch.setattr(dvcrepo, "_parsed_pointer_md5", lambda data: pytest.fail("parsed"))
+    assert {rel: dvcrepo.pointer_md5(data) for rel, data in pointers.items()} == expected
+    assert None not in expected.values()
+
+
+POINTER_VALUES = (
+    *("810", "0", "007", "9" * 18, "9" * 19, "md5", "null", "True", "~", "yes", "inv-009.pdf"),
+    *("_x.y-z", "20261130T084212Z-run-ea43f0b4.jsonl", "2026-11-30", "2026-13-45", "1e5"),
+    *("1.5", ".inf", "._", "0b_", "0x_", "0o7", "9-n", "12e5j", "a b", "'q'", "x: y", "[1", "#"),
+)
+
+
+def test_a_pointer_is_read_as_yaml_reads_it_whatever_its_shape():
+    """The pattern that reads DVC's own pointers gives YAML's answer on everything it
+    takes: numbers, dates, duplicate keys, md5s that YAML reads as a number."""
+    rng = random.Random(23)
+    keys = ("size", "hash", "path", "md5", "cloud", "size")
+    md5s = ("0" * 31 + "a", "1234e678" * 4, "1" * 32, "e" * 32, "ABCDEF01" * 4, "ab" * 15)
+    for _ in range(4000):
+        md5 = rng.choice(md5s) if rng.random() < 0.3 else f"{rng.getrandbits(128):032x}"
+        lines = [
+            f"  {k}: {rng.choice(POINTER_VALUES)}" for k in rng.sample(keys, rng.randint(0, 4))
+        ]
+        head = rng.choice(
+            ("outs:\n- md5: ", "outs:\n-  md5: ", "outs:\n- md5: ", "meta: 1\nouts:\n- md5: ")
+        )
+        data = (head + md5 + "\n" + "".join(f"{line}\n" for line in lines)).encode()
+        try:
+            expected: object = dvcrepo._parsed_pointer_md5(data)
+        except ValueError as exc:  # a date YAML cannot build: raised by both
+            expected = type(exc)
+        try:
+            got: object = dvcrepo.pointer_md5(data)
+        except ValueError as exc:
+            got = type(exc)
+        assert got == expected, data
 
 
 def test_reproduce_says_the_working_tree_holds_another_version(dvc_repo: Repo, cli):

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
-from evalreg.registry.diagnostics import Finding
+if TYPE_CHECKING:
+    from evalreg.registry.diagnostics import Finding
 
 
 class EvalregError(Exception):

@@ -40,10 +40,10 @@ from email.utils import parsedate_to_datetime
 from pathlib import Path
 from typing import Any, TypeVar
 
-import httpx
 from aiolimiter import AsyncLimiter
 
 from evalreg.canonical import loads_finite
+from evalreg.providers._httpx import httpx
 from evalreg.providers.base import Completion, ProviderError
 from evalreg.redaction import redact
 from evalreg.registry.schema import Limits
