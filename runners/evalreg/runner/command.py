@@ -67,7 +67,7 @@ def run_command(
     # DVC gets ready on another core while the cells are planned (a run with nothing to
     # do dismisses it).
     with Tracker(root, lock_fd=lock.fd) as tracker:
-        prepared = prepare(root, options, registry)
+        prepared = prepare(root, options, registry, keyed=False)
         if display is None:
             result = run(root, options, prepared=prepared, tracker=tracker)
         else:
