@@ -122,13 +122,24 @@ class Tracker:
 _AHEAD = (
     "dvc.repo.add",
     "dvc.output",
+    "dvc.rwlock",
+    "dvc_data.hashfile._progress",
+    "dvc_data.hashfile.status",
+    "dulwich.attrs",
+    "dulwich.filters",
     "dulwich.index",
+    "dulwich.line_ending",
+    "fsspec.implementations.memory",
     "pygit2",
     "scmrepo.git.backend.dulwich",
     "scmrepo.git.backend.pygit2",
+    "scmrepo.git.backend.pygit2.filter",
+    "rich._emoji_codes",
     "rich.status",
 )
-"""Modules ``dvc add`` imports as it goes (staging in git, its status line)."""
+"""Modules ``dvc add`` imports as it goes (its stage locks, hashing and checkout, staging
+in git with its attributes and filters, its status line): imported while the run
+fetches, not while it waits for the add."""
 
 
 def _import_ahead() -> None:

@@ -596,8 +596,9 @@ def run(
 ) -> RunResult:
     """Reconcile: buy what is missing, grade, and write results for the planned cells.
 
-    ``prepared`` is ``prepare(root, options)`` when the caller already has it (the CLI
-    needs the plans for its progress display), so the registry is loaded once.
+    ``prepared`` is ``prepare(root, options, keyed=False)`` when the caller already has
+    it (the CLI needs the plans for its progress display), so the registry is loaded once;
+    the requests of its unkeyed cells are keyed as the fetch takes them.
     ``tracker`` is one the caller started before preparing, and closes; without it, one
     is started here if anything is to run. The caller holds the repository lock
     (``lock.RepositoryLock``) and has let ``journal.recover_locked`` repair an
