@@ -3,16 +3,24 @@ being keyed, and nothing about the run changes but when the work is done."""
 
 from __future__ import annotations
 
+import asyncio
 import json
+import time
+from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
+from evalreg.providers import get_provider
 from evalreg.providers.base import Completion
-from evalreg.providers.fetch import put_response
+from evalreg.providers.fetch import FetchReport, Job, fetch, make_job, put_response
+from evalreg.providers.http import HttpLayer
+from evalreg.registry.schema import Pin
 from evalreg.report import terminal
 from evalreg.runner.run import CellPlan, RunOptions, prepare
+from evalreg.store.segments import ResponseStore, SegmentWriter
 
-from conftest import Repo, assert_refused, items_jsonl
+from conftest import LIVE_KEY, Repo, assert_refused, items_jsonl
 from support.llm_server import LLMServer, Request, default_text
 
 EVALSET = "evalsets/messages.jsonl"
@@ -106,3 +114,65 @@ def test_a_prompt_that_cannot_be_rendered_for_a_late_item_stops_the_run_before_i
     err = assert_refused(live, cli, "run", expect=("m-299", "a repeated value would be"))
     assert "m-298" not in err
     assert server.count() == 0
+
+
+def made_jobs(server: LLMServer, n: int) -> Iterator[Job]:
+    pin = Pin.model_validate(
+        {
+            "schema_version": 1,
+            "provider": "openai",
+            "model": "snapshot-2026-01-01",
+            "base_url": server.base_url,
+            "api_key_env": "EVALREG_TEST_KEY",
+            "limits": {"concurrency": 8, "timeout_s": 5},
+        }
+    )
+    provider = get_provider("openai")
+    for i in range(n):
+        yield make_job("p", pin, provider, [{"role": "user", "content": f"item {i}"}], None, 0, "")
+
+
+def fetch_from(root: Path, jobs: Iterator[Job]) -> FetchReport:
+    async def go() -> FetchReport:
+        async with HttpLayer() as http:
+            with SegmentWriter(root) as writer:
+                return await fetch(jobs, ResponseStore(), writer, http, concurrency=8)
+
+    return asyncio.run(go())
+
+
+def test_fetch_sends_requests_while_its_jobs_are_still_being_made(
+    tmp_path: Path, server: LLMServer, monkeypatch: pytest.MonkeyPatch
+):
+    monkeypatch.setenv("EVALREG_TEST_KEY", LIVE_KEY)
+    server.responder = None
+    answered_when_made: list[int] = []
+
+    def slowly_made() -> Iterator[Job]:
+        for job in made_jobs(server, 2000):
+            answered_when_made.append(server.count())
+            time.sleep(0.0005)  # a job that takes a while to make, like a long prompt
+            yield job
+
+    report = fetch_from(tmp_path, slowly_made())
+    assert report.fetched == 2000
+    assert answered_when_made[0] == 0
+    assert answered_when_made[-1] > 0
+
+
+def test_fetch_stops_its_requests_when_a_job_cannot_be_made(
+    tmp_path: Path, server: LLMServer, monkeypatch: pytest.MonkeyPatch
+):
+    monkeypatch.setenv("EVALREG_TEST_KEY", LIVE_KEY)
+    server.responder = None
+    server.latency = 0.05
+
+    def broken() -> Iterator[Job]:
+        yield from made_jobs(server, 100)
+        raise ValueError("this job cannot be made")
+
+    with pytest.raises(ValueError, match="cannot be made"):
+        fetch_from(tmp_path, broken())
+    time.sleep(0.3)
+    # The jobs were made while the pin's first request was out: none of the others went.
+    assert server.count() <= 1

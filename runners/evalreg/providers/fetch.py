@@ -288,7 +288,16 @@ async def fetch(
         while (job := await queue.get()) is not None:
             await one(job)
 
-    await asyncio.gather(feed(), *(worker() for _ in range(workers)))
+    tasks = [asyncio.create_task(worker()) for _ in range(workers)]
+    try:
+        await feed()
+        await asyncio.gather(*tasks)
+    finally:
+        # A job that could not be made (or a worker's failure) stops the others before
+        # the caller closes what they write to.
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
     if writer is not None:
         writer.sync()
     return report
