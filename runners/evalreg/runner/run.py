@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections import Counter
 from collections.abc import Callable, Container, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -214,12 +215,21 @@ def estimate_micro_usd(
     """A cost estimate for one request, before it is sent: ``output_tokens`` is what the
     store has seen for the cell (or pin); without history, the request's ``max_tokens``.
     ``batch``: bought through a batch API, at the pin's batch prices where it has them."""
+    if pin.price is None:
+        return 0
+    if output_tokens is None:
+        output_tokens = _max_output_tokens(job)
+    return tokens_micro_usd(pin, estimated_input_tokens(job.content), output_tokens, batch=batch)
+
+
+def tokens_micro_usd(
+    pin: schema.Pin, input_tokens: int, output_tokens: int, *, batch: bool = False
+) -> int:
+    """``estimate_micro_usd`` of a request of ``input_tokens`` answered in
+    ``output_tokens``."""
     price = pin.price
     if price is None:
         return 0
-    input_tokens = estimated_input_tokens(job.content)
-    if output_tokens is None:
-        output_tokens = _max_output_tokens(job)
     input_price, output_price = rates(price, batch=batch)
     out_price = max(output_price, price.reasoning_per_mtok or 0.0)
     return round(
@@ -419,6 +429,9 @@ class _Planner:
         shard = self.options.shard
         for_items: list[schema.Item] = []
         """The item of each job to buy."""
+        sizes: Counter[tuple[int, int]] = Counter()
+        """(input tokens, max_tokens) of the jobs to buy: what their estimates depend on,
+        counted as they are made (the output length seen is known once all are)."""
         for item, request, keys in item_requests(cell, provider, plan.items, self.store, prompts):
             plan.keys.extend(keys)
             for sample, key in enumerate(keys):
@@ -433,10 +446,11 @@ class _Planner:
                 job = request.job(sample, f"{cell.id}/{item.id}#{sample}", key)
                 plan.to_buy.append(job)
                 for_items.append(item)
+                sizes[estimated_input_tokens(job.content), _max_output_tokens(job)] += 1
                 plan.missing += 1
                 self.buying.add(key)
                 yield job
-        self._estimate(plan, for_items)
+        self._estimate(plan, for_items, sizes)
         if plan.missing and not self.options.offline:
             plan.blocked = credentials_problem(provider, cell.pin)
             if plan.blocked is not None:
@@ -453,9 +467,12 @@ class _Planner:
         for _ in self.requests(plan):
             pass
 
-    def _estimate(self, plan: CellPlan, for_items: list[schema.Item]) -> None:
+    def _estimate(
+        self, plan: CellPlan, for_items: list[schema.Item], sizes: Counter[tuple[int, int]]
+    ) -> None:
         """The estimated cost of the cell's requests to buy (``for_items``: the item of
-        each), from the output lengths of what the store held before this run."""
+        each; ``sizes``: how many have each input length and ``max_tokens``), from the
+        output lengths of what the store held before this run."""
         cell = plan.status.cell
         store = self.store
         pin_keys = self.seen_by_pin.setdefault(cell.candidate.pin, [])
@@ -472,40 +489,43 @@ class _Planner:
         plan.observed_tokens = observed
         if self.options.batch and batch_api(cell.pin) is not None:
             plan.batch_estimated_micro_usd = 0
+        for (input_tokens, cap), count in sizes.items():
+            output_tokens = cap if observed is None else observed
+            plan.estimated_micro_usd += count * tokens_micro_usd(
+                cell.pin, input_tokens, output_tokens
+            )
+            if plan.batch_estimated_micro_usd is not None:
+                plan.batch_estimated_micro_usd += count * tokens_micro_usd(
+                    cell.pin, input_tokens, output_tokens, batch=True
+                )
+        if plan.to_buy and not plan.output_tokens:
+            cap = _max_output_tokens(plan.to_buy[0])
+            plan.output_tokens = f"{cap} output tokens: max_tokens, no history"
         judged = [c for c in cell.rubric.criteria if isinstance(c.grader, schema.JudgeGrader)]
+        if not judged:
+            return
         judging: tuple[schema.Item, tuple[int, int]] | None = None
         judge_tokens: int | None = None
         for job, item in zip(plan.to_buy, for_items, strict=True):
-            plan.estimated_micro_usd += estimate_micro_usd(cell.pin, job, observed)
-            if plan.batch_estimated_micro_usd is not None:
-                plan.batch_estimated_micro_usd += estimate_micro_usd(
-                    cell.pin, job, observed, batch=True
+            if not plan.judge_output_tokens:
+                history = judge_history(self.judges, judged, plan, store, self.buying)
+                judge_tokens = observed_output_tokens(store, history)
+                plan.judge_output_tokens = (
+                    "max_tokens of the judge request, no history"
+                    if judge_tokens is None
+                    else f"{judge_tokens} output tokens: mean of stored judge responses of the cell"
                 )
-            if judged:
-                if not plan.judge_output_tokens:
-                    history = judge_history(self.judges, judged, plan, store, self.buying)
-                    judge_tokens = observed_output_tokens(store, history)
-                    plan.judge_output_tokens = (
-                        "max_tokens of the judge request, no history"
-                        if judge_tokens is None
-                        else f"{judge_tokens} output tokens: mean of stored judge "
-                        "responses of the cell"
-                    )
-                if judging is None or judging[0] is not item:
-                    tokens = _max_output_tokens(job) if observed is None else observed
-                    label = f"{cell.id}/{item.id}"
-                    judging = (
-                        item,
-                        judge_estimate(self.judges, judged, item, tokens, label, judge_tokens),
-                    )
-                count, cost = judging[1]
-                plan.judge_requests += count
-                plan.judge_estimated_micro_usd += cost
-                plan.judge_estimates[job.key] = cost
-            if not plan.output_tokens:
-                plan.output_tokens = (
-                    f"{_max_output_tokens(job)} output tokens: max_tokens, no history"
+            if judging is None or judging[0] is not item:
+                tokens = _max_output_tokens(job) if observed is None else observed
+                label = f"{cell.id}/{item.id}"
+                judging = (
+                    item,
+                    judge_estimate(self.judges, judged, item, tokens, label, judge_tokens),
                 )
+            count, cost = judging[1]
+            plan.judge_requests += count
+            plan.judge_estimated_micro_usd += cost
+            plan.judge_estimates[job.key] = cost
 
 
 def _buys_while_planning(root: Path, options: RunOptions) -> bool:
