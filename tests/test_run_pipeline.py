@@ -176,3 +176,22 @@ def test_fetch_stops_its_requests_when_a_job_cannot_be_made(
     time.sleep(0.3)
     # The jobs were made while the pin's first request was out: none of the others went.
     assert server.count() <= 1
+
+
+def test_two_cells_asking_the_same_requests_buy_each_response_once(live: Repo, cli, server):
+    with_items(live, cli, items_jsonl(500))
+    selection = "registry/selections/labels.yaml"
+    live.write(
+        selection,
+        live.read(selection).replace(
+            "  - id: mini\n    pin: mini\n",
+            "  - id: mini\n    pin: mini\n  - id: twin\n    pin: mini\n",
+        ),
+    )
+    live.commit("a second candidate on the same pin and prompt")
+    result = cli(live, "run")
+    assert result.code == 0, result.err
+    assert server.count() == 500
+    twin = json.loads(live.read("reports/results/labels/twin.json"))
+    mini = json.loads(live.read(MINI + ".json"))
+    assert twin["totals"] == mini["totals"]
