@@ -97,6 +97,17 @@ class Tracker:
         push_error = reply.get("push_error")
         return push_error if isinstance(push_error, str) else None
 
+    def release(self) -> None:
+        """After ``add``, when no push follows: the child exits now, while the caller
+        finishes its closing step (``close`` reaps it; a ``push`` after this is done
+        here)."""
+        proc = self.proc
+        if proc is None or proc.stdin is None or not self.asked:
+            return
+        with contextlib.suppress(OSError):
+            proc.stdin.close()  # the end of its input: the child exits
+        proc.stdin = None
+
     def close(self) -> None:
         """End the child: dismissed at once if it was never asked (it releases the
         repository's lock and exits, having changed nothing), else once its current

@@ -825,6 +825,14 @@ def run(
             for rel in _untracked_segments_used(root, store, written, judge_keys):
                 if rel not in journal.segments:
                     journal.segments.append(rel)
+
+            def track(paths: list[str]) -> None:
+                assert tracker is not None
+                tracker.add(paths)
+                if not options.push:
+                    # Nothing follows the add: the child exits while results go in place.
+                    tracker.release()
+
             # The closing step runs to its end whatever signal arrives (but SIGKILL, which
             # the journal repairs): results in place, everything tracked.
             with interrupts.deferred():
@@ -832,7 +840,7 @@ def run(
                     [items for items, _ in staged],
                     [*(s for _, s in staged), *metrics],
                     index,
-                    tracker.add,
+                    track,
                 )
         owed = unpushed(root) if options.push else []
         if owed:
