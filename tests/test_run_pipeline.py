@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import signal
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -21,6 +22,7 @@ from evalreg.runner.run import CellPlan, RunOptions, prepare
 from evalreg.store.segments import ResponseStore, SegmentWriter
 
 from conftest import LIVE_KEY, Repo, assert_refused, items_jsonl
+from support import runs
 from support.llm_server import LLMServer, Request, default_text
 
 EVALSET = "evalsets/messages.jsonl"
@@ -195,3 +197,34 @@ def test_two_cells_asking_the_same_requests_buy_each_response_once(live: Repo, c
     twin = json.loads(live.read("reports/results/labels/twin.json"))
     mini = json.loads(live.read(MINI + ".json"))
     assert twin["totals"] == mini["totals"]
+
+
+def test_a_run_without_a_push_leaves_everything_tracked_and_the_repository_free(
+    live: Repo, cli, server
+):
+    with_items(live, cli, items_jsonl(200))
+    result = cli(live, "run", "--no-push")
+    assert result.code == 0, result.err
+    assert runs.untracked_data(live) == []
+    assert runs.journal_phase(live) is None
+    again = cli(live, "run", "--no-push")  # the lock is free, the DVC child gone
+    assert again.code == 0, again.err
+    assert "Nothing to run" in again.out
+
+
+CLOSING = [m for m in runs.MOMENTS if m.name in ("closing step begins", "journal closed (pushing)")]
+
+
+@pytest.mark.parametrize("moment", CLOSING, ids=[m.name for m in CLOSING])
+def test_a_run_without_a_push_killed_while_closing_is_completed_by_the_next(
+    live: Repo, cli, server, moment: runs.Moment
+):
+    with_items(live, cli, items_jsonl(200))
+    runs.signal_at(live, server, moment, signal.SIGKILL, "--no-push")
+    bought = server.count()
+    resumed = cli(live, "run", "--no-push")
+    assert resumed.code == 0, resumed.err
+    assert server.count() == bought  # every response kept, none bought again
+    assert runs.untracked_data(live) == []
+    assert runs.journal_phase(live) is None
+    assert json.loads(live.read(MINI + ".json"))["totals"]["samples"] == 200
