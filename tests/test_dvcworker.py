@@ -65,6 +65,21 @@ def test_the_child_tracks_exactly_as_dvc_add_in_process(repo: Repo, tmp_path: Pa
     assert pushed.read_bytes() == b'{"k": 1}\n'
 
 
+def test_a_tracker_released_after_its_add_ends_its_child_before_it_is_closed(
+    repo: Repo, tmp_path: Path
+):
+    dvc_repo(repo, tmp_path / "remote")
+    with Tracker(repo.root) as tracker:
+        tracker.add([SEGMENT])
+        tracker.release()
+        assert tracker.proc is not None
+        assert tracker.proc.wait(timeout=60) == 0  # gone while the caller goes on
+        assert tracker.push([SEGMENT]) is None  # a push after all: done in this process
+    md5 = dvcrepo.pointer_md5((repo.root / (SEGMENT + ".dvc")).read_bytes())
+    assert md5 is not None
+    assert (tmp_path / "remote" / "files" / "md5" / md5[:2] / md5[2:]).is_file()
+
+
 def test_a_tracker_never_asked_changes_nothing_and_frees_the_lock(repo: Repo, tmp_path: Path):
     dvc_repo(repo, tmp_path / "remote")
     before = repo.snapshot()

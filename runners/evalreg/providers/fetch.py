@@ -162,6 +162,10 @@ class OfflineMiss(ProviderError):
 Progress = Callable[[Job, str], None]
 """Called once per job with "cached", "fetched", "shared" or "error"."""
 
+_FEED_EVERY = 64
+"""Jobs taken from a generator between two turns of the event loop: making one costs
+tens of microseconds, and answers wait for the loop's turn."""
+
 
 async def fetch(
     jobs: Iterable[Job],
@@ -176,19 +180,30 @@ async def fetch(
 ) -> FetchReport:
     """Make sure every job's response is in ``store``; return what happened.
 
-    ``admit`` is asked before each request is bought (a budget says no by returning False;
-    the job is then reported as a ``budget`` error and not sent).
+    ``jobs`` is taken as the requests go: the first are sent while a generator may still
+    be making the later ones (a run keys its requests so). ``admit`` is asked before each
+    request is bought (a budget says no by returning False; the job is then reported as a
+    ``budget`` error and not sent).
     """
     report = FetchReport()
-    queue: asyncio.Queue[Job] = asyncio.Queue()
-    for job in jobs:
-        report.total += 1
-        if job.key in store:
-            report.cached += 1
-            if progress:
-                progress(job, "cached")
-        else:
-            queue.put_nowait(job)
+    queue: asyncio.Queue[Job | None] = asyncio.Queue()
+    workers = max(1, concurrency)
+
+    async def feed() -> None:
+        for made, job in enumerate(jobs):
+            report.total += 1
+            if job.key in store:
+                report.cached += 1
+                if progress:
+                    progress(job, "cached")
+            else:
+                queue.put_nowait(job)
+            if made % _FEED_EVERY == 0:
+                # The requests queued so far go out, and answers are read, meanwhile.
+                await asyncio.sleep(0)
+        for _ in range(workers):
+            queue.put_nowait(None)
+
     inflight: dict[str, asyncio.Future[bool]] = {}
     # Per pin: its first request's outcome (None: answered, or failed for itself alone).
     probes: dict[str, asyncio.Future[ProviderError | None]] = {}
@@ -270,15 +285,19 @@ async def fetch(
             progress(job, outcome)
 
     async def worker() -> None:
-        while True:
-            try:
-                job = queue.get_nowait()
-            except asyncio.QueueEmpty:
-                return
+        while (job := await queue.get()) is not None:
             await one(job)
 
-    workers = max(1, min(concurrency, queue.qsize()))
-    await asyncio.gather(*(worker() for _ in range(workers)))
+    tasks = [asyncio.create_task(worker()) for _ in range(workers)]
+    try:
+        await feed()
+        await asyncio.gather(*tasks)
+    finally:
+        # A job that could not be made (or a worker's failure) stops the others before
+        # the caller closes what they write to.
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
     if writer is not None:
         writer.sync()
     return report

@@ -97,6 +97,17 @@ class Tracker:
         push_error = reply.get("push_error")
         return push_error if isinstance(push_error, str) else None
 
+    def release(self) -> None:
+        """After ``add``, when no push follows: the child exits now, while the caller
+        finishes its closing step (``close`` reaps it; a ``push`` after this is done
+        here)."""
+        proc = self.proc
+        if proc is None or proc.stdin is None or not self.asked:
+            return
+        with contextlib.suppress(OSError):
+            proc.stdin.close()  # the end of its input: the child exits
+        proc.stdin = None
+
     def close(self) -> None:
         """End the child: dismissed at once if it was never asked (it releases the
         repository's lock and exits, having changed nothing), else once its current
@@ -122,13 +133,24 @@ class Tracker:
 _AHEAD = (
     "dvc.repo.add",
     "dvc.output",
+    "dvc.rwlock",
+    "dvc_data.hashfile._progress",
+    "dvc_data.hashfile.status",
+    "dulwich.attrs",
+    "dulwich.filters",
     "dulwich.index",
+    "dulwich.line_ending",
+    "fsspec.implementations.memory",
     "pygit2",
     "scmrepo.git.backend.dulwich",
     "scmrepo.git.backend.pygit2",
+    "scmrepo.git.backend.pygit2.filter",
+    "rich._emoji_codes",
     "rich.status",
 )
-"""Modules ``dvc add`` imports as it goes (staging in git, its status line)."""
+"""Modules ``dvc add`` imports as it goes (its stage locks, hashing and checkout, staging
+in git with its attributes and filters, its status line): imported while the run
+fetches, not while it waits for the add."""
 
 
 def _import_ahead() -> None:

@@ -2,8 +2,10 @@
 
 How the run is made fast stays here, out of the caller's sight: the DVC child is started
 before the cells are planned (so DVC imports on another core while this one plans), the
-registry is loaded once for planning and running, and the progress display is built from
-the plans. The caller chooses only the options and how progress is shown.
+registry is loaded once for planning and running, the progress display is built from plans
+that hold only what it needs (items and counts: the requests are keyed while the first
+ones are bought), and the run is given those plans. The caller chooses only the options and
+how progress is shown.
 """
 
 from __future__ import annotations
@@ -67,7 +69,7 @@ def run_command(
     # DVC gets ready on another core while the cells are planned (a run with nothing to
     # do dismisses it).
     with Tracker(root, lock_fd=lock.fd) as tracker:
-        prepared = prepare(root, options, registry)
+        prepared = prepare(root, options, registry, keyed=False)
         if display is None:
             result = run(root, options, prepared=prepared, tracker=tracker)
         else:

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections import Counter
+from collections.abc import Callable, Container, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO
@@ -20,7 +21,7 @@ from evalreg.graders.llm_judge import JudgeFailed, Judges
 from evalreg.prompting import render_messages
 from evalreg.providers import all_providers
 from evalreg.providers.attachments import estimated_input_tokens
-from evalreg.providers.base import Provider, credentials_problem, output_cap
+from evalreg.providers.base import Messages, Provider, credentials_problem, output_cap
 from evalreg.providers.batch import (
     BATCHED,
     BatchReport,
@@ -114,13 +115,12 @@ class CellPlan:
     batch_estimated_micro_usd: int | None = None
     """With ``--batch``, for a provider with a batch API: the estimate at batch prices."""
 
-    def samples(self) -> Iterator[tuple[schema.Item, int, str]]:
-        """(item, sample, key) of every request, in (item, sample) order."""
-        keys = iter(self.keys)
-        repeats = range(self.status.cell.task.repeats)
-        for item in self.items:
-            for sample in repeats:
-                yield item, sample, next(keys)
+    def samples(self, start: int = 0) -> Iterator[tuple[schema.Item, int, str]]:
+        """(item, sample, key) of every request keyed so far, in (item, sample) order,
+        from the ``start``-th on."""
+        repeats = self.status.cell.task.repeats
+        for index in range(start, len(self.keys)):
+            yield self.items[index // repeats], index % repeats, self.keys[index]
 
 
 @dataclass
@@ -215,12 +215,21 @@ def estimate_micro_usd(
     """A cost estimate for one request, before it is sent: ``output_tokens`` is what the
     store has seen for the cell (or pin); without history, the request's ``max_tokens``.
     ``batch``: bought through a batch API, at the pin's batch prices where it has them."""
+    if pin.price is None:
+        return 0
+    if output_tokens is None:
+        output_tokens = _max_output_tokens(job)
+    return tokens_micro_usd(pin, estimated_input_tokens(job.content), output_tokens, batch=batch)
+
+
+def tokens_micro_usd(
+    pin: schema.Pin, input_tokens: int, output_tokens: int, *, batch: bool = False
+) -> int:
+    """``estimate_micro_usd`` of a request of ``input_tokens`` answered in
+    ``output_tokens``."""
     price = pin.price
     if price is None:
         return 0
-    input_tokens = estimated_input_tokens(job.content)
-    if output_tokens is None:
-        output_tokens = _max_output_tokens(job)
     input_price, output_price = rates(price, batch=batch)
     out_price = max(output_price, price.reasoning_per_mtok or 0.0)
     return round(
@@ -257,16 +266,21 @@ def judge_estimate(
 
 
 def judge_history(
-    judges: Judges, criteria: Sequence[schema.Criterion], plan: CellPlan, store: ResponseStore
+    judges: Judges,
+    criteria: Sequence[schema.Criterion],
+    plan: CellPlan,
+    store: ResponseStore,
+    bought: Container[str] = (),
 ) -> list[str]:
     """The keys of the judge requests for up to ``HISTORY_SAMPLE`` stored responses of
-    the cell (the judge's output length is learnt from those that are stored)."""
+    the cell (the judge's output length is learnt from those that are stored), leaving
+    out the responses under ``bought`` (those this run is buying)."""
     keys: list[str] = []
     read = 0
     for item, sample, key in plan.samples():
         if read >= HISTORY_SAMPLE or len(keys) >= HISTORY_SAMPLE:
             break
-        stored = store.get(key) if key in store else None
+        stored = store.get(key) if key in store and key not in bought else None
         if stored is None:
             continue
         read += 1
@@ -291,9 +305,13 @@ def _in_shard(key: str, shard: tuple[int, int] | None) -> bool:
     return int(key[:12], 16) % count == index - 1
 
 
-def cell_request(cell: Cell, provider: Provider, item: schema.Item) -> Request:
-    """The request a cell sends for ``item`` (the same body for every sample)."""
-    messages = render_messages(cell.task, cell.candidate.prompt, item, cell=cell.id)
+def cell_request(
+    cell: Cell, provider: Provider, item: schema.Item, messages: Messages | None = None
+) -> Request:
+    """The request a cell sends for ``item`` (the same body for every sample);
+    ``messages``: the item's prompt, when already rendered."""
+    if messages is None:
+        messages = render_messages(cell.task, cell.candidate.prompt, item, cell=cell.id)
     return make_request(
         cell.candidate.pin, cell.pin, provider, messages, item.input, toolset(cell.task)
     )
@@ -308,20 +326,42 @@ def _keys(cell: Cell, provider: Provider, items: Sequence[schema.Item]) -> list[
     return keys
 
 
-def request_keys(
-    cell: Cell, provider: Provider, items: Sequence[schema.Item], store: ResponseStore
-) -> list[str]:
-    """The store key of every request of ``items``, in (item, sample) order.
+def item_requests(
+    cell: Cell,
+    provider: Provider,
+    items: Sequence[schema.Item],
+    store: ResponseStore,
+    prompts: list[Messages | None] | None = None,
+) -> Iterator[tuple[schema.Item, Request | None, list[str]]]:
+    """Each of ``items`` with its request and the store keys of its samples, in order.
 
     Rendering and hashing 100,000 requests takes a couple of seconds of one core: when
     the store could answer most of them (a replay), ranges of items are keyed in forked
-    processes. Otherwise most requests are to be bought, and their jobs are built here
-    anyway: one process renders each prompt once.
+    processes, and their requests are not kept (None: the few to buy are made again).
+    Otherwise most requests are to be bought: each prompt is rendered once, its request
+    kept for the jobs (``prompts``: every item's prompt already rendered, each dropped
+    once its request is made).
     """
-    units = len(items) * cell.task.repeats
-    count = forked.parts(units) if len(store) * 2 >= units else 1
-    if count < 2:
-        return _keys(cell, provider, items)
+    repeats = cell.task.repeats
+    units = len(items) * repeats
+    count = forked.parts(units) if prompts is None and len(store) * 2 >= units else 1
+    if count >= 2:
+        keys = _forked_keys(cell, provider, items, count)
+        for index, item in enumerate(items):
+            yield item, None, keys[index * repeats : (index + 1) * repeats]
+        return
+    for index, item in enumerate(items):
+        messages = None
+        if prompts is not None:
+            messages, prompts[index] = prompts[index], None
+        request = cell_request(cell, provider, item, messages)
+        yield item, request, [request.key(sample) for sample in range(repeats)]
+
+
+def _forked_keys(
+    cell: Cell, provider: Provider, items: Sequence[schema.Item], count: int
+) -> list[str]:
+    """The keys of ``items`` in (item, sample) order, made in ``count`` processes."""
     size = -(-len(items) // count)
     pieces = [items[start : start + size] for start in range(0, len(items), size)]
     # Keys are sha256 hex digits: a worker's come back joined, 64 characters each.
@@ -343,28 +383,207 @@ def cell_jobs(
             yield item, sample, request.job(sample, f"{cell.id}/{item.id}#{sample}")
 
 
+class _Planner:
+    """Plans a run's cells: a cell's items and counts at once (``plan``), its requests
+    (keys, the jobs to buy, their estimates) as ``requests`` is iterated."""
+
+    def __init__(
+        self, root: Path, options: RunOptions, registry: Registry, store: ResponseStore
+    ) -> None:
+        self.options, self.registry, self.store = options, registry, store
+        self.providers = all_providers(root)
+        self.judges = Judges(registry.pins, store)
+        self.seen_by_pin: dict[str, list[str]] = {}
+        """Keys per pin (any task), from the cells keyed so far: the output length seen
+        there is the fallback for a cell of its own that has no stored response yet."""
+        self.buying: set[str] = set()
+        """The key of every request to buy planned so far. A run buys while it keys its
+        later requests: what it bought is in the store then, and was not before."""
+
+    def stored(self, key: str) -> bool:
+        """Whether the store held a response under ``key`` before this run bought any."""
+        return key in self.store and key not in self.buying
+
+    def plan(self, st: CellStatus) -> CellPlan:
+        """The cell's items and, unless ``--shard`` picks requests by key, how many
+        requests the run is responsible for; nothing keyed yet."""
+        cell = st.cell
+        plan = CellPlan(st)
+        evalset = self.registry.evalset_of(cell.task_id, cell.split)
+        items = sorted(evalset.items, key=lambda i: i.id)
+        if self.options.limit is not None:
+            items = items[: self.options.limit]
+        plan.items = items
+        if self.options.shard is None:
+            plan.in_shard = len(items) * cell.task.repeats
+        return plan
+
+    def requests(
+        self, plan: CellPlan, prompts: list[Messages | None] | None = None
+    ) -> Iterator[Job]:
+        """Key the cell's requests in (item, sample) order, yielding each one to buy as
+        it is made; then estimate what they cost, and whether the cell can run.
+        ``prompts``: its items' prompts, already rendered."""
+        cell = plan.status.cell
+        provider = self.providers[cell.pin.provider]
+        shard = self.options.shard
+        for_items: list[schema.Item] = []
+        """The item of each job to buy."""
+        sizes: Counter[tuple[int, int]] = Counter()
+        """(input tokens, max_tokens) of the jobs to buy: what their estimates depend on,
+        counted as they are made (the output length seen is known once all are)."""
+        for item, request, keys in item_requests(cell, provider, plan.items, self.store, prompts):
+            plan.keys.extend(keys)
+            for sample, key in enumerate(keys):
+                if shard is not None:
+                    if not _in_shard(key, shard):
+                        continue
+                    plan.in_shard += 1
+                if self.stored(key):
+                    continue
+                if request is None:
+                    request = cell_request(cell, provider, item)
+                job = request.job(sample, f"{cell.id}/{item.id}#{sample}", key)
+                plan.to_buy.append(job)
+                for_items.append(item)
+                sizes[estimated_input_tokens(job.content), _max_output_tokens(job)] += 1
+                plan.missing += 1
+                self.buying.add(key)
+                yield job
+        self._estimate(plan, for_items, sizes)
+        if plan.missing and not self.options.offline:
+            plan.blocked = credentials_problem(provider, cell.pin)
+            if plan.blocked is not None:
+                plan.unset_key = cell.pin.api_key_env or "credentials"
+        elif (
+            self.options.offline
+            and plan.status.state == "pending"
+            and plan.missing == plan.in_shard
+        ):
+            plan.blocked = "never run, and --offline buys nothing"
+
+    def key(self, plan: CellPlan) -> None:
+        """Key the cell's requests now."""
+        for _ in self.requests(plan):
+            pass
+
+    def _estimate(
+        self, plan: CellPlan, for_items: list[schema.Item], sizes: Counter[tuple[int, int]]
+    ) -> None:
+        """The estimated cost of the cell's requests to buy (``for_items``: the item of
+        each; ``sizes``: how many have each input length and ``max_tokens``), from the
+        output lengths of what the store held before this run."""
+        cell = plan.status.cell
+        store = self.store
+        pin_keys = self.seen_by_pin.setdefault(cell.candidate.pin, [])
+        observed = observed_output_tokens(store, filter(self.stored, plan.keys))
+        if observed is not None:
+            plan.output_tokens = f"{observed} output tokens: mean of stored responses of the cell"
+        else:
+            observed = observed_output_tokens(store, filter(self.stored, pin_keys))
+            if observed is not None:
+                plan.output_tokens = (
+                    f"{observed} output tokens: mean of stored responses of the pin"
+                )
+        pin_keys.extend(plan.keys[: HISTORY_SAMPLE * 4])
+        plan.observed_tokens = observed
+        if self.options.batch and batch_api(cell.pin) is not None:
+            plan.batch_estimated_micro_usd = 0
+        for (input_tokens, cap), count in sizes.items():
+            output_tokens = cap if observed is None else observed
+            plan.estimated_micro_usd += count * tokens_micro_usd(
+                cell.pin, input_tokens, output_tokens
+            )
+            if plan.batch_estimated_micro_usd is not None:
+                plan.batch_estimated_micro_usd += count * tokens_micro_usd(
+                    cell.pin, input_tokens, output_tokens, batch=True
+                )
+        if plan.to_buy and not plan.output_tokens:
+            cap = _max_output_tokens(plan.to_buy[0])
+            plan.output_tokens = f"{cap} output tokens: max_tokens, no history"
+        judged = [c for c in cell.rubric.criteria if isinstance(c.grader, schema.JudgeGrader)]
+        if not judged:
+            return
+        judging: tuple[schema.Item, tuple[int, int]] | None = None
+        judge_tokens: int | None = None
+        for job, item in zip(plan.to_buy, for_items, strict=True):
+            if not plan.judge_output_tokens:
+                history = judge_history(self.judges, judged, plan, store, self.buying)
+                judge_tokens = observed_output_tokens(store, history)
+                plan.judge_output_tokens = (
+                    "max_tokens of the judge request, no history"
+                    if judge_tokens is None
+                    else f"{judge_tokens} output tokens: mean of stored judge responses of the cell"
+                )
+            if judging is None or judging[0] is not item:
+                tokens = _max_output_tokens(job) if observed is None else observed
+                label = f"{cell.id}/{item.id}"
+                judging = (
+                    item,
+                    judge_estimate(self.judges, judged, item, tokens, label, judge_tokens),
+                )
+            count, cost = judging[1]
+            plan.judge_requests += count
+            plan.judge_estimated_micro_usd += cost
+            plan.judge_estimates[job.key] = cost
+
+
+def _buys_while_planning(root: Path, options: RunOptions) -> bool:
+    """Whether the run may buy its first responses before its cells are keyed: not when
+    something needs every key first. A dry run shows the whole plan; ``--max-cost``
+    admits requests by estimates learnt from a cell's stored responses; ``--batch``, and
+    batches still waiting, sort the requests into live and batched ones; ``--shard``
+    counts its share of the requests for the progress display; ``--offline`` buys
+    nothing."""
+    if options.dry_run or options.offline or options.batch or options.shard is not None:
+        return False
+    return options.max_cost_usd is None and not BatchJournal.load(root).batches
+
+
 @dataclass(frozen=True)
 class Prepared:
-    """What a run works from, planned before anything is bought."""
+    """What a run works from: every cell it touches, planned before anything is bought,
+    but for the requests of the cells in ``unkeyed``."""
 
     registry: Registry
     store: ResponseStore
     plans: list[CellPlan]
     """Every cell the run touches, in the order of ``status``."""
+    unkeyed: dict[str, Iterator[Job]] = field(default_factory=dict)
+    """By cell id, the requests of a cell still to be keyed: iterating them keys the
+    cell (in plan order: a cell learns its output length from the cells before it) and
+    completes its plan."""
+
+    def requests(self, plan: CellPlan) -> Iterator[Job]:
+        """The cell's requests to buy, keyed as they are asked for if they are not yet."""
+        unkeyed = self.unkeyed.pop(plan.status.cell.id, None)
+        return iter(plan.to_buy) if unkeyed is None else unkeyed
+
+    def complete(self) -> None:
+        """Key every cell still to be keyed: each plan is whole after this."""
+        for plan in self.plans:
+            for _ in self.requests(plan):
+                pass
 
 
-def prepare(root: Path, options: RunOptions, registry: Registry | None = None) -> Prepared:
+def prepare(
+    root: Path, options: RunOptions, registry: Registry | None = None, *, keyed: bool = True
+) -> Prepared:
     """Load the registry (unless given) and the store, and plan every cell this run will
-    touch."""
+    touch.
+
+    ``keyed=False``: where the run may buy while it plans (``_buys_while_planning``), a
+    cell whose pin can be called is left for ``Prepared.requests`` to key: its plan holds
+    what a progress display needs (items, how many requests), and every prompt of it is
+    rendered now, so that one that cannot be is refused before anything is bought.
+    """
     if registry is None:
         registry = load_registry(root)
     store = ResponseStore.open(root)
-    providers = all_providers(root)
-    judges = Judges(registry.pins, store)
+    planner = _Planner(root, options, registry, store)
+    defer = not keyed and _buys_while_planning(root, options)
     plans = []
-    # Output length seen per pin (any task), from the cells planned so far: the fallback
-    # for a cell of its own that has no stored response yet.
-    seen_by_pin: dict[str, list[str]] = {}
+    unkeyed: dict[str, Iterator[Job]] = {}
     for st in status(registry, split="holdout" if options.holdout else "dev"):
         cell = st.cell
         if options.tasks and cell.task_id not in options.tasks:
@@ -373,81 +592,19 @@ def prepare(root: Path, options: RunOptions, registry: Registry | None = None) -
             continue
         if st.state == "fresh" and not options.force:
             continue
-        plan = CellPlan(st)
-        provider = providers[cell.pin.provider]
-        items = sorted(registry.evalset_of(cell.task_id, cell.split).items, key=lambda i: i.id)
-        if options.limit is not None:
-            items = items[: options.limit]
-        plan.items = items
-        plan.keys = request_keys(cell, provider, items, store)
-        pin_keys = seen_by_pin.setdefault(cell.candidate.pin, [])
-        observed = observed_output_tokens(store, plan.keys)
-        if observed is not None:
-            plan.output_tokens = f"{observed} output tokens: mean of stored responses of the cell"
+        plan = planner.plan(st)
+        # A pin that cannot be called blocks its cell only if it has anything to buy:
+        # that takes its keys.
+        if defer and credentials_problem(planner.providers[cell.pin.provider], cell.pin) is None:
+            prompts: list[Messages | None] = [
+                render_messages(cell.task, cell.candidate.prompt, item, cell=cell.id)
+                for item in plan.items
+            ]
+            unkeyed[cell.id] = planner.requests(plan, prompts)
         else:
-            observed = observed_output_tokens(store, pin_keys)
-            if observed is not None:
-                plan.output_tokens = (
-                    f"{observed} output tokens: mean of stored responses of the pin"
-                )
-        pin_keys.extend(plan.keys[: HISTORY_SAMPLE * 4])
-        plan.observed_tokens = observed
-        repeats = cell.task.repeats
-        if options.batch and batch_api(cell.pin) is not None:
-            plan.batch_estimated_micro_usd = 0
-        request: tuple[schema.Item, Request] | None = None
-        judged = [c for c in cell.rubric.criteria if isinstance(c.grader, schema.JudgeGrader)]
-        judging: tuple[schema.Item, tuple[int, int]] | None = None
-        judge_tokens: int | None = None
-        for index, key in enumerate(plan.keys):
-            if not _in_shard(key, options.shard):
-                continue
-            plan.in_shard += 1
-            if key not in store:
-                item, sample = items[index // repeats], index % repeats
-                if request is None or request[0] is not item:
-                    request = item, cell_request(cell, provider, item)
-                job = request[1].job(sample, f"{cell.id}/{item.id}#{sample}", key)
-                plan.to_buy.append(job)
-                plan.missing += 1
-                plan.estimated_micro_usd += estimate_micro_usd(cell.pin, job, observed)
-                if plan.batch_estimated_micro_usd is not None:
-                    plan.batch_estimated_micro_usd += estimate_micro_usd(
-                        cell.pin, job, observed, batch=True
-                    )
-                if judged:
-                    if not plan.judge_output_tokens:
-                        history = judge_history(judges, judged, plan, store)
-                        judge_tokens = observed_output_tokens(store, history)
-                        plan.judge_output_tokens = (
-                            "max_tokens of the judge request, no history"
-                            if judge_tokens is None
-                            else f"{judge_tokens} output tokens: mean of stored judge "
-                            "responses of the cell"
-                        )
-                    if judging is None or judging[0] is not item:
-                        tokens = _max_output_tokens(job) if observed is None else observed
-                        label = f"{cell.id}/{item.id}"
-                        judging = (
-                            item,
-                            judge_estimate(judges, judged, item, tokens, label, judge_tokens),
-                        )
-                    count, cost = judging[1]
-                    plan.judge_requests += count
-                    plan.judge_estimated_micro_usd += cost
-                    plan.judge_estimates[key] = cost
-                if not plan.output_tokens:
-                    plan.output_tokens = (
-                        f"{_max_output_tokens(job)} output tokens: max_tokens, no history"
-                    )
-        if plan.missing and not options.offline:
-            plan.blocked = credentials_problem(providers[cell.pin.provider], cell.pin)
-            if plan.blocked is not None:
-                plan.unset_key = cell.pin.api_key_env or "credentials"
-        elif options.offline and st.state == "pending" and plan.missing == plan.in_shard:
-            plan.blocked = "never run, and --offline buys nothing"
+            planner.key(plan)
         plans.append(plan)
-    return Prepared(registry, store, plans)
+    return Prepared(registry, store, plans, unkeyed)
 
 
 def run(
@@ -459,8 +616,9 @@ def run(
 ) -> RunResult:
     """Reconcile: buy what is missing, grade, and write results for the planned cells.
 
-    ``prepared`` is ``prepare(root, options)`` when the caller already has it (the CLI
-    needs the plans for its progress display), so the registry is loaded once.
+    ``prepared`` is ``prepare(root, options, keyed=False)`` when the caller already has
+    it (the CLI needs the plans for its progress display), so the registry is loaded once;
+    the requests of its unkeyed cells are keyed as the fetch takes them.
     ``tracker`` is one the caller started before preparing, and closes; without it, one
     is started here if anything is to run. The caller holds the repository lock
     (``lock.RepositoryLock``) and has let ``journal.recover_locked`` repair an
@@ -471,23 +629,41 @@ def run(
     instant is completed or rolled back by the next command (``journal``).
     """
     root = root.resolve()
-    if prepared is None:
-        prepared = prepare(root, options)
-    registry, store, plans = prepared.registry, prepared.store, prepared.plans
+    planned = prepare(root, options) if prepared is None else prepared
+    registry, store, plans = planned.registry, planned.store, planned.plans
     result = RunResult(plans)
+    # Known before any cell is keyed: a cell is blocked only by a pin that cannot be
+    # called, and such a cell is keyed while planning.
     runnable = [p for p in plans if p.blocked is None]
-    jobs = [job for p in runnable for job in p.to_buy]
     if options.batch:
-        # What --batch will buy live, and why (a dry run says it too).
+        # Planned whole (``_buys_while_planning``). What --batch will buy live, and why
+        # (a dry run says it too).
+        jobs = [job for p in runnable for job in p.to_buy]
         buying = {p.status.cell.candidate.pin: p.status.cell.pin for p in runnable if p.to_buy}
         result.notes.extend(live_notes(buying))
         result.notes.extend(_too_large_note(jobs, options))
     if options.dry_run:
         return result
     budget = _Budget(options.max_cost_usd)
-    cell_of = {job.key: p.status.cell.id for p in runnable for job in p.to_buy}
-    budget.output_tokens = {job.key: p.observed_tokens for p in runnable for job in p.to_buy}
-    budget.judges = {k: v for p in runnable for k, v in p.judge_estimates.items()}
+    if budget.active:
+        # Planned whole: every request is admitted by the estimates of the whole plan.
+        budget.output_tokens = {j.key: p.observed_tokens for p in runnable for j in p.to_buy}
+        budget.judges = {k: v for p in runnable for k, v in p.judge_estimates.items()}
+    cell_of: dict[str, str] = {}
+
+    def to_buy() -> Iterator[Job]:
+        """The requests to buy, cell after cell, keyed as the fetch asks for them: the
+        first are bought while later ones are still being keyed."""
+        for plan in runnable:
+            cell_id = plan.status.cell.id
+            for job in planned.requests(plan):
+                cell_of[job.key] = cell_id
+                yield job
+            # Stored responses were found while keying: count them, don't fetch them.
+            cached = plan.in_shard - len(plan.to_buy)
+            if progress is not None and cached:
+                progress(cell_id, "cached", cached)
+
     graders = {
         p.status.cell.id: cell_grader(p.status.cell, registry, store, root) for p in runnable
     }
@@ -554,14 +730,7 @@ def run(
                 assert journal is not None
                 journal.add_segment(f"{STORE_DIR}/{writer.name}")
             try:
-                # Stored responses were found while planning: count them, don't fetch them.
-                stored = 0
-                for plan in runnable:
-                    cached = plan.in_shard - len(plan.to_buy)
-                    stored += cached
-                    if progress is not None and cached:
-                        progress(plan.status.cell.id, "cached", cached)
-                live, batched = _by_batch(jobs, options, root)
+                live, batched = _by_batch(to_buy(), options, root)
                 report = await fetch(
                     live,
                     store,
@@ -592,6 +761,7 @@ def run(
                         admit=budget.admit_batched if budget.active else None,
                     )
                     _merge(report, in_batches)
+                stored = sum(p.in_shard - len(p.to_buy) for p in runnable)
                 report.total += stored
                 report.cached += stored
                 judged = judge_jobs()
@@ -655,6 +825,14 @@ def run(
             for rel in _untracked_segments_used(root, store, written, judge_keys):
                 if rel not in journal.segments:
                     journal.segments.append(rel)
+
+            def track(paths: list[str]) -> None:
+                assert tracker is not None
+                tracker.add(paths)
+                if not options.push:
+                    # Nothing follows the add: the child exits while results go in place.
+                    tracker.release()
+
             # The closing step runs to its end whatever signal arrives (but SIGKILL, which
             # the journal repairs): results in place, everything tracked.
             with interrupts.deferred():
@@ -662,7 +840,7 @@ def run(
                     [items for items, _ in staged],
                     [*(s for _, s in staged), *metrics],
                     index,
-                    tracker.add,
+                    track,
                 )
         owed = unpushed(root) if options.push else []
         if owed:
@@ -676,8 +854,8 @@ def run(
 
 
 def _by_batch(
-    jobs: list[Job], options: RunOptions, root: Path
-) -> tuple[list[Job], tuple[BatchJournal, list[Job]] | None]:
+    jobs: Iterable[Job], options: RunOptions, root: Path
+) -> tuple[Iterable[Job], tuple[BatchJournal, list[Job]] | None]:
     """The jobs to buy live, and the batch journal with the jobs for batches: with
     ``--batch`` every job whose provider has a batch API; without it, only those already
     waiting in a journalled batch (never bought again live). None: no batch is involved."""
@@ -782,10 +960,8 @@ class _CellStream:
     ) -> None:
         self.root, self.plan, self.grader, self.store = root, plan, grader, store
         self.tmp_name = tmp_name
-        self.samples = plan.samples()
-        self.next = next(self.samples, None)
-        self.graded = 0
-        """Samples graded so far, in (item, sample) order."""
+        self.done = 0
+        """Samples graded: the plan's keys grow while the run keys its later requests."""
         self._writer: CellWriter | None = None
         self.progress = progress
         self.unreported = 0
@@ -806,25 +982,23 @@ class _CellStream:
         return self._writer
 
     def advance(self) -> None:
-        while self.next is not None:
-            item, sample, key = self.next
+        for item, sample, key in self.plan.samples(self.done):
             stored = self.store.get(key)
             if stored is None:
                 return
             self.writer.add(self.grader.record(item, sample, key, stored, None))
             self._graded(1)
-            self.graded += 1
-            self.next = next(self.samples, None)
+            self.done += 1
 
     def drain(self, failed: dict[str, str]) -> None:
         """Grade every sample not graded yet (``failed``: the error of each key the fetch
         could not buy); a long remainder is graded by several processes."""
-        if self.next is None:
+        cell = self.plan.status.cell
+        rest = Samples(self.plan.items, self.plan.keys, cell.task.repeats, self.done)
+        self.done += len(rest)
+        if not rest:
             self._graded(0, flush=True)
             return
-        cell = self.plan.status.cell
-        rest = Samples(self.plan.items, self.plan.keys, cell.task.repeats, self.graded)
-        self.next = None
 
         def grade(item: schema.Item, sample: int, key: str) -> ItemRecord:
             return self.grader.record(item, sample, key, self.store.get(key), failed.get(key))

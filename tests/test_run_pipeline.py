@@ -1,0 +1,230 @@
+"""``evalreg run`` buys while it plans: its first requests go out while later ones are still
+being keyed, and nothing about the run changes but when the work is done."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import signal
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from evalreg.providers import get_provider
+from evalreg.providers.base import Completion
+from evalreg.providers.fetch import FetchReport, Job, fetch, make_job, put_response
+from evalreg.providers.http import HttpLayer
+from evalreg.registry.schema import Pin
+from evalreg.report import terminal
+from evalreg.runner.run import CellPlan, RunOptions, prepare
+from evalreg.store.segments import ResponseStore, SegmentWriter
+
+from conftest import LIVE_KEY, Repo, assert_refused, items_jsonl
+from support import runs
+from support.llm_server import LLMServer, Request, default_text
+
+EVALSET = "evalsets/messages.jsonl"
+MINI = "reports/results/labels/mini"
+
+
+def with_items(repo: Repo, cli, rows: str) -> None:
+    repo.write(EVALSET, rows)
+    assert cli(repo, "evalset", "add", str(repo.root / EVALSET)).code == 0
+    repo.commit("items")
+
+
+def test_the_first_request_is_sent_before_the_last_one_is_keyed(
+    live: Repo, cli, server: LLMServer, monkeypatch: pytest.MonkeyPatch
+):
+    with_items(live, cli, items_jsonl(3000))
+    shown: list[CellPlan] = []
+    keyed_when_built: list[int] = []
+
+    class Display(terminal.RunProgress):
+        def __init__(self, plans: list[CellPlan]) -> None:
+            super().__init__(plans)
+            shown.extend(plans)
+            keyed_when_built.extend(len(p.keys) for p in plans)
+
+    keyed_at_first_request: list[int] = []
+
+    def respond(request: Request) -> str:
+        if not keyed_at_first_request:
+            mini = next(p for p in shown if p.status.cell.id == "labels/mini")
+            keyed_at_first_request.append(len(mini.keys))
+        assert request.body is not None
+        return default_text(request.body["messages"])
+
+    server.responder = respond
+    monkeypatch.setattr(terminal, "RunProgress", Display)
+    result = cli(live, "run")
+    assert result.code == 0, result.err
+    # The display had its totals before a single request was keyed.
+    assert keyed_when_built == [0, 0]
+    assert [p.in_shard for p in shown] == [3000, 3000]
+    assert keyed_at_first_request[0] < 3000
+    assert server.count() == 3000
+    assert json.loads(live.read(MINI + ".json"))["totals"]["samples"] == 3000
+
+
+def plan_facts(plan: CellPlan) -> dict[str, object]:
+    return {
+        "keys": plan.keys,
+        "to_buy": [job.key for job in plan.to_buy],
+        "missing": plan.missing,
+        "in_shard": plan.in_shard,
+        "estimated": plan.estimated_micro_usd,
+        "output_tokens": plan.output_tokens,
+        "observed": plan.observed_tokens,
+        "blocked": plan.blocked,
+    }
+
+
+def test_a_plan_keyed_while_buying_is_the_plan_made_before(live: Repo, cli, server):
+    assert cli(live, "run", "--limit", "2").code == 0  # the cell's output length: 2 stored
+    with_items(live, cli, items_jsonl(8))
+    whole = prepare(live.root, RunOptions())
+    keyed_later = prepare(live.root, RunOptions(), keyed=False)
+    assert all(p.keys == [] for p in keyed_later.plans)
+    store = keyed_later.store
+    for plan in keyed_later.plans:
+        for job in keyed_later.requests(plan):
+            # Bought at once, as a run would while later requests are still being keyed,
+            # with an output length unlike any stored before.
+            completion = Completion('{"label": "a"}', "m", "fp", 10, 999)
+            put_response(
+                store, None, job.key, job.provider.name, job.endpoint, job.sample,
+                job.content, completion, {"latency_ms": 1, "attempts": 1},
+            )  # fmt: skip
+    assert [plan_facts(p) for p in keyed_later.plans] == [plan_facts(p) for p in whole.plans]
+    assert sum(p.missing for p in whole.plans) == 6 + 6  # both cells, 2 of 8 stored each
+
+
+def test_a_prompt_that_cannot_be_rendered_for_a_late_item_stops_the_run_before_it_buys(
+    live: Repo, cli, server
+):
+    rows = [json.loads(line) for line in items_jsonl(300).splitlines()]
+    for row in rows:
+        row["input"]["emphasis"] = 3
+    rows[-1]["input"]["emphasis"] = 10**9
+    with_items(live, cli, "".join(json.dumps(r) + "\n" for r in rows))
+    task = "registry/tasks/labels.yaml"
+    live.write(task, live.read(task).replace("{{ text }}", "{{ text }}{{ '!' * emphasis }}"))
+    live.commit("an emphasis too long to render for the last item")
+    err = assert_refused(live, cli, "run", expect=("m-299", "a repeated value would be"))
+    assert "m-298" not in err
+    assert server.count() == 0
+
+
+def made_jobs(server: LLMServer, n: int) -> Iterator[Job]:
+    pin = Pin.model_validate(
+        {
+            "schema_version": 1,
+            "provider": "openai",
+            "model": "snapshot-2026-01-01",
+            "base_url": server.base_url,
+            "api_key_env": "EVALREG_TEST_KEY",
+            "limits": {"concurrency": 8, "timeout_s": 5},
+        }
+    )
+    provider = get_provider("openai")
+    for i in range(n):
+        yield make_job("p", pin, provider, [{"role": "user", "content": f"item {i}"}], None, 0, "")
+
+
+def fetch_from(root: Path, jobs: Iterator[Job]) -> FetchReport:
+    async def go() -> FetchReport:
+        async with HttpLayer() as http:
+            with SegmentWriter(root) as writer:
+                return await fetch(jobs, ResponseStore(), writer, http, concurrency=8)
+
+    return asyncio.run(go())
+
+
+def test_fetch_sends_requests_while_its_jobs_are_still_being_made(
+    tmp_path: Path, server: LLMServer, monkeypatch: pytest.MonkeyPatch
+):
+    monkeypatch.setenv("EVALREG_TEST_KEY", LIVE_KEY)
+    server.responder = None
+    answered_when_made: list[int] = []
+
+    def slowly_made() -> Iterator[Job]:
+        for job in made_jobs(server, 2000):
+            answered_when_made.append(server.count())
+            time.sleep(0.0005)  # a job that takes a while to make, like a long prompt
+            yield job
+
+    report = fetch_from(tmp_path, slowly_made())
+    assert report.fetched == 2000
+    assert answered_when_made[0] == 0
+    assert answered_when_made[-1] > 0
+
+
+def test_fetch_stops_its_requests_when_a_job_cannot_be_made(
+    tmp_path: Path, server: LLMServer, monkeypatch: pytest.MonkeyPatch
+):
+    monkeypatch.setenv("EVALREG_TEST_KEY", LIVE_KEY)
+    server.responder = None
+    server.latency = 0.05
+
+    def broken() -> Iterator[Job]:
+        yield from made_jobs(server, 100)
+        raise ValueError("this job cannot be made")
+
+    with pytest.raises(ValueError, match="cannot be made"):
+        fetch_from(tmp_path, broken())
+    time.sleep(0.3)
+    # The jobs were made while the pin's first request was out: none of the others went.
+    assert server.count() <= 1
+
+
+def test_two_cells_asking_the_same_requests_buy_each_response_once(live: Repo, cli, server):
+    with_items(live, cli, items_jsonl(500))
+    selection = "registry/selections/labels.yaml"
+    live.write(
+        selection,
+        live.read(selection).replace(
+            "  - id: mini\n    pin: mini\n",
+            "  - id: mini\n    pin: mini\n  - id: twin\n    pin: mini\n",
+        ),
+    )
+    live.commit("a second candidate on the same pin and prompt")
+    result = cli(live, "run")
+    assert result.code == 0, result.err
+    assert server.count() == 500
+    twin = json.loads(live.read("reports/results/labels/twin.json"))
+    mini = json.loads(live.read(MINI + ".json"))
+    assert twin["totals"] == mini["totals"]
+
+
+def test_a_run_without_a_push_leaves_everything_tracked_and_the_repository_free(
+    live: Repo, cli, server
+):
+    with_items(live, cli, items_jsonl(200))
+    result = cli(live, "run", "--no-push")
+    assert result.code == 0, result.err
+    assert runs.untracked_data(live) == []
+    assert runs.journal_phase(live) is None
+    again = cli(live, "run", "--no-push")  # the lock is free, the DVC child gone
+    assert again.code == 0, again.err
+    assert "Nothing to run" in again.out
+
+
+CLOSING = [m for m in runs.MOMENTS if m.name in ("closing step begins", "journal closed (pushing)")]
+
+
+@pytest.mark.parametrize("moment", CLOSING, ids=[m.name for m in CLOSING])
+def test_a_run_without_a_push_killed_while_closing_is_completed_by_the_next(
+    live: Repo, cli, server, moment: runs.Moment
+):
+    with_items(live, cli, items_jsonl(200))
+    runs.signal_at(live, server, moment, signal.SIGKILL, "--no-push")
+    bought = server.count()
+    resumed = cli(live, "run", "--no-push")
+    assert resumed.code == 0, resumed.err
+    assert server.count() == bought  # every response kept, none bought again
+    assert runs.untracked_data(live) == []
+    assert runs.journal_phase(live) is None
+    assert json.loads(live.read(MINI + ".json"))["totals"]["samples"] == 200
