@@ -728,16 +728,12 @@ def _untracked_segments_used(
     them; a segment nothing here uses is left alone, so it never joins an unrelated PR.
     The pointer is the same file on both branches, so they still merge cleanly.
     """
-    numbers: set[int] = set()
+    names: set[str] = set()
     for plan in plans:
         keys = [*plan.keys, *judge_keys.get(plan.status.cell.id, ())]
-        for key in keys:
-            where = store.index.get(key)
-            if where is not None:
-                numbers.add(where[0])
+        names.update(where.segment for where in store.locate_all(keys) if where is not None)
     out = []
-    for number in sorted(numbers):
-        name = store.names[number]  # "" for a record this run wrote: its own segment
+    for name in sorted(names):  # "" for a record this run wrote: its own segment
         rel = f"{STORE_DIR}/{name}"
         if name and (root / rel).is_file() and not (root / f"{rel}.dvc").exists():
             out.append(rel)
