@@ -5,6 +5,8 @@ of the request body sent. Each run (or shard) appends to its own uniquely named 
 each segment gets its own DVC pointer when the run ends, so branches and concurrent runs
 never write the same file. Records are written to the OS as they arrive (a SIGKILL loses
 only requests in flight) and fsync'ed in groups; a torn last line is dropped on reading.
+Reading indexes every segment's lines in a few fixed-size columns and leaves the records
+in their files, read one by one when asked for: memory holds the index, not the store.
 """
 
 from __future__ import annotations
@@ -353,7 +355,8 @@ class ResponseStore:
     """Read access to every stored response of one version of the repository.
 
     The index holds, per record, its key in binary (32 bytes), its segment and the start
-    and end of its line (20 bytes), sorted by key; the records stay in their segments,
+    and end of its line (20 bytes) and whether its key is spelled as ``request_key``
+    spells keys (1 byte), sorted by key; the records stay in their segments,
     read from the file (or held bytes) when asked for. The first segment added (``load``
     adds them in name order) and the first line in it win; later lines with a key
     already indexed are duplicates.
@@ -513,8 +516,9 @@ class ResponseStore:
             return self._find_spelled(key, whole=whole)
         head = int.from_bytes(binary[:8], "big")
         tail = binary[8:]
-        last = buckets[(head >> _BUCKET_SHIFT) + 1]
-        row = bisect.bisect_left(heads, head, buckets[head >> _BUCKET_SHIFT], last)
+        bucket = head >> _BUCKET_SHIFT
+        last = buckets[bucket + 1]
+        row = bisect.bisect_left(heads, head, buckets[bucket], last)
         while row < last and heads[row] == head:
             # The whole key is in memory (but for rows in ``_unsure``): a line is read only
             # when it is asked for, and then its key is checked again.
