@@ -103,6 +103,7 @@ def test_keys_that_share_their_first_digits_are_told_apart_by_the_whole_key(
     assert store.stats.records == 7 and store.stats.duplicates == 1
     wanted = [sharing_head(i) for i in range(10)] + [key(1), key(2)]
     assert store.locate_all(wanted) == [store.locate(k) for k in wanted]
+    assert store.contains_all(wanted) == [k in store for k in wanted] != [True] * len(wanted)
     assert lookup(WorkspaceTree(tmp_path), wanted) == {
         k: store.get(k) for k in wanted if k in store
     }
@@ -123,6 +124,13 @@ def test_a_key_is_answered_only_as_it_is_spelled(tmp_path: Path) -> None:
         store.locate(odd),
     ]
     assert store.locate(key(1)) is None
+    assert store.contains_all([upper, key(1), odd, key(3), "short"]) == [
+        True,
+        False,
+        True,
+        True,
+        False,
+    ]
 
 
 def test_numbers_beyond_64_bits_read_as_json_reads_them(tmp_path: Path) -> None:
@@ -183,6 +191,7 @@ def test_records_remembered_by_this_process_answer_first(tmp_path: Path) -> None
         store.locate(key(2)),
         None,
     ]
+    assert store.contains_all([key(1), key(2), key(3)]) == [True, True, False]
 
 
 def test_a_tracked_segment_is_read_from_the_verified_dvc_cache(repo: Repo) -> None:

@@ -399,11 +399,12 @@ def prepare(root: Path, options: RunOptions, registry: Registry | None = None) -
         judged = [c for c in cell.rubric.criteria if isinstance(c.grader, schema.JudgeGrader)]
         judging: tuple[schema.Item, tuple[int, int]] | None = None
         judge_tokens: int | None = None
+        in_store = store.contains_all(plan.keys)
         for index, key in enumerate(plan.keys):
             if not _in_shard(key, options.shard):
                 continue
             plan.in_shard += 1
-            if key not in store:
+            if not in_store[index]:
                 item, sample = items[index // repeats], index % repeats
                 if request is None or request[0] is not item:
                     request = item, cell_request(cell, provider, item)
@@ -856,11 +857,12 @@ def _finish(
         outcome.note = f"pending: {plan.blocked}"
         return outcome
     store = stream.store if stream is not None else None
+    in_store = store.contains_all(plan.keys) if store is not None else [False] * len(plan.keys)
     unresolved = [
         k
-        for k in plan.keys
+        for k, stored in zip(plan.keys, in_store, strict=True)
         if _in_shard(k, options.shard)
-        and (store is None or k not in store)
+        and not stored
         and failed.get(k) in (None, "offline_miss", "budget", BATCHED)
     ]
     if unresolved or options.shard is not None or options.limit is not None:

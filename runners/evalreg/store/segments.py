@@ -507,9 +507,8 @@ class ResponseStore:
             fd = self._files.open(number, source)
         return os.pread(fd, end - start, start)
 
-    def _find(self, key: str, *, whole: bool) -> tuple[int, int, int, bytes] | None:
-        """Segment number, start and end of ``key``'s indexed line, and the line when
-        ``whole`` (else b"")."""
+    def _find(self, key: str, *, whole: bool) -> tuple[int, bytes] | None:
+        """The index row of ``key``'s line, and the line when ``whole`` (else b"")."""
         heads, buckets, tails, segments, starts, ends = self._views or self._index()
         binary = _binary(key)
         if binary is None:
@@ -523,17 +522,14 @@ class ResponseStore:
             # The whole key is in memory (but for rows in ``_unsure``): a line is read only
             # when it is asked for, and then its key is checked again.
             if tails[row * 24 : row * 24 + 24] == tail and row not in self._unsure:
-                number, start, end = segments[row], starts[row], ends[row]
                 if not whole:
-                    return number, start, end, b""
-                line = self._read(number, start, end)
-                return (
-                    (number, start, end, line) if line[_KEY_AT:_KEY_END] == key.encode() else None
-                )
+                    return row, b""
+                line = self._read(segments[row], starts[row], ends[row])
+                return (row, line) if line[_KEY_AT:_KEY_END] == key.encode() else None
             row += 1
         return None
 
-    def _find_spelled(self, key: str, *, whole: bool) -> tuple[int, int, int, bytes] | None:
+    def _find_spelled(self, key: str, *, whole: bool) -> tuple[int, bytes] | None:
         """``_find`` for a key not spelled as ``request_key`` spells keys: only lines whose
         key is spelled so too can hold it (they are read to compare)."""
         if not _storable(key) or not self._unsure:
@@ -548,7 +544,7 @@ class ResponseStore:
                 row in self._unsure
                 and self._read(number, start + _KEY_AT, start + _KEY_END) == text
             ):
-                return number, start, end, self._read(number, start, end) if whole else b""
+                return row, self._read(number, start, end) if whole else b""
             row += 1
         return None
 
@@ -574,8 +570,9 @@ class ResponseStore:
         found = self._find(key, whole=True)
         if found is None:
             return None
-        number, start, _end, line = found
-        return _record(line, self._runs[number], start)
+        row, line = found
+        _heads, _buckets, _tails, segments, starts, _ends = self._index()
+        return _record(line, self._runs[segments[row]], starts[row])
 
     def line(self, key: str) -> bytes | None:
         """The stored line of ``key`` (without its newline), or None."""
@@ -583,7 +580,7 @@ class ResponseStore:
         if recent is not None:
             return recent[:-1]
         found = self._find(key, whole=True)
-        return None if found is None else found[3]
+        return None if found is None else found[1]
 
     def locate(self, key: str) -> Location | None:
         """Where ``key``'s line is, or None when it is not stored."""
@@ -591,39 +588,69 @@ class ResponseStore:
         if recent is not None:
             return Location("", 0, len(recent) - 1)
         found = self._find(key, whole=False)
-        return None if found is None else Location(self.names[found[0]], found[1], found[2])
+        return None if found is None else self._location(found[0])
 
-    def locate_all(self, keys: Sequence[str]) -> list[Location | None]:
-        """``locate`` of each of ``keys``, in one vectorised search (for every key of a
-        cell: a key at a time costs microseconds each)."""
+    def _location(self, row: int) -> Location:
+        _heads, _buckets, _tails, segments, starts, ends = self._index()
+        return Location(self.names[segments[row]], starts[row], ends[row])
+
+    def _rows(self, keys: Sequence[str]) -> list[int | None]:
+        """The index row of each of ``keys`` (None: not indexed), in one vectorised search;
+        keys spelled otherwise than ``request_key`` spells them, and heads that several
+        rows share, are searched one at a time."""
         import numpy as np
 
-        out: list[Location | None] = [None] * len(keys)
-        binaries, at = [], []
-        for i, key in enumerate(keys):
-            binary = None if key in self._recent else _binary(key)
-            if binary is None:
-                out[i] = self.locate(key)
-            else:
-                binaries.append(binary)
-                at.append(i)
         self._index()
-        heads, tails, _canonical, segments, starts, ends = self._columns
-        if not binaries or not len(heads):
+        heads, tails, _canonical, _segments, _starts, _ends = self._columns
+        out: list[int | None] = [None] * len(keys)
+        if not keys or not len(heads):
             return out
-        wanted = np.frombuffer(b"".join(binaries), dtype=np.uint8).reshape(-1, 32)
+        # Keys spelled as request_key spells them are 64 lowercase hex digits: decoded
+        # together, each to its 32 bytes, as the scan decodes the lines' keys.
+        joined = "".join(keys)
+        spelled = len(joined) == _KEY_LEN * len(keys) and joined.isascii()
+        if not spelled:
+            return [self._row(key) for key in keys]
+        chars = np.frombuffer(joined.encode("ascii"), dtype=np.uint8).reshape(-1, _KEY_LEN)
+        canonical = np.frombuffer(_LOWER_HEX, dtype=np.bool_)[chars].all(axis=1)
+        digits = np.frombuffer(_NIBBLES, dtype=np.uint8)[chars]
+        wanted = (digits[:, 0::2] << 4) | digits[:, 1::2]
         wanted_heads = np.ascontiguousarray(wanted[:, :8]).view(">u8").ravel().astype(np.uint64)
         rows = np.minimum(np.searchsorted(heads, wanted_heads), len(heads) - 1)
         same_head = heads[rows] == wanted_heads
-        found = same_head & (tails.reshape(-1, 24)[rows] == wanted[:, 8:]).all(axis=1)
+        found = canonical & same_head & (tails.reshape(-1, 24)[rows] == wanted[:, 8:]).all(axis=1)
         if self._unsure:
             found &= ~np.isin(rows, np.fromiter(self._unsure, dtype=np.int64))
-        names = self.names
-        for j, row in zip(np.flatnonzero(found).tolist(), rows[found].tolist(), strict=True):
-            out[at[j]] = Location(names[segments[row]], int(starts[row]), int(ends[row]))
-        # A head that several rows share: the first of them was compared; ask for the rest.
-        for j in np.flatnonzero(same_head & ~found).tolist():
-            out[at[j]] = self.locate(keys[at[j]])
+        for i, row in zip(np.flatnonzero(found).tolist(), rows[found].tolist(), strict=True):
+            out[i] = row
+        # The first row of a head was compared: keys that need more are searched alone.
+        for i in np.flatnonzero(~found & same_head).tolist():
+            out[i] = self._row(keys[i])
+        return out
+
+    def _row(self, key: str) -> int | None:
+        found = self._find(key, whole=False)
+        return None if found is None else found[0]
+
+    def contains_all(self, keys: Sequence[str]) -> list[bool]:
+        """``key in store`` for each of ``keys``, in one vectorised search (for every key
+        of a cell: a key at a time costs a microsecond or two each)."""
+        recent = self._recent
+        return [
+            key in recent or row is not None
+            for key, row in zip(keys, self._rows(keys), strict=True)
+        ]
+
+    def locate_all(self, keys: Sequence[str]) -> list[Location | None]:
+        """``locate`` of each of ``keys``, in one vectorised search."""
+        out: list[Location | None] = []
+        recent = self._recent
+        for key, row in zip(keys, self._rows(keys), strict=True):
+            line = recent.get(key)
+            if line is not None:
+                out.append(Location("", 0, len(line) - 1))
+            else:
+                out.append(None if row is None else self._location(row))
         return out
 
     def remember(self, key: str, line: bytes) -> None:
