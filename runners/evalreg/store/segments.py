@@ -643,14 +643,18 @@ class ResponseStore:
 
     def locate_all(self, keys: Sequence[str]) -> list[Location | None]:
         """``locate`` of each of ``keys``, in one vectorised search."""
+        rows = self._rows(keys)
+        _heads, _buckets, _tails, segments, starts, ends = self._index()
+        names, recent = self.names, self._recent
         out: list[Location | None] = []
-        recent = self._recent
-        for key, row in zip(keys, self._rows(keys), strict=True):
+        for key, row in zip(keys, rows, strict=True):
             line = recent.get(key)
             if line is not None:
                 out.append(Location("", 0, len(line) - 1))
+            elif row is None:
+                out.append(None)
             else:
-                out.append(None if row is None else self._location(row))
+                out.append(Location(names[segments[row]], starts[row], ends[row]))
         return out
 
     def remember(self, key: str, line: bytes) -> None:
