@@ -124,6 +124,8 @@ def test_a_key_is_answered_only_as_it_is_spelled(tmp_path: Path) -> None:
         store.locate(odd),
     ]
     assert store.locate(key(1)) is None
+    # Keys of other lengths are not read as parts of one another.
+    assert store.contains_all([key(3)[:63], key(3)[63:] + key(3)]) == [False, False]
     assert store.contains_all([upper, key(1), odd, key(3), "short"]) == [
         True,
         False,

@@ -608,8 +608,7 @@ class ResponseStore:
         # Keys spelled as request_key spells them are 64 lowercase hex digits: decoded
         # together, each to its 32 bytes, as the scan decodes the lines' keys.
         joined = "".join(keys)
-        spelled = len(joined) == _KEY_LEN * len(keys) and joined.isascii()
-        if not spelled:
+        if not (min(map(len, keys)) == max(map(len, keys)) == _KEY_LEN and joined.isascii()):
             return [self._row(key) for key in keys]
         chars = np.frombuffer(joined.encode("ascii"), dtype=np.uint8).reshape(-1, _KEY_LEN)
         canonical = np.frombuffer(_LOWER_HEX, dtype=np.bool_)[chars].all(axis=1)
