@@ -29,7 +29,8 @@ BATCH_PRICES = (
 
 def _records(root: Path) -> dict[str, dict]:
     store = ResponseStore.open(root)
-    return {key: store.get(key) for key in store.index}
+    keys = list(store.keys())
+    return {key: store.get(key) for key in keys}
 
 
 def _summary(repo: Repo, cell_id: str) -> dict:

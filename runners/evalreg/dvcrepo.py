@@ -11,7 +11,7 @@ import hashlib
 import logging
 import os
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -188,16 +188,42 @@ letter other than ``e``: ``1234e5678…`` would be a float.)"""
 _WRITTEN_KEY = re.compile(rb"^  ([a-z_]+):", re.M)
 
 
+def _in_layouts(directory: Path, md5: str) -> tuple[Path, Path]:
+    """Where a DVC cache or remote ``directory`` keeps ``md5``: DVC 3's layout, the legacy one."""
+    return directory / "files" / "md5" / md5[:2] / md5[2:], directory / md5[:2] / md5[2:]
+
+
 def cached(root: Path, md5: str) -> bytes | None:
     """Bytes of ``md5`` from the repository's local DVC cache, verified, or None."""
-    for path in (
-        root / ".dvc" / "cache" / "files" / "md5" / md5[:2] / md5[2:],
-        root / ".dvc" / "cache" / md5[:2] / md5[2:],
-    ):
+    for path in _in_layouts(root / ".dvc" / "cache", md5):
         if path.is_file():
             data = path.read_bytes()
             if hashlib.md5(data, usedforsecurity=False).hexdigest() == md5:
                 return data
+    return None
+
+
+def local_copy(root: Path, md5: str) -> Path | None:
+    """A file on this machine that holds ``md5``'s content, verified, or None: the local
+    DVC cache's copy, else that of a default remote that is a directory here.
+
+    For readers that take what they need of a large file when they need it instead of
+    holding all of it: the file is verified in blocks, never read whole into memory.
+    """
+    found = _verified_file(_in_layouts(root / ".dvc" / "cache", md5), md5)
+    if found is None and (remote := _local_remote(root)) is not None:
+        found = _verified_file(_in_layouts(remote, md5), md5)
+    return found
+
+
+def _verified_file(paths: Iterable[Path], md5: str) -> Path | None:
+    """The first of ``paths`` that is a file whose content is ``md5`` (hashed in blocks)."""
+    for path in paths:
+        if path.is_file():
+            with path.open("rb") as f:
+                digest = hashlib.file_digest(f, lambda: hashlib.md5(usedforsecurity=False))
+                if digest.hexdigest() == md5:
+                    return path
     return None
 
 
@@ -306,7 +332,7 @@ def _from_local_remote(root: Path, md5: str) -> bytes | None:
     remote = _local_remote(root)
     if remote is None:
         return None
-    for path in (remote / "files" / "md5" / md5[:2] / md5[2:], remote / md5[:2] / md5[2:]):
+    for path in _in_layouts(remote, md5):
         if path.is_file():
             data = path.read_bytes()
             if hashlib.md5(data, usedforsecurity=False).hexdigest() == md5:

@@ -316,6 +316,61 @@ def fill_store(root: Path, *, segments: int = 4, only: Sequence[str] = (), flavo
     return len(lines)
 
 
+def synthetic_store(root: Path, n: int, *, segments: int = 4) -> list[str]:
+    """Store ``n`` records shaped as ``fill_store``'s (an echo request and its answer) for
+    items no registry renders, straight into ``segments`` segment files (buffered, not
+    synced line by line as a run's writer does), tracked by DVC; return their keys.
+
+    For benchmarks of the store itself, where a million records must take seconds."""
+    from evalreg import dvcrepo
+    from evalreg.canonical import canonical_bytes
+    from evalreg.store.segments import STORE_DIR, encode_record, request_key
+
+    endpoint = "http://127.0.0.1:9/v1/chat/completions"
+    keys = []
+    written = []
+    per_segment = -(-n // segments)
+    (root / STORE_DIR).mkdir(parents=True, exist_ok=True)
+    for segment, first in enumerate(range(0, n, per_segment)):
+        rel = f"{STORE_DIR}/20260101T00000{segment}Z-bench{segment}-{segment:08x}.jsonl"
+        with (root / rel).open("wb") as f:
+            for number in range(first, min(n, first + per_segment)):
+                text = item_text(number)
+                body = canonical_bytes(
+                    {
+                        "max_tokens": 64,
+                        "messages": [
+                            {"content": "Answer with one JSON object.", "role": "system"},
+                            {"content": text, "role": "user"},
+                        ],
+                        "model": MODEL,
+                        "seed": 0,
+                        "temperature": 0,
+                    }
+                )
+                key = request_key("openai", endpoint, body, 0)
+                answer = json.dumps({"echo": text[:40], "n": number % 1000})
+                record = {
+                    "attempts": 1,
+                    "created_utc": "2026-01-01T00:00:00.000000Z",
+                    "endpoint": endpoint,
+                    "latency_ms": 300 + number * 7 % 400,
+                    "provider": "openai",
+                    "response": {
+                        "model": MODEL,
+                        "system_fingerprint": "fp_bench",
+                        "text": answer,
+                        "usage": {"input_tokens": 20 + number % 13, "output_tokens": 9},
+                    },
+                    "sample": 0,
+                }
+                f.write(encode_record(key, record, encoded={"request": body}))
+                keys.append(key)
+        written.append(rel)
+    dvcrepo.track(root, written, push=False)
+    return keys
+
+
 @contextlib.contextmanager
 def workdir(prefix: str) -> Iterator[Path]:
     with tempfile.TemporaryDirectory(prefix=prefix) as tmp:

@@ -191,7 +191,7 @@ def _wait_group_gone(pgid: int) -> None:
 
 
 def stored_keys(repo: Repo) -> set[str]:
-    return set(ResponseStore.open(repo.root).index)
+    return set(ResponseStore.open(repo.root).keys())
 
 
 def raw_in_git(repo: Repo) -> list[str]:

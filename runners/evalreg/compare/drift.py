@@ -157,12 +157,7 @@ def drift(
     report = DriftReport(sample, seed, threshold)
     # Judges read their stored verdicts, and their verdicts on live outputs kept in memory
     # beside them (a judge request is keyed by the output it grades, so sharing is safe).
-    overlay = ResponseStore(
-        dict(store.index),
-        list(store.segments),
-        list(store.names),
-        long_numbers=list(store.long_numbers),
-    )
+    overlay = store.overlay()
     asked: list[tuple[CellDrift, CellGrader, list[Sampled]]] = []
     for plan in plans:
         c = plan.status.cell

@@ -163,3 +163,6 @@ class _Overlay:
     def read_data(self, rel: str) -> bytes:
         key = clean_relpath(rel)
         return self.files[key] if key in self.files else self.base.read_data(rel)
+
+    def data_path(self, rel: str) -> Path | None:
+        return None if clean_relpath(rel) in self.files else self.base.data_path(rel)

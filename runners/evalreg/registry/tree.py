@@ -55,6 +55,12 @@ class Tree(Protocol):
         """Bytes of a data file that may be tracked by DVC (``rel`` plus ``rel.dvc``)."""
         ...
 
+    def data_path(self, rel: str) -> Path | None:
+        """A file on this machine holding what ``read_data(rel)`` reads, for readers that
+        take a little of a large file at a time; None when the bytes can only be read
+        (a git blob, or a copy DVC would fetch). A DVC cache copy is verified first."""
+        ...
+
 
 class WorkspaceTree:
     """The files as they are on disk under ``root``."""
@@ -93,6 +99,10 @@ class WorkspaceTree:
         if self._path(rel).is_file():
             return self.read(rel)
         return _read_pointed(self, self.root, rel, rev=None)
+
+    def data_path(self, rel: str) -> Path | None:
+        path = self._path(rel)
+        return path if path.is_file() else _pointed_copy(self, self.root, rel)
 
 
 class GitTree:
@@ -164,6 +174,9 @@ class GitTree:
             return self.read(rel)
         return _read_pointed(self, self.root, rel, rev=self.rev)
 
+    def data_path(self, rel: str) -> Path | None:
+        return None if self.is_file(rel) else _pointed_copy(self, self.root, rel)
+
 
 _SYMLINK_MODE = 0o120000
 
@@ -177,6 +190,14 @@ def _read_pointed(tree: Tree, root: Path, rel: str, rev: str | None) -> bytes:
     if md5 is None:
         raise DataMissingError(f"{pointer} is not a single-file DVC pointer with an md5")
     return dvcrepo.read_tracked(root, rel, md5, rev)
+
+
+def _pointed_copy(tree: Tree, root: Path, rel: str) -> Path | None:
+    """The local copy (DVC cache, or a remote that is a directory here) of the file that
+    ``rel.dvc`` points at in ``tree``, verified; None if there is no such pointer or copy."""
+    pointer = rel + ".dvc"
+    md5 = dvcrepo.pointer_md5(tree.read(pointer)) if tree.is_file(pointer) else None
+    return None if md5 is None else dvcrepo.local_copy(root, md5)
 
 
 def decode_utf8(data: bytes, path: str) -> str:

@@ -179,21 +179,22 @@ class _Locator:
 
     def __init__(self, tree: Tree, store: ResponseStore) -> None:
         self.store = store
-        self.pointers = [
-            tree.read(f"{STORE_DIR}/{name}.dvc") if tree.is_file(f"{STORE_DIR}/{name}.dvc") else b""
+        self.pointers = {
+            name: tree.read(f"{STORE_DIR}/{name}.dvc")
+            if tree.is_file(f"{STORE_DIR}/{name}.dvc")
+            else b""
             for name in store.names
-        ]
+        }
 
     def all(self, keys: tuple[str, ...]) -> tuple[object, ...]:
-        index, names, pointers = self.store.index, self.store.names, self.pointers
+        pointers = self.pointers
         out: list[object] = []
-        for key in keys:
-            where = index.get(key)
+        for where in self.store.locate_all(keys):
             if where is None:
                 out.append(None)
             else:
-                number, start, end = where
-                out.append((names[number], pointers[number], start, end))
+                name, start, end = where
+                out.append((name, pointers[name], start, end))
         return tuple(out)
 
 

@@ -432,24 +432,28 @@ class _Planner:
         sizes: Counter[tuple[int, int]] = Counter()
         """(input tokens, max_tokens) of the jobs to buy: what their estimates depend on,
         counted as they are made (the output length seen is known once all are)."""
-        for item, request, keys in item_requests(cell, provider, plan.items, self.store, prompts):
-            plan.keys.extend(keys)
-            for sample, key in enumerate(keys):
-                if shard is not None:
-                    if not _in_shard(key, shard):
+        for chunk in _chunked(item_requests(cell, provider, plan.items, self.store, prompts)):
+            # The store is asked about a chunk's keys at once: one vectorised search.
+            held = iter(self.store.contains_all([k for _, _, keys in chunk for k in keys]))
+            for item, request, keys in chunk:
+                plan.keys.extend(keys)
+                for sample, key in enumerate(keys):
+                    stored = next(held) and key not in self.buying
+                    if shard is not None:
+                        if not _in_shard(key, shard):
+                            continue
+                        plan.in_shard += 1
+                    if stored:
                         continue
-                    plan.in_shard += 1
-                if self.stored(key):
-                    continue
-                if request is None:
-                    request = cell_request(cell, provider, item)
-                job = request.job(sample, f"{cell.id}/{item.id}#{sample}", key)
-                plan.to_buy.append(job)
-                for_items.append(item)
-                sizes[estimated_input_tokens(job.content), _max_output_tokens(job)] += 1
-                plan.missing += 1
-                self.buying.add(key)
-                yield job
+                    if request is None:
+                        request = cell_request(cell, provider, item)
+                    job = request.job(sample, f"{cell.id}/{item.id}#{sample}", key)
+                    plan.to_buy.append(job)
+                    for_items.append(item)
+                    sizes[estimated_input_tokens(job.content), _max_output_tokens(job)] += 1
+                    plan.missing += 1
+                    self.buying.add(key)
+                    yield job
         self._estimate(plan, for_items, sizes)
         if plan.missing and not self.options.offline:
             plan.blocked = credentials_problem(provider, cell.pin)
@@ -526,6 +530,26 @@ class _Planner:
             plan.judge_requests += count
             plan.judge_estimated_micro_usd += cost
             plan.judge_estimates[job.key] = cost
+
+
+_CHUNK = 256
+"""Items keyed before the store is asked which of their requests it holds."""
+
+
+def _chunked(
+    requests: Iterator[tuple[schema.Item, Request | None, list[str]]],
+) -> Iterator[list[tuple[schema.Item, Request | None, list[str]]]]:
+    """``item_requests`` a few hundred items at a time (the first chunk is small, so the
+    first requests go out soon)."""
+    chunk: list[tuple[schema.Item, Request | None, list[str]]] = []
+    size = 16
+    for entry in requests:
+        chunk.append(entry)
+        if len(chunk) >= size:
+            yield chunk
+            chunk, size = [], _CHUNK
+    if chunk:
+        yield chunk
 
 
 def _buys_while_planning(root: Path, options: RunOptions) -> bool:
@@ -906,16 +930,12 @@ def _untracked_segments_used(
     them; a segment nothing here uses is left alone, so it never joins an unrelated PR.
     The pointer is the same file on both branches, so they still merge cleanly.
     """
-    numbers: set[int] = set()
+    names: set[str] = set()
     for plan in plans:
         keys = [*plan.keys, *judge_keys.get(plan.status.cell.id, ())]
-        for key in keys:
-            where = store.index.get(key)
-            if where is not None:
-                numbers.add(where[0])
+        names.update(where.segment for where in store.locate_all(keys) if where is not None)
     out = []
-    for number in sorted(numbers):
-        name = store.names[number]  # "" for a record this run wrote: its own segment
+    for name in sorted(names):  # "" for a record this run wrote: its own segment
         rel = f"{STORE_DIR}/{name}"
         if name and (root / rel).is_file() and not (root / f"{rel}.dvc").exists():
             out.append(rel)
@@ -1038,11 +1058,12 @@ def _finish(
         outcome.note = f"pending: {plan.blocked}"
         return outcome
     store = stream.store if stream is not None else None
+    in_store = store.contains_all(plan.keys) if store is not None else [False] * len(plan.keys)
     unresolved = [
         k
-        for k in plan.keys
+        for k, stored in zip(plan.keys, in_store, strict=True)
         if _in_shard(k, options.shard)
-        and (store is None or k not in store)
+        and not stored
         and failed.get(k) in (None, "offline_miss", "budget", BATCHED)
     ]
     if unresolved or options.shard is not None or options.limit is not None:

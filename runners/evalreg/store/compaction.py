@@ -41,11 +41,12 @@ def compact(root: Path, *, push: bool = True) -> Compaction:
     writer = SegmentWriter(root, label="compact")
     with writer:
         for key in sorted(store.keys()):
-            number, start, end = store.index[key]
-            writer.put(store.segments[number][start : end + 1])
+            line = store.line(key)
+            assert line is not None, "a key the store lists has a line"
+            writer.put(line + b"\n")
     merged = ResponseStore()
-    merged.add_segment(writer.name, writer.path.read_bytes())
-    if set(merged.index) != set(store.index) or merged.stats.torn:
+    merged.add_segment(writer.name, writer.path)
+    if set(merged.keys()) != set(store.keys()) or merged.stats.torn:
         writer.path.unlink()
         raise RuntimeError("compaction verification failed; the store is unchanged")
     pointers = [f"{STORE_DIR}/{n}.dvc" for n in old if (directory / f"{n}.dvc").exists()]

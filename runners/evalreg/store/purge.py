@@ -18,7 +18,7 @@ from evalreg.errors import DataMissingError, EvalregError, UsageError
 from evalreg.registry.schema import ID_PATTERN, Item
 from evalreg.registry.tree import GitTree, PathEscapes, Tree, WorkspaceTree, clean_relpath
 from evalreg.store.purge_log import PURGE_LOG
-from evalreg.store.segments import STORE_DIR, ResponseStore, SegmentWriter
+from evalreg.store.segments import STORE_DIR, ResponseStore, SegmentKeys, SegmentWriter
 
 if TYPE_CHECKING:
     from evalreg.registry.loader import Registry
@@ -361,20 +361,16 @@ def _without(
 ) -> tuple[dict[str, bytes], dict[str, str]]:
     """The complete lines each affected segment keeps, and the kind of each key removed.
 
-    A line goes when its key is in ``keys`` (a candidate's) or ``judge_keys``, or its
-    request was made for ``item`` (see :func:`_made_for`); a torn last line is dropped, as
-    tracking would drop it.
+    A line goes (every copy of it) when its key is in ``keys`` (a candidate's) or
+    ``judge_keys``, or its request was made for ``item`` (see :func:`_made_for`); a torn
+    last line is dropped, as tracking would drop it.
     """
     quotes = _Quotes.of(item) if item is not None else None
     kept: dict[str, bytes] = {}
     removed: dict[str, str] = {}
-    for name, data in zip(store.names, store.segments, strict=True):
-        if not name:
-            continue
-        index = ResponseStore()
-        index.add_segment(name, data)
+    for name, data in store.segments():
         spans = []
-        for key, (_number, start, end) in index.index.items():
+        for key, start, end in SegmentKeys(data).keyed_lines():
             line = data[start:end]
             kind = "candidate" if key in keys else "judge" if key in judge_keys else None
             if kind is None and quotes is not None and quotes.prefilter(line):

@@ -5,25 +5,30 @@ of the request body sent. Each run (or shard) appends to its own uniquely named 
 each segment gets its own DVC pointer when the run ends, so branches and concurrent runs
 never write the same file. Records are written to the OS as they arrive (a SIGKILL loses
 only requests in flight) and fsync'ed in groups; a torn last line is dropped on reading.
+Reading indexes every segment's lines in a few fixed-size columns and leaves the records
+in their files, read one by one when asked for: memory holds the index, not the store.
 """
 
 from __future__ import annotations
 
 import bisect
 import contextlib
+import copy
 import functools
 import gc
 import hashlib
+import io
 import json
 import os
 import secrets
 import time
+import weakref
 from array import array
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 from evalreg import dvcrepo
 from evalreg.registry.tree import Tree, WorkspaceTree
@@ -115,7 +120,7 @@ def utc_now() -> str:
     return datetime.now(UTC).isoformat(timespec="microseconds")[:-6] + "Z"
 
 
-@dataclass
+@dataclass(frozen=True)
 class StoreStats:
     segments: int = 0
     records: int = 0
@@ -135,134 +140,553 @@ def segment_names(tree: Tree) -> list[str]:
     return sorted(names)
 
 
-@dataclass
-class ResponseStore:
-    """Read access to every stored response of one version of the repository."""
+Source = bytes | Path
+"""Where a segment's lines are read from: its bytes, held, or a file read as needed."""
 
-    index: dict[str, tuple[int, int, int]] = field(default_factory=dict)
-    """key -> (segment number, start offset, end offset)."""
-    segments: list[bytes] = field(default_factory=list)
-    names: list[str] = field(default_factory=list)
-    stats: StoreStats = field(default_factory=StoreStats)
-    long_numbers: list[array[int]] = field(default_factory=list)
-    """Per segment: ``long_numbers`` of its bytes (found once, not per record)."""
 
-    @classmethod
-    def load(cls, tree: Tree) -> ResponseStore:
-        """Read every segment of ``tree``'s store: files on disk and DVC-tracked ones."""
-        store = cls()
-        with collection_paused():  # the index is 100,000s of acyclic tuples
-            for name in segment_names(tree):
-                store.add_segment(name, tree.read_data(f"{STORE_DIR}/{name}"))
-        return store
+def segment_source(tree: Tree, name: str) -> Source:
+    """Segment ``name`` of ``tree``'s store: the file that holds it when there is one on
+    this machine (the working tree's, or a verified DVC cache copy), else its bytes."""
+    rel = f"{STORE_DIR}/{name}"
+    return tree.data_path(rel) or tree.read_data(rel)
 
-    @classmethod
-    def open(cls, root: Path) -> ResponseStore:
-        return cls.load(WorkspaceTree(root))
 
-    def add_segment(self, name: str, data: bytes) -> None:
-        number = len(self.segments)
-        self.segments.append(data)
-        self.names.append(name)
-        self.long_numbers.append(long_numbers(data))
-        self.stats.segments += 1
-        start = 0
-        size = len(data)
-        while start < size:
-            end = data.find(b"\n", start)
-            if end < 0:
-                self.stats.torn += 1  # a torn last line: the writer was killed mid-write
-                break
-            if (
-                data.startswith(_KEY_PREFIX, start)
-                and data[start + 8 + _KEY_LEN : start + 9 + _KEY_LEN] == b'"'
-            ):
-                key = data[start + 8 : start + 8 + _KEY_LEN].decode("ascii")
-                if key in self.index:
-                    self.stats.duplicates += 1
-                else:
-                    self.index[key] = (number, start, end)
-                    self.stats.records += 1
-            else:
-                self.stats.torn += 1
-            start = end + 1
+_KEY_AT = len(_KEY_PREFIX)
+_KEY_END = _KEY_AT + _KEY_LEN
+_NIBBLES = bytes(
+    b - 48 if 48 <= b <= 57 else b - 87 if 97 <= b <= 102 else b - 55 if 65 <= b <= 70 else b & 15
+    for b in range(256)
+)
+"""A key character's 4 bits: its value as a hex digit, else its low 4 bits."""
+_LOWER_HEX = bytes(int(chr(b) in "0123456789abcdef") for b in range(256))
+_SCAN_BLOCK = 1 << 20
+"""Bytes of a segment scanned at a time: what scanning holds, however large the segment."""
 
-    def __contains__(self, key: object) -> bool:
-        return key in self.index
 
-    def __len__(self) -> int:
-        return len(self.index)
+def _binary(key: str) -> bytes | None:
+    """The 32 bytes that ``key`` spells when it is 64 lowercase hex digits (as
+    ``request_key`` writes them: one spelling a key), else None."""
+    try:
+        binary = bytes.fromhex(key)
+    except ValueError:
+        return None
+    # 32 bytes from 64 characters: hex digits throughout (no whitespace), lowercase ones.
+    canonical = len(binary) == _KEY_LEN // 2 and (key.islower() or key.isdigit())
+    return binary if canonical else None
 
-    def get(self, key: str) -> dict[str, Any] | None:
-        """The stored record for ``key``, or None (also if its line is damaged)."""
-        where = self.index.get(key)
-        if where is None:
-            return None
-        number, start, end = where
-        runs = self.long_numbers[number]
-        # Whether a run of 19 digits starts within the line (none crosses a newline).
-        at = bisect.bisect_left(runs, start)
-        short = at == len(runs) or runs[at] >= end
-        try:
-            record = load_json(self.segments[number][start:end], short_numbers=short)
-        except ValueError:
-            return None
-        return record if isinstance(record, dict) else None
 
-    def remember(self, key: str, line: bytes) -> None:
-        """Make a record just written by this process readable without re-reading files."""
-        number = len(self.segments)
-        self.segments.append(line)
-        self.names.append("")
-        self.long_numbers.append(long_numbers(line))
-        self.index[key] = (number, 0, len(line) - 1)
+def _head(key: str) -> int:
+    """The index's first column for ``key`` (ASCII): its first 16 characters as hex digits,
+    a 64-bit integer that sorts as they do; any other character counts as its low 4 bits.
+    """
+    binary = _binary(key)
+    if binary is not None:
+        return int.from_bytes(binary[:8], "big")
+    head = 0
+    for char in key[:16].encode("ascii"):
+        head = head << 4 | _NIBBLES[char]
+    return head
 
-    def keys(self) -> Iterator[str]:
-        return iter(self.index)
+
+def _storable(key: object) -> bool:
+    """Whether ``key`` could be a stored line's key: 64 ASCII characters."""
+    return isinstance(key, str) and len(key) == _KEY_LEN and key.isascii()
+
+
+def _line_blocks(source: Source) -> Iterator[tuple[int, bytes]]:
+    """``source``'s complete lines, in blocks of about ``_SCAN_BLOCK`` bytes, each with
+    its offset; last, whatever follows the last newline (a torn line, or b"")."""
+    with io.BytesIO(source) if isinstance(source, bytes) else source.open("rb") as f:
+        base, carry = 0, b""
+        while block := f.read(_SCAN_BLOCK):
+            if carry:
+                block = carry + block
+            cut = block.rfind(b"\n") + 1
+            if cut:
+                yield base, block[:cut]
+                base += cut
+            carry = block[cut:]
+        yield base, carry
 
 
 class SegmentKeys:
-    """One segment's complete, keyed lines and the first 8 bytes of each one's key as a
-    column of integers: a handful of keys are found among millions of lines in one
-    vectorised pass instead of by indexing every line."""
+    """One segment's keyed lines as columns, found in one vectorised pass per block, in
+    the segment's order: each line's start and end (its newline) offsets, and its key as
+    ``_head`` (8 bytes, a number) and ``tails`` (the other 24 bytes the hex digits spell)
+    with a flag saying whether the key is spelled as ``request_key`` spells keys.
 
-    def __init__(self, data: bytes) -> None:
+    A line is keyed when it starts ``{"key":"``, then 64 characters and a quote; any other
+    complete line, and a last line without its newline, is torn. The columns take 49
+    bytes a line; the lines stay in ``source``, read when asked for.
+    """
+
+    def __init__(self, source: Source) -> None:
         import numpy as np
 
-        raw = np.frombuffer(data, dtype=np.uint8)
-        ends = np.flatnonzero(raw == ord("\n"))  # complete lines only: a torn tail has none
-        starts = np.concatenate(([0], ends[:-1] + 1)).astype(np.int64)
-        keyed = (ends - starts) > len(_KEY_PREFIX) + _KEY_LEN
-        starts, ends = starts[keyed], ends[keyed]
+        self.source = source
+        self.torn = 0
+        self.long_numbers = array("q")
+        """Where the segment holds runs of 19 or more digits (see ``long_numbers``)."""
+        columns: list[tuple[Any, ...]] = []
         prefix = np.frombuffer(_KEY_PREFIX, dtype=np.uint8)
-        head = raw[starts[:, None] + np.arange(len(_KEY_PREFIX))]
-        quoted = raw[starts + len(_KEY_PREFIX) + _KEY_LEN] == ord('"')
-        keyed = (head == prefix).all(axis=1) & quoted
-        self.data = data
-        self.starts, self.ends = starts[keyed], ends[keyed]
-        first = self.starts[:, None] + np.arange(len(_KEY_PREFIX), len(_KEY_PREFIX) + 8)
-        self.firsts = raw[first].copy().view("<u8").ravel()
+        nibbles = np.frombuffer(_NIBBLES, dtype=np.uint8)
+        lower_hex = np.frombuffer(_LOWER_HEX, dtype=np.bool_)
+        for base, block in _line_blocks(source):
+            if not block.endswith(b"\n"):
+                self.torn += bool(block)
+                break
+            self.long_numbers.extend(base + at for at in long_numbers(block))
+            raw = np.frombuffer(block, dtype=np.uint8)
+            end = np.flatnonzero(raw == ord("\n"))
+            start = np.concatenate(([0], end[:-1] + 1))
+            wide = (end - start) > _KEY_END
+            start, end = start[wide], end[wide]
+            keyed = (raw[start[:, None] + np.arange(_KEY_AT)] == prefix).all(axis=1)
+            keyed &= raw[start + _KEY_END] == ord('"')
+            start, end = start[keyed], end[keyed]
+            self.torn += len(wide) - len(start)
+            chars = raw[start[:, None] + np.arange(_KEY_AT, _KEY_END)]
+            digits = nibbles[chars]
+            binary = (digits[:, 0::2] << 4) | digits[:, 1::2]
+            head = np.ascontiguousarray(binary[:, :8]).view(">u8").ravel().astype(np.uint64)
+            tail = np.ascontiguousarray(binary[:, 8:]).ravel()
+            columns.append((head, tail, lower_hex[chars].all(axis=1), start + base, end + base))
+        empty = (np.uint64, np.uint8, np.bool_, np.int64, np.int64)
+        self.heads, self.tails, self.canonical, self.starts, self.ends = (
+            np.concatenate([c[i] for c in columns]) if columns else np.zeros(0, dtype=t)
+            for i, t in enumerate(empty)
+        )
+
+    def keyed_lines(self) -> Iterator[tuple[str, int, int]]:
+        """Each keyed line's key, start and end (its newline), in the segment's order."""
+        with _reader(self.source) as read:
+            for start, end in zip(self.starts.tolist(), self.ends.tolist(), strict=True):
+                key = read(start + _KEY_AT, start + _KEY_END)
+                yield key.decode("ascii", errors="replace"), start, end
 
     def find(self, wanted: set[str], out: dict[str, dict[str, Any] | None]) -> None:
         """Add to ``out`` the record of each key in ``wanted`` (not already in ``out``)
         whose line is here: the first such line wins; a damaged one answers None."""
         import numpy as np
 
-        todo = [k for k in wanted if k not in out]
+        todo = [k for k in wanted if k not in out and _storable(k)]
         if not todo:
             return
-        targets = np.frombuffer(b"".join(k[:8].encode("ascii") for k in todo), dtype="<u8")
-        data = self.data
-        for row in np.flatnonzero(np.isin(self.firsts, targets)):
-            start = int(self.starts[row]) + len(_KEY_PREFIX)
-            key = data[start : start + _KEY_LEN].decode("ascii", errors="replace")
-            if key not in wanted or key in out:
-                continue
-            try:
-                record = load_json(data[int(self.starts[row]) : int(self.ends[row])])
-            except ValueError:
-                record = None
-            out[key] = record if isinstance(record, dict) else None
+        targets = np.array([_head(k) for k in todo], dtype=np.uint64)
+        rows = np.flatnonzero(np.isin(self.heads, targets))
+        if not len(rows):
+            return
+        with _reader(self.source) as read:
+            for row in rows.tolist():
+                start, end = int(self.starts[row]), int(self.ends[row])
+                line = read(start, end)
+                key = line[_KEY_AT:_KEY_END].decode("ascii", errors="replace")
+                if key not in wanted or key in out:
+                    continue
+                out[key] = _record(line, self.long_numbers, start)
+
+
+def _record(line: bytes, runs: array[int], start: int) -> dict[str, Any] | None:
+    """The record of a stored line that starts at ``start`` in a segment whose runs of 19
+    or more digits are at ``runs`` (``long_numbers``); None if the line is damaged."""
+    # Whether a run starts within the line (none crosses a newline).
+    at = bisect.bisect_left(runs, start)
+    short = at == len(runs) or runs[at] >= start + len(line)
+    try:
+        record = load_json(line, short_numbers=short)
+    except ValueError:
+        return None
+    return record if isinstance(record, dict) else None
+
+
+@contextlib.contextmanager
+def _reader(source: Source) -> Iterator[Callable[[int, int], bytes]]:
+    """``read(start, end)``: those bytes of ``source`` (a file stays open in the block)."""
+    if isinstance(source, bytes):
+        yield lambda start, end: source[start:end]
+        return
+    fd = os.open(source, os.O_RDONLY)
+    try:
+        yield lambda start, end: os.pread(fd, end - start, start)
+    finally:
+        os.close(fd)
+
+
+class _OpenFiles:
+    """Descriptors of a store's segment files, by segment number: each opened on its first
+    read and kept for the next (at most ``_MAX_OPEN`` at once: the one opened first is
+    closed to make room)."""
+
+    def __init__(self) -> None:
+        self.fds: dict[int, int] = {}
+        weakref.finalize(self, _close_all, self.fds)
+
+    def open(self, number: int, path: Path) -> int:
+        if len(self.fds) >= _MAX_OPEN:
+            os.close(self.fds.pop(next(iter(self.fds))))
+        fd = self.fds[number] = os.open(path, os.O_RDONLY)
+        return fd
+
+
+_MAX_OPEN = 64
+_BUCKET_SHIFT = 48
+_BUCKETS = 1 << (64 - _BUCKET_SHIFT)
+"""Heads are found by their top 16 bits first (a table of 512 KiB), then by bisection
+among the few that share them."""
+
+
+def _close_all(fds: dict[int, int]) -> None:
+    for fd in fds.values():
+        with contextlib.suppress(OSError):
+            os.close(fd)
+    fds.clear()
+
+
+class Location(NamedTuple):
+    """Where a stored record's line is: its segment ("" for one this process wrote), and
+    its start and end (the newline's) offsets in it."""
+
+    segment: str
+    start: int
+    end: int
+
+
+class ResponseStore:
+    """Read access to every stored response of one version of the repository.
+
+    The index holds, per record, its key in binary (32 bytes), its segment and the start
+    and end of its line (20 bytes) and whether its key is spelled as ``request_key``
+    spells keys (1 byte), sorted by key; the records stay in their segments,
+    read from the file (or held bytes) when asked for. The first segment added (``load``
+    adds them in name order) and the first line in it win; later lines with a key
+    already indexed are duplicates.
+    """
+
+    def __init__(self) -> None:
+        self.names: list[str] = []
+        """The segments, in the order they were added."""
+        self._sources: list[Source] = []
+        self._runs: list[array[int]] = []
+        self._scanned: list[SegmentKeys] = []
+        """Segments added since the index was last built."""
+        self._columns: tuple[Any, ...] = ()
+        self._views: tuple[memoryview, ...] | None = None
+        """The index's columns as ``_index`` gives them (None: to be built)."""
+        self._unsure: frozenset[int] = frozenset()
+        """Rows whose key is not spelled as ``request_key`` spells keys: read to compare."""
+        self._duplicates = 0
+        self._torn = 0
+        self._recent: dict[str, bytes] = {}
+        """Records this process wrote (``remember``): they answer first."""
+        self._files = _OpenFiles()
+
+    @classmethod
+    def load(cls, tree: Tree) -> ResponseStore:
+        """Index every segment of ``tree``'s store: files on disk and DVC-tracked ones."""
+        store = cls()
+        for name in segment_names(tree):
+            store.add_segment(name, segment_source(tree, name))
+        return store
+
+    @classmethod
+    def open(cls, root: Path) -> ResponseStore:
+        return cls.load(WorkspaceTree(root))
+
+    def add_segment(self, name: str, source: Source) -> None:
+        """Index segment ``name``: its lines are read from ``source`` when asked for (a
+        file is kept open for that; held bytes are kept)."""
+        scanned = SegmentKeys(source)
+        self.names.append(name)
+        self._sources.append(source)
+        self._runs.append(scanned.long_numbers)
+        self._scanned.append(scanned)
+        self._torn += scanned.torn
+        self._views = None
+
+    def _index(self) -> tuple[memoryview, ...]:
+        """The index's columns: heads (sorted), where each bucket of heads begins in them,
+        tails (24 bytes a row), and each line's segment, start and end (built again after
+        ``add_segment``)."""
+        if self._views is not None:
+            return self._views
+        import numpy as np
+
+        scanned, self._scanned = self._scanned, []
+        first = len(self.names) - len(scanned)
+        old = self._columns or (
+            np.zeros(0, np.uint64),
+            np.zeros(0, np.uint8),
+            np.zeros(0, np.bool_),
+            np.zeros(0, np.uint32),
+            np.zeros(0, np.int64),
+            np.zeros(0, np.int64),
+        )
+        numbers = [np.full(len(s.heads), first + i, np.uint32) for i, s in enumerate(scanned)]
+        parts = [
+            list(column)
+            for column in zip(
+                old,
+                *(
+                    (s.heads, s.tails, s.canonical, n, s.starts, s.ends)
+                    for s, n in zip(scanned, numbers, strict=True)
+                ),
+                strict=True,
+            )
+        ]
+        self._columns = ()
+        del scanned, old, numbers
+        # Column by column, each array given up as soon as its successor exists: building
+        # holds little more than the index itself.
+        columns = []
+        for i in range(len(parts)):
+            columns.append(np.concatenate(parts[i]))
+            parts[i] = []
+        # Stable: among lines of one head, earlier segments' and earlier lines come first.
+        order = np.argsort(columns[0], kind="stable")
+        columns[1] = columns[1].reshape(-1, 24)
+        for i in range(len(columns)):
+            columns[i] = columns[i][order]
+        del order
+        heads = columns[0]
+        shared = np.flatnonzero(heads[1:] == heads[:-1])
+        if len(shared):
+            drop = self._repeated(np.union1d(shared, shared + 1).tolist(), *columns)
+            if drop:
+                keep = np.ones(len(heads), dtype=bool)
+                keep[drop] = False
+                for i in range(len(columns)):
+                    columns[i] = columns[i][keep]
+                self._duplicates += len(drop)
+        heads, tails, canonical, segments, starts, ends = columns
+        self._columns = (heads, tails.ravel(), canonical, segments, starts, ends)
+        self._unsure = frozenset(np.flatnonzero(~canonical).tolist())
+        buckets = np.searchsorted(heads, np.arange(_BUCKETS + 1, dtype=np.uint64) << _BUCKET_SHIFT)
+        buckets[-1] = len(heads)
+        # Read a row at a time through memoryviews: their items are Python ints, cheaper
+        # to get and compare than numpy's scalars.
+        views = tuple(c.data for c in (heads, buckets, tails.ravel(), segments, starts, ends))
+        self._views = views
+        return views
+
+    def _repeated(
+        self,
+        rows: list[int],
+        heads: Any,
+        tails: Any,
+        canonical: Any,
+        segments: Any,
+        starts: Any,
+        _ends: Any,
+    ) -> list[int]:
+        """Of ``rows`` (ascending, each sharing its head with a neighbour), those whose
+        whole key an earlier row of the same head holds: the duplicates."""
+        repeated: list[int] = []
+        seen: set[bytes] = set()
+        current = None
+        for row in rows:
+            head = int(heads[row])
+            if head != current:
+                current, seen = head, set()
+            if canonical[row]:
+                key = tails[row].tobytes()  # 24 bytes: never equal to a key's 64 characters
+            else:
+                start = int(starts[row])
+                key = self._read(int(segments[row]), start + _KEY_AT, start + _KEY_END)
+            if key in seen:
+                repeated.append(row)
+            else:
+                seen.add(key)
+        return repeated
+
+    def _read(self, number: int, start: int, end: int) -> bytes:
+        source = self._sources[number]
+        if isinstance(source, bytes):
+            return source[start:end]
+        fd = self._files.fds.get(number)
+        if fd is None:
+            fd = self._files.open(number, source)
+        return os.pread(fd, end - start, start)
+
+    def _find(self, key: str, *, whole: bool) -> tuple[int, bytes] | None:
+        """The index row of ``key``'s line, and the line when ``whole`` (else b"")."""
+        heads, buckets, tails, segments, starts, ends = self._views or self._index()
+        binary = _binary(key)
+        if binary is None:
+            return self._find_spelled(key, whole=whole)
+        head = int.from_bytes(binary[:8], "big")
+        tail = binary[8:]
+        bucket = head >> _BUCKET_SHIFT
+        last = buckets[bucket + 1]
+        row = bisect.bisect_left(heads, head, buckets[bucket], last)
+        while row < last and heads[row] == head:
+            # The whole key is in memory (but for rows in ``_unsure``): a line is read only
+            # when it is asked for, and then its key is checked again.
+            if tails[row * 24 : row * 24 + 24] == tail and row not in self._unsure:
+                if not whole:
+                    return row, b""
+                line = self._read(segments[row], starts[row], ends[row])
+                return (row, line) if line[_KEY_AT:_KEY_END] == key.encode() else None
+            row += 1
+        return None
+
+    def _find_spelled(self, key: str, *, whole: bool) -> tuple[int, bytes] | None:
+        """``_find`` for a key not spelled as ``request_key`` spells keys: only lines whose
+        key is spelled so too can hold it (they are read to compare)."""
+        if not _storable(key) or not self._unsure:
+            return None
+        heads, buckets, _tails, segments, starts, ends = self._views or self._index()
+        head, text = _head(key), key.encode("ascii")
+        last = buckets[(head >> _BUCKET_SHIFT) + 1]
+        row = bisect.bisect_left(heads, head, buckets[head >> _BUCKET_SHIFT], last)
+        while row < last and heads[row] == head:
+            number, start, end = segments[row], starts[row], ends[row]
+            if (
+                row in self._unsure
+                and self._read(number, start + _KEY_AT, start + _KEY_END) == text
+            ):
+                return row, self._read(number, start, end) if whole else b""
+            row += 1
+        return None
+
+    @property
+    def stats(self) -> StoreStats:
+        heads = self._index()[0]
+        return StoreStats(len(self.names), len(heads), self._duplicates, self._torn)
+
+    def __contains__(self, key: object) -> bool:
+        if key in self._recent:
+            return True
+        return isinstance(key, str) and self._find(key, whole=False) is not None
+
+    def __len__(self) -> int:
+        added = sum(1 for key in self._recent if self._find(key, whole=False) is None)
+        return len(self._index()[0]) + added
+
+    def get(self, key: str) -> dict[str, Any] | None:
+        """The stored record for ``key``, or None (also if its line is damaged)."""
+        recent = self._recent.get(key)
+        if recent is not None:
+            return _record(recent[:-1], long_numbers(recent), 0)
+        found = self._find(key, whole=True)
+        if found is None:
+            return None
+        row, line = found
+        _heads, _buckets, _tails, segments, starts, _ends = self._index()
+        return _record(line, self._runs[segments[row]], starts[row])
+
+    def line(self, key: str) -> bytes | None:
+        """The stored line of ``key`` (without its newline), or None."""
+        recent = self._recent.get(key)
+        if recent is not None:
+            return recent[:-1]
+        found = self._find(key, whole=True)
+        return None if found is None else found[1]
+
+    def locate(self, key: str) -> Location | None:
+        """Where ``key``'s line is, or None when it is not stored."""
+        recent = self._recent.get(key)
+        if recent is not None:
+            return Location("", 0, len(recent) - 1)
+        found = self._find(key, whole=False)
+        return None if found is None else self._location(found[0])
+
+    def _location(self, row: int) -> Location:
+        _heads, _buckets, _tails, segments, starts, ends = self._index()
+        return Location(self.names[segments[row]], starts[row], ends[row])
+
+    def _rows(self, keys: Sequence[str]) -> list[int | None]:
+        """The index row of each of ``keys`` (None: not indexed), in one vectorised search;
+        keys spelled otherwise than ``request_key`` spells them, and heads that several
+        rows share, are searched one at a time."""
+        import numpy as np
+
+        self._index()
+        heads, tails, _canonical, _segments, _starts, _ends = self._columns
+        out: list[int | None] = [None] * len(keys)
+        if not keys or not len(heads):
+            return out
+        # Keys spelled as request_key spells them are 64 lowercase hex digits: decoded
+        # together, each to its 32 bytes, as the scan decodes the lines' keys.
+        joined = "".join(keys)
+        if not (min(map(len, keys)) == max(map(len, keys)) == _KEY_LEN and joined.isascii()):
+            return [self._row(key) for key in keys]
+        chars = np.frombuffer(joined.encode("ascii"), dtype=np.uint8).reshape(-1, _KEY_LEN)
+        canonical = np.frombuffer(_LOWER_HEX, dtype=np.bool_)[chars].all(axis=1)
+        digits = np.frombuffer(_NIBBLES, dtype=np.uint8)[chars]
+        wanted = (digits[:, 0::2] << 4) | digits[:, 1::2]
+        wanted_heads = np.ascontiguousarray(wanted[:, :8]).view(">u8").ravel().astype(np.uint64)
+        rows = np.minimum(np.searchsorted(heads, wanted_heads), len(heads) - 1)
+        same_head = heads[rows] == wanted_heads
+        found = canonical & same_head & (tails.reshape(-1, 24)[rows] == wanted[:, 8:]).all(axis=1)
+        if self._unsure:
+            found &= ~np.isin(rows, np.fromiter(self._unsure, dtype=np.int64))
+        for i, row in zip(np.flatnonzero(found).tolist(), rows[found].tolist(), strict=True):
+            out[i] = row
+        # The first row of a head was compared: keys that need more are searched alone.
+        for i in np.flatnonzero(~found & same_head).tolist():
+            out[i] = self._row(keys[i])
+        return out
+
+    def _row(self, key: str) -> int | None:
+        found = self._find(key, whole=False)
+        return None if found is None else found[0]
+
+    def contains_all(self, keys: Sequence[str]) -> list[bool]:
+        """``key in store`` for each of ``keys``, in one vectorised search (for every key
+        of a cell: a key at a time costs a microsecond or two each)."""
+        recent = self._recent
+        return [
+            key in recent or row is not None
+            for key, row in zip(keys, self._rows(keys), strict=True)
+        ]
+
+    def locate_all(self, keys: Sequence[str]) -> list[Location | None]:
+        """``locate`` of each of ``keys``, in one vectorised search."""
+        rows = self._rows(keys)
+        _heads, _buckets, _tails, segments, starts, ends = self._index()
+        names, recent = self.names, self._recent
+        out: list[Location | None] = []
+        for key, row in zip(keys, rows, strict=True):
+            line = recent.get(key)
+            if line is not None:
+                out.append(Location("", 0, len(line) - 1))
+            elif row is None:
+                out.append(None)
+            else:
+                out.append(Location(names[segments[row]], starts[row], ends[row]))
+        return out
+
+    def remember(self, key: str, line: bytes) -> None:
+        """Make a record just written by this process readable without re-reading files."""
+        self._recent[key] = line
+
+    def keys(self) -> Iterator[str]:
+        """Every stored key: the indexed ones in key order (by their first 16 digits),
+        then the ones this process wrote that no segment holds."""
+        heads, _buckets, tails, segments, starts, _ends = self._index()
+        for row, head in enumerate(heads):
+            if row in self._unsure:
+                start = starts[row]
+                key = self._read(segments[row], start + _KEY_AT, start + _KEY_END)
+                yield key.decode("ascii", errors="replace")
+            else:
+                yield (head.to_bytes(8, "big") + tails[row * 24 : row * 24 + 24]).hex()
+        yield from (key for key in self._recent if self._find(key, whole=False) is None)
+
+    def segments(self) -> Iterator[tuple[str, bytes]]:
+        """Each segment's name and bytes, read one at a time (for rewriting it)."""
+        for name, source in zip(self.names, self._sources, strict=True):
+            yield name, source if isinstance(source, bytes) else source.read_bytes()
+
+    def overlay(self) -> ResponseStore:
+        """A store that reads what this one holds (the index and files are shared) and
+        remembers records on its own, apart from this one."""
+        self._index()
+        other = copy.copy(self)
+        other.names, other._sources = list(self.names), list(self._sources)
+        other._runs = list(self._runs)
+        other._recent = dict(self._recent)
+        return other
 
 
 def lookup(
@@ -275,14 +699,14 @@ def lookup(
     For a handful of keys in a large store (a diff's snippets). ``scanned`` holds segments
     already scanned, by name (``prefetch`` makes them while the caller works on).
     """
-    wanted = {k for k in keys if len(k) == _KEY_LEN and k.isascii()}
+    wanted = {k for k in keys if _storable(k)}
     out: dict[str, dict[str, Any] | None] = {}
     for name in segment_names(tree):
         if len(out) == len(wanted):
             break
         keys_of = (scanned or {}).get(name)
         if keys_of is None:
-            keys_of = SegmentKeys(tree.read_data(f"{STORE_DIR}/{name}"))
+            keys_of = SegmentKeys(segment_source(tree, name))
         keys_of.find(wanted, out)
     return out
 
@@ -295,8 +719,8 @@ class StoredRecords(Protocol):
 
 class KeyLookup:
     """``ResponseStore.get`` for a handful of keys of ``tree``'s store (one item's
-    responses and its judges'), by ``lookup``: each segment is read and scanned once, on
-    the first ``get``, and no line is indexed."""
+    responses and its judges'), by ``lookup``: each segment is scanned once, on the first
+    ``get``, and no index is sorted."""
 
     def __init__(self, tree: Tree) -> None:
         self.tree = tree
@@ -305,27 +729,27 @@ class KeyLookup:
     def get(self, key: str) -> dict[str, Any] | None:
         if self._scanned is None:
             self._scanned = {
-                name: SegmentKeys(self.tree.read_data(f"{STORE_DIR}/{name}"))
+                name: SegmentKeys(segment_source(self.tree, name))
                 for name in segment_names(self.tree)
             }
         return lookup(self.tree, [key], self._scanned).get(key)
 
 
 class Prefetch:
-    """The segments of some trees, read and scanned on a thread while the caller works on:
+    """The segments of some trees, scanned on a thread while the caller works on:
     ``result`` waits for the scans (per tree, by segment name) for ``lookup``; ``cancel``
     stops the thread after the segment in hand.
 
     Only pointers are read here, through the trees; the thread reads files alone (a
     ``GitTree`` is not shared across threads): verified DVC cache files, and segments
     on disk in a working tree. A segment two trees share is scanned once. Segments it
-    could not read are left for ``lookup`` to read the usual way.
+    could not find are left for ``lookup`` to read the usual way.
     """
 
     def __init__(self, trees: Sequence[Tree], root: Path) -> None:
         import threading
 
-        self.sources: dict[str, Callable[[], bytes | None]] = {}
+        self.sources: dict[str, Callable[[], Path | None]] = {}
         self.names: list[dict[str, str]] = []
         for tree in trees:
             mine = {}
@@ -333,13 +757,13 @@ class Prefetch:
                 rel = f"{STORE_DIR}/{name}"
                 if isinstance(tree, WorkspaceTree) and tree.is_file(rel):
                     source = f"file:{rel}"
-                    self.sources[source] = functools.partial(tree.read, rel)
+                    self.sources[source] = functools.partial(tree.data_path, rel)
                 elif not tree.is_file(rel) and tree.is_file(rel + ".dvc"):
                     md5 = dvcrepo.pointer_md5(tree.read(rel + ".dvc"))
                     if md5 is None:
                         continue
                     source = f"md5:{md5}"
-                    self.sources[source] = functools.partial(dvcrepo.cached, root, md5)
+                    self.sources[source] = functools.partial(dvcrepo.local_copy, root, md5)
                 else:
                     continue
                 mine[name] = source
@@ -350,13 +774,13 @@ class Prefetch:
         self.worker.start()
 
     def _scan(self) -> None:
-        for source, read in self.sources.items():
+        for source, find in self.sources.items():
             if self.stop.is_set():
                 return
             with contextlib.suppress(OSError):
-                data = read()
-                if data is not None:
-                    self.scanned[source] = SegmentKeys(data)
+                path = find()
+                if path is not None:
+                    self.scanned[source] = SegmentKeys(path)
 
     def result(self) -> list[dict[str, SegmentKeys]]:
         self.worker.join()

@@ -1,0 +1,215 @@
+"""The response store's index: which line answers a key, what is counted as a duplicate or
+torn, keys that share their first digits, long numbers, and records read from the segment
+files (or DVC's cache) when asked for, not held."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import tracemalloc
+from pathlib import Path
+
+import pytest
+
+from evalreg import dvcrepo
+from evalreg.registry.tree import GitTree, WorkspaceTree
+from evalreg.store import segments
+from evalreg.store.segments import STORE_DIR, Location, ResponseStore, encode_record, lookup
+
+from conftest import Repo
+
+
+def key(i: int) -> str:
+    return hashlib.sha256(str(i).encode()).hexdigest()
+
+
+def sharing_head(i: int) -> str:
+    """Keys whose first 16 digits (the index's sorted column) are all the same."""
+    return "0123456789abcdef" + key(i)[16:]
+
+
+def segment(root: Path, name: str, *lines: bytes) -> Path:
+    path = root / STORE_DIR / name
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(b"".join(lines))
+    return path
+
+
+def line(k: str, text: str, **fields: object) -> bytes:
+    return encode_record(k, {"response": {"text": text}, **fields})
+
+
+def text_of(store: ResponseStore, k: str) -> str | None:
+    record = store.get(k)
+    return None if record is None else record["response"]["text"]
+
+
+def test_the_first_segment_by_name_and_the_first_line_in_it_win(tmp_path: Path) -> None:
+    segment(tmp_path, "b.jsonl", line(key(1), "b1"), line(key(2), "b2"), line(key(1), "b1 again"))
+    segment(tmp_path, "a.jsonl", line(key(2), "a2"), line(key(3), "a3"), line(key(3), "a3 again"))
+    store = ResponseStore.open(tmp_path)
+    assert [text_of(store, key(i)) for i in (1, 2, 3)] == ["b1", "a2", "a3"]
+    assert store.stats == segments.StoreStats(segments=2, records=3, duplicates=3, torn=0)
+    assert len(store) == 3
+    assert sorted(store.keys()) == sorted(key(i) for i in (1, 2, 3))
+    assert store.locate(key(2)) == Location("a.jsonl", 0, len(line(key(2), "a2")) - 1)
+    assert store.locate(key(1)) == Location("b.jsonl", 0, len(line(key(1), "b1")) - 1)
+
+
+def test_torn_and_damaged_lines_are_counted_and_answer_nothing(tmp_path: Path) -> None:
+    good = line(key(1), "ok")
+    segment(
+        tmp_path,
+        "a.jsonl",
+        good,
+        b"\n",  # an empty line
+        b"not a record at all\n",
+        b'{"key":"' + key(2).encode() + b'",broken\n',  # keyed, but not JSON
+        b'{"key":"' + key(3)[:40].encode() + b'"}\n',  # a key too short to be one
+        line(key(4), "torn")[:50],  # the writer was killed mid-line
+    )
+    store = ResponseStore.open(tmp_path)
+    assert store.stats == segments.StoreStats(segments=1, records=2, duplicates=0, torn=4)
+    assert text_of(store, key(1)) == "ok"
+    assert key(2) in store and store.get(key(2)) is None  # stored, but damaged
+    assert key(3) not in store and key(4) not in store
+    assert lookup(WorkspaceTree(tmp_path), [key(i) for i in range(1, 5)]) == {
+        key(1): store.get(key(1)),
+        key(2): None,
+    }
+
+
+def test_keys_that_share_their_first_digits_are_told_apart_by_the_whole_key(
+    tmp_path: Path,
+) -> None:
+    segment(tmp_path, "a.jsonl", *(line(sharing_head(i), f"a{i}") for i in range(5)))
+    segment(
+        tmp_path,
+        "b.jsonl",
+        line(sharing_head(3), "b3"),  # a duplicate among lines of one head
+        line(sharing_head(9), "b9"),
+        line(key(1), "plain"),
+    )
+    store = ResponseStore.open(tmp_path)
+    assert [text_of(store, sharing_head(i)) for i in (0, 1, 2, 3, 4, 9)] == [
+        "a0",
+        "a1",
+        "a2",
+        "a3",
+        "a4",
+        "b9",
+    ]
+    assert sharing_head(7) not in store and store.get(sharing_head(7)) is None
+    assert store.stats.records == 7 and store.stats.duplicates == 1
+    wanted = [sharing_head(i) for i in range(10)] + [key(1), key(2)]
+    assert store.locate_all(wanted) == [store.locate(k) for k in wanted]
+    assert store.contains_all(wanted) == [k in store for k in wanted] != [True] * len(wanted)
+    assert lookup(WorkspaceTree(tmp_path), wanted) == {
+        k: store.get(k) for k in wanted if k in store
+    }
+
+
+def test_a_key_is_answered_only_as_it_is_spelled(tmp_path: Path) -> None:
+    """Keys are lowercase hex; a line with another spelling is still indexed, and answers
+    for that spelling alone."""
+    upper, odd = key(1).upper(), "z" * 16 + key(2)[16:]
+    segment(tmp_path, "a.jsonl", line(upper, "upper"), line(odd, "odd"), line(key(3), "plain"))
+    store = ResponseStore.open(tmp_path)
+    assert text_of(store, upper) == "upper" and text_of(store, odd) == "odd"
+    assert key(1) not in store and store.get(key(1)) is None
+    assert sorted(store.keys()) == sorted([upper, odd, key(3)])
+    assert store.locate_all([upper, key(1), odd]) == [
+        store.locate(upper),
+        None,
+        store.locate(odd),
+    ]
+    assert store.locate(key(1)) is None
+    # Keys of other lengths are not read as parts of one another.
+    assert store.contains_all([key(3)[:63], key(3)[63:] + key(3)]) == [False, False]
+    assert store.contains_all([upper, key(1), odd, key(3), "short"]) == [
+        True,
+        False,
+        True,
+        True,
+        False,
+    ]
+
+
+def test_numbers_beyond_64_bits_read_as_json_reads_them(tmp_path: Path) -> None:
+    big = {"response": {"text": "ok", "usage": {"input_tokens": 2**70}}, "latency_ms": -(10**25)}
+    small = {"response": {"text": "ok", "usage": {"input_tokens": 3}}, "latency_ms": 1.5}
+    lines = [encode_record(key(i), big if i % 3 == 0 else small) for i in range(30)]
+    segment(tmp_path, "a.jsonl", *lines)
+    store = ResponseStore.open(tmp_path)
+    for i, raw in enumerate(lines):
+        assert json.dumps(store.get(key(i)), sort_keys=True) == json.dumps(
+            json.loads(raw), sort_keys=True
+        )
+
+
+def test_a_segment_scanned_in_blocks_smaller_than_its_lines_indexes_the_same(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    big = {"usage": {"input_tokens": 2**70}}
+    lines = [line(key(i), "x" * (i * 37 % 300), **(big if i % 4 == 0 else {})) for i in range(200)]
+    segment(tmp_path, "a.jsonl", *lines, line(key(1), "duplicate"), b"torn tail")
+    whole = ResponseStore.open(tmp_path)
+    monkeypatch.setattr(segments, "_SCAN_BLOCK", 100)  # shorter than any line
+    blocks = ResponseStore.open(tmp_path)
+    assert blocks.stats == whole.stats == segments.StoreStats(1, 200, 1, 1)
+    for i in range(200):
+        assert blocks.locate(key(i)) == whole.locate(key(i))
+        assert json.dumps(blocks.get(key(i))) == json.dumps(json.loads(lines[i]))
+
+
+def test_opening_a_store_holds_its_index_not_its_records(tmp_path: Path) -> None:
+    padding = "p" * 2000
+    segment(tmp_path, "a.jsonl", *(line(key(i), padding) for i in range(5000)))
+    size = (tmp_path / STORE_DIR / "a.jsonl").stat().st_size
+    tracemalloc.start()
+    try:
+        store = ResponseStore.open(tmp_path)
+        assert store.stats.records == 5000
+        held, _peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert held < size / 10
+    assert text_of(store, key(4321)) == padding
+
+
+def test_records_remembered_by_this_process_answer_first(tmp_path: Path) -> None:
+    segment(tmp_path, "a.jsonl", line(key(1), "stored"))
+    store = ResponseStore.open(tmp_path)
+    fresh = line(key(2), "fresh")
+    store.remember(key(2), fresh)
+    overlay = store.overlay()
+    overlay.remember(key(3), line(key(3), "judged"))
+    assert (len(store), len(overlay)) == (2, 3)
+    assert text_of(store, key(2)) == "fresh" and key(3) not in store
+    assert text_of(overlay, key(1)) == "stored" and text_of(overlay, key(3)) == "judged"
+    assert store.locate(key(2)) == Location("", 0, len(fresh) - 1)
+    assert store.locate_all([key(1), key(2), key(3)]) == [
+        store.locate(key(1)),
+        store.locate(key(2)),
+        None,
+    ]
+    assert store.contains_all([key(1), key(2), key(3)]) == [True, True, False]
+
+
+def test_a_tracked_segment_is_read_from_the_verified_dvc_cache(repo: Repo) -> None:
+    dvcrepo.init(repo.root, None)
+    path = segment(repo.root, "a.jsonl", *(line(key(i), f"r{i}") for i in range(20)))
+    rel = f"{STORE_DIR}/a.jsonl"
+    dvcrepo.track(repo.root, [rel], push=False)
+    rev = repo.commit("a tracked segment")
+    path.unlink()  # only the cache holds it now
+    tree = WorkspaceTree(repo.root)
+    cached = tree.data_path(rel)
+    assert cached is not None and cached.is_relative_to(repo.root / ".dvc" / "cache")
+    assert GitTree(repo.root, rev).data_path(rel) == cached
+    for store in (ResponseStore.load(tree), ResponseStore.load(GitTree(repo.root, rev))):
+        assert [text_of(store, key(i)) for i in range(20)] == [f"r{i}" for i in range(20)]
+    # A damaged cache copy is not taken for the segment: reading it fails as it would.
+    cached.chmod(0o644)
+    cached.write_bytes(cached.read_bytes().replace(b"r1", b"r9"))
+    assert tree.data_path(rel) is None
