@@ -315,7 +315,8 @@ def test_grade_all_keeps_one_items_samples_together(monkeypatch: pytest.MonkeyPa
     graded_elsewhere: list[bytes] = []
     gradepool.grade_all(
         samples,  # type: ignore[arg-type]
-        lambda item, sample, key: {"sample": sample, "key": key},
+        lambda item, sample, key, stored: {"sample": sample, "key": key},
+        lambda keys: [None] * len(keys),
         [],
         got.append,
         lambda lines, tally: graded_elsewhere.append(lines),

@@ -213,3 +213,17 @@ def test_a_tracked_segment_is_read_from_the_verified_dvc_cache(repo: Repo) -> No
     cached.chmod(0o644)
     cached.write_bytes(cached.read_bytes().replace(b"r1", b"r9"))
     assert tree.data_path(rel) is None
+
+
+def test_the_segments_of_keys_are_those_locate_names() -> None:
+    store = ResponseStore()
+    first = [encode_record(f"{i:064x}", {"n": i}) + b"\n" for i in range(0, 6)]
+    second = [encode_record(f"{i:064x}", {"n": i}) + b"\n" for i in range(4, 10)]
+    store.add_segment("a.jsonl", b"".join(first))
+    store.add_segment("b.jsonl", b"".join(second))
+    store.remember(f"{20:064x}", encode_record(f"{20:064x}", {"n": 20}) + b"\n")
+    for keys in ([1, 2], [5, 7], [8, 9], [9, 20], [20], [30], []):
+        asked = [f"{i:064x}" for i in keys]
+        named = {where.segment for where in map(store.locate, asked) if where is not None}
+        assert store.segments_of(asked) == named
+        assert store.get_many(asked) == [store.get(key) for key in asked]

@@ -17,8 +17,8 @@ from __future__ import annotations
 import contextlib
 import functools
 import tempfile
-from collections.abc import Callable, Iterator, Sequence
-from typing import BinaryIO, overload
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from typing import Any, BinaryIO, overload
 
 from evalreg.registry import schema
 from evalreg.results.records import ItemRecord, item_line
@@ -28,7 +28,34 @@ from evalreg.runner import _forked as forked
 _SPOOL_BYTES = 1 << 20
 
 Sample = tuple[schema.Item, int, str]
-Grade = Callable[[schema.Item, int, str], ItemRecord]
+Stored = dict[str, Any] | None
+Grade = Callable[[schema.Item, int, str, Stored], ItemRecord]
+"""Grade a sample, given its stored record (None: none is stored)."""
+Read = Callable[[list[str]], list[Stored]]
+"""The stored records of a batch of keys (``ResponseStore.get_many``)."""
+
+_BATCH = 512
+"""Samples whose stored records are read together."""
+
+
+def graded(samples: Iterable[Sample], grade: Grade, read: Read) -> Iterator[ItemRecord]:
+    """The record of each of ``samples``, in order, their stored records read a batch at
+    a time (one search of the store's index for the batch)."""
+    batch: list[Sample] = []
+    for sample in samples:
+        batch.append(sample)
+        if len(batch) == _BATCH:
+            yield from _graded_batch(batch, grade, read)
+            batch = []
+    yield from _graded_batch(batch, grade, read)
+
+
+def _graded_batch(batch: list[Sample], grade: Grade, read: Read) -> Iterator[ItemRecord]:
+    if not batch:
+        return
+    records = read([key for _, _, key in batch])
+    for (item, sample, key), stored in zip(batch, records, strict=True):
+        yield grade(item, sample, key, stored)
 
 
 class Samples(Sequence[Sample]):
@@ -94,15 +121,14 @@ def chunks(samples: Sequence[Sample], parts: int) -> list[Sequence[Sample]]:
 
 
 def grade_chunk(
-    samples: Sequence[Sample], grade: Grade, criteria: list[str], out: BinaryIO
+    samples: Sequence[Sample], grade: Grade, read: Read, criteria: list[str], out: BinaryIO
 ) -> CellTally:
     """Grade ``samples`` here: their items-file lines go to ``out``; return their tally."""
     tally = CellTally(criteria)
     # One growing buffer, as in ``CellWriter``: a list of the lines held 4.6 KB a sample
     # in allocator slack (measured), several times their length.
     buffer = bytearray()
-    for item, sample, key in samples:
-        record = grade(item, sample, key)
+    for record in graded(samples, grade, read):
         tally.add(record)
         buffer += item_line(record)
         buffer += b"\n"
@@ -117,26 +143,27 @@ def grade_chunk(
 def grade_all(
     samples: Sequence[Sample],
     grade: Grade,
+    read: Read,
     criteria: list[str],
     add: Callable[[ItemRecord], None],
     add_graded: Callable[[BinaryIO, CellTally], None],
 ) -> None:
-    """Grade ``samples`` in order: records graded here go to ``add`` one by one, chunks
-    graded by workers to ``add_graded`` (a file of their lines, and their tally), each
-    after all before it."""
+    """Grade ``samples`` in order (``read``: their stored records, a batch of keys at a
+    time): records graded here go to ``add`` one by one, chunks graded by workers to
+    ``add_graded`` (a file of their lines, and their tally), each after all before it."""
     pieces = chunks(samples, forked.parts(len(samples)))
     if len(pieces) < 2:  # short, or all one item's samples
-        for item, sample, key in samples:
-            add(grade(item, sample, key))
+        for record in graded(samples, grade, read):
+            add(record)
         return
     with contextlib.ExitStack() as files:
         # Each worker writes its lines to a nameless file it inherits, rather than sending
         # them back: this process never holds a chunk's lines (nor their pickle) at once.
         spools = [files.enter_context(tempfile.TemporaryFile()) for _ in pieces]
-        work = functools.partial(_grade_piece, pieces, grade, criteria, spools)
+        work = functools.partial(_grade_piece, pieces, grade, read, criteria, spools)
         with forked.forked(work, len(pieces)) as done:
-            for item, sample, key in pieces[0]:
-                add(grade(item, sample, key))
+            for record in graded(pieces[0], grade, read):
+                add(record)
             for i in range(1, len(pieces)):
                 tally = done(i)
                 spools[i].seek(0)
@@ -146,8 +173,9 @@ def grade_all(
 def _grade_piece(
     pieces: list[Sequence[Sample]],
     grade: Grade,
+    read: Read,
     criteria: list[str],
     spools: Sequence[BinaryIO],
     index: int,
 ) -> CellTally:
-    return grade_chunk(pieces[index], grade, criteria, spools[index])
+    return grade_chunk(pieces[index], grade, read, criteria, spools[index])

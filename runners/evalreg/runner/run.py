@@ -13,7 +13,7 @@ from collections import Counter
 from collections.abc import Callable, Container, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
 from evalreg.cells import Cell
 from evalreg.graders.levels import applies
@@ -933,7 +933,7 @@ def _untracked_segments_used(
     names: set[str] = set()
     for plan in plans:
         keys = [*plan.keys, *judge_keys.get(plan.status.cell.id, ())]
-        names.update(where.segment for where in store.locate_all(keys) if where is not None)
+        names.update(store.segments_of(keys))
     out = []
     for name in sorted(names):  # "" for a record this run wrote: its own segment
         rel = f"{STORE_DIR}/{name}"
@@ -1020,8 +1020,10 @@ class _CellStream:
             self._graded(0, flush=True)
             return
 
-        def grade(item: schema.Item, sample: int, key: str) -> ItemRecord:
-            return self.grader.record(item, sample, key, self.store.get(key), failed.get(key))
+        def grade(
+            item: schema.Item, sample: int, key: str, stored: dict[str, Any] | None
+        ) -> ItemRecord:
+            return self.grader.record(item, sample, key, stored, failed.get(key))
 
         criteria = [c.id for c in cell.rubric.criteria]
         writer = self.writer
@@ -1034,7 +1036,7 @@ class _CellStream:
             writer.add_graded(lines, tally)
             self._graded(len(tally.levels))
 
-        grade_all(rest, grade, criteria, add, add_graded)
+        grade_all(rest, grade, self.store.get_many, criteria, add, add_graded)
         self._graded(0, flush=True)
 
     def __enter__(self) -> _CellStream:

@@ -574,6 +574,27 @@ class ResponseStore:
         _heads, _buckets, _tails, segments, starts, _ends = self._index()
         return _record(line, self._runs[segments[row]], starts[row])
 
+    def get_many(self, keys: Sequence[str]) -> list[dict[str, Any] | None]:
+        """``get`` of each of ``keys``, the index searched for all of them at once: a
+        cell's records are read a batch at a time."""
+        rows = self._rows(keys)
+        _heads, _buckets, _tails, segments, starts, ends = self._index()
+        recent, runs = self._recent, self._runs
+        out: list[dict[str, Any] | None] = []
+        for key, row in zip(keys, rows, strict=True):
+            written = recent.get(key)
+            if written is not None:
+                out.append(_record(written[:-1], long_numbers(written), 0))
+            elif row is None:
+                out.append(None)
+            else:
+                number, start = segments[row], starts[row]
+                line = self._read(number, start, ends[row])
+                # The line's own key is checked again, as ``get`` checks it.
+                same = line[_KEY_AT:_KEY_END] == key.encode()
+                out.append(_record(line, runs[number], start) if same else None)
+        return out
+
     def line(self, key: str) -> bytes | None:
         """The stored line of ``key`` (without its newline), or None."""
         recent = self._recent.get(key)
@@ -639,6 +660,18 @@ class ResponseStore:
             key in recent or row is not None
             for key, row in zip(keys, self._rows(keys), strict=True)
         ]
+
+    def segments_of(self, keys: Sequence[str]) -> set[str]:
+        """The names of the segments that hold ``keys``' records ("" for a record this
+        process wrote), in one vectorised search."""
+        _heads, _buckets, _tails, segments, _starts, _ends = self._index()
+        recent = self._recent
+        written = [key for key in keys if key in recent] if recent else []
+        if written:  # a record this process wrote answers first, as in ``locate``
+            keys = [key for key in keys if key not in recent]
+        numbers = {segments[row] for row in self._rows(keys) if row is not None}
+        names = {self.names[number] for number in numbers}
+        return names | {""} if written else names
 
     def locate_all(self, keys: Sequence[str]) -> list[Location | None]:
         """``locate`` of each of ``keys``, in one vectorised search."""
