@@ -10,7 +10,7 @@ from __future__ import annotations
 import contextlib
 import json
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, cast
@@ -34,10 +34,11 @@ from evalreg.results.records import (
     summary_bytes,
 )
 from evalreg.results.tally import summary_for
+from evalreg.runner._revisionstores import RevisionStore, Segment, SegmentCache
 from evalreg.runner.grading import cell_grader
 from evalreg.runner.run import cell_jobs
 from evalreg.store.purge_log import PURGE_LOG, LoggedPurge, read_log
-from evalreg.store.segments import STORE_DIR, ResponseStore, collection_paused, segment_names
+from evalreg.store.segments import STORE_DIR, load_json, segment_names
 
 MAX_DIFFERENCES_PER_CELL = 50
 
@@ -78,8 +79,7 @@ def reproduce(root: Path, rev: str, shared: Shared | None = None) -> Reproductio
     tree = GitTree(root, rev)
     registry = load_registry(tree)
     purges = read_log(WorkspaceTree(root))
-    store, used, missing = _store(tree, WorkspaceTree(root), purges, shared)
-    where = _Locator(tree, store)
+    store, used, missing = _store(tree, WorkspaceTree(root), purges, shared.segments)
     versions: set[str] = set()
     outcomes = []
     all_cells = cells(registry) + cells(registry, "holdout")
@@ -90,19 +90,22 @@ def reproduce(root: Path, rev: str, shared: Shared | None = None) -> Reproductio
             if recorded is None:
                 continue  # pending at REV: nothing was recorded, nothing to reproduce
             versions.add(str(recorded.get("evalreg_version")))
-            evidence = _evidence(tree, registry, cell)
+            parts = fingerprint_parts(registry, cell)
+            evidence = _evidence(tree, cell, parts)
             seen = shared.verdicts.get(evidence)
-            if seen is not None and where.all(seen.keys) == seen.locations:
+            if seen is not None and store.locate(seen.keys) == seen.locations:
                 used |= seen.purges
                 outcomes.append(replace(seen.outcome, same_as=seen.rev))
                 continue
             before = set(used)
-            outcome, keys = _reproduce_cell(
-                tree, registry, store, cell, recorded, providers, code_root, purges, used
+            requests = shared.requests(registry, cell, parts, providers[cell.pin.provider])
+            outcome = _reproduce_cell(
+                tree, registry, store, cell, parts, recorded, requests, code_root, purges, used
             )
             outcomes.append(outcome)
+            keys = tuple(key for _, _, key in requests)
             shared.verdicts[evidence] = _Verdict(
-                tree.rev, keys, where.all(keys), frozenset(used - before), outcome
+                tree.rev, keys, store.locate(keys), frozenset(used - before), outcome
             )
     return Reproduction(
         tree.rev,
@@ -117,9 +120,11 @@ def reproduce(root: Path, rev: str, shared: Shared | None = None) -> Reproductio
 def reproduce_range(root: Path, spec: str) -> RangeReproduction:
     """Reproduce every first-parent commit of ``BASE..HEAD`` that changed recorded results
     or the response store, oldest first, sharing what they have in common: store segments
-    are read once, and a cell whose evidence is the same as at a revision already reproduced (its
-    fingerprint, recorded files and the stored responses its requests resolve to, byte for
-    byte) has that revision's verdict, named, rather than being graded again."""
+    are read and indexed once, a cell's requests are rendered and keyed once for the same
+    pin, prompt and eval set, and a cell whose evidence is the same as at a revision already
+    reproduced (its fingerprint, recorded files and the stored responses its requests
+    resolve to, byte for byte) has that revision's verdict, named, rather than being graded
+    again."""
     base, dots, head = spec.partition("..")
     if dots != ".." or head.startswith(".") or not base or not head:
         raise UsageError(f"--range {spec!r}: expected BASE..HEAD (two revisions, two dots)")
@@ -152,11 +157,10 @@ def _revisions_with_results(root: Path, base: str, head: str) -> list[str]:
     return str(listed).split()
 
 
-def _evidence(tree: Tree, registry: Any, cell: Cell) -> str:
+def _evidence(tree: Tree, cell: Cell, parts: dict[str, Any]) -> str:
     """What a cell's reproduction depends on at a revision, but for the stored responses:
-    the fingerprint of its sources, and its recorded summary, metrics and items files
-    (the items file by its pointer: same pointer, same bytes)."""
-    parts = fingerprint_parts(registry, cell)
+    the fingerprint of its sources (``parts``), and its recorded summary, metrics and items
+    files (the items file by its pointer: same pointer, same bytes)."""
 
     def read(rel: str) -> str | None:
         return tree.read(rel).decode("utf-8", "replace") if tree.is_file(rel) else None
@@ -173,33 +177,9 @@ def _evidence(tree: Tree, registry: Any, cell: Cell) -> str:
     )
 
 
-class _Locator:
-    """Where each key's stored response is at one revision: its segment (by pointer: same
-    pointer, same bytes) and the line's place in it."""
-
-    def __init__(self, tree: Tree, store: ResponseStore) -> None:
-        self.store = store
-        self.pointers = [
-            tree.read(f"{STORE_DIR}/{name}.dvc") if tree.is_file(f"{STORE_DIR}/{name}.dvc") else b""
-            for name in store.names
-        ]
-
-    def all(self, keys: tuple[str, ...]) -> tuple[object, ...]:
-        index, names, pointers = self.store.index, self.store.names, self.pointers
-        out: list[object] = []
-        for key in keys:
-            where = index.get(key)
-            if where is None:
-                out.append(None)
-            else:
-                number, start, end = where
-                out.append((names[number], pointers[number], start, end))
-        return tuple(out)
-
-
 def _store(
-    tree: Tree, here: Tree, purges: list[LoggedPurge], shared: Shared
-) -> tuple[ResponseStore, set[int], list[str]]:
+    tree: Tree, here: Tree, purges: list[LoggedPurge], cache: SegmentCache
+) -> tuple[RevisionStore, set[int], list[str]]:
     """REV's response store; the purges (log lines) that retired one of its segments; and
     the retired segments that are gone.
 
@@ -207,60 +187,54 @@ def _store(
     removed it; once it is gone, the segment the purge wrote in its place (which holds
     everything it kept, and may itself have been retired by a later purge) stands in.
     """
-    store = ResponseStore()
+    segments: list[Segment] = []
     used: set[int] = set()
     missing: list[str] = []
-    with collection_paused():  # the index is 100,000s of acyclic tuples
-        for name in segment_names(tree):
-            retired = [p for p in purges if name in p.segments_removed]
-            used |= {p.line for p in retired}
-            try:
-                store.add_segment(name, shared.segment(tree, f"{STORE_DIR}/{name}"))
-                continue
-            except DataMissingError:
-                if not retired:
-                    raise
-            missing.append(name)
-            successor = retired[0].segment_written
-            while successor is not None and not here.is_file(f"{STORE_DIR}/{successor}.dvc"):
-                later = [p for p in purges if successor in p.segments_removed]
-                used |= {p.line for p in later}
-                successor = later[0].segment_written if later else None
-            if successor is not None and successor not in store.names:
-                store.add_segment(successor, here.read_data(f"{STORE_DIR}/{successor}"))
-    return store, used, missing
+    for name in segment_names(tree):
+        retired = [p for p in purges if name in p.segments_removed]
+        used |= {p.line for p in retired}
+        try:
+            segments.append(cache.segment(tree, name))
+            continue
+        except DataMissingError:
+            if not retired:
+                raise
+        missing.append(name)
+        successor = retired[0].segment_written
+        while successor is not None and not here.is_file(f"{STORE_DIR}/{successor}.dvc"):
+            later = [p for p in purges if successor in p.segments_removed]
+            used |= {p.line for p in later}
+            successor = later[0].segment_written if later else None
+        if successor is not None and successor not in {s.name for s in segments}:
+            segments.append(cache.segment(here, successor))
+    return RevisionStore(segments), used, missing
 
 
 def _reproduce_cell(
     tree: Tree,
     registry: Any,
-    store: ResponseStore,
+    store: RevisionStore,
     cell: Cell,
+    parts: dict[str, Any],
     recorded: CellSummary,
-    providers: dict[str, Any],
+    requests: Sequence[tuple[schema.Item, int, str]],
     code_root: Path,
     purges: list[LoggedPurge],
     used: set[int],
-) -> tuple[CellReproduction, tuple[str, ...]]:
-    """The cell's reproduction, and the store keys of its requests."""
+) -> CellReproduction:
+    """The cell's reproduction from its ``requests`` (item, sample, store key)."""
     out = CellReproduction(cell.id, True)
-    evalset_path = registry.evalset_of(cell.task_id, cell.split).path
-    purged = {p.item: p for p in purges if p.evalset == evalset_path}
-    recorded_items = (
-        _records(tree.read_data(cell.items_path), cell.items_path)
-        if tree.is_file(cell.items_path + ".dvc") or tree.is_file(cell.items_path)
-        else {}
-    )
+    evalset = registry.evalset_of(cell.task_id, cell.split)
+    purged = {p.item: p for p in purges if p.evalset == evalset.path}
+    has_items = tree.is_file(cell.items_path + ".dvc") or tree.is_file(cell.items_path)
+    recorded_data = tree.read_data(cell.items_path) if has_items else b""
+    recorded_items = _records(recorded_data, cell.items_path)
     failed = {r["key"]: r["error"] for r in recorded_items.values() if r.get("error")}
-    provider = providers[cell.pin.provider]
     grader = cell_grader(cell, registry, store, code_root)
     records = []
-    keys = []
-    ordered = sorted(registry.evalset_of(cell.task_id, cell.split).items, key=lambda i: i.id)
-    for item, sample, job in cell_jobs(cell, provider, ordered):
-        keys.append(job.key)
-        stored = store.get(job.key)
-        error = failed.get(job.key)
+    for item, sample, key in requests:
+        stored = store.get(key)
+        error = failed.get(key)
         if stored is None and error is None:
             error = "missing"
             if (purge := purged.get(item.id)) is not None:
@@ -271,10 +245,8 @@ def _reproduce_cell(
                 )
             else:
                 out.differences.append(f"{item.id}#{sample}: no stored response (offline miss)")
-        records.append(grader.record(item, sample, job.key, stored, error))
+        records.append(grader.record(item, sample, key, stored, error))
     items = items_bytes(records)
-    evalset = registry.evalset_of(cell.task_id, cell.split)
-    parts = fingerprint_parts(registry, cell)
     summary = summary_for(
         cell, fingerprint(parts), parts, evalset.path, evalset.md5, records, items
     )
@@ -292,13 +264,14 @@ def _reproduce_cell(
             out.differences += [
                 f"metrics {d}" for d in diff_values(recorded_metrics, metrics_of(summary))
             ] or [f"metrics {cell.metrics_path}: not written as evalreg writes it"]
-    mine = {(r["item"], r["sample"]): r for r in records}
-    for key in sorted(set(mine) | set(recorded_items)):
-        for d in diff_values(recorded_items.get(key), mine.get(key)):
-            out.differences.append(f"item {key[0]}#{key[1]} {d}")
+    if items != recorded_data:  # the same bytes hold the same records: nothing to list
+        mine = {(r["item"], r["sample"]): r for r in records}
+        for at in sorted(set(mine) | set(recorded_items)):
+            for d in diff_values(recorded_items.get(at), mine.get(at)):
+                out.differences.append(f"item {at[0]}#{at[1]} {d}")
     out.identical = not out.differences
     del out.differences[MAX_DIFFERENCES_PER_CELL:]
-    return out, tuple(keys)
+    return out
 
 
 def _records(data: bytes, path: str) -> dict[tuple[str, int], ItemRecord]:
@@ -309,7 +282,7 @@ def _records(data: bytes, path: str) -> dict[tuple[str, int], ItemRecord]:
         if not line.strip():
             continue
         try:
-            r = cast(ItemRecord, json.loads(line))
+            r = cast(ItemRecord, load_json(line))
             out[(r["item"], r["sample"])] = r
         except (ValueError, RecursionError, TypeError, KeyError) as exc:
             problem = f"{type(exc).__name__}: {exc}"
@@ -363,23 +336,39 @@ class _Verdict:
     outcome: CellReproduction
 
 
+_GRADING_PARTS = ("rubric", "judges", "graders")
+"""The parts of a cell's fingerprint that its requests do not depend on."""
+
+
 @dataclass
 class Shared:
-    """What reproducing several revisions reuses: store segments by pointer, and each
-    cell's verdict by its evidence."""
+    """What reproducing several revisions reuses: store segments by name and content, each
+    cell's verdict by its evidence, and its requests' keys by what renders them."""
 
-    segments: dict[tuple[str, bytes], bytes] = field(default_factory=dict)
+    segments: SegmentCache = field(default_factory=SegmentCache)
     verdicts: dict[str, _Verdict] = field(default_factory=dict)
+    keys: dict[str, tuple[str, ...]] = field(default_factory=dict)
 
-    def segment(self, tree: Tree, rel: str) -> bytes:
-        pointer = rel + ".dvc"
-        if not tree.is_file(pointer):
-            return tree.read_data(rel)
-        key = (rel, tree.read(pointer))
-        data = self.segments.get(key)
-        if data is None:
-            data = self.segments[key] = tree.read_data(rel)
-        return data
+    def requests(
+        self, registry: Any, cell: Cell, parts: dict[str, Any], provider: Any
+    ) -> list[tuple[schema.Item, int, str]]:
+        """Every request of ``cell`` as (item, sample, store key), in items-file order;
+        rendered and keyed once for the same cell, pin, prompt, task and eval set."""
+        evalset = registry.evalset_of(cell.task_id, cell.split)
+        ordered = sorted(evalset.items, key=lambda i: i.id)
+        renders = digest(
+            {
+                "cell": cell.id,
+                "evalset_path": evalset.path,
+                **{k: v for k, v in parts.items() if k not in _GRADING_PARTS},
+            }
+        )
+        keys = self.keys.get(renders)
+        if keys is None:
+            jobs = cell_jobs(cell, provider, ordered)
+            keys = self.keys[renders] = tuple(job.key for _, _, job in jobs)
+        samples = [(item, s) for item in ordered for s in range(cell.task.repeats)]
+        return [(item, s, key) for (item, s), key in zip(samples, keys, strict=True)]
 
 
 def _code_paths(all_cells: list[Cell]) -> set[str]:
