@@ -8,9 +8,10 @@ that ``evalreg store purge`` removed since are named with the purge that removed
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import tempfile
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, cast
@@ -29,13 +30,15 @@ from evalreg.results.records import (
     CellSummary,
     ItemRecord,
     as_schema,
-    items_bytes,
+    item_line,
+    read_items,
     read_summary,
     summary_bytes,
 )
-from evalreg.results.tally import summary_for
+from evalreg.results.tally import CellTally
+from evalreg.runner import _forked as forked
 from evalreg.runner._revisionstores import RevisionStore, Segment, SegmentCache
-from evalreg.runner.grading import cell_grader
+from evalreg.runner.grading import CellGrader, cell_grader
 from evalreg.runner.run import cell_jobs
 from evalreg.store.purge_log import PURGE_LOG, LoggedPurge, read_log
 from evalreg.store.segments import STORE_DIR, load_json, segment_names
@@ -98,12 +101,21 @@ def reproduce(root: Path, rev: str, shared: Shared | None = None) -> Reproductio
                 outcomes.append(replace(seen.outcome, same_as=seen.rev))
                 continue
             before = set(used)
-            requests = shared.requests(registry, cell, parts, providers[cell.pin.provider])
-            outcome = _reproduce_cell(
-                tree, registry, store, cell, parts, recorded, requests, code_root, purges, used
+            renders = _renders(registry, cell, parts)
+            outcome, keys = _reproduce_cell(
+                tree,
+                registry,
+                store,
+                cell,
+                parts,
+                recorded,
+                (providers[cell.pin.provider], shared.keys.get(renders)),
+                code_root,
+                purges,
+                used,
             )
             outcomes.append(outcome)
-            keys = tuple(key for _, _, key in requests)
+            shared.keys[renders] = keys
             shared.verdicts[evidence] = _Verdict(
                 tree.rev, keys, store.locate(keys), frozenset(used - before), outcome
             )
@@ -217,39 +229,39 @@ def _reproduce_cell(
     cell: Cell,
     parts: dict[str, Any],
     recorded: CellSummary,
-    requests: Sequence[tuple[schema.Item, int, str]],
+    requests: tuple[Any, tuple[str, ...] | None],
     code_root: Path,
     purges: list[LoggedPurge],
     used: set[int],
-) -> CellReproduction:
-    """The cell's reproduction from its ``requests`` (item, sample, store key)."""
+) -> tuple[CellReproduction, tuple[str, ...]]:
+    """The cell's reproduction, and the store keys of its requests. ``requests`` is the
+    cell's provider and, when an earlier revision had the same, those keys."""
     out = CellReproduction(cell.id, True)
     evalset = registry.evalset_of(cell.task_id, cell.split)
-    purged = {p.item: p for p in purges if p.evalset == evalset.path}
     has_items = tree.is_file(cell.items_path + ".dvc") or tree.is_file(cell.items_path)
     recorded_data = tree.read_data(cell.items_path) if has_items else b""
     recorded_items = _records(recorded_data, cell.items_path)
     failed = {r["key"]: r["error"] for r in recorded_items.values() if r.get("error")}
-    grader = cell_grader(cell, registry, store, code_root)
-    records = []
-    for item, sample, key in requests:
-        stored = store.get(key)
-        error = failed.get(key)
-        if stored is None and error is None:
-            error = "missing"
-            if (purge := purged.get(item.id)) is not None:
-                used.add(purge.line)
-                out.differences.append(
-                    f"{item.id}#{sample}: no stored response: purged ({PURGE_LOG} line "
-                    f"{purge.line})"
-                )
-            else:
-                out.differences.append(f"{item.id}#{sample}: no stored response (offline miss)")
-        records.append(grader.record(item, sample, key, stored, error))
-    items = items_bytes(records)
-    summary = summary_for(
-        cell, fingerprint(parts), parts, evalset.path, evalset.md5, records, items
+    grading = _Grading(
+        cell,
+        cell_grader(cell, registry, store, code_root),
+        store,
+        sorted(evalset.items, key=lambda i: i.id),
+        requests,
+        failed,
+        {p.item: p for p in purges if p.evalset == evalset.path},
     )
+    graded = grading.all()
+    keys = tuple(k for g in graded for k in _split_keys(g.keys))
+    items = b"".join(g.lines for g in graded)
+    tally = graded[0].tally
+    for g in graded[1:]:
+        tally.merge(g.tally)
+    for g in graded:
+        out.differences += g.differences
+        used |= g.purges
+    items_md5 = hashlib.md5(items, usedforsecurity=False).hexdigest()
+    summary = tally.summary(cell, fingerprint(parts), parts, evalset.path, evalset.md5, items_md5)
     # Results recorded under an older summary schema reproduce as that schema recorded them.
     summary = as_schema(summary, recorded.get("schema_version"))
     if summary_bytes(summary) != tree.read(cell.summary_path):
@@ -265,13 +277,97 @@ def _reproduce_cell(
                 f"metrics {d}" for d in diff_values(recorded_metrics, metrics_of(summary))
             ] or [f"metrics {cell.metrics_path}: not written as evalreg writes it"]
     if items != recorded_data:  # the same bytes hold the same records: nothing to list
-        mine = {(r["item"], r["sample"]): r for r in records}
+        mine = {(r["item"], r["sample"]): r for r in read_items(items)}
         for at in sorted(set(mine) | set(recorded_items)):
             for d in diff_values(recorded_items.get(at), mine.get(at)):
                 out.differences.append(f"item {at[0]}#{at[1]} {d}")
     out.identical = not out.differences
     del out.differences[MAX_DIFFERENCES_PER_CELL:]
-    return out
+    return out, keys
+
+
+_MIN_PART = 5_000
+"""Samples a forked worker must get to grade a share of a cell: forking this process,
+which holds every revision's store so far, costs some tens of milliseconds."""
+
+
+@dataclass
+class _Graded:
+    """A run of a cell's items, graded: their requests' keys (64 hex digits each, joined),
+    their items-file lines and tally, and their samples without a stored response (as
+    differences, and the purges that removed them)."""
+
+    keys: str
+    lines: bytes
+    tally: CellTally
+    differences: list[str]
+    purges: set[int]
+
+
+@dataclass
+class _Grading:
+    """A cell's samples, graded in contiguous runs of items: the first here, the others
+    in forked workers (each record depends only on its own sample, and tallies of
+    consecutive runs add up exactly)."""
+
+    cell: Cell
+    grader: CellGrader
+    store: RevisionStore
+    ordered: list[schema.Item]
+    requests: tuple[Any, tuple[str, ...] | None]
+    failed: dict[str | None, str | None]
+    purged: dict[str, LoggedPurge]
+    spans: list[range] = field(default_factory=list)
+
+    def all(self) -> list[_Graded]:
+        repeats = self.cell.task.repeats
+        count = forked.parts(len(self.ordered) * repeats, _MIN_PART)
+        size = max(1, -(-len(self.ordered) // count))
+        self.spans = [
+            range(start, min(start + size, len(self.ordered)))
+            for start in range(0, len(self.ordered), size)
+        ] or [range(0)]
+        if len(self.spans) == 1:
+            return [self.part(0)]
+        with forked.forked(self.part, len(self.spans)) as done:
+            first = self.part(0)
+            return [first, *(done(i) for i in range(1, len(self.spans)))]
+
+    def part(self, index: int) -> _Graded:
+        span, repeats = self.spans[index], self.cell.task.repeats
+        items = self.ordered[span.start : span.stop]
+        provider, known = self.requests
+        if known is None:
+            keys = [job.key for _, _, job in cell_jobs(self.cell, provider, items)]
+        else:
+            keys = list(known[span.start * repeats : span.stop * repeats])
+        samples = ((item, s) for item in items for s in range(repeats))
+        tally = CellTally([c.id for c in self.cell.rubric.criteria])
+        lines = bytearray()
+        differences: list[str] = []
+        purges: set[int] = set()
+        for (item, sample), key in zip(samples, keys, strict=True):
+            stored = self.store.get(key)
+            error = self.failed.get(key)
+            if stored is None and error is None:
+                error = "missing"
+                if (purge := self.purged.get(item.id)) is not None:
+                    purges.add(purge.line)
+                    differences.append(
+                        f"{item.id}#{sample}: no stored response: purged ({PURGE_LOG} line "
+                        f"{purge.line})"
+                    )
+                else:
+                    differences.append(f"{item.id}#{sample}: no stored response (offline miss)")
+            record = self.grader.record(item, sample, key, stored, error)
+            tally.add(record)
+            lines += item_line(record)
+            lines += b"\n"
+        return _Graded("".join(keys), bytes(lines), tally, differences, purges)
+
+
+def _split_keys(joined: str) -> list[str]:
+    return [joined[start : start + 64] for start in range(0, len(joined), 64)]
 
 
 def _records(data: bytes, path: str) -> dict[tuple[str, int], ItemRecord]:
@@ -349,26 +445,17 @@ class Shared:
     verdicts: dict[str, _Verdict] = field(default_factory=dict)
     keys: dict[str, tuple[str, ...]] = field(default_factory=dict)
 
-    def requests(
-        self, registry: Any, cell: Cell, parts: dict[str, Any], provider: Any
-    ) -> list[tuple[schema.Item, int, str]]:
-        """Every request of ``cell`` as (item, sample, store key), in items-file order;
-        rendered and keyed once for the same cell, pin, prompt, task and eval set."""
-        evalset = registry.evalset_of(cell.task_id, cell.split)
-        ordered = sorted(evalset.items, key=lambda i: i.id)
-        renders = digest(
-            {
-                "cell": cell.id,
-                "evalset_path": evalset.path,
-                **{k: v for k, v in parts.items() if k not in _GRADING_PARTS},
-            }
-        )
-        keys = self.keys.get(renders)
-        if keys is None:
-            jobs = cell_jobs(cell, provider, ordered)
-            keys = self.keys[renders] = tuple(job.key for _, _, job in jobs)
-        samples = [(item, s) for item in ordered for s in range(cell.task.repeats)]
-        return [(item, s, key) for (item, s), key in zip(samples, keys, strict=True)]
+
+def _renders(registry: Any, cell: Cell, parts: dict[str, Any]) -> str:
+    """What renders a cell's requests (and so their keys): the cell, its eval set, and
+    its fingerprint's parts but the grading ones."""
+    return digest(
+        {
+            "cell": cell.id,
+            "evalset_path": registry.evalset_of(cell.task_id, cell.split).path,
+            **{k: v for k, v in parts.items() if k not in _GRADING_PARTS},
+        }
+    )
 
 
 def _code_paths(all_cells: list[Cell]) -> set[str]:
