@@ -109,7 +109,8 @@ def reproduce(root: Path, rev: str, shared: Shared | None = None) -> Reproductio
                 cell,
                 parts,
                 recorded,
-                (providers[cell.pin.provider], shared.keys.get(renders)),
+                providers[cell.pin.provider],
+                shared.keys.get(renders),
                 code_root,
                 purges,
                 used,
@@ -229,13 +230,14 @@ def _reproduce_cell(
     cell: Cell,
     parts: dict[str, Any],
     recorded: CellSummary,
-    requests: tuple[Any, tuple[str, ...] | None],
+    provider: Any,
+    known_keys: tuple[str, ...] | None,
     code_root: Path,
     purges: list[LoggedPurge],
     used: set[int],
 ) -> tuple[CellReproduction, tuple[str, ...]]:
-    """The cell's reproduction, and the store keys of its requests. ``requests`` is the
-    cell's provider and, when an earlier revision had the same, those keys."""
+    """The cell's reproduction, and the store keys of its requests (``known_keys``, when an
+    earlier revision rendered the same requests; else rendered here by ``provider``)."""
     out = CellReproduction(cell.id, True)
     evalset = registry.evalset_of(cell.task_id, cell.split)
     has_items = tree.is_file(cell.items_path + ".dvc") or tree.is_file(cell.items_path)
@@ -247,7 +249,8 @@ def _reproduce_cell(
         cell_grader(cell, registry, store, code_root),
         store,
         sorted(evalset.items, key=lambda i: i.id),
-        requests,
+        provider,
+        known_keys,
         failed,
         {p.item: p for p in purges if p.evalset == evalset.path},
     )
@@ -314,7 +317,8 @@ class _Grading:
     grader: CellGrader
     store: RevisionStore
     ordered: list[schema.Item]
-    requests: tuple[Any, tuple[str, ...] | None]
+    provider: Any
+    known_keys: tuple[str, ...] | None
     failed: dict[str | None, str | None]
     purged: dict[str, LoggedPurge]
     spans: list[range] = field(default_factory=list)
@@ -336,11 +340,10 @@ class _Grading:
     def part(self, index: int) -> _Graded:
         span, repeats = self.spans[index], self.cell.task.repeats
         items = self.ordered[span.start : span.stop]
-        provider, known = self.requests
-        if known is None:
-            keys = [job.key for _, _, job in cell_jobs(self.cell, provider, items)]
+        if self.known_keys is None:
+            keys = [job.key for _, _, job in cell_jobs(self.cell, self.provider, items)]
         else:
-            keys = list(known[span.start * repeats : span.stop * repeats])
+            keys = list(self.known_keys[span.start * repeats : span.stop * repeats])
         samples = ((item, s) for item in items for s in range(repeats))
         tally = CellTally([c.id for c in self.cell.rubric.criteria])
         lines = bytearray()
