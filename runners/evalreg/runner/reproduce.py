@@ -242,8 +242,10 @@ def _reproduce_cell(
     evalset = registry.evalset_of(cell.task_id, cell.split)
     has_items = tree.is_file(cell.items_path + ".dvc") or tree.is_file(cell.items_path)
     recorded_data = tree.read_data(cell.items_path) if has_items else b""
-    recorded_items = _records(recorded_data, cell.items_path)
-    failed = {r["key"]: r["error"] for r in recorded_items.values() if r.get("error")}
+    # The errors the run recorded are all the grading needs of the recorded records; the
+    # rest are read only to list differences, when the items file is not the one graded.
+    recorded_failed = _records(recorded_data, cell.items_path, failed_only=True)
+    failed = {r["key"]: r["error"] for r in recorded_failed.values() if r.get("error")}
     grading = _Grading(
         cell,
         cell_grader(cell, registry, store, code_root),
@@ -280,6 +282,7 @@ def _reproduce_cell(
                 f"metrics {d}" for d in diff_values(recorded_metrics, metrics_of(summary))
             ] or [f"metrics {cell.metrics_path}: not written as evalreg writes it"]
     if items != recorded_data:  # the same bytes hold the same records: nothing to list
+        recorded_items = _records(recorded_data, cell.items_path)
         mine = {(r["item"], r["sample"]): r for r in read_items(items)}
         for at in sorted(set(mine) | set(recorded_items)):
             for d in diff_values(recorded_items.get(at), mine.get(at)):
@@ -373,12 +376,18 @@ def _split_keys(joined: str) -> list[str]:
     return [joined[start : start + 64] for start in range(0, len(joined), 64)]
 
 
-def _records(data: bytes, path: str) -> dict[tuple[str, int], ItemRecord]:
+def _records(
+    data: bytes, path: str, *, failed_only: bool = False
+) -> dict[tuple[str, int], ItemRecord]:
     """The recorded per-item records by (item, sample); a line that is not one raises
-    ``RegistryError`` at its line number."""
+    ``RegistryError`` at its line number. With ``failed_only``, only the lines that can
+    record an error are read: those with a key "error" (in JSON text, ``"error":`` is
+    always a key) that is not null."""
     out = {}
     for lineno, line in enumerate(data.splitlines(), start=1):
         if not line.strip():
+            continue
+        if failed_only and line.count(b'"error":') == line.count(b'"error":null'):
             continue
         try:
             r = cast(ItemRecord, load_json(line))
