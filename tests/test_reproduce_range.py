@@ -124,3 +124,38 @@ def test_rev_and_range_together_are_refused(history, cli):
     result = cli(repo, "reproduce", "HEAD", "--range", "HEAD~1..HEAD")
     assert result.code == 2
     assert "not both" in result.err
+
+
+def test_a_changed_pin_is_keyed_again_not_given_the_keys_of_the_revision_before(history, cli):
+    repo, (start, *_rest, third) = history
+    pin = "registry/models/mini.yaml"
+    repo.write(pin, repo.read(pin).replace("temperature: 0\n", "temperature: 0.5\n"))
+    assert cli(repo, "run").code == 0  # new requests, bought from the loopback server
+    hotter = repo.commit("mini: temperature 0.5")
+    done = reproduce_range(repo.root, f"{start}..HEAD")
+    assert [r.rev for r in done.revisions][-2:] == [third, hotter]
+    assert done.identical, [c.differences for r in done.revisions for c in r.cells]
+    assert by_cell(done.revisions[-1]) == {MINI: (True, None), RULES: (True, third)}
+
+
+def test_a_cell_graded_in_forked_runs_of_items_reproduces_as_graded_in_one(
+    history, cli, monkeypatch
+):
+    from evalreg.runner import _forked
+    from evalreg.runner import reproduce as reproducing
+
+    repo, (_start, *_rest, third) = history
+    if _forked.parts(6, 1) < 2:
+        pytest.skip("forked grading needs Linux and two CPUs")
+    path = repo.root / f"reports/results/{MINI}.json"
+    summary = json.loads(path.read_text())
+    summary["totals"]["levels"]["correct"] += 1
+    path.write_text(json.dumps(summary, indent=2, sort_keys=True) + "\n")
+    edited = repo.commit("better numbers")
+    whole = [reproduce(repo.root, rev) for rev in (third, edited)]
+    monkeypatch.setattr(reproducing, "_MIN_PART", 1)  # the six items in two runs
+    split = [reproduce(repo.root, rev) for rev in (third, edited)]
+    assert split == whole
+    assert split[0].identical
+    assert not split[1].identical
+    assert any("summary totals.levels.correct" in d for c in split[1].cells for d in c.differences)

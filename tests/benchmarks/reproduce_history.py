@@ -10,12 +10,17 @@ all of it (start-up included), how many cells it graded and how many it found wi
 evidence already reproduced, and, for comparison, ``reproduce REV`` alone on three of
 the revisions, extrapolated to R. Target: under 60 s for the range.
 
+Building the history takes minutes; ``--keep DIR`` builds it in DIR once and later runs with
+the same DIR (and the same sizes) time the commands on it again without rebuilding.
+
 Run: python tests/benchmarks/reproduce_history.py [--revisions R] [--items N] [--candidates C]
+     [--keep DIR]
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import re
 import sys
 import time
@@ -61,18 +66,34 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--revisions", type=int, default=50)
     parser.add_argument("--items", type=int, default=10_000)
     parser.add_argument("--candidates", type=int, default=5)
+    parser.add_argument(
+        "--keep",
+        type=Path,
+        metavar="DIR",
+        help="build the history in DIR and keep it; a later run with DIR reuses it",
+    )
     args = parser.parse_args(argv)
     harness.compile_bytecode()
     candidates = [f"cand{i}" for i in range(args.candidates)]
-    with harness.workdir("evalreg-history-") as tmp:
-        root = tmp / "repo"
-        started = time.perf_counter()
-        base = build(root, args.revisions, args.items, candidates)
-        built = time.perf_counter() - started
-        print(
-            f"history: {args.revisions} revisions x {args.items:,} items x "
-            f"{args.candidates} candidates, built in {built:.0f} s"
-        )
+    shape = f"{args.revisions} revisions x {args.items:,} items x {args.candidates} candidates"
+    with contextlib.ExitStack() as stack:
+        if args.keep is None:
+            root = stack.enter_context(harness.workdir("evalreg-history-")) / "repo"
+        else:
+            root = args.keep.resolve()
+        built_mark = root / ".git" / "evalreg-history-base"
+        if built_mark.is_file() and built_mark.read_text().split("\n")[1:2] == [shape]:
+            base = built_mark.read_text().split("\n")[0]
+            print(f"history: {shape}, kept in {root}")
+        else:
+            if root.exists() and any(root.iterdir()):
+                print(f"--keep {root}: not empty and not a history of this shape")
+                return 2
+            started = time.perf_counter()
+            base = build(root, args.revisions, args.items, candidates)
+            built = time.perf_counter() - started
+            built_mark.write_text(f"{base}\n{shape}\n")
+            print(f"history: {shape}, built in {built:.0f} s")
         ranged = harness.timed_evalreg(root, "reproduce", "--range", f"{base}..HEAD")
         if ranged.returncode != 0:
             print(f"reproduce --range failed ({ranged.returncode}):")

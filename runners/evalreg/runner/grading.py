@@ -20,7 +20,7 @@ from evalreg.providers.pricing import cost_micro_usd
 from evalreg.registry import schema
 from evalreg.registry.loader import Registry
 from evalreg.results.records import ItemRecord, Tokens, rounded
-from evalreg.store.segments import ResponseStore
+from evalreg.store.segments import StoredRecords
 
 
 class CellGrader:
@@ -203,7 +203,7 @@ _ELSEWHERE = (schema.JudgeGrader, schema.HumanGrader)
 
 
 def cell_grader(
-    cell: Cell, registry: Registry, store: ResponseStore | None, code_root: Path
+    cell: Cell, registry: Registry, store: StoredRecords | None, code_root: Path
 ) -> CellGrader:
     """A ``CellGrader`` wired to this registry's judges, human grades and response store."""
     human = {

@@ -8,6 +8,7 @@ that ``evalreg store purge`` removed since are named with the purge that removed
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import tempfile
 from collections.abc import Iterator
@@ -29,15 +30,18 @@ from evalreg.results.records import (
     CellSummary,
     ItemRecord,
     as_schema,
-    items_bytes,
+    item_line,
+    read_items,
     read_summary,
     summary_bytes,
 )
-from evalreg.results.tally import summary_for
-from evalreg.runner.grading import cell_grader
+from evalreg.results.tally import CellTally
+from evalreg.runner import _forked as forked
+from evalreg.runner._revisionstores import RevisionStore, Segment, SegmentCache
+from evalreg.runner.grading import CellGrader, cell_grader
 from evalreg.runner.run import cell_jobs
 from evalreg.store.purge_log import PURGE_LOG, LoggedPurge, read_log
-from evalreg.store.segments import STORE_DIR, ResponseStore, collection_paused, segment_names
+from evalreg.store.segments import STORE_DIR, load_json, segment_names
 
 MAX_DIFFERENCES_PER_CELL = 50
 
@@ -78,8 +82,7 @@ def reproduce(root: Path, rev: str, shared: Shared | None = None) -> Reproductio
     tree = GitTree(root, rev)
     registry = load_registry(tree)
     purges = read_log(WorkspaceTree(root))
-    store, used, missing = _store(tree, WorkspaceTree(root), purges, shared)
-    where = _Locator(tree, store)
+    store, used, missing = _store(tree, WorkspaceTree(root), purges, shared.segments)
     versions: set[str] = set()
     outcomes = []
     all_cells = cells(registry) + cells(registry, "holdout")
@@ -90,19 +93,32 @@ def reproduce(root: Path, rev: str, shared: Shared | None = None) -> Reproductio
             if recorded is None:
                 continue  # pending at REV: nothing was recorded, nothing to reproduce
             versions.add(str(recorded.get("evalreg_version")))
-            evidence = _evidence(tree, registry, cell)
+            parts = fingerprint_parts(registry, cell)
+            evidence = _evidence(tree, cell, parts)
             seen = shared.verdicts.get(evidence)
-            if seen is not None and where.all(seen.keys) == seen.locations:
+            if seen is not None and store.locate(seen.keys) == seen.locations:
                 used |= seen.purges
                 outcomes.append(replace(seen.outcome, same_as=seen.rev))
                 continue
             before = set(used)
+            renders = _renders(registry, cell, parts)
             outcome, keys = _reproduce_cell(
-                tree, registry, store, cell, recorded, providers, code_root, purges, used
+                tree,
+                registry,
+                store,
+                cell,
+                parts,
+                recorded,
+                providers[cell.pin.provider],
+                shared.keys.get(renders),
+                code_root,
+                purges,
+                used,
             )
             outcomes.append(outcome)
+            shared.keys[renders] = keys
             shared.verdicts[evidence] = _Verdict(
-                tree.rev, keys, where.all(keys), frozenset(used - before), outcome
+                tree.rev, keys, store.locate(keys), frozenset(used - before), outcome
             )
     return Reproduction(
         tree.rev,
@@ -117,9 +133,11 @@ def reproduce(root: Path, rev: str, shared: Shared | None = None) -> Reproductio
 def reproduce_range(root: Path, spec: str) -> RangeReproduction:
     """Reproduce every first-parent commit of ``BASE..HEAD`` that changed recorded results
     or the response store, oldest first, sharing what they have in common: store segments
-    are read once, and a cell whose evidence is the same as at a revision already reproduced (its
-    fingerprint, recorded files and the stored responses its requests resolve to, byte for
-    byte) has that revision's verdict, named, rather than being graded again."""
+    are read and indexed once, a cell's requests are rendered and keyed once for the same
+    pin, prompt and eval set, and a cell whose evidence is the same as at a revision already
+    reproduced (its fingerprint, recorded files and the stored responses its requests
+    resolve to, byte for byte) has that revision's verdict, named, rather than being graded
+    again."""
     base, dots, head = spec.partition("..")
     if dots != ".." or head.startswith(".") or not base or not head:
         raise UsageError(f"--range {spec!r}: expected BASE..HEAD (two revisions, two dots)")
@@ -152,11 +170,10 @@ def _revisions_with_results(root: Path, base: str, head: str) -> list[str]:
     return str(listed).split()
 
 
-def _evidence(tree: Tree, registry: Any, cell: Cell) -> str:
+def _evidence(tree: Tree, cell: Cell, parts: dict[str, Any]) -> str:
     """What a cell's reproduction depends on at a revision, but for the stored responses:
-    the fingerprint of its sources, and its recorded summary, metrics and items files
-    (the items file by its pointer: same pointer, same bytes)."""
-    parts = fingerprint_parts(registry, cell)
+    the fingerprint of its sources (``parts``), and its recorded summary, metrics and items
+    files (the items file by its pointer: same pointer, same bytes)."""
 
     def read(rel: str) -> str | None:
         return tree.read(rel).decode("utf-8", "replace") if tree.is_file(rel) else None
@@ -173,34 +190,9 @@ def _evidence(tree: Tree, registry: Any, cell: Cell) -> str:
     )
 
 
-class _Locator:
-    """Where each key's stored response is at one revision: its segment (by pointer: same
-    pointer, same bytes) and the line's place in it."""
-
-    def __init__(self, tree: Tree, store: ResponseStore) -> None:
-        self.store = store
-        self.pointers = {
-            name: tree.read(f"{STORE_DIR}/{name}.dvc")
-            if tree.is_file(f"{STORE_DIR}/{name}.dvc")
-            else b""
-            for name in store.names
-        }
-
-    def all(self, keys: tuple[str, ...]) -> tuple[object, ...]:
-        pointers = self.pointers
-        out: list[object] = []
-        for where in self.store.locate_all(keys):
-            if where is None:
-                out.append(None)
-            else:
-                name, start, end = where
-                out.append((name, pointers[name], start, end))
-        return tuple(out)
-
-
 def _store(
-    tree: Tree, here: Tree, purges: list[LoggedPurge], shared: Shared
-) -> tuple[ResponseStore, set[int], list[str]]:
+    tree: Tree, here: Tree, purges: list[LoggedPurge], cache: SegmentCache
+) -> tuple[RevisionStore, set[int], list[str]]:
     """REV's response store; the purges (log lines) that retired one of its segments; and
     the retired segments that are gone.
 
@@ -208,77 +200,73 @@ def _store(
     removed it; once it is gone, the segment the purge wrote in its place (which holds
     everything it kept, and may itself have been retired by a later purge) stands in.
     """
-    store = ResponseStore()
+    segments: list[Segment] = []
     used: set[int] = set()
     missing: list[str] = []
-    with collection_paused():  # the index is 100,000s of acyclic tuples
-        for name in segment_names(tree):
-            retired = [p for p in purges if name in p.segments_removed]
-            used |= {p.line for p in retired}
-            try:
-                store.add_segment(name, shared.segment(tree, f"{STORE_DIR}/{name}"))
-                continue
-            except DataMissingError:
-                if not retired:
-                    raise
-            missing.append(name)
-            successor = retired[0].segment_written
-            while successor is not None and not here.is_file(f"{STORE_DIR}/{successor}.dvc"):
-                later = [p for p in purges if successor in p.segments_removed]
-                used |= {p.line for p in later}
-                successor = later[0].segment_written if later else None
-            if successor is not None and successor not in store.names:
-                store.add_segment(successor, here.read_data(f"{STORE_DIR}/{successor}"))
-    return store, used, missing
+    for name in segment_names(tree):
+        retired = [p for p in purges if name in p.segments_removed]
+        used |= {p.line for p in retired}
+        try:
+            segments.append(cache.segment(tree, name))
+            continue
+        except DataMissingError:
+            if not retired:
+                raise
+        missing.append(name)
+        successor = retired[0].segment_written
+        while successor is not None and not here.is_file(f"{STORE_DIR}/{successor}.dvc"):
+            later = [p for p in purges if successor in p.segments_removed]
+            used |= {p.line for p in later}
+            successor = later[0].segment_written if later else None
+        if successor is not None and successor not in {s.name for s in segments}:
+            segments.append(cache.segment(here, successor))
+    return RevisionStore(segments), used, missing
 
 
 def _reproduce_cell(
     tree: Tree,
     registry: Any,
-    store: ResponseStore,
+    store: RevisionStore,
     cell: Cell,
+    parts: dict[str, Any],
     recorded: CellSummary,
-    providers: dict[str, Any],
+    provider: Any,
+    known_keys: tuple[str, ...] | None,
     code_root: Path,
     purges: list[LoggedPurge],
     used: set[int],
 ) -> tuple[CellReproduction, tuple[str, ...]]:
-    """The cell's reproduction, and the store keys of its requests."""
+    """The cell's reproduction, and the store keys of its requests (``known_keys``, when an
+    earlier revision rendered the same requests; else rendered here by ``provider``)."""
     out = CellReproduction(cell.id, True)
-    evalset_path = registry.evalset_of(cell.task_id, cell.split).path
-    purged = {p.item: p for p in purges if p.evalset == evalset_path}
-    recorded_items = (
-        _records(tree.read_data(cell.items_path), cell.items_path)
-        if tree.is_file(cell.items_path + ".dvc") or tree.is_file(cell.items_path)
-        else {}
-    )
-    failed = {r["key"]: r["error"] for r in recorded_items.values() if r.get("error")}
-    provider = providers[cell.pin.provider]
-    grader = cell_grader(cell, registry, store, code_root)
-    records = []
-    keys = []
-    ordered = sorted(registry.evalset_of(cell.task_id, cell.split).items, key=lambda i: i.id)
-    for item, sample, job in cell_jobs(cell, provider, ordered):
-        keys.append(job.key)
-        stored = store.get(job.key)
-        error = failed.get(job.key)
-        if stored is None and error is None:
-            error = "missing"
-            if (purge := purged.get(item.id)) is not None:
-                used.add(purge.line)
-                out.differences.append(
-                    f"{item.id}#{sample}: no stored response: purged ({PURGE_LOG} line "
-                    f"{purge.line})"
-                )
-            else:
-                out.differences.append(f"{item.id}#{sample}: no stored response (offline miss)")
-        records.append(grader.record(item, sample, job.key, stored, error))
-    items = items_bytes(records)
     evalset = registry.evalset_of(cell.task_id, cell.split)
-    parts = fingerprint_parts(registry, cell)
-    summary = summary_for(
-        cell, fingerprint(parts), parts, evalset.path, evalset.md5, records, items
+    has_items = tree.is_file(cell.items_path + ".dvc") or tree.is_file(cell.items_path)
+    recorded_data = tree.read_data(cell.items_path) if has_items else b""
+    # The errors the run recorded are all the grading needs of the recorded records; the
+    # rest are read only to list differences, when the items file is not the one graded.
+    recorded_failed = _records(recorded_data, cell.items_path, failed_only=True)
+    failed = {r["key"]: r["error"] for r in recorded_failed.values() if r.get("error")}
+    grading = _Grading(
+        cell,
+        cell_grader(cell, registry, store, code_root),
+        store,
+        sorted(evalset.items, key=lambda i: i.id),
+        provider,
+        known_keys,
+        failed,
+        {p.item: p for p in purges if p.evalset == evalset.path},
     )
+    graded = grading.all()
+    keys = tuple(k for g in graded for k in _split_keys(g.keys))
+    items = b"".join(g.lines for g in graded)
+    tally = graded[0].tally
+    for g in graded[1:]:
+        tally.merge(g.tally)
+    for g in graded:
+        out.differences += g.differences
+        used |= g.purges
+    items_md5 = hashlib.md5(items, usedforsecurity=False).hexdigest()
+    summary = tally.summary(cell, fingerprint(parts), parts, evalset.path, evalset.md5, items_md5)
     # Results recorded under an older summary schema reproduce as that schema recorded them.
     summary = as_schema(summary, recorded.get("schema_version"))
     if summary_bytes(summary) != tree.read(cell.summary_path):
@@ -293,24 +281,116 @@ def _reproduce_cell(
             out.differences += [
                 f"metrics {d}" for d in diff_values(recorded_metrics, metrics_of(summary))
             ] or [f"metrics {cell.metrics_path}: not written as evalreg writes it"]
-    mine = {(r["item"], r["sample"]): r for r in records}
-    for key in sorted(set(mine) | set(recorded_items)):
-        for d in diff_values(recorded_items.get(key), mine.get(key)):
-            out.differences.append(f"item {key[0]}#{key[1]} {d}")
+    if items != recorded_data:  # the same bytes hold the same records: nothing to list
+        recorded_items = _records(recorded_data, cell.items_path)
+        mine = {(r["item"], r["sample"]): r for r in read_items(items)}
+        for at in sorted(set(mine) | set(recorded_items)):
+            for d in diff_values(recorded_items.get(at), mine.get(at)):
+                out.differences.append(f"item {at[0]}#{at[1]} {d}")
     out.identical = not out.differences
     del out.differences[MAX_DIFFERENCES_PER_CELL:]
-    return out, tuple(keys)
+    return out, keys
 
 
-def _records(data: bytes, path: str) -> dict[tuple[str, int], ItemRecord]:
+_MIN_PART = 5_000
+"""Samples a forked worker must get to grade a share of a cell: forking this process,
+which holds every revision's store so far, costs some tens of milliseconds."""
+
+
+@dataclass
+class _Graded:
+    """A run of a cell's items, graded: their requests' keys (64 hex digits each, joined),
+    their items-file lines and tally, and their samples without a stored response (as
+    differences, and the purges that removed them)."""
+
+    keys: str
+    lines: bytes
+    tally: CellTally
+    differences: list[str]
+    purges: set[int]
+
+
+@dataclass
+class _Grading:
+    """A cell's samples, graded in contiguous runs of items: the first here, the others
+    in forked workers (each record depends only on its own sample, and tallies of
+    consecutive runs add up exactly)."""
+
+    cell: Cell
+    grader: CellGrader
+    store: RevisionStore
+    ordered: list[schema.Item]
+    provider: Any
+    known_keys: tuple[str, ...] | None
+    failed: dict[str | None, str | None]
+    purged: dict[str, LoggedPurge]
+    spans: list[range] = field(default_factory=list)
+
+    def all(self) -> list[_Graded]:
+        repeats = self.cell.task.repeats
+        count = forked.parts(len(self.ordered) * repeats, _MIN_PART)
+        size = max(1, -(-len(self.ordered) // count))
+        self.spans = [
+            range(start, min(start + size, len(self.ordered)))
+            for start in range(0, len(self.ordered), size)
+        ] or [range(0)]
+        if len(self.spans) == 1:
+            return [self.part(0)]
+        with forked.forked(self.part, len(self.spans)) as done:
+            first = self.part(0)
+            return [first, *(done(i) for i in range(1, len(self.spans)))]
+
+    def part(self, index: int) -> _Graded:
+        span, repeats = self.spans[index], self.cell.task.repeats
+        items = self.ordered[span.start : span.stop]
+        if self.known_keys is None:
+            keys = [job.key for _, _, job in cell_jobs(self.cell, self.provider, items)]
+        else:
+            keys = list(self.known_keys[span.start * repeats : span.stop * repeats])
+        samples = ((item, s) for item in items for s in range(repeats))
+        tally = CellTally([c.id for c in self.cell.rubric.criteria])
+        lines = bytearray()
+        differences: list[str] = []
+        purges: set[int] = set()
+        for (item, sample), key in zip(samples, keys, strict=True):
+            stored = self.store.get(key)
+            error = self.failed.get(key)
+            if stored is None and error is None:
+                error = "missing"
+                if (purge := self.purged.get(item.id)) is not None:
+                    purges.add(purge.line)
+                    differences.append(
+                        f"{item.id}#{sample}: no stored response: purged ({PURGE_LOG} line "
+                        f"{purge.line})"
+                    )
+                else:
+                    differences.append(f"{item.id}#{sample}: no stored response (offline miss)")
+            record = self.grader.record(item, sample, key, stored, error)
+            tally.add(record)
+            lines += item_line(record)
+            lines += b"\n"
+        return _Graded("".join(keys), bytes(lines), tally, differences, purges)
+
+
+def _split_keys(joined: str) -> list[str]:
+    return [joined[start : start + 64] for start in range(0, len(joined), 64)]
+
+
+def _records(
+    data: bytes, path: str, *, failed_only: bool = False
+) -> dict[tuple[str, int], ItemRecord]:
     """The recorded per-item records by (item, sample); a line that is not one raises
-    ``RegistryError`` at its line number."""
+    ``RegistryError`` at its line number. With ``failed_only``, only the lines that can
+    record an error are read: those with a key "error" (in JSON text, ``"error":`` is
+    always a key) that is not null."""
     out = {}
     for lineno, line in enumerate(data.splitlines(), start=1):
         if not line.strip():
             continue
+        if failed_only and line.count(b'"error":') == line.count(b'"error":null'):
+            continue
         try:
-            r = cast(ItemRecord, json.loads(line))
+            r = cast(ItemRecord, load_json(line))
             out[(r["item"], r["sample"])] = r
         except (ValueError, RecursionError, TypeError, KeyError) as exc:
             problem = f"{type(exc).__name__}: {exc}"
@@ -364,23 +444,30 @@ class _Verdict:
     outcome: CellReproduction
 
 
+_GRADING_PARTS = ("rubric", "judges", "graders")
+"""The parts of a cell's fingerprint that its requests do not depend on."""
+
+
 @dataclass
 class Shared:
-    """What reproducing several revisions reuses: store segments by pointer, and each
-    cell's verdict by its evidence."""
+    """What reproducing several revisions reuses: store segments by name and content, each
+    cell's verdict by its evidence, and its requests' keys by what renders them."""
 
-    segments: dict[tuple[str, bytes], bytes] = field(default_factory=dict)
+    segments: SegmentCache = field(default_factory=SegmentCache)
     verdicts: dict[str, _Verdict] = field(default_factory=dict)
+    keys: dict[str, tuple[str, ...]] = field(default_factory=dict)
 
-    def segment(self, tree: Tree, rel: str) -> bytes:
-        pointer = rel + ".dvc"
-        if not tree.is_file(pointer):
-            return tree.read_data(rel)
-        key = (rel, tree.read(pointer))
-        data = self.segments.get(key)
-        if data is None:
-            data = self.segments[key] = tree.read_data(rel)
-        return data
+
+def _renders(registry: Any, cell: Cell, parts: dict[str, Any]) -> str:
+    """What renders a cell's requests (and so their keys): the cell, its eval set, and
+    its fingerprint's parts but the grading ones."""
+    return digest(
+        {
+            "cell": cell.id,
+            "evalset_path": registry.evalset_of(cell.task_id, cell.split).path,
+            **{k: v for k, v in parts.items() if k not in _GRADING_PARTS},
+        }
+    )
 
 
 def _code_paths(all_cells: list[Cell]) -> set[str]:
