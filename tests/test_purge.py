@@ -61,6 +61,30 @@ def test_a_purge_removes_the_items_responses_and_keeps_every_other(live: Repo, c
     assert live.git("status", "--porcelain", "--", STORE_DIR)  # pointers changed for git
 
 
+def test_every_copy_of_a_purged_response_goes_also_twice_in_one_segment(live: Repo, cli):
+    """A segment may hold a key twice (two processes bought it at once and one wrote
+    late): the copy the store does not answer with is the item's data as much as the
+    first, and goes with it."""
+    from evalreg.store.segments import SegmentWriter
+
+    assert cli(live, "run").code == 0
+    live.commit("results")
+    store = ResponseStore.open(live.root)
+    (key, *_) = sorted(recorded_keys(live)["m-001"])
+    line = store.line(key)
+    assert line is not None
+    with SegmentWriter(live.root, label="late") as writer:
+        for _ in range(2):
+            writer.put(line + b"\n")
+    dvcrepo.track(live.root, [f"{STORE_DIR}/{writer.name}"], push=False)
+
+    purge_item(live.root, "m-001", reason="customer asked for erasure")
+
+    held = b"".join(p.read_bytes() for p in (live.root / STORE_DIR).glob("*.jsonl"))
+    assert key.encode() not in held
+    assert key not in set(ResponseStore.open(live.root).keys())
+
+
 def test_the_purge_log_records_what_why_and_the_steps_that_erase_it(live: Repo, cli):
     assert cli(live, "run").code == 0
     live.commit("results")

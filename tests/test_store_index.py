@@ -217,11 +217,11 @@ def test_a_tracked_segment_is_read_from_the_verified_dvc_cache(repo: Repo) -> No
 
 def test_the_segments_of_keys_are_those_locate_names() -> None:
     store = ResponseStore()
-    first = [encode_record(f"{i:064x}", {"n": i}) + b"\n" for i in range(0, 6)]
-    second = [encode_record(f"{i:064x}", {"n": i}) + b"\n" for i in range(4, 10)]
+    first = [encode_record(f"{i:064x}", {"n": i}) for i in range(0, 6)]
+    second = [encode_record(f"{i:064x}", {"n": i}) for i in range(4, 10)]
     store.add_segment("a.jsonl", b"".join(first))
     store.add_segment("b.jsonl", b"".join(second))
-    store.remember(f"{20:064x}", encode_record(f"{20:064x}", {"n": 20}) + b"\n")
+    store.remember(f"{20:064x}", encode_record(f"{20:064x}", {"n": 20}))
     for keys in ([1, 2], [5, 7], [8, 9], [9, 20], [20], [30], []):
         asked = [f"{i:064x}" for i in keys]
         named = {where.segment for where in map(store.locate, asked) if where is not None}
