@@ -115,12 +115,10 @@ class CellPlan:
     batch_estimated_micro_usd: int | None = None
     """With ``--batch``, for a provider with a batch API: the estimate at batch prices."""
 
-    def samples(self, start: int = 0) -> Iterator[tuple[schema.Item, int, str]]:
+    def samples(self, start: int = 0) -> Samples:
         """(item, sample, key) of every request keyed so far, in (item, sample) order,
-        from the ``start``-th on."""
-        repeats = self.status.cell.task.repeats
-        for index in range(start, len(self.keys)):
-            yield self.items[index // repeats], index % repeats, self.keys[index]
+        from the ``start``-th on: a view, not a tuple a sample."""
+        return Samples(self.items, self.keys, self.status.cell.task.repeats, start)
 
 
 @dataclass
@@ -1014,7 +1012,7 @@ class _CellStream:
         """Grade every sample not graded yet (``failed``: the error of each key the fetch
         could not buy); a long remainder is graded by several processes."""
         cell = self.plan.status.cell
-        rest = Samples(self.plan.items, self.plan.keys, cell.task.repeats, self.done)
+        rest = self.plan.samples(self.done)
         self.done += len(rest)
         if not rest:
             self._graded(0, flush=True)
