@@ -642,7 +642,11 @@ def test_mde_mcnemar_is_the_bisection_of_its_exact_binomial_power():
     from scipy.stats import binom
 
     # Discordant pairs above the floor (a tenth of n), so m is the count given.
-    for n, discordant, alpha in [(100, 20, 0.05), (400, 45, 0.01), (60, 60, 0.05 / 3)]:
+    # Small and large m, and both tails (lower < 0 only for m <= z²-ish, where nothing is
+    # detectable: 60 pairs at 5 %/3 has one tail near the bound).
+    cases = [(100, 20, 0.05), (400, 45, 0.01), (60, 60, 0.05 / 3), (9000, 900, 0.05)]
+    cases += [(40_000, 31_007, 0.05), (20_000, 2_500, 0.2), (15_000, 14_999, 0.001)]
+    for n, discordant, alpha in cases:
         m = discordant
         z = stats._z_two_sided(1.0 - alpha)
         upper = math.floor((m + z * math.sqrt(m)) / 2.0) + 1
@@ -653,3 +657,37 @@ def test_mde_mcnemar_is_the_bisection_of_its_exact_binomial_power():
 
         strong = _bisect_one_at_a_time(power, 0.8, 0.5, 1.0, 60)
         assert stats.mde_mcnemar(n, discordant, alpha) == m / n * (2.0 * strong - 1.0)
+
+
+def test_the_exact_tests_need_scipy_special_not_scipy_stats():
+    # scipy.stats costs most of a second to import, scipy.special a fifth: the binomial
+    # tails and Student's t are the special functions scipy.stats itself evaluates.
+    probe = (
+        "import sys; from evalreg import stats; "
+        "stats.mde_mcnemar(4000, 700); "
+        "stats.paired_comparison([1.0, 0.0, 1.0, 0.0, 1.0, 1.0], [1.0, 1.0, 0.0, 0.0, 1.0, 0.0], "
+        "['a', 'a', 'b', 'b', 'c', 'c']); "
+        "print('scipy.special' in sys.modules, 'scipy.stats' in sys.modules)"
+    )
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True)
+    assert done.stdout.split() == ["True", "False"], done.stderr
+
+
+def test_clustered_comparison_is_scipy_stats_students_t_bit_for_bit():
+    rng = random.Random(11)
+    checked = 0
+    for _ in range(300):
+        n = rng.randint(4, 200)
+        groups = rng.randint(2, max(2, n // 3))
+        a = [rng.choice([0.0, 0.5, 1.0]) for _ in range(n)]
+        b = [x if rng.random() < 0.6 else rng.choice([0.0, 1.0]) for x in a]
+        clusters = [f"c{rng.randrange(groups)}" for _ in range(n)]
+        got = stats.paired_comparison(a, b, clusters)
+        g = len(set(clusters))
+        statistic = stats.clustered_mcnemar([y - x for x, y in zip(a, b, strict=True)], clusters)
+        if got.method != "clustered" or not 0.0 < statistic < g:
+            continue
+        wald = math.sqrt((g - 1) * statistic / (g - statistic))
+        assert got.p_value == min(1.0, max(0.0, 2.0 * float(t_dist.sf(wald, g - 1))))
+        checked += 1
+    assert checked > 100
