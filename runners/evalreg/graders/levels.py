@@ -81,9 +81,10 @@ class LevelRules:
     ) -> tuple[Level, float]:
         """The level and score of an item from the verdicts of its applicable criteria
         (criterion id to criterion and verdict, in the rubric's order)."""
-        pairs = applicable.values()
-        weight = math.fsum(c.weight for c, _ in pairs)
-        score = math.fsum(c.weight * v.score for c, v in pairs) / weight if weight else 1.0
+        # Lists, not generators, into fsum: this runs once for every sample graded.
+        pairs = list(applicable.values())
+        weight = math.fsum([c.weight for c, _ in pairs])
+        score = math.fsum([c.weight * v.score for c, v in pairs]) / weight if weight else 1.0
         if _holds(self.correct, applicable, score):
             return "correct", score
         if _holds(self.acceptable, applicable, score):
@@ -102,7 +103,7 @@ def _holds(
     if rule.require == "none":
         return True
     if rule.require == "all":
-        return all(v.passed for _, v in applicable.values())
+        return all([v.passed for _, v in applicable.values()])
     if rule.require == "critical":
-        return all(v.passed for c, v in applicable.values() if c.critical)
-    return all(applicable[cid][1].passed for cid in rule.require if cid in applicable)
+        return all([v.passed for c, v in applicable.values() if c.critical])
+    return all([applicable[cid][1].passed for cid in rule.require if cid in applicable])
