@@ -211,9 +211,10 @@ def quick_check(document: Any, *, root: bool = True) -> Check | None:
                     return False
             if closed or extra_check is not None:
                 for key, x in v.items():
-                    if key not in properties:
-                        if closed or (extra_check is not None and not extra_check(x)):
-                            return False
+                    if key not in properties and (
+                        closed or (extra_check is not None and not extra_check(x))
+                    ):
+                        return False
         elif item_check is not None and isinstance(v, list):
             for x in v:
                 if not item_check(x):

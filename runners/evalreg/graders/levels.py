@@ -103,7 +103,7 @@ def _holds(
     if rule.require == "none":
         return True
     if rule.require == "all":
-        return all([v.passed for _, v in applicable.values()])
+        return all(v.passed for _, v in applicable.values())
     if rule.require == "critical":
-        return all([v.passed for c, v in applicable.values() if c.critical])
-    return all([applicable[cid][1].passed for cid in rule.require if cid in applicable])
+        return all(v.passed for c, v in applicable.values() if c.critical)
+    return all(applicable[cid][1].passed for cid in rule.require if cid in applicable)

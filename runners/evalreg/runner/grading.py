@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -67,7 +68,7 @@ class CellGrader:
         return self._rules_built
 
     def _criteria_of(
-        self, tags: list[str]
+        self, tags: Sequence[str]
     ) -> tuple[list[tuple[schema.Criterion, GradeFn | None]], list[str]]:
         """The criteria that grade an item with ``tags`` (each with its grading function, in
         the rubric's order) and their ids in id order: the same for every item so tagged."""
