@@ -9,6 +9,9 @@ from evalreg.graders.base import GradeFn, GradingContext, Verdict, answer, clip,
 from evalreg.graders.parsing import Parsed, embedded_json, strict_json
 from evalreg.registry import schema
 
+_VALID = Verdict(True, 1.0, "valid")
+"""The verdict on a valid value: one object for every sample that has one."""
+
 
 @register("json_schema")
 def json_schema(config: schema.JsonSchemaGrader, ctx: GradingContext) -> GradeFn:
@@ -74,7 +77,7 @@ def _tool_arguments(tools: tuple[schema.Tool, ...]) -> GradeFn:
             verdict = checks[call.name](call.arguments)
             if not verdict.passed:
                 return Verdict(False, 0.0, clip(f"{call.name}: {verdict.detail}"))
-        return Verdict(True, 1.0, "valid")
+        return _VALID
 
     return grade
 
@@ -106,7 +109,7 @@ def schema_check(document: dict[str, Any], what: str) -> Callable[[Any], Verdict
 
     def validate(value: Any) -> Verdict:
         if surely_valid is not None and surely_valid(value):
-            return Verdict(True, 1.0, "valid")
+            return _VALID
         try:
             error = best_match(validator.iter_errors(value))
         except Unresolvable as exc:
@@ -114,7 +117,7 @@ def schema_check(document: dict[str, Any], what: str) -> Callable[[Any], Verdict
                 False, 0.0, clip(f"the schema has a reference that does not resolve: {exc}")
             )
         if error is None:
-            return Verdict(True, 1.0, "valid")
+            return _VALID
         return Verdict(False, 0.0, clip(f"{error.json_path}: {error.message}"))
 
     return validate
