@@ -349,6 +349,31 @@ def test_json_schema_quick_check_never_passes_what_jsonschema_fails(
     assert accepted > 100
 
 
+def holds_float(value: Any) -> bool:
+    if isinstance(value, dict):
+        return any(holds_float(v) for v in value.values())
+    if isinstance(value, list):
+        return any(holds_float(v) for v in value)
+    return isinstance(value, float)
+
+
+@pytest.mark.parametrize("document", QUICK_SCHEMAS)
+def test_json_schema_quick_check_passes_every_valid_value_without_a_float(
+    document: dict[str, Any],
+) -> None:
+    # Only a float that may be an integer is left to jsonschema when valid.
+    from jsonschema.validators import validator_for
+
+    check = quick_check(document)
+    assert check is not None
+    validator = validator_for(document)(document)
+    rng = random.Random(5)
+    for _ in range(20_000):
+        value = random_json(rng)
+        if not holds_float(value):
+            assert check(value) == validator.is_valid(value), value
+
+
 @pytest.mark.parametrize(
     "document",
     [

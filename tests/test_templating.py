@@ -36,6 +36,25 @@ def test_an_undefined_field_is_a_render_error():
     assert refused("{{ text }} {{ other }}", text="x") == "'other' is undefined"
 
 
+@pytest.mark.parametrize(
+    "value", ["a line\nand {{ braces }} kept", "", "ünïcode", 7, 1.5, None, True, ["a"], {"k": 1}]
+)
+def test_a_template_of_one_field_renders_what_jinja2_renders_for_it(value):
+    # "{{ text }}" alone is answered without Jinja for a string; " {{ text }}" is not.
+    assert render("{{ text }}", {"text": value}) == render(" {{ text }}", {"text": value})[1:]
+    assert render("{{ text }}", {"text": value}) == str(value)
+
+
+def test_a_template_of_one_field_still_refuses_what_jinja2_refuses():
+    assert refused("{{ text }}") == "'text' is undefined"
+    assert refused("{{ text }}", text="a" * (MAX_CHARS + 1)).startswith("the prompt would be")
+
+
+def test_a_template_of_one_name_jinja2_binds_itself_is_not_read_from_the_item():
+    assert render("{{ self }}", {"self": "the item's field"}).startswith("<TemplateReference")
+    assert render("{{ range }}", {"range": "the item's field"}) == "the item's field"
+
+
 def test_the_sandbox_still_refuses_unsafe_attributes_at_render_time():
     assert "unsafe" in refused("{{ text.format_map }}{{ [].append(1) }}", text="x")
 

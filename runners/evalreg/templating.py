@@ -401,6 +401,11 @@ def render(source: str, context: dict[str, Any]) -> str:
     if "{" not in source:
         # Every Jinja delimiter starts with "{" (line statements are off): plain text.
         return _constant(source)
+    name = _sole_variable(source)
+    if name is not None:
+        value = context.get(name)
+        if type(value) is str and len(value) <= MAX_CHARS:
+            return value  # what Jinja writes for it: str(value), the string itself
     token = _BUDGET.set(_Budget())
     try:
         template = _compiled(source)
@@ -458,6 +463,26 @@ class _Bounded(NodeTransformer):
 
 def _filtered(value: nodes.Expr, name: str) -> nodes.Filter:
     return nodes.Filter(value, name, [], [], None, None, lineno=value.lineno)
+
+
+@cache
+def _sole_variable(source: str) -> str | None:
+    """The name of the context field that is all ``source`` is (``{{ text }}``: a
+    template made of one variable, with no filter, test or text around it), or None."""
+    try:
+        body = _parse(source).body
+    except TemplateProblem:
+        return None
+    if len(body) != 1 or not isinstance(body[0], nodes.Output) or len(body[0].nodes) != 1:
+        return None
+    node = body[0].nodes[0]
+    # Globals and the names Jinja binds itself (``self`` is the template) are not fields.
+    if not isinstance(node, nodes.Name) or node.name in environment().globals:
+        return None
+    return None if node.name in _BOUND_NAMES else node.name
+
+
+_BOUND_NAMES = frozenset({"self", "loop", "caller", "varargs", "kwargs", "super"})
 
 
 @cache

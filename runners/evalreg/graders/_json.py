@@ -9,6 +9,9 @@ from evalreg.graders.base import GradeFn, GradingContext, Verdict, answer, clip,
 from evalreg.graders.parsing import Parsed, embedded_json, strict_json
 from evalreg.registry import schema
 
+_VALID = Verdict(True, 1.0, "valid")
+"""The verdict on a valid value: one object for every sample that has one."""
+
 
 @register("json_schema")
 def json_schema(config: schema.JsonSchemaGrader, ctx: GradingContext) -> GradeFn:
@@ -74,7 +77,7 @@ def _tool_arguments(tools: tuple[schema.Tool, ...]) -> GradeFn:
             verdict = checks[call.name](call.arguments)
             if not verdict.passed:
                 return Verdict(False, 0.0, clip(f"{call.name}: {verdict.detail}"))
-        return Verdict(True, 1.0, "valid")
+        return _VALID
 
     return grade
 
@@ -106,7 +109,7 @@ def schema_check(document: dict[str, Any], what: str) -> Callable[[Any], Verdict
 
     def validate(value: Any) -> Verdict:
         if surely_valid is not None and surely_valid(value):
-            return Verdict(True, 1.0, "valid")
+            return _VALID
         try:
             error = best_match(validator.iter_errors(value))
         except Unresolvable as exc:
@@ -114,7 +117,7 @@ def schema_check(document: dict[str, Any], what: str) -> Callable[[Any], Verdict
                 False, 0.0, clip(f"the schema has a reference that does not resolve: {exc}")
             )
         if error is None:
-            return Verdict(True, 1.0, "valid")
+            return _VALID
         return Verdict(False, 0.0, clip(f"{error.json_path}: {error.message}"))
 
     return validate
@@ -123,16 +126,17 @@ def schema_check(document: dict[str, Any], what: str) -> Callable[[Any], Verdict
 Check = Callable[[Any], bool]
 
 
-_QUICK_TYPES: dict[str, Check] = {
+_QUICK_TYPES: dict[str, tuple[type, ...]] = {
     # Exact types, so a bool is never a number; a float is never taken for an integer here.
-    "object": lambda v: type(v) is dict,
-    "array": lambda v: type(v) is list,
-    "string": lambda v: type(v) is str,
-    "boolean": lambda v: type(v) is bool,
-    "null": lambda v: v is None,
-    "number": lambda v: type(v) is int or type(v) is float,
-    "integer": lambda v: type(v) is int,
+    "object": (dict,),
+    "array": (list,),
+    "string": (str,),
+    "boolean": (bool,),
+    "null": (type(None),),
+    "number": (int, float),
+    "integer": (int,),
 }
+
 _QUICK_KEYWORDS = {
     "type",
     "required",
@@ -163,54 +167,61 @@ def quick_check(document: Any, *, root: bool = True) -> Check | None:
     allowed = _QUICK_KEYWORDS | ({"$schema"} if root else set())
     if not allowed.issuperset(document):
         return None
-    checks: list[Check] = []
+    # One closure a schema node, its checks inline: this runs once for every sample
+    # graded, and a call (or a generator) per keyword cost more than the checks.
+    kinds: tuple[type, ...] | None = None
     if "type" in document:
         names = document["type"]
         names = [names] if isinstance(names, str) else names
         if not isinstance(names, list) or not names or any(n not in _QUICK_TYPES for n in names):
             return None
-        types = [_QUICK_TYPES[n] for n in names]
-        checks.append(types[0] if len(types) == 1 else lambda v: any(t(v) for t in types))
-    if "required" in document:
-        required = document["required"]
-        if not isinstance(required, list) or not all(isinstance(k, str) for k in required):
-            return None
-        checks.append(lambda v: not isinstance(v, dict) or all(k in v for k in required))
+        kinds = tuple(t for n in names for t in _QUICK_TYPES[n])
+    required = document.get("required", [])
+    if not isinstance(required, list) or not all(isinstance(k, str) for k in required):
+        return None
     properties = document.get("properties", {})
     if not isinstance(properties, dict):
         return None
-    sub_checks = {}
+    sub_checks = []
     for name, sub in properties.items():
         check = quick_check(sub, root=False)
         if check is None:
             return None
-        sub_checks[name] = check
-    if sub_checks:
-        checks.append(
-            lambda v: (
-                not isinstance(v, dict)
-                or all(check(v[name]) for name, check in sub_checks.items() if name in v)
-            )
-        )
-    if "additionalProperties" in document:
-        extra = document["additionalProperties"]
-        if extra is False:
-            checks.append(lambda v: not isinstance(v, dict) or all(k in properties for k in v))
-        elif extra is not True:
-            extra_check = quick_check(extra, root=False)
-            if extra_check is None:
-                return None
-            checks.append(
-                lambda v: (
-                    not isinstance(v, dict)
-                    or all(extra_check(x) for k, x in v.items() if k not in properties)
-                )
-            )
+        sub_checks.append((name, check))
+    closed = document.get("additionalProperties", True) is False
+    extra_check: Check | None = None
+    if "additionalProperties" in document and not isinstance(
+        document["additionalProperties"], bool
+    ):
+        extra_check = quick_check(document["additionalProperties"], root=False)
+        if extra_check is None:
+            return None
+    item_check: Check | None = None
     if "items" in document:
         item_check = quick_check(document["items"], root=False)
         if item_check is None:
             return None
-        checks.append(lambda v: not isinstance(v, list) or all(map(item_check, v)))
-    if len(checks) == 1:
-        return checks[0]
-    return lambda v: all(check(v) for check in checks)
+
+    def check_node(v: Any) -> bool:
+        if kinds is not None and type(v) not in kinds:
+            return False
+        if isinstance(v, dict):
+            for key in required:
+                if key not in v:
+                    return False
+            for name, sub_check in sub_checks:
+                if name in v and not sub_check(v[name]):
+                    return False
+            if closed or extra_check is not None:
+                for key, x in v.items():
+                    if key not in properties and (
+                        closed or (extra_check is not None and not extra_check(x))
+                    ):
+                        return False
+        elif item_check is not None and isinstance(v, list):
+            for x in v:
+                if not item_check(x):
+                    return False
+        return True
+
+    return check_node

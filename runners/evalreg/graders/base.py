@@ -200,6 +200,8 @@ def clip(message: str) -> str:
 
 
 def _lookup(data: Any, path: str) -> Any:
+    if type(data) is dict and "." not in path:  # a field of an object: most lookups
+        return data.get(path, _MISSING)
     for part in path.split("."):
         if isinstance(data, dict) and part in data:
             data = data[part]

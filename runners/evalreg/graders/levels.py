@@ -81,9 +81,10 @@ class LevelRules:
     ) -> tuple[Level, float]:
         """The level and score of an item from the verdicts of its applicable criteria
         (criterion id to criterion and verdict, in the rubric's order)."""
-        pairs = applicable.values()
-        weight = math.fsum(c.weight for c, _ in pairs)
-        score = math.fsum(c.weight * v.score for c, v in pairs) / weight if weight else 1.0
+        # Lists, not generators, into fsum: this runs once for every sample graded.
+        pairs = list(applicable.values())
+        weight = math.fsum([c.weight for c, _ in pairs])
+        score = math.fsum([c.weight * v.score for c, v in pairs]) / weight if weight else 1.0
         if _holds(self.correct, applicable, score):
             return "correct", score
         if _holds(self.acceptable, applicable, score):

@@ -64,6 +64,7 @@ class Completion:
     @classmethod
     def from_record(cls, data: dict[str, Any]) -> Completion:
         usage = data.get("usage") or {}
+        calls = data.get("tool_calls")
         return cls(
             text=data["text"],
             model=data.get("model"),
@@ -74,7 +75,7 @@ class Completion:
             cached_input_tokens=int(usage.get("cached_input_tokens", 0)),
             finish_reason=data.get("finish_reason"),
             batch=data.get("batch") is True,
-            tool_calls=tuple(ToolCall.from_record(c) for c in data.get("tool_calls") or ()),
+            tool_calls=tuple(ToolCall.from_record(c) for c in calls) if calls else (),
         )
 
 

@@ -183,6 +183,11 @@ only when some did not)."""
 
 
 def rounded(x: float) -> float:
+    # Most scores are a binary verdict's: answered without rounding.
+    if x == 1.0:
+        return 1.0
+    if x == 0.0:
+        return 0.0  # also for -0.0
     if not math.isfinite(x):
         raise ValueError("results never hold NaN or infinity")
     return round(x, 6) + 0.0  # + 0.0 turns -0.0 into 0.0

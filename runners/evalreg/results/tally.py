@@ -94,9 +94,10 @@ class SliceTally:
         self.cost += r["cost_micro_usd"]
 
     def _add_tokens(self, used: Tokens) -> None:
-        self.tokens["input"] += used["input"]
-        self.tokens["output"] += used["output"]
-        self.tokens["reasoning"] += used["reasoning"]
+        tokens = self.tokens
+        tokens["input"] += used["input"]
+        tokens["output"] += used["output"]
+        tokens["reasoning"] += used["reasoning"]
 
     def merge(self, other: SliceTally) -> None:
         """Add ``other``, the tally of the records that follow this one's."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +20,7 @@ from evalreg.providers.fetch import Job
 from evalreg.providers.pricing import cost_micro_usd
 from evalreg.registry import schema
 from evalreg.registry.loader import Registry
-from evalreg.results.records import ItemRecord, Tokens, rounded
+from evalreg.results.records import ItemRecord, rounded
 from evalreg.store.segments import StoredRecords
 
 
@@ -52,6 +53,12 @@ class CellGrader:
         self._content = ""
         self._tags: list[str] = []
         self._graded: list[tuple[schema.Criterion, GradeFn | None]] = []
+        self._order: list[str] = []
+        """The ids of ``_graded``'s criteria in id order: the order of a record's criteria."""
+        self._of_tags: dict[
+            tuple[str, ...], tuple[list[tuple[schema.Criterion, GradeFn | None]], list[str]]
+        ] = {}
+        """``_graded`` and ``_order`` of each set of item tags met so far."""
 
     @property
     def _rules(self) -> LevelRules:
@@ -59,6 +66,18 @@ class CellGrader:
         if self._rules_built is None:
             self._rules_built = LevelRules(self.cell.rubric)
         return self._rules_built
+
+    def _criteria_of(
+        self, tags: Sequence[str]
+    ) -> tuple[list[tuple[schema.Criterion, GradeFn | None]], list[str]]:
+        """The criteria that grade an item with ``tags`` (each with its grading function, in
+        the rubric's order) and their ids in id order: the same for every item so tagged."""
+        key = tuple(tags)
+        found = self._of_tags.get(key)
+        if found is None:
+            graded = [(c, self._grade_of[c.id]) for c in self._rules.applicable(tags)]
+            found = self._of_tags[key] = graded, sorted(c.id for c, _ in graded)
+        return found
 
     def _blank(
         self, item: schema.Item, sample: int, key: str | None, error: str | None
@@ -88,11 +107,11 @@ class CellGrader:
         record["latency_ms"] = int(stored.get("latency_ms", 0))
         if completion.batch:
             record["batch"] = True  # no latency was measured: left out of latency figures
-        record["tokens"] = Tokens(
-            input=completion.input_tokens,
-            output=completion.output_tokens,
-            reasoning=completion.reasoning_tokens,
-        )
+        record["tokens"] = {
+            "input": completion.input_tokens,
+            "output": completion.output_tokens,
+            "reasoning": completion.reasoning_tokens,
+        }
         record["cost_micro_usd"] = cost_micro_usd(self.cell.pin.price, completion)
 
     def judge_jobs(self, item: schema.Item, sample: int, stored: dict[str, Any]) -> list[Job]:
@@ -145,7 +164,7 @@ class CellGrader:
         """
         if item is not self._item:
             self._item, self._content, self._tags = item, item_content(item), sorted(item.tags)
-            self._graded = [(c, self._grade_of[c.id]) for c in self._rules.applicable(item.tags)]
+            self._graded, self._order = self._criteria_of(item.tags)
         if stored is None:
             return self._blank(item, sample, key, error or "missing")
         completion = Completion.from_record(stored["response"])
@@ -181,10 +200,16 @@ class CellGrader:
             applicable[criterion.id] = (criterion, verdict)
         record = self._blank(item, sample, key, judge_failure)
         if judge_failure is None:
-            record["criteria"] = {
-                cid: {"passed": v.passed, "score": rounded(v.score), "detail": v.detail}
-                for cid, (_, v) in sorted(applicable.items())
-            }
+            criteria = record["criteria"]
+            for cid in self._order:
+                found = applicable.get(cid)
+                if found is not None:
+                    v = found[1]
+                    criteria[cid] = {
+                        "passed": v.passed,
+                        "score": rounded(v.score),
+                        "detail": v.detail,
+                    }
             level, score = self._rules.assign(applicable)
             record["level"], record["score"] = level, rounded(score)
             if ungraded:  # only then, so records of rubrics graded in full keep their bytes

@@ -928,16 +928,18 @@ def _untracked_segments_used(
     them; a segment nothing here uses is left alone, so it never joins an unrelated PR.
     The pointer is the same file on both branches, so they still merge cleanly.
     """
+    untracked = {
+        name
+        for name in store.names
+        if (root / STORE_DIR / name).is_file() and not (root / STORE_DIR / f"{name}.dvc").exists()
+    }
+    if not untracked:  # as after most runs: no result's keys need searching for
+        return []
     names: set[str] = set()
     for plan in plans:
         keys = [*plan.keys, *judge_keys.get(plan.status.cell.id, ())]
         names.update(store.segments_of(keys))
-    out = []
-    for name in sorted(names):  # "" for a record this run wrote: its own segment
-        rel = f"{STORE_DIR}/{name}"
-        if name and (root / rel).is_file() and not (root / f"{rel}.dvc").exists():
-            out.append(rel)
-    return out
+    return [f"{STORE_DIR}/{name}" for name in sorted(names & untracked)]
 
 
 def _push_here(root: Path, paths: list[str]) -> str | None:
