@@ -260,3 +260,24 @@ print("numpy" in sys.modules)
     store = ResponseStore.open(tmp_path)
     assert store.contains_all([key(1), key(2)]) == [True, False]
     assert store.get(key(1))["response"]["text"] == "one"
+
+
+@pytest.mark.parametrize(
+    ("data", "kept"),
+    [
+        (b"", b""),
+        (b"torn", b""),
+        (b"a\n", b"a\n"),
+        (b"a\nb\n", b"a\nb\n"),
+        (b"a\n" + b"torn beyond one read", b"a\n"),
+        (b"a whole line longer than a read\n" + b"torn", b"a whole line longer than a read\n"),
+        (b"x" * 40, b""),
+    ],
+)
+def test_a_torn_tail_is_cut_after_the_last_whole_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, data: bytes, kept: bytes
+) -> None:
+    monkeypatch.setattr(segments, "_TAIL_READ", 8)  # the end is read a few bytes at a time
+    path = segment(tmp_path, "20260101T000000Z-run-00000001.jsonl", data)
+    assert segments.repair_torn_tail(path) == len(data) - len(kept)
+    assert path.read_bytes() == kept

@@ -926,15 +926,30 @@ class SegmentWriter:
         self.close()
 
 
+_TAIL_READ = 1 << 16
+"""Bytes read at a time, backwards from a segment's end, to find its last newline."""
+
+
 def repair_torn_tail(path: Path) -> int:
-    """Truncate a segment after its last complete line; return the bytes dropped."""
-    data = path.read_bytes()
-    keep = data.rfind(b"\n") + 1
-    if keep == len(data):
+    """Truncate a segment after its last complete line; return the bytes dropped.
+
+    Only its end is read: a whole segment ends in a newline, found in its last byte."""
+    with path.open("rb") as f:
+        size = end = f.seek(0, os.SEEK_END)
+        keep = 0
+        while end > 0:
+            start = max(0, end - _TAIL_READ)
+            f.seek(start)
+            newline = f.read(end - start).rfind(b"\n")
+            if newline >= 0:
+                keep = start + newline + 1
+                break
+            end = start
+    if keep == size:
         return 0
     with path.open("r+b") as f:
         f.truncate(keep)
-    return len(data) - keep
+    return size - keep
 
 
 def keepable(root: Path, rels: Iterable[str]) -> list[str]:
