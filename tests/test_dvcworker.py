@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import fcntl
+import os
 import shutil
 import signal
 import subprocess
@@ -218,3 +219,40 @@ def test_read_ahead_fills_the_remembered_reads_with_verified_content(repo: Repo,
             path.unlink()
         (repo.root / SEGMENT).unlink()
         assert dvcrepo.read_tracked(repo.root, SEGMENT, good, None) == b'{"k": 1}\n'
+
+
+def cache_file(repo: Repo, rel: str) -> Path:
+    md5 = dvcrepo.pointer_md5((repo.root / f"{rel}.dvc").read_bytes())
+    assert md5 is not None
+    return repo.root / ".dvc" / "cache" / "files" / "md5" / md5[:2] / md5[2:]
+
+
+def test_a_cache_that_copies_leaves_the_tracked_file_as_written(repo: Repo, tmp_path: Path):
+    """DVC's default cache copies: the file is copied into it once, not copied back over
+    itself (the same bytes), and DVC sees the workspace as it tracked it."""
+    dvc_repo(repo, tmp_path / "remote")
+    written = 1_600_000_000_000_000_000  # a file copied back would be a new one, of now
+    os.utime(repo.root / SEGMENT, ns=(written, written))
+    with Tracker(repo.root) as tracker:
+        tracker.add([SEGMENT])
+    assert (repo.root / SEGMENT).stat().st_mtime_ns == written
+    assert cache_file(repo, SEGMENT).read_bytes() == b'{"k": 1}\n'
+    assert cache_file(repo, SEGMENT).stat().st_ino != (repo.root / SEGMENT).stat().st_ino
+    dvc = dvcrepo.open_repo(repo.root)
+    try:
+        with dvcrepo.quiet():
+            assert dvc.status() == {}
+    finally:
+        dvc.close()
+
+
+def test_a_cache_that_links_still_links_the_tracked_file(repo: Repo, tmp_path: Path):
+    dvc_repo(repo, tmp_path / "remote")
+    dvc = dvcrepo.open_repo(repo.root)
+    with dvc.config.edit() as conf:
+        conf["cache"]["type"] = "hardlink"
+    dvc.close()
+    with Tracker(repo.root) as tracker:
+        tracker.add([SEGMENT])
+    assert (repo.root / SEGMENT).stat().st_ino == cache_file(repo, SEGMENT).stat().st_ino
+    assert (repo.root / SEGMENT).read_bytes() == b'{"k": 1}\n'

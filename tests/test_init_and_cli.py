@@ -271,3 +271,31 @@ def test_run_refuses_counts_and_budgets_that_mean_nothing(repo, cli, capsys, arg
     assert exited.value.code == 2
     assert message in capsys.readouterr().err
     assert repo.snapshot() == before
+
+
+def test_the_program_exits_with_the_collector_still_spared(repo: Repo):
+    """Restoring the collector's thresholds with a command's objects alive would start a
+    full collection just before the exit; the program keeps them raised and the objects
+    frozen, out of the collector's sight, to the end."""
+    from evalreg.cli import RARE_COLLECTIONS
+
+    probe = (
+        "import gc, runpy, sys\n"
+        "sys.argv = ['evalreg', '-C', sys.argv[1], 'check']\n"
+        "try:\n    runpy.run_module('evalreg', run_name='__main__')\n"
+        "except SystemExit as exited:\n"
+        "    print('EXIT', exited.code, gc.get_freeze_count() > 0, *gc.get_threshold())\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", probe, str(repo.root)], capture_output=True, text=True
+    )
+    last = done.stdout.splitlines()[-1].split()
+    assert last == ["EXIT", "0", "True", *map(str, RARE_COLLECTIONS)], done.stderr
+
+
+def test_a_command_called_as_a_library_restores_the_collector(repo: Repo, cli):
+    import gc
+
+    before = gc.get_threshold()
+    assert cli(repo, "check").code == 0
+    assert gc.get_threshold() == before

@@ -887,3 +887,26 @@ def test_lookup_answers_as_the_full_index_does(tmp_path: Path) -> None:
     assert lookup(tree, wanted, scanned) == found
     del scanned[min(scanned)]
     assert lookup(tree, wanted, scanned) == found
+
+
+def test_bought_requests_leave_no_reference_cycles_for_the_collector(tmp_path, key_env, server):
+    """A response, its request and their streams are freed as soon as they are dropped:
+    cycles among them would make a large fetch stop for the collector every few thousand
+    requests (a tenth of a second each)."""
+    import gc
+
+    p = pin("openai", server.base_url)
+    jobs = jobs_for(p, 40)
+    gc.collect()
+    gc.disable()
+    gc.set_debug(gc.DEBUG_SAVEALL)
+    try:
+        report, _ = run_fetch(tmp_path, jobs)
+        gc.collect()
+        left = [o for o in gc.garbage if type(o).__module__.startswith(("httpx", "evalreg"))]
+    finally:
+        gc.set_debug(0)
+        gc.garbage.clear()
+        gc.enable()
+    assert report.fetched == 40
+    assert [type(o).__qualname__ for o in left] == []

@@ -227,3 +227,57 @@ def test_the_segments_of_keys_are_those_locate_names() -> None:
         named = {where.segment for where in map(store.locate, asked) if where is not None}
         assert store.segments_of(asked) == named
         assert store.get_many(asked) == [store.get(key) for key in asked]
+
+
+def test_a_store_without_segments_answers_without_importing_numpy(tmp_path: Path) -> None:
+    """A registry's first run asks an empty store about every key before its first
+    request: the answer needs no index, so it costs no numpy import."""
+    import subprocess
+    import sys
+
+    probe = """\
+import sys
+from pathlib import Path
+from evalreg.store.segments import ResponseStore, encode_record
+store = ResponseStore.open(Path(sys.argv[1]))
+k, other = "a" * 64, "b" * 64
+assert store.contains_all([k, other]) == [False, False]
+assert (k in store, store.get(k), store.locate(k)) == (False, None, None)
+assert store.get_many([k]) == [None]
+assert (store.segments_of([k]), store.locate_all([k]), len(store)) == (set(), [None], 0)
+store.remember(k, encode_record(k, {"response": {"text": "yes"}}))
+assert store.contains_all([k, other]) == [True, False] and store.segments_of([k]) == {""}
+assert store.get(k)["response"]["text"] == "yes" and len(store) == 1
+print("numpy" in sys.modules)
+"""
+    done = subprocess.run(
+        [sys.executable, "-c", probe, str(tmp_path)], capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["False"]
+    # Once a segment is there, the same questions are answered from its index.
+    segment(tmp_path, "20260101T000000Z-run-00000001.jsonl", line(key(1), "one"))
+    store = ResponseStore.open(tmp_path)
+    assert store.contains_all([key(1), key(2)]) == [True, False]
+    assert store.get(key(1))["response"]["text"] == "one"
+
+
+@pytest.mark.parametrize(
+    ("data", "kept"),
+    [
+        (b"", b""),
+        (b"torn", b""),
+        (b"a\n", b"a\n"),
+        (b"a\nb\n", b"a\nb\n"),
+        (b"a\n" + b"torn beyond one read", b"a\n"),
+        (b"a whole line longer than a read\n" + b"torn", b"a whole line longer than a read\n"),
+        (b"x" * 40, b""),
+    ],
+)
+def test_a_torn_tail_is_cut_after_the_last_whole_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, data: bytes, kept: bytes
+) -> None:
+    monkeypatch.setattr(segments, "_TAIL_READ", 8)  # the end is read a few bytes at a time
+    path = segment(tmp_path, "20260101T000000Z-run-00000001.jsonl", data)
+    assert segments.repair_torn_tail(path) == len(data) - len(kept)
+    assert path.read_bytes() == kept

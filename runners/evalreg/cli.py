@@ -1140,20 +1140,31 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+RARE_COLLECTIONS = (50_000, 20, 20)
+"""The collector's thresholds while a command runs. A command builds many long-lived
+objects (modules, pydantic schemas, the registry) and few cycles: collecting every 700
+allocations re-walks them for nothing (a tenth of `evalreg check`)."""
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    """Run one command as a library call: the collector's thresholds are restored after."""
+    thresholds = gc.get_threshold()
+    gc.set_threshold(*RARE_COLLECTIONS)
+    try:
+        return _command(argv)
+    finally:
+        gc.set_threshold(*thresholds)
+
+
+def _command(argv: Sequence[str] | None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     handler: Handler | None = getattr(args, "handler", None)
     if handler is None:
         parser.print_help()
         return 2
-    # A command builds many long-lived objects (modules, pydantic schemas, the registry)
-    # and few cycles: collecting every 700 allocations re-walks them for nothing (a tenth
-    # of `evalreg check`). Collect 70 times less often; restored when the command ends.
     from evalreg.runner.interrupts import unwinding
 
-    thresholds = gc.get_threshold()
-    gc.set_threshold(50_000, 20, 20)
     try:
         # SIGTERM and SIGHUP (a cancelled CI job, a stopped container, a closed terminal)
         # unwind like Ctrl-C: whatever a command holds is released on the way out.
@@ -1178,18 +1189,20 @@ def main(argv: Sequence[str] | None = None) -> int:
             "kept: fix it and run the command again\n"
         )
         return 2
-    finally:
-        gc.set_threshold(*thresholds)
 
 
 def entry() -> NoReturn:
-    """The program: ``main``, then exit without the interpreter's last full collection.
+    """The program: one command, then exit without a full collection of what it built.
 
-    Everything a command built lives until the process ends, and the collection Python
-    runs while shutting down walks all of it to free nothing the exit would not (half a
-    second after a 5,000-item run). Frozen objects are outside the collector's sight.
+    Everything a command built lives until the process ends. Restoring the default
+    thresholds, as ``main`` does for a library caller, would make the next allocation
+    collect every generation (a tenth of a second after a 5,000-item run), and the
+    collection Python runs while shutting down walks all of it again: both free nothing
+    the exit would not. So the thresholds stay raised, and frozen objects are outside the
+    collector's sight.
     """
-    code = main()
+    gc.set_threshold(*RARE_COLLECTIONS)
+    code = _command(None)
     gc.freeze()
     sys.exit(code)
 

@@ -67,6 +67,18 @@ def init(root: Path, remote: str | None) -> str:
     return remote if remote else f"{IN_REPO_REMOTE}/ (inside the repository)"
 
 
+def add(repo: Any, root: Path, paths: list[str]) -> None:
+    """``dvc add`` each path (relative to ``root``) in the open ``repo``.
+
+    DVC puts a file in its cache, then by default replaces the file with one made from the
+    cache (a "relink"). With a cache that copies (DVC's default, ``reflink,copy``) that is
+    a second copy of bytes already in place, a third of the add: only a cache that links
+    (``hardlink``, ``symlink``) is relinked, so the file becomes that link as DVC makes it.
+    """
+    first = next(iter(repo.cache.local.cache_types), "copy")
+    repo.add([str(root / p) for p in paths], relink=first in ("hardlink", "symlink"))
+
+
 def track(root: Path, paths: list[str], *, push: bool = True) -> None:
     """``dvc add`` each path (relative to ``root``) and, by default, push it to the remote."""
     from dvc.repo import Repo
@@ -74,7 +86,7 @@ def track(root: Path, paths: list[str], *, push: bool = True) -> None:
     with quiet():
         repo = Repo(str(root))
         try:
-            repo.add([str(root / p) for p in paths])
+            add(repo, root, paths)
             if push:
                 repo.push([str(root / p) for p in paths])
         finally:

@@ -171,7 +171,7 @@ def _add(root: Path, paths: list[str], repo: Any) -> str | None:
             dvcrepo.track(root, paths, push=False)
         else:
             with dvcrepo.quiet():
-                repo.add([str(root / p) for p in paths])
+                dvcrepo.add(repo, root, paths)
     except Exception as exc:
         return f"{type(exc).__name__}: {exc}"
     return None

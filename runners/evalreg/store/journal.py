@@ -19,8 +19,9 @@ which stage the run had reached and what it wrote:
   content of ``dvc.yaml`` to write. A run that stops here is rolled forward: results are
   moved into place, every file is tracked, the summaries (and the DVC metrics files
   derived from them) are written last. Before DVC
-  touches a file it is hard-linked into the state directory, because ``dvc add`` deletes
-  and re-creates it; a file DVC left missing is restored from that link.
+  touches a file it is hard-linked into the state directory, because ``dvc add`` with a
+  cache that links deletes and re-creates it; a file DVC left missing is restored from
+  that link.
 
 Once a run's files are tracked the journal is removed. Paths still to push are kept in
 ``unpushed.json`` until a push succeeds. Every command that reads or writes results
@@ -170,8 +171,9 @@ class Journal:
         return self._roll_forward(add)
 
     def _hold(self, rels: list[str]) -> None:
-        """Hard-link each file into the state directory: ``dvc add`` replaces the file
-        (delete, then copy back from its cache), and a kill in between would lose it."""
+        """Hard-link each file into the state directory: ``dvc add`` with a cache that
+        links replaces the file (delete, then link from its cache), and a kill in between
+        would lose it."""
         self.hold.mkdir(parents=True, exist_ok=True)
         for n, rel in enumerate(rels):
             link = self.hold / str(n)

@@ -335,6 +335,21 @@ _BUCKETS = 1 << (64 - _BUCKET_SHIFT)
 among the few that share them."""
 
 
+def _no_index() -> tuple[memoryview, ...]:
+    """``ResponseStore._index`` of a store without segments, built without numpy: a first
+    run in a registry sends its first request sooner for not importing it."""
+    nothing = memoryview(b"")
+    buckets = memoryview(bytes(8 * (_BUCKETS + 1))).cast("q")
+    return (
+        nothing.cast("Q"),
+        buckets,
+        nothing,
+        nothing.cast("I"),
+        nothing.cast("q"),
+        nothing.cast("q"),
+    )
+
+
 def _close_all(fds: dict[int, int]) -> None:
     for fd in fds.values():
         with contextlib.suppress(OSError):
@@ -408,6 +423,9 @@ class ResponseStore:
         tails (24 bytes a row), and each line's segment, start and end (built again after
         ``add_segment``)."""
         if self._views is not None:
+            return self._views
+        if not self.names:
+            self._views = _no_index()
             return self._views
         import numpy as np
 
@@ -619,13 +637,13 @@ class ResponseStore:
         """The index row of each of ``keys`` (None: not indexed), in one vectorised search;
         keys spelled otherwise than ``request_key`` spells them, and heads that several
         rows share, are searched one at a time."""
+        self._index()
+        out: list[int | None] = [None] * len(keys)
+        if not keys or not self._columns or not len(self._columns[0]):
+            return out
         import numpy as np
 
-        self._index()
         heads, tails, _canonical, _segments, _starts, _ends = self._columns
-        out: list[int | None] = [None] * len(keys)
-        if not keys or not len(heads):
-            return out
         # Keys spelled as request_key spells them are 64 lowercase hex digits: decoded
         # together, each to its 32 bytes, as the scan decodes the lines' keys.
         joined = "".join(keys)
@@ -908,15 +926,30 @@ class SegmentWriter:
         self.close()
 
 
+_TAIL_READ = 1 << 16
+"""Bytes read at a time, backwards from a segment's end, to find its last newline."""
+
+
 def repair_torn_tail(path: Path) -> int:
-    """Truncate a segment after its last complete line; return the bytes dropped."""
-    data = path.read_bytes()
-    keep = data.rfind(b"\n") + 1
-    if keep == len(data):
+    """Truncate a segment after its last complete line; return the bytes dropped.
+
+    Only its end is read: a whole segment ends in a newline, found in its last byte."""
+    with path.open("rb") as f:
+        size = end = f.seek(0, os.SEEK_END)
+        keep = 0
+        while end > 0:
+            start = max(0, end - _TAIL_READ)
+            f.seek(start)
+            newline = f.read(end - start).rfind(b"\n")
+            if newline >= 0:
+                keep = start + newline + 1
+                break
+            end = start
+    if keep == size:
         return 0
     with path.open("r+b") as f:
         f.truncate(keep)
-    return len(data) - keep
+    return size - keep
 
 
 def keepable(root: Path, rels: Iterable[str]) -> list[str]:
