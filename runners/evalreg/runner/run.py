@@ -47,6 +47,7 @@ from evalreg.runner._gradepool import Samples, grade_all
 from evalreg.runner.grading import CellGrader, cell_grader
 from evalreg.store.batches import BatchJournal
 from evalreg.store.journal import Journal, Staged, mark_pushed, unpushed
+from evalreg.store.keycolumn import KeyColumn
 from evalreg.store.segments import STORE_DIR, ResponseStore, SegmentWriter
 
 DEFAULT_OUTPUT_TOKENS = 256
@@ -87,8 +88,8 @@ class CellPlan:
     status: CellStatus
     items: list[schema.Item] = field(default_factory=list)
     """The cell's items in id order (the first ``--limit`` of them)."""
-    keys: list[str] = field(default_factory=list)
-    """The store key of every request, in (item, sample) order."""
+    keys: KeyColumn = field(default_factory=KeyColumn)
+    """The store key of every request, in (item, sample) order (32 bytes each)."""
     to_buy: list[Job] = field(default_factory=list)
     """In-shard requests without a stored response: what this run sends."""
     missing: int = 0
@@ -358,16 +359,17 @@ def item_requests(
 
 def _forked_keys(
     cell: Cell, provider: Provider, items: Sequence[schema.Item], count: int
-) -> list[str]:
+) -> KeyColumn:
     """The keys of ``items`` in (item, sample) order, made in ``count`` processes."""
     size = -(-len(items) // count)
     pieces = [items[start : start + size] for start in range(0, len(items), size)]
-    # Keys are sha256 hex digits: a worker's come back joined, 64 characters each.
-    with forked.forked(lambda i: "".join(_keys(cell, provider, pieces[i])), len(pieces)) as done:
-        keys = _keys(cell, provider, pieces[0])
+    # A worker's keys come back as their digests, 32 bytes each.
+    with forked.forked(
+        lambda i: KeyColumn(_keys(cell, provider, pieces[i])).digests(), len(pieces)
+    ) as done:
+        keys = KeyColumn(_keys(cell, provider, pieces[0]))
         for i in range(1, len(pieces)):
-            joined = done(i)
-            keys.extend(joined[start : start + 64] for start in range(0, len(joined), 64))
+            keys.extend_digests(done(i))
     return keys
 
 
@@ -930,8 +932,8 @@ def _untracked_segments_used(
     """
     names: set[str] = set()
     for plan in plans:
-        keys = [*plan.keys, *judge_keys.get(plan.status.cell.id, ())]
-        names.update(store.segments_of(keys))
+        names.update(store.segments_of(plan.keys))
+        names.update(store.segments_of(list(judge_keys.get(plan.status.cell.id, ()))))
     out = []
     for name in sorted(names):  # "" for a record this run wrote: its own segment
         rel = f"{STORE_DIR}/{name}"
