@@ -35,7 +35,7 @@ def resolve_attachments(
     them (a path outside ``evalsets/``, a missing file, an unknown type, a name whose
     extension says another type, a file too large for any provider) and the paths of
     attachments whose DVC data is not here (warnings with ``allow_missing_data``)."""
-    if not any(item.attachments for item in evalset.items):
+    if not evalset.has_attachments:
         return evalset, [], []
     findings: list[Finding] = []
     missing: list[str] = []

@@ -86,8 +86,8 @@ class RunOptions:
 @dataclass
 class CellPlan:
     status: CellStatus
-    items: list[schema.Item] = field(default_factory=list)
-    """The cell's items in id order (the first ``--limit`` of them)."""
+    items: Sequence[schema.Item] = ()
+    """The cell's items in id order (the first ``--limit`` of them): ``EvalSet.by_id``."""
     keys: KeyColumn = field(default_factory=KeyColumn)
     """The store key of every request, in (item, sample) order (32 bytes each)."""
     to_buy: list[Job] = field(default_factory=list)
@@ -410,7 +410,7 @@ class _Planner:
         cell = st.cell
         plan = CellPlan(st)
         evalset = self.registry.evalset_of(cell.task_id, cell.split)
-        items = sorted(evalset.items, key=lambda i: i.id)
+        items = evalset.by_id
         if self.options.limit is not None:
             items = items[: self.options.limit]
         plan.items = items
