@@ -317,13 +317,14 @@ def read_evalset(root: Path, path: Path, given: str) -> tuple[str, EvalSet]:
 def _parse(
     data: bytes, path: str, md5: str, file: _OpenFile | None = None
 ) -> tuple[EvalSet | None, list[Finding]]:
-    text = decode_utf8(data, path)
+    # Each line is decoded as it is read: the file's text is never held whole.
+    _check_utf8(data, path)
     # A file without a run of 19 digits is read by orjson throughout; in one with some,
     # each line is searched, and only the lines holding one are left to ``json``.
     fast_throughout = not has_long_number(data)
     # One search of the whole text is a fraction of one a line: most files have no
     # surrogate escape at all, and only a file that has one is searched line by line.
-    surrogates = _SURROGATE_HINT.search(text) is not None
+    surrogates = _SURROGATE_HINT.search(data) is not None
     findings: list[Finding] = []
     items: list[Item] = []
     lines: dict[str, int] = {}
@@ -334,14 +335,10 @@ def _parse(
     plains = bytearray()
     tag_counts: Counter[tuple[str, ...]] = Counter()
     attached = False
-    end = 2 if data.startswith(codecs.BOM_UTF8) else -1  # before the first line's first byte
     bad = 0
-    for lineno, line in enumerate(_lines(text), start=1):
-        if file is not None:
-            start = end + 1
-            end = data.find(b"\n", start)
-            if end < 0:
-                end = len(data)
+    first = len(codecs.BOM_UTF8) if data.startswith(codecs.BOM_UTF8) else 0
+    for lineno, (start, end) in enumerate(_spans(data, first), start=1):
+        line = data[start:end].decode("utf-8")
         if not line.strip():
             continue
         if bad >= MAX_LINE_FINDINGS:
@@ -452,13 +449,32 @@ def _parse(
     return EvalSet(path, md5, read, lines, order), []
 
 
-def _lines(text: str) -> Iterator[str]:
-    """``text.split("\\n")``, one line at a time: a million lines are not all held at once."""
-    start = 0
-    while (end := text.find("\n", start)) >= 0:
-        yield text[start:end]
+def _spans(data: bytes, start: int) -> Iterator[tuple[int, int]]:
+    """Where each piece of ``data[start:].split(b"\\n")`` is, one at a time: a million
+    lines are not all held at once."""
+    while (end := data.find(b"\n", start)) >= 0:
+        yield start, end
         start = end + 1
-    yield text[start:]
+    yield start, len(data)
+
+
+def _check_utf8(data: bytes, path: str) -> None:
+    """Raise as ``decode_utf8`` does when ``data`` is not UTF-8 (a BOM is allowed),
+    decoding a block at a time rather than holding the text."""
+    if data.isascii():
+        return
+    decoder = codecs.getincrementaldecoder("utf-8")()
+    view = memoryview(data)
+    try:
+        for at in range(0, len(data), _DECODE_BLOCK):
+            decoder.decode(view[at : at + _DECODE_BLOCK])
+        decoder.decode(b"", final=True)
+    except UnicodeDecodeError:
+        decode_utf8(data, path)  # the same bytes fail there, with their position
+        raise
+
+
+_DECODE_BLOCK = 1 << 20
 
 
 _PLAIN_KEYS = frozenset({"id", "input", "expected", "tags", "cluster", "meta"})
@@ -558,7 +574,7 @@ def _too_deep(value: Any, limit: int) -> bool:
 
 
 _SURROGATE_ESCAPE = re.compile(r"(\\+)u([dD][89a-fA-F][0-9a-fA-F]{2})")
-_SURROGATE_HINT = re.compile(r"\\u[dD][89a-fA-F]")
+_SURROGATE_HINT = re.compile(rb"\\u[dD][89a-fA-F]")
 """What every surrogate escape holds: a literal prefix, which the regex engine finds fast."""
 
 
