@@ -12,7 +12,7 @@ import re
 import weakref
 from array import array
 from collections import Counter
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, overload
@@ -45,7 +45,8 @@ class EvalSet:
     path: str
     md5: str
     items: Sequence[Item]
-    lines: dict[str, int] = field(default_factory=dict)
+    lines: Mapping[str, int] = field(default_factory=dict)
+    """Each item's line number, by id (``LineNumbers`` when the items are read back)."""
     order: array[int] | None = None
     """The items' positions in id order; None: the file is in id order."""
 
@@ -99,6 +100,43 @@ class _OpenFile:
         if (stat.st_size, stat.st_mtime_ns) != self.stamp:
             raise UsageError(f"{self.path}: changed while evalreg read it; run the command again")
         return os.pread(self.fd, end - start, start)
+
+
+class LineNumbers(Mapping[str, int]):
+    """Line numbers by item id, the ids held as one string of bytes in id order (a few
+    bytes an item where a dict takes over a hundred); a lookup is a binary search."""
+
+    def __init__(self, lines: Mapping[str, int]) -> None:
+        ids = sorted(lines)
+        # Ids are ASCII (``ID_PATTERN``): a character is a byte.
+        self._ids = "".join(ids).encode("ascii")
+        self._starts = array("q", itertools.accumulate(map(len, ids), initial=0))
+        self._numbers = array("q", map(lines.__getitem__, ids))
+
+    def _id(self, rank: int) -> bytes:
+        return self._ids[self._starts[rank] : self._starts[rank + 1]]
+
+    def __getitem__(self, key: str) -> int:
+        if isinstance(key, str) and key.isascii():
+            wanted = key.encode("ascii")
+            lo, hi = 0, len(self._numbers)
+            while lo < hi:
+                mid = (lo + hi) // 2
+                if self._id(mid) < wanted:
+                    lo = mid + 1
+                else:
+                    hi = mid
+            if lo < len(self._numbers) and self._id(lo) == wanted:
+                return self._numbers[lo]
+        raise KeyError(key)
+
+    def __iter__(self) -> Iterator[str]:
+        """The ids in id order."""
+        for rank in range(len(self._numbers)):
+            yield self._id(rank).decode("ascii")
+
+    def __len__(self) -> int:
+        return len(self._numbers)
 
 
 _BLOCK = 1024
@@ -445,8 +483,9 @@ def _parse(
     )
     if file is None:
         return EvalSet(path, md5, tuple(items), lines, order), []
+    del ids
     read = FileItems(file, starts, ends, tag_counts, plains, not fast_throughout, attached)
-    return EvalSet(path, md5, read, lines, order), []
+    return EvalSet(path, md5, read, LineNumbers(lines), order), []
 
 
 def _spans(data: bytes, start: int) -> Iterator[tuple[int, int]]:
