@@ -252,7 +252,7 @@ def test_an_eval_set_read_from_its_file_holds_few_bytes_an_item(tmp_path: Path) 
 
 def test_line_numbers_by_id_answer_as_the_dict_they_were_made_from() -> None:
     lines = {f"i{(i * 7919) % 1000:04d}": i + 1 for i in range(1000)} | {"A": 2000, "z.z": 3}
-    numbers = LineNumbers(lines)
+    numbers = LineNumbers.of(lines)
     assert numbers == lines and len(numbers) == len(lines)
     assert list(numbers) == sorted(lines)
     assert all(numbers[k] == v for k, v in lines.items())
@@ -261,7 +261,7 @@ def test_line_numbers_by_id_answer_as_the_dict_they_were_made_from() -> None:
     with pytest.raises(KeyError):
         numbers["B"]
     assert 5 not in numbers  # type: ignore[comparison-overlap]
-    assert LineNumbers({}) == {} and "a" not in LineNumbers({})
+    assert LineNumbers.of({}) == {} and "a" not in LineNumbers.of({})
 
 
 def test_an_eval_set_file_changed_after_parsing_is_not_read(tmp_path: Path) -> None:
@@ -270,3 +270,26 @@ def test_an_eval_set_file_changed_after_parsing_is_not_read(tmp_path: Path) -> N
     (tmp_path / "e.jsonl").write_bytes(data.replace(b"hello", b"HELLO"))
     with pytest.raises(UsageError, match="changed while evalreg read it"):
         list(read.items)
+
+
+@pytest.mark.parametrize(
+    "rows",
+    [
+        ['{"id": "a", "input": {}}', '{"id": "b", "input": {}}', '{"id": "a", "input": {}}'],
+        ['{"id": "b", "input": {}}', '{"id": "a", "input": {}}', '{"id": "b", "input": {}}'],
+        ['{"id": "a", "input": {}}', "{oops", '{"id": "a", "input": {}}', '{"id": 5}'],
+        ['{"id": "c", "input": {}}'] + ['{"id": "c", "input": {}}'] * 60,
+        ["", " "],
+    ],
+)
+def test_a_bad_file_read_back_is_refused_in_the_words_of_one_parsed_whole(
+    tmp_path: Path, rows: list[str]
+) -> None:
+    data = "\n".join(rows).encode()
+    path = tmp_path / "bad.jsonl"
+    path.write_bytes(data)
+    whole = parse_evalset(data, "evalsets/x.jsonl")
+    evalset_module._RECENT.clear()
+    read = parse_evalset(data, "evalsets/x.jsonl", os.open(path, os.O_RDONLY))
+    assert whole[0] is None and read[0] is None
+    assert read[1] == whole[1] != []

@@ -106,12 +106,20 @@ class LineNumbers(Mapping[str, int]):
     """Line numbers by item id, the ids held as one string of bytes in id order (a few
     bytes an item where a dict takes over a hundred); a lookup is a binary search."""
 
-    def __init__(self, lines: Mapping[str, int]) -> None:
+    def __init__(self, ids: bytes, starts: array[int], numbers: array[int]) -> None:
+        """``ids[starts[k]:starts[k + 1]]`` is the ``k``-th id in id order (ASCII, as
+        ``ID_PATTERN`` has them), ``numbers[k]`` its line number."""
+        self._ids, self._starts, self._numbers = ids, starts, numbers
+
+    @classmethod
+    def of(cls, lines: Mapping[str, int]) -> LineNumbers:
+        """The line numbers of ``lines``."""
         ids = sorted(lines)
-        # Ids are ASCII (``ID_PATTERN``): a character is a byte.
-        self._ids = "".join(ids).encode("ascii")
-        self._starts = array("q", itertools.accumulate(map(len, ids), initial=0))
-        self._numbers = array("q", map(lines.__getitem__, ids))
+        return cls(
+            "".join(ids).encode("ascii"),
+            array("q", itertools.accumulate(map(len, ids), initial=0)),
+            array("q", map(lines.__getitem__, ids)),
+        )
 
     def _id(self, rank: int) -> bytes:
         return self._ids[self._starts[rank] : self._starts[rank + 1]]
@@ -353,8 +361,11 @@ def read_evalset(root: Path, path: Path, given: str) -> tuple[str, EvalSet]:
 
 
 def _parse(
-    data: bytes, path: str, md5: str, file: _OpenFile | None = None
+    data: bytes, path: str, md5: str, file: _OpenFile | None = None, exact: bool = False
 ) -> tuple[EvalSet | None, list[Finding]]:
+    """The eval set in ``data``, or every bad line. With a ``file`` to read items back
+    from, each id is not looked up as it is read (``exact``: it is): ids in increasing
+    order have no duplicate, and a file without, or with a bad line, is read again."""
     # Each line is decoded as it is read: the file's text is never held whole.
     _check_utf8(data, path)
     # A file without a run of 19 digits is read by orjson throughout; in one with some,
@@ -373,6 +384,11 @@ def _parse(
     plains = bytearray()
     tag_counts: Counter[tuple[str, ...]] = Counter()
     attached = False
+    # Without a lookup of each id: the ids one after another, and their line numbers.
+    lookup = file is None or exact
+    ids, id_starts, numbers = bytearray(), array("q", [0]), array("q")
+    last_id = ""
+    in_order = True
     bad = 0
     first = len(codecs.BOM_UTF8) if data.startswith(codecs.BOM_UTF8) else 0
     for lineno, (start, end) in enumerate(_spans(data, first), start=1):
@@ -451,7 +467,13 @@ def _parse(
                 for message in describe_errors(ItemLine, raw, exc):
                     findings.append(Finding(path, lineno, 0, _item_message(raw, message)))
                 continue
-        if item.id in lines:
+        if not lookup:
+            in_order = in_order and item.id > last_id
+            last_id = item.id
+            ids += item.id.encode("ascii")  # ``ID_PATTERN``: ASCII
+            id_starts.append(len(ids))
+            numbers.append(lineno)
+        elif item.id in lines:
             bad += 1
             findings.append(
                 Finding(
@@ -462,7 +484,8 @@ def _parse(
                 )
             )
             continue
-        lines[item.id] = lineno
+        else:
+            lines[item.id] = lineno
         if file is None:
             items.append(item)
         else:
@@ -471,21 +494,37 @@ def _parse(
             plains.append(plain)
             tag_counts[item.tags] += 1
             attached = attached or bool(item.attachments)
-    if not lines and not findings:
+    if not lines and not numbers and not findings:
         findings.append(Finding(path, 1, 0, "eval set is empty: expected one JSON item a line"))
+    if findings and not lookup:  # a duplicate id among them would be a finding too
+        return _parse(data, path, md5, file, exact=True)
     if findings:
         return None, findings
-    ids = list(lines)
-    order = (
-        None
-        if all(a < b for a, b in itertools.pairwise(ids))
-        else array("q", sorted(range(len(ids)), key=ids.__getitem__))
-    )
-    if file is None:
-        return EvalSet(path, md5, tuple(items), lines, order), []
-    del ids
+    if lookup:
+        in_file_order = list(lines)
+        order = _id_order(in_file_order)
+        if file is None:
+            return EvalSet(path, md5, tuple(items), lines, order), []
+        line_numbers = LineNumbers.of(lines)
+    elif in_order:
+        order, line_numbers = None, LineNumbers(bytes(ids), id_starts, numbers)
+    else:
+        in_file_order = [ids[a:b].decode("ascii") for a, b in itertools.pairwise(id_starts)]
+        order = _id_order(in_file_order)
+        assert order is not None
+        if any(in_file_order[a] == in_file_order[b] for a, b in itertools.pairwise(order)):
+            return _parse(data, path, md5, file, exact=True)
+        line_numbers = LineNumbers.of({in_file_order[k]: numbers[k] for k in order})
+    assert file is not None  # else the ids were looked up
     read = FileItems(file, starts, ends, tag_counts, plains, not fast_throughout, attached)
-    return EvalSet(path, md5, read, LineNumbers(lines), order), []
+    return EvalSet(path, md5, read, line_numbers, order), []
+
+
+def _id_order(ids: list[str]) -> array[int] | None:
+    """The positions of ``ids`` in id order; None when they are in it already."""
+    if all(a < b for a, b in itertools.pairwise(ids)):
+        return None
+    return array("q", sorted(range(len(ids)), key=ids.__getitem__))
 
 
 def _spans(data: bytes, start: int) -> Iterator[tuple[int, int]]:
