@@ -63,6 +63,8 @@ def resolve_attachments(
 def attachments_digest(evalset: EvalSet) -> str | None:
     """A hash of every file ``evalset``'s items attach (path and content), or None when
     they attach none: part of a cell's fingerprint, so a changed file makes it stale."""
+    if not evalset.has_attachments:
+        return None
     files = sorted({(f.path, f.sha256) for item in evalset.items for f in item.files})
     if not files:
         return None

@@ -74,6 +74,14 @@ class EvalSet:
             return items if self.order is None else items.reordered(self.order)
         return sorted(items, key=lambda i: i.id)
 
+    def may_lack(self, name: str) -> bool:
+        """Whether an item with template fields (``input``) may lack the field ``name``:
+        False when none does (read back from the file, their sets of fields are known)."""
+        items = self.items
+        if isinstance(items, FileItems):
+            return any(name not in fields for fields in items.input_fields)
+        return True
+
     @property
     def has_attachments(self) -> bool:
         """Whether an item attaches files."""
@@ -166,6 +174,7 @@ class FileItems(Sequence[Item]):
         ends: array[int],
         tag_counts: Counter[tuple[str, ...]],
         plain: bytearray,
+        input_fields: set[frozenset[str]],
         long_numbers: bool,
         attached: bool,
         rows: array[int] | None = None,
@@ -173,6 +182,8 @@ class FileItems(Sequence[Item]):
         self.file, self.starts, self.ends = file, starts, ends
         self.plain = plain
         """Per row, whether its line has the common shape (``_plain_item`` read it)."""
+        self.input_fields = input_fields
+        """Each set of template fields an item has (items with ``messages`` have none)."""
         self.attached = attached
         """Whether an item attaches files (``EvalSet.has_attachments``)."""
         self.tag_counts = tag_counts
@@ -191,6 +202,7 @@ class FileItems(Sequence[Item]):
             self.ends,
             self.tag_counts,
             self.plain,
+            self.input_fields,
             self.long_numbers,
             self.attached,
             rows,
@@ -383,6 +395,7 @@ def _parse(
     starts, ends = array("q"), array("q")
     plains = bytearray()
     tag_counts: Counter[tuple[str, ...]] = Counter()
+    input_fields: set[frozenset[str]] = set()
     attached = False
     # Without a lookup of each id: the ids one after another, and their line numbers.
     lookup = file is None or exact
@@ -493,6 +506,8 @@ def _parse(
             ends.append(end)
             plains.append(plain)
             tag_counts[item.tags] += 1
+            if item.input is not None:
+                input_fields.add(frozenset(item.input))
             attached = attached or bool(item.attachments)
     if not lines and not numbers and not findings:
         findings.append(Finding(path, 1, 0, "eval set is empty: expected one JSON item a line"))
@@ -516,7 +531,9 @@ def _parse(
             return _parse(data, path, md5, file, exact=True)
         line_numbers = LineNumbers.of({in_file_order[k]: numbers[k] for k in order})
     assert file is not None  # else the ids were looked up
-    read = FileItems(file, starts, ends, tag_counts, plains, not fast_throughout, attached)
+    read = FileItems(
+        file, starts, ends, tag_counts, plains, input_fields, not fast_throughout, attached
+    )
     return EvalSet(path, md5, read, line_numbers, order), []
 
 

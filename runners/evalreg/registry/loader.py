@@ -490,7 +490,7 @@ class _Loader:
             return
         for rel in (task.evalset, task.holdout):
             evalset = self.registry.evalsets.get(_safe(rel)) if rel is not None else None
-            if evalset is None:
+            if evalset is None or not evalset.has_attachments:
                 continue
             data = self.attachment_data.get(evalset.path, b"")
             for item in evalset.items:
@@ -587,6 +587,8 @@ class _Loader:
             return
         doc = self._doc(kind, ident)
         for name in sorted(names):
+            if not evalset.may_lack(name):
+                continue
             lacking = [
                 item
                 for item in evalset.items

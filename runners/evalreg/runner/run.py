@@ -331,8 +331,9 @@ def item_requests(
     items: Sequence[schema.Item],
     store: ResponseStore,
     prompts: list[Messages | None] | None = None,
-) -> Iterator[tuple[schema.Item, Request | None, list[str]]]:
-    """Each of ``items`` with its request and the store keys of its samples, in order.
+) -> Iterator[tuple[int, Request | None, list[str]]]:
+    """The index of each of ``items`` with its request and the store keys of its samples,
+    in order (an item read back from its file is read only when it is needed).
 
     Rendering and hashing 100,000 requests takes a couple of seconds of one core: when
     the store could answer most of them (a replay), ranges of items are keyed in forked
@@ -346,15 +347,15 @@ def item_requests(
     count = forked.parts(units) if prompts is None and len(store) * 2 >= units else 1
     if count >= 2:
         keys = _forked_keys(cell, provider, items, count)
-        for index, item in enumerate(items):
-            yield item, None, keys[index * repeats : (index + 1) * repeats]
+        for index in range(len(items)):
+            yield index, None, keys[index * repeats : (index + 1) * repeats]
         return
     for index, item in enumerate(items):
         messages = None
         if prompts is not None:
             messages, prompts[index] = prompts[index], None
         request = cell_request(cell, provider, item, messages)
-        yield item, request, [request.key(sample) for sample in range(repeats)]
+        yield index, request, [request.key(sample) for sample in range(repeats)]
 
 
 def _forked_keys(
@@ -435,7 +436,7 @@ class _Planner:
         for chunk in _chunked(item_requests(cell, provider, plan.items, self.store, prompts)):
             # The store is asked about a chunk's keys at once: one vectorised search.
             held = iter(self.store.contains_all([k for _, _, keys in chunk for k in keys]))
-            for item, request, keys in chunk:
+            for index, request, keys in chunk:
                 plan.keys.extend(keys)
                 for sample, key in enumerate(keys):
                     stored = next(held) and key not in self.buying
@@ -445,6 +446,7 @@ class _Planner:
                         plan.in_shard += 1
                     if stored:
                         continue
+                    item = plan.items[index]
                     if request is None:
                         request = cell_request(cell, provider, item)
                     job = request.job(sample, f"{cell.id}/{item.id}#{sample}", key)
@@ -537,11 +539,11 @@ _CHUNK = 256
 
 
 def _chunked(
-    requests: Iterator[tuple[schema.Item, Request | None, list[str]]],
-) -> Iterator[list[tuple[schema.Item, Request | None, list[str]]]]:
+    requests: Iterator[tuple[int, Request | None, list[str]]],
+) -> Iterator[list[tuple[int, Request | None, list[str]]]]:
     """``item_requests`` a few hundred items at a time (the first chunk is small, so the
     first requests go out soon)."""
-    chunk: list[tuple[schema.Item, Request | None, list[str]]] = []
+    chunk: list[tuple[int, Request | None, list[str]]] = []
     size = 16
     for entry in requests:
         chunk.append(entry)
