@@ -293,3 +293,18 @@ def test_a_bad_file_read_back_is_refused_in_the_words_of_one_parsed_whole(
     read = parse_evalset(data, "evalsets/x.jsonl", os.open(path, os.O_RDONLY))
     assert whole[0] is None and read[0] is None
     assert read[1] == whole[1] != []
+
+
+def test_the_same_bytes_parsed_again_are_read_from_the_file_given(tmp_path: Path) -> None:
+    data = _jsonl(PLAIN)
+    first = _file_evalset(tmp_path, data, "one.jsonl")
+    (tmp_path / "a").mkdir()
+    (tmp_path / "one.jsonl").write_bytes(data.replace(b"hello", b"HELLO"))  # in place
+    again = _file_evalset(tmp_path / "a", data, "one.jsonl")
+    assert list(again.items) == list(parse_evalset(data, "evalsets/other.jsonl")[0].items)
+    with pytest.raises(UsageError):
+        list(first.items)
+    # Given only the bytes, a set whose file changed since is parsed again.
+    evalset_module._RECENT.insert(0, ("evalsets/one.jsonl", first.md5, first))
+    whole, _ = parse_evalset(data, "evalsets/one.jsonl")
+    assert whole is not None and list(whole.items) == list(again.items)

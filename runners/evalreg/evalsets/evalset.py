@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import codecs
+import dataclasses
 import functools
 import hashlib
 import itertools
@@ -103,9 +104,13 @@ class _OpenFile:
         self.stamp = (stat.st_size, stat.st_mtime_ns)
         weakref.finalize(self, os.close, fd)
 
-    def read(self, start: int, end: int) -> bytes:
+    def unchanged(self) -> bool:
+        """Whether the file is as it was when opened (by its size and modification time)."""
         stat = os.fstat(self.fd)
-        if (stat.st_size, stat.st_mtime_ns) != self.stamp:
+        return (stat.st_size, stat.st_mtime_ns) == self.stamp
+
+    def read(self, start: int, end: int) -> bytes:
+        if not self.unchanged():
             raise UsageError(f"{self.path}: changed while evalreg read it; run the command again")
         return os.pread(self.fd, end - start, start)
 
@@ -194,10 +199,11 @@ class FileItems(Sequence[Item]):
         self._tags = _SharedTags()
         self._blocks: dict[int, list[Item]] = {}
 
-    def reordered(self, rows: array[int]) -> FileItems:
-        """The items at ``rows`` (positions in the file), in that order."""
+    def reordered(self, rows: array[int] | None, file: _OpenFile | None = None) -> FileItems:
+        """The items at ``rows`` (positions in the file; None: all), in that order, read
+        from ``file`` (default: this one's, or another holding the same bytes)."""
         return FileItems(
-            self.file,
+            self.file if file is None else file,
             self.starts,
             self.ends,
             self.tag_counts,
@@ -207,6 +213,10 @@ class FileItems(Sequence[Item]):
             self.attached,
             rows,
         )
+
+    def reading(self, file: _OpenFile) -> FileItems:
+        """These items, read from ``file`` (which holds the same bytes)."""
+        return self.reordered(self.rows, file)
 
     def __len__(self) -> int:
         return len(self.starts) if self.rows is None else len(self.rows)
@@ -322,16 +332,24 @@ def parse_evalset(
 
     ``file``: a descriptor of a file holding ``data``, open for reading, which the eval
     set then owns: its items are read back from the file when asked for, not held.
-    The same bytes at the same path parse to the same (immutable) ``EvalSet``: one seen
-    among the last few is returned again rather than validated twice.
+    The same bytes at the same path parse to an equal (immutable) ``EvalSet``: one seen
+    among the last few is returned again rather than validated twice (its items read from
+    the file given, or from the one it was read from while that is unchanged).
     """
     md5 = hashlib.md5(data, usedforsecurity=False).hexdigest()
-    for seen_path, seen_md5, evalset in _RECENT:
-        if seen_path == path and seen_md5 == md5:
-            if file is not None:
-                os.close(file)
-            return evalset, []
     opened = None if file is None else _OpenFile(file, path)
+    for seen_path, seen_md5, seen in _RECENT:
+        if seen_path == path and seen_md5 == md5:
+            items = seen.items
+            if not isinstance(items, FileItems):
+                return seen, []
+            # The same bytes are where they were in the file seen: read them from the one
+            # given, as the one seen may have changed since (or be another repository's).
+            if opened is not None:
+                return dataclasses.replace(seen, items=items.reading(opened)), []
+            if items.file.unchanged():
+                return seen, []
+            break
     # Items are acyclic: a collection while 100,000 of them are built frees nothing.
     with collection_paused():
         parsed, findings = _parse(data, path, md5, opened)

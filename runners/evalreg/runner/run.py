@@ -435,9 +435,11 @@ class _Planner:
         counted as they are made (the output length seen is known once all are)."""
         for chunk in _chunked(item_requests(cell, provider, plan.items, self.store, prompts)):
             # The store is asked about a chunk's keys at once: one vectorised search.
-            held = iter(self.store.contains_all([k for _, _, keys in chunk for k in keys]))
+            chunk_keys = [k for _, _, keys in chunk for k in keys]
+            held = iter(self.store.contains_all(chunk_keys))
+            # Keyed before its requests are bought: grading waits for what is not stored.
+            plan.keys.extend(chunk_keys)
             for index, request, keys in chunk:
-                plan.keys.extend(keys)
                 for sample, key in enumerate(keys):
                     stored = next(held) and key not in self.buying
                     if shard is not None:
