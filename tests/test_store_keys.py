@@ -18,7 +18,7 @@ def test_keys_read_back_as_they_were_put_in() -> None:
     keys = [key(i) for i in range(10)]
     column = KeyColumn(keys[:3])
     column.extend(keys[3:9])
-    column.append(keys[9])
+    column.extend(keys[9:])
     assert len(column) == 10
     assert list(column) == keys
     assert [column[i] for i in range(-10, 10)] == keys * 2
@@ -68,7 +68,7 @@ def test_iterating_sees_keys_added_meanwhile() -> None:
     for k in column:
         seen.append(k)
         if len(column) < 4:
-            column.append(key(len(column)))
+            column.extend([key(len(column))])
     assert seen == [key(i) for i in range(4)]
 
 

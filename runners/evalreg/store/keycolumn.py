@@ -44,10 +44,6 @@ class KeyColumn(Sequence[str]):
             raise ValueError("a store key is 64 lowercase hex digits")
         self._raw += bytes.fromhex(joined)
 
-    def append(self, key: str) -> None:
-        """Add ``key`` at the end."""
-        self.extend((key,))
-
     def extend_digests(self, digests: bytes) -> None:
         """Add the keys whose digests ``digests`` holds, 32 bytes each, in order."""
         if len(digests) % KEY_BYTES:
