@@ -4,12 +4,23 @@ validation, alike; small, shared where they repeat, immutable."""
 from __future__ import annotations
 
 import json
+import os
 import pickle
+import tracemalloc
+from pathlib import Path
 
 import pytest
 from pydantic import ValidationError
 
-from evalreg.evalsets.evalset import item_content, parse_evalset
+from evalreg.errors import UsageError
+from evalreg.evalsets import evalset as evalset_module
+from evalreg.evalsets.evalset import (
+    EvalSet,
+    FileItems,
+    LineNumbers,
+    item_content,
+    parse_evalset,
+)
 from evalreg.evalsets.privacy import redact_fields
 from evalreg.registry.schema import NO_META, Item, ItemLine
 from evalreg.registry.validation import describe_errors
@@ -154,3 +165,146 @@ def test_lines_are_numbered_as_the_file_has_them_blank_ones_and_a_last_without_n
     evalset, _ = parse_evalset(data.rpartition(b"\n")[0], "evalsets/e.jsonl")
     assert evalset is not None
     assert evalset.lines == {"a": 2, "b": 5}
+
+
+def _file_evalset(tmp_path: Path, data: bytes, name: str = "e.jsonl") -> EvalSet:
+    path = tmp_path / name
+    path.write_bytes(data)
+    evalset, findings = parse_evalset(data, f"evalsets/{name}", os.open(path, os.O_RDONLY))
+    assert findings == [] and evalset is not None
+    return evalset
+
+
+def _jsonl(rows: list[dict[str, object]]) -> bytes:
+    return "".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows).encode()
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        _jsonl(PLAIN + OTHER_SHAPES[::2]),
+        b"\xef\xbb\xbf" + _jsonl(PLAIN[::-1]).replace(b"\n", b"\r\n", 3) + b"\n\n  \n",
+        _jsonl(PLAIN[:3]).rstrip(b"\n"),  # the last line without its newline
+        # A run of 19 digits: lines holding one are read by json, others by orjson.
+        _jsonl([{"id": "big", "input": {"n": 12345678901234567890123}}, *PLAIN[3:]]),
+    ],
+)
+def test_items_read_back_from_the_file_are_the_items_parsed_whole(
+    tmp_path: Path, data: bytes
+) -> None:
+    whole, _ = parse_evalset(data, "evalsets/w.jsonl")
+    read = _file_evalset(tmp_path, data)
+    assert whole is not None and isinstance(read.items, FileItems)
+    assert len(read.items) == len(whole.items)
+    assert list(read.items) == list(whole.items)
+    assert [read.items[i] for i in range(-len(whole.items), len(whole.items))] == [
+        *whole.items,
+        *whole.items,
+    ]
+    assert list(read.items[1:-1:2]) == list(whole.items[1:-1:2])
+    assert list(read.by_id) == list(whole.by_id) == sorted(whole.items, key=lambda i: i.id)
+    assert list(read.by_id[2:]) == list(whole.by_id)[2:]
+    assert read.lines == whole.lines and read.slices == whole.slices
+    assert [item_content(i) for i in read.items] == [item_content(i) for i in whole.items]
+
+
+def test_items_read_back_span_several_blocks_in_any_order(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(evalset_module, "_BLOCK", 7)
+    rows = [
+        {"id": f"i{(i * 37) % 100:03d}", "input": {"t": "é" * (i % 5)}, "tags": [f"t{i % 3}"]}
+        for i in range(100)
+    ]
+    data = _jsonl(rows)
+    whole, _ = parse_evalset(data, "evalsets/w.jsonl")
+    read = _file_evalset(tmp_path, data)
+    assert whole is not None and read.order is not None
+    assert list(read.by_id) == list(whole.by_id)
+    assert [read.by_id[i].id for i in range(99, -1, -1)] == [f"i{i:03d}" for i in range(99, -1, -1)]
+    # An item asked for again while its block is kept is the same object.
+    assert read.items[8] is read.items[8] and read.by_id[13] is read.by_id[13]
+
+
+def test_an_eval_set_read_from_its_file_holds_few_bytes_an_item(tmp_path: Path) -> None:
+    n = 20_000
+    rows = [
+        {"id": f"i-{i:06d}", "input": {"text": f"message {i} " * 8}, "tags": ["common"]}
+        for i in range(n)
+    ]
+    data = _jsonl(rows)
+    path = tmp_path / "big.jsonl"
+    path.write_bytes(data)
+    held = {}
+    for name, file in (("whole", None), ("read back", os.open(path, os.O_RDONLY))):
+        tracemalloc.start()
+        try:
+            evalset, _ = parse_evalset(data, f"evalsets/{name}.jsonl", file)
+            held[name] = tracemalloc.get_traced_memory()[0]
+        finally:
+            tracemalloc.stop()
+        assert evalset is not None and len(evalset.items) == n
+        del evalset
+    # What stays is where each line is, and each id with its line number: some 40 bytes.
+    assert held["read back"] / n < 48
+    assert held["read back"] < held["whole"] / 10
+
+
+def test_line_numbers_by_id_answer_as_the_dict_they_were_made_from() -> None:
+    lines = {f"i{(i * 7919) % 1000:04d}": i + 1 for i in range(1000)} | {"A": 2000, "z.z": 3}
+    numbers = LineNumbers.of(lines)
+    assert numbers == lines and len(numbers) == len(lines)
+    assert list(numbers) == sorted(lines)
+    assert all(numbers[k] == v for k, v in lines.items())
+    for absent in ("", "i", "i00000", "i1000", "zz", "é", "0"):
+        assert absent not in numbers and numbers.get(absent, 0) == 0
+    with pytest.raises(KeyError):
+        numbers["B"]
+    assert 5 not in numbers  # type: ignore[comparison-overlap]
+    assert LineNumbers.of({}) == {} and "a" not in LineNumbers.of({})
+
+
+def test_an_eval_set_file_changed_after_parsing_is_not_read(tmp_path: Path) -> None:
+    data = _jsonl(PLAIN)
+    read = _file_evalset(tmp_path, data)
+    (tmp_path / "e.jsonl").write_bytes(data.replace(b"hello", b"HELLO"))
+    with pytest.raises(UsageError, match="changed while evalreg read it"):
+        list(read.items)
+
+
+@pytest.mark.parametrize(
+    "rows",
+    [
+        ['{"id": "a", "input": {}}', '{"id": "b", "input": {}}', '{"id": "a", "input": {}}'],
+        ['{"id": "b", "input": {}}', '{"id": "a", "input": {}}', '{"id": "b", "input": {}}'],
+        ['{"id": "a", "input": {}}', "{oops", '{"id": "a", "input": {}}', '{"id": 5}'],
+        ['{"id": "c", "input": {}}'] + ['{"id": "c", "input": {}}'] * 60,
+        ["", " "],
+    ],
+)
+def test_a_bad_file_read_back_is_refused_in_the_words_of_one_parsed_whole(
+    tmp_path: Path, rows: list[str]
+) -> None:
+    data = "\n".join(rows).encode()
+    path = tmp_path / "bad.jsonl"
+    path.write_bytes(data)
+    whole = parse_evalset(data, "evalsets/x.jsonl")
+    evalset_module._RECENT.clear()
+    read = parse_evalset(data, "evalsets/x.jsonl", os.open(path, os.O_RDONLY))
+    assert whole[0] is None and read[0] is None
+    assert read[1] == whole[1] != []
+
+
+def test_the_same_bytes_parsed_again_are_read_from_the_file_given(tmp_path: Path) -> None:
+    data = _jsonl(PLAIN)
+    first = _file_evalset(tmp_path, data, "one.jsonl")
+    (tmp_path / "a").mkdir()
+    (tmp_path / "one.jsonl").write_bytes(data.replace(b"hello", b"HELLO"))  # in place
+    again = _file_evalset(tmp_path / "a", data, "one.jsonl")
+    assert list(again.items) == list(parse_evalset(data, "evalsets/other.jsonl")[0].items)
+    with pytest.raises(UsageError):
+        list(first.items)
+    # Given only the bytes, a set whose file changed since is parsed again.
+    evalset_module._RECENT.insert(0, ("evalsets/one.jsonl", first.md5, first))
+    whole, _ = parse_evalset(data, "evalsets/one.jsonl")
+    assert whole is not None and list(whole.items) == list(again.items)

@@ -14,6 +14,7 @@ import pytest
 from evalreg import dvcrepo
 from evalreg.registry.tree import GitTree, WorkspaceTree
 from evalreg.store import segments
+from evalreg.store.keycolumn import KeyColumn
 from evalreg.store.segments import STORE_DIR, Location, ResponseStore, encode_record, lookup
 
 from conftest import Repo
@@ -281,3 +282,27 @@ def test_a_torn_tail_is_cut_after_the_last_whole_line(
     path = segment(tmp_path, "20260101T000000Z-run-00000001.jsonl", data)
     assert segments.repair_torn_tail(path) == len(data) - len(kept)
     assert path.read_bytes() == kept
+
+
+def test_keys_searched_in_several_batches_answer_as_in_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    segment(tmp_path, "a.jsonl", *(line(key(i), f"a{i}") for i in range(0, 12)))
+    segment(tmp_path, "b.jsonl", *(line(sharing_head(i), f"b{i}") for i in range(8, 16)))
+    store = ResponseStore.open(tmp_path)
+    store.remember(key(40), line(key(40), "fresh"))
+    asked = [key(i) for i in (3, 40, 99, 11, 0)] + [sharing_head(i) for i in (9, 15, 77)]
+    asked = asked * 2
+    whole = (
+        store.contains_all(asked),
+        store.locate_all(asked),
+        store.get_many(asked),
+        store.segments_of(asked),
+    )
+    monkeypatch.setattr(segments, "_SEARCH_BATCH", 3)
+    for keys in (asked, KeyColumn(asked)):
+        assert store.contains_all(keys) == whole[0] == [k in store for k in asked]
+        assert store.locate_all(keys) == whole[1] == [store.locate(k) for k in asked]
+        assert store.get_many(keys) == whole[2] == [store.get(k) for k in asked]
+        assert store.segments_of(keys) == whole[3] == {"", "a.jsonl", "b.jsonl"}
+    assert store.segments_of(asked[2:4]) == {"a.jsonl"}

@@ -35,7 +35,7 @@ def resolve_attachments(
     them (a path outside ``evalsets/``, a missing file, an unknown type, a name whose
     extension says another type, a file too large for any provider) and the paths of
     attachments whose DVC data is not here (warnings with ``allow_missing_data``)."""
-    if not any(item.attachments for item in evalset.items):
+    if not evalset.has_attachments:
         return evalset, [], []
     findings: list[Finding] = []
     missing: list[str] = []
@@ -63,6 +63,8 @@ def resolve_attachments(
 def attachments_digest(evalset: EvalSet) -> str | None:
     """A hash of every file ``evalset``'s items attach (path and content), or None when
     they attach none: part of a cell's fingerprint, so a changed file makes it stale."""
+    if not evalset.has_attachments:
+        return None
     files = sorted({(f.path, f.sha256) for item in evalset.items for f in item.files})
     if not files:
         return None

@@ -2,15 +2,21 @@
 
 from __future__ import annotations
 
+import codecs
+import dataclasses
 import functools
 import hashlib
+import itertools
 import json
+import os
 import re
+import weakref
+from array import array
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, overload
 
 import orjson
 from pydantic import ValidationError
@@ -19,7 +25,7 @@ from evalreg.canonical import canonical_bytes, digest, loads_finite
 from evalreg.errors import RegistryError, UsageError
 from evalreg.registry.diagnostics import Finding
 from evalreg.registry.schema import ID_PATTERN, NO_META, Item, ItemLine
-from evalreg.registry.tree import PathEscapes, WorkspaceTree, clean_relpath, decode_utf8
+from evalreg.registry.tree import PathEscapes, Tree, WorkspaceTree, clean_relpath, decode_utf8
 from evalreg.registry.validation import describe_errors
 from evalreg.store.segments import collection_paused, has_long_number
 
@@ -31,22 +37,252 @@ limit, which the code that walks an item (validation, canonical JSON, graders) s
 
 @dataclass(frozen=True)
 class EvalSet:
-    """A parsed eval set: its items in file order, where each one is, and its content hash."""
+    """A parsed eval set: its items in file order, where each one is, and its content hash.
+
+    Read from a file on this machine, its items are not held: ``items`` reads them back
+    from the file, a block of lines at a time (``FileItems``).
+    """
 
     path: str
     md5: str
-    items: tuple[Item, ...]
-    lines: dict[str, int] = field(default_factory=dict)
+    items: Sequence[Item]
+    lines: Mapping[str, int] = field(default_factory=dict)
+    """Each item's line number, by id (``LineNumbers`` when the items are read back)."""
+    order: array[int] | None = None
+    """The items' positions in id order; None: the file is in id order."""
 
     @functools.cached_property
     def slices(self) -> Counter[str]:
         """Item counts per tag (counted once: do not modify)."""
         # Counted by tuple of tags first: items share a few (``_SharedTags``).
+        items = self.items
+        by_tags = (
+            items.tag_counts
+            if isinstance(items, FileItems)
+            else Counter(item.tags for item in items)
+        )
         counts: Counter[str] = Counter()
-        for tags, n in Counter(item.tags for item in self.items).items():
+        for tags, n in by_tags.items():
             for tag in set(tags):
                 counts[tag] += n
         return counts
+
+    @functools.cached_property
+    def by_id(self) -> Sequence[Item]:
+        """The items in id order (a view, when they are read from the file)."""
+        items = self.items
+        if isinstance(items, FileItems):
+            return items if self.order is None else items.reordered(self.order)
+        return sorted(items, key=lambda i: i.id)
+
+    def may_lack(self, name: str) -> bool:
+        """Whether an item with template fields (``input``) may lack the field ``name``:
+        False when none does (read back from the file, their sets of fields are known)."""
+        items = self.items
+        if isinstance(items, FileItems):
+            return any(name not in fields for fields in items.input_fields)
+        return True
+
+    @property
+    def has_attachments(self) -> bool:
+        """Whether an item attaches files."""
+        items = self.items
+        if isinstance(items, FileItems):
+            return items.attached
+        return any(item.attachments for item in items)
+
+
+class _OpenFile:
+    """An eval set's file, held open to read lines back (closed with the last user).
+
+    Its size and modification time are checked at every read: a file changed in place
+    after it was parsed would give items that were never validated, nor hashed."""
+
+    def __init__(self, fd: int, path: str) -> None:
+        self.fd, self.path = fd, path
+        stat = os.fstat(fd)
+        self.stamp = (stat.st_size, stat.st_mtime_ns)
+        weakref.finalize(self, os.close, fd)
+
+    def unchanged(self) -> bool:
+        """Whether the file is as it was when opened (by its size and modification time)."""
+        stat = os.fstat(self.fd)
+        return (stat.st_size, stat.st_mtime_ns) == self.stamp
+
+    def read(self, start: int, end: int) -> bytes:
+        if not self.unchanged():
+            raise UsageError(f"{self.path}: changed while evalreg read it; run the command again")
+        return os.pread(self.fd, end - start, start)
+
+
+class LineNumbers(Mapping[str, int]):
+    """Line numbers by item id, the ids held as one string of bytes in id order (a few
+    bytes an item where a dict takes over a hundred); a lookup is a binary search."""
+
+    def __init__(self, ids: bytes, starts: array[int], numbers: array[int]) -> None:
+        """``ids[starts[k]:starts[k + 1]]`` is the ``k``-th id in id order (ASCII, as
+        ``ID_PATTERN`` has them), ``numbers[k]`` its line number."""
+        self._ids, self._starts, self._numbers = ids, starts, numbers
+
+    @classmethod
+    def of(cls, lines: Mapping[str, int]) -> LineNumbers:
+        """The line numbers of ``lines``."""
+        ids = sorted(lines)
+        return cls(
+            "".join(ids).encode("ascii"),
+            array("q", itertools.accumulate(map(len, ids), initial=0)),
+            array("q", map(lines.__getitem__, ids)),
+        )
+
+    def _id(self, rank: int) -> bytes:
+        return self._ids[self._starts[rank] : self._starts[rank + 1]]
+
+    def __getitem__(self, key: str) -> int:
+        if isinstance(key, str) and key.isascii():
+            wanted = key.encode("ascii")
+            lo, hi = 0, len(self._numbers)
+            while lo < hi:
+                mid = (lo + hi) // 2
+                if self._id(mid) < wanted:
+                    lo = mid + 1
+                else:
+                    hi = mid
+            if lo < len(self._numbers) and self._id(lo) == wanted:
+                return self._numbers[lo]
+        raise KeyError(key)
+
+    def __iter__(self) -> Iterator[str]:
+        """The ids in id order."""
+        for rank in range(len(self._numbers)):
+            yield self._id(rank).decode("ascii")
+
+    def __len__(self) -> int:
+        return len(self._numbers)
+
+
+_BLOCK = 1024
+"""Items read from the file together (one read when their lines are consecutive)."""
+
+
+class FileItems(Sequence[Item]):
+    """An eval set's items, read back from its file on access: ``starts[i]:ends[i]`` are
+    the bytes of row ``i``'s line; ``rows`` (default: file order) picks and orders them.
+
+    A block of items is read and parsed at a time, and the last two blocks are kept: an
+    item asked for again while its block is kept is the same object.
+    """
+
+    def __init__(
+        self,
+        file: _OpenFile,
+        starts: array[int],
+        ends: array[int],
+        tag_counts: Counter[tuple[str, ...]],
+        plain: bytearray,
+        input_fields: set[frozenset[str]],
+        long_numbers: bool,
+        attached: bool,
+        rows: array[int] | None = None,
+    ) -> None:
+        self.file, self.starts, self.ends = file, starts, ends
+        self.plain = plain
+        """Per row, whether its line has the common shape (``_plain_item`` read it)."""
+        self.input_fields = input_fields
+        """Each set of template fields an item has (items with ``messages`` have none)."""
+        self.attached = attached
+        """Whether an item attaches files (``EvalSet.has_attachments``)."""
+        self.tag_counts = tag_counts
+        """How many items carry each tuple of tags (of the whole file)."""
+        self.long_numbers = long_numbers
+        """Whether the file holds a run of 19 digits (lines holding one are read by json)."""
+        self.rows = rows
+        self._tags = _SharedTags()
+        self._blocks: dict[int, list[Item]] = {}
+
+    def reordered(self, rows: array[int] | None, file: _OpenFile | None = None) -> FileItems:
+        """The items at ``rows`` (positions in the file; None: all), in that order, read
+        from ``file`` (default: this one's, or another holding the same bytes)."""
+        return FileItems(
+            self.file if file is None else file,
+            self.starts,
+            self.ends,
+            self.tag_counts,
+            self.plain,
+            self.input_fields,
+            self.long_numbers,
+            self.attached,
+            rows,
+        )
+
+    def reading(self, file: _OpenFile) -> FileItems:
+        """These items, read from ``file`` (which holds the same bytes)."""
+        return self.reordered(self.rows, file)
+
+    def __len__(self) -> int:
+        return len(self.starts) if self.rows is None else len(self.rows)
+
+    @overload
+    def __getitem__(self, index: int) -> Item: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> FileItems: ...
+
+    def __getitem__(self, index: int | slice) -> Item | FileItems:
+        if isinstance(index, slice):
+            picked = range(len(self))[index]
+            rows = self.rows
+            return self.reordered(
+                array("q", picked) if rows is None else array("q", (rows[i] for i in picked))
+            )
+        if index < 0:
+            index += len(self)
+        if not 0 <= index < len(self):
+            raise IndexError(index)
+        return self._block(index // _BLOCK)[index % _BLOCK]
+
+    def __iter__(self) -> Iterator[Item]:
+        # Not through the kept blocks: each of several readers at once has its own place.
+        for start in range(0, len(self), _BLOCK):
+            yield from self._read(start, start + _BLOCK)
+
+    def _block(self, block: int) -> list[Item]:
+        items = self._blocks.get(block)
+        if items is None:
+            if len(self._blocks) >= 2:
+                del self._blocks[next(iter(self._blocks))]
+            items = self._blocks[block] = self._read(block * _BLOCK, (block + 1) * _BLOCK)
+        return items
+
+    def _read(self, start: int, stop: int) -> list[Item]:
+        stop = min(stop, len(self))
+        rows = range(start, stop) if self.rows is None else self.rows[start:stop]
+        starts, ends = self.starts, self.ends
+        first, last = rows[0], rows[-1]
+        if last - first == len(rows) - 1 and all(b == a + 1 for a, b in itertools.pairwise(rows)):
+            base = starts[first]
+            data = self.file.read(base, ends[last])
+            lines = [data[starts[r] - base : ends[r] - base] for r in rows]
+        else:
+            lines = [self.file.read(starts[r], ends[r]) for r in rows]
+        return [self._item(r, line) for r, line in zip(rows, lines, strict=True)]
+
+    def _item(self, row: int, data: bytes) -> Item:
+        """The item on a line that parsing validated: read as parsing read it, without
+        checking again what it checked."""
+        line = data.decode("utf-8")
+        raw = _loads(line, not self.long_numbers or _LONG_RUN.search(line) is None)
+        if not self.plain[row]:
+            return Item.validate(raw, self._tags)
+        tags = raw.get("tags")
+        return Item(
+            raw["id"],
+            raw["input"],
+            None,
+            raw.get("expected"),
+            () if tags is None else self._tags(tags),
+            raw.get("cluster"),
+            raw.get("meta") or NO_META,
+        )
 
 
 def item_content(item: Item) -> str:
@@ -89,23 +325,54 @@ several revisions, which mostly share their eval sets)."""
 _RECENT_SIZE = 2
 
 
-def parse_evalset(data: bytes, path: str) -> tuple[EvalSet | None, list[Finding]]:
+def parse_evalset(
+    data: bytes, path: str, file: int | None = None
+) -> tuple[EvalSet | None, list[Finding]]:
     """Parse JSONL ``data``; report every bad line (up to a cap) in one pass.
 
-    The same bytes at the same path parse to the same (immutable) ``EvalSet``: one seen
-    among the last few is returned again rather than validated twice.
+    ``file``: a descriptor of a file holding ``data``, open for reading, which the eval
+    set then owns: its items are read back from the file when asked for, not held.
+    The same bytes at the same path parse to an equal (immutable) ``EvalSet``: one seen
+    among the last few is returned again rather than validated twice (its items read from
+    the file given, or from the one it was read from while that is unchanged).
     """
     md5 = hashlib.md5(data, usedforsecurity=False).hexdigest()
-    for seen_path, seen_md5, evalset in _RECENT:
+    opened = None if file is None else _OpenFile(file, path)
+    for seen_path, seen_md5, seen in _RECENT:
         if seen_path == path and seen_md5 == md5:
-            return evalset, []
+            items = seen.items
+            if not isinstance(items, FileItems):
+                return seen, []
+            # The same bytes are where they were in the file seen: read them from the one
+            # given, as the one seen may have changed since (or be another repository's).
+            if opened is not None:
+                return dataclasses.replace(seen, items=items.reading(opened)), []
+            if items.file.unchanged():
+                return seen, []
+            break
     # Items are acyclic: a collection while 100,000 of them are built frees nothing.
     with collection_paused():
-        parsed, findings = _parse(data, path, md5)
+        parsed, findings = _parse(data, path, md5, opened)
     if parsed is not None:
         _RECENT.insert(0, (path, md5, parsed))
         del _RECENT[_RECENT_SIZE:]
     return parsed, findings
+
+
+def evalset_data(tree: Tree, rel: str) -> tuple[bytes, int | None]:
+    """The bytes of the eval set at ``rel`` in ``tree`` and, when a file on this machine
+    holds them (the working tree's, or DVC's cache copy), a descriptor of that file open
+    for reading, for ``parse_evalset`` to read its items back from; the caller owns it."""
+    located = tree.data_path(rel)
+    if located is None:  # a git blob, or data DVC would fetch
+        return tree.read_data(rel), None
+    fd = os.open(located, os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        with open(fd, "rb", closefd=False) as file:
+            return file.read(), fd
+    except BaseException:
+        os.close(fd)
+        raise
 
 
 def read_evalset(root: Path, path: Path, given: str) -> tuple[str, EvalSet]:
@@ -123,20 +390,40 @@ def read_evalset(root: Path, path: Path, given: str) -> tuple[str, EvalSet]:
     return rel, evalset
 
 
-def _parse(data: bytes, path: str, md5: str) -> tuple[EvalSet | None, list[Finding]]:
-    text = decode_utf8(data, path)
+def _parse(
+    data: bytes, path: str, md5: str, file: _OpenFile | None = None, exact: bool = False
+) -> tuple[EvalSet | None, list[Finding]]:
+    """The eval set in ``data``, or every bad line. With a ``file`` to read items back
+    from, each id is not looked up as it is read (``exact``: it is): ids in increasing
+    order have no duplicate, and a file without, or with a bad line, is read again."""
+    # Each line is decoded as it is read: the file's text is never held whole.
+    _check_utf8(data, path)
     # A file without a run of 19 digits is read by orjson throughout; in one with some,
     # each line is searched, and only the lines holding one are left to ``json``.
     fast_throughout = not has_long_number(data)
     # One search of the whole text is a fraction of one a line: most files have no
     # surrogate escape at all, and only a file that has one is searched line by line.
-    surrogates = _SURROGATE_HINT.search(text) is not None
+    surrogates = _SURROGATE_HINT.search(data) is not None
     findings: list[Finding] = []
     items: list[Item] = []
     lines: dict[str, int] = {}
     shared_tags = _SharedTags()
+    # With a file to read them back from, only where each item's line is (in bytes) is
+    # kept, and what the slices count.
+    starts, ends = array("q"), array("q")
+    plains = bytearray()
+    tag_counts: Counter[tuple[str, ...]] = Counter()
+    input_fields: set[frozenset[str]] = set()
+    attached = False
+    # Without a lookup of each id: the ids one after another, and their line numbers.
+    lookup = file is None or exact
+    ids, id_starts, numbers = bytearray(), array("q", [0]), array("q")
+    last_id = ""
+    in_order = True
     bad = 0
-    for lineno, line in enumerate(_lines(text), start=1):
+    first = len(codecs.BOM_UTF8) if data.startswith(codecs.BOM_UTF8) else 0
+    for lineno, (start, end) in enumerate(_spans(data, first), start=1):
+        line = data[start:end].decode("utf-8")
         if not line.strip():
             continue
         if bad >= MAX_LINE_FINDINGS:
@@ -202,6 +489,7 @@ def _parse(data: bytes, path: str, md5: str) -> tuple[EvalSet | None, list[Findi
                 )
                 continue
         item = _plain_item(raw, shared_tags)
+        plain = item is not None
         if item is None:
             try:
                 item = Item.validate(raw, shared_tags)
@@ -210,7 +498,13 @@ def _parse(data: bytes, path: str, md5: str) -> tuple[EvalSet | None, list[Findi
                 for message in describe_errors(ItemLine, raw, exc):
                     findings.append(Finding(path, lineno, 0, _item_message(raw, message)))
                 continue
-        if item.id in lines:
+        if not lookup:
+            in_order = in_order and item.id > last_id
+            last_id = item.id
+            ids += item.id.encode("ascii")  # ``ID_PATTERN``: ASCII
+            id_starts.append(len(ids))
+            numbers.append(lineno)
+        elif item.id in lines:
             bad += 1
             findings.append(
                 Finding(
@@ -221,22 +515,79 @@ def _parse(data: bytes, path: str, md5: str) -> tuple[EvalSet | None, list[Findi
                 )
             )
             continue
-        lines[item.id] = lineno
-        items.append(item)
-    if not items and not findings:
+        else:
+            lines[item.id] = lineno
+        if file is None:
+            items.append(item)
+        else:
+            starts.append(start)
+            ends.append(end)
+            plains.append(plain)
+            tag_counts[item.tags] += 1
+            if item.input is not None:
+                input_fields.add(frozenset(item.input))
+            attached = attached or bool(item.attachments)
+    if not lines and not numbers and not findings:
         findings.append(Finding(path, 1, 0, "eval set is empty: expected one JSON item a line"))
+    if findings and not lookup:  # a duplicate id among them would be a finding too
+        return _parse(data, path, md5, file, exact=True)
     if findings:
         return None, findings
-    return EvalSet(path, md5, tuple(items), lines), []
+    if lookup:
+        in_file_order = list(lines)
+        order = _id_order(in_file_order)
+        if file is None:
+            return EvalSet(path, md5, tuple(items), lines, order), []
+        line_numbers = LineNumbers.of(lines)
+    elif in_order:
+        order, line_numbers = None, LineNumbers(bytes(ids), id_starts, numbers)
+    else:
+        in_file_order = [ids[a:b].decode("ascii") for a, b in itertools.pairwise(id_starts)]
+        order = _id_order(in_file_order)
+        assert order is not None
+        if any(in_file_order[a] == in_file_order[b] for a, b in itertools.pairwise(order)):
+            return _parse(data, path, md5, file, exact=True)
+        line_numbers = LineNumbers.of({in_file_order[k]: numbers[k] for k in order})
+    assert file is not None  # else the ids were looked up
+    read = FileItems(
+        file, starts, ends, tag_counts, plains, input_fields, not fast_throughout, attached
+    )
+    return EvalSet(path, md5, read, line_numbers, order), []
 
 
-def _lines(text: str) -> Iterator[str]:
-    """``text.split("\\n")``, one line at a time: a million lines are not all held at once."""
-    start = 0
-    while (end := text.find("\n", start)) >= 0:
-        yield text[start:end]
+def _id_order(ids: list[str]) -> array[int] | None:
+    """The positions of ``ids`` in id order; None when they are in it already."""
+    if all(a < b for a, b in itertools.pairwise(ids)):
+        return None
+    return array("q", sorted(range(len(ids)), key=ids.__getitem__))
+
+
+def _spans(data: bytes, start: int) -> Iterator[tuple[int, int]]:
+    """Where each piece of ``data[start:].split(b"\\n")`` is, one at a time: a million
+    lines are not all held at once."""
+    while (end := data.find(b"\n", start)) >= 0:
+        yield start, end
         start = end + 1
-    yield text[start:]
+    yield start, len(data)
+
+
+def _check_utf8(data: bytes, path: str) -> None:
+    """Raise as ``decode_utf8`` does when ``data`` is not UTF-8 (a BOM is allowed),
+    decoding a block at a time rather than holding the text."""
+    if data.isascii():
+        return
+    decoder = codecs.getincrementaldecoder("utf-8")()
+    view = memoryview(data)
+    try:
+        for at in range(0, len(data), _DECODE_BLOCK):
+            decoder.decode(view[at : at + _DECODE_BLOCK])
+        decoder.decode(b"", final=True)
+    except UnicodeDecodeError:
+        decode_utf8(data, path)  # the same bytes fail there, with their position
+        raise
+
+
+_DECODE_BLOCK = 1 << 20
 
 
 _PLAIN_KEYS = frozenset({"id", "input", "expected", "tags", "cluster", "meta"})
@@ -336,7 +687,7 @@ def _too_deep(value: Any, limit: int) -> bool:
 
 
 _SURROGATE_ESCAPE = re.compile(r"(\\+)u([dD][89a-fA-F][0-9a-fA-F]{2})")
-_SURROGATE_HINT = re.compile(r"\\u[dD][89a-fA-F]")
+_SURROGATE_HINT = re.compile(rb"\\u[dD][89a-fA-F]")
 """What every surrogate escape holds: a literal prefix, which the regex engine finds fast."""
 
 

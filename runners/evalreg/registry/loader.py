@@ -17,7 +17,7 @@ from pydantic import BaseModel
 from evalreg import redaction
 from evalreg.dvcrepo import pointer_md5
 from evalreg.errors import DataMissingError, RegistryError
-from evalreg.evalsets.evalset import EvalSet, parse_evalset
+from evalreg.evalsets.evalset import EvalSet, evalset_data, parse_evalset
 from evalreg.prompting import ATTACHMENT_CALL, PARTS
 from evalreg.registry import schema
 from evalreg.registry.diagnostics import Finding, Severity
@@ -426,7 +426,7 @@ class _Loader:
         if path in self.registry.evalsets:
             return self.registry.evalsets[path]
         try:
-            data = self.tree.read_data(path)
+            data, file = evalset_data(self.tree, path)
         except FileNotFoundError:
             self._error(
                 "tasks",
@@ -454,7 +454,7 @@ class _Loader:
         except PathEscapes as exc:
             self._error("tasks", ident, loc, f"{loc[-1]}: {exc}")
             return None
-        evalset, problems = parse_evalset(data, path)
+        evalset, problems = parse_evalset(data, path, file)
         self.findings.extend(problems)
         if evalset is not None:
             evalset = self._attachments(evalset, data)
@@ -490,7 +490,7 @@ class _Loader:
             return
         for rel in (task.evalset, task.holdout):
             evalset = self.registry.evalsets.get(_safe(rel)) if rel is not None else None
-            if evalset is None:
+            if evalset is None or not evalset.has_attachments:
                 continue
             data = self.attachment_data.get(evalset.path, b"")
             for item in evalset.items:
@@ -587,6 +587,8 @@ class _Loader:
             return
         doc = self._doc(kind, ident)
         for name in sorted(names):
+            if not evalset.may_lack(name):
+                continue
             lacking = [
                 item
                 for item in evalset.items

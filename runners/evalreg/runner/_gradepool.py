@@ -100,9 +100,16 @@ class Samples(Sequence[Sample]):
         return self.items[at // self.repeats], at % self.repeats, self.keys[at]
 
     def __iter__(self) -> Iterator[Sample]:
-        items, keys, repeats = self.items, self.keys, self.repeats
-        for at in range(self.start, self.stop):
-            yield items[at // repeats], at % repeats, keys[at]
+        keys, repeats = self.keys, self.repeats
+        at, stop = self.start, self.stop
+        if at >= stop:
+            return
+        # The items iterated, not indexed a sample at a time: an eval set read back from
+        # its file reads a block of them at once (``FileItems``).
+        for item in self.items[at // repeats : (stop - 1) // repeats + 1]:
+            for sample in range(at % repeats, min(repeats, stop - at + at % repeats)):
+                yield item, sample, keys[at]
+                at += 1
 
 
 def chunks(samples: Sequence[Sample], parts: int) -> list[Sequence[Sample]]:

@@ -250,7 +250,7 @@ def _reproduce_cell(
         cell,
         cell_grader(cell, registry, store, code_root),
         store,
-        sorted(evalset.items, key=lambda i: i.id),
+        evalset.by_id,
         provider,
         known_keys,
         failed,

@@ -47,6 +47,7 @@ from evalreg.runner._gradepool import Samples, grade_all
 from evalreg.runner.grading import CellGrader, cell_grader
 from evalreg.store.batches import BatchJournal
 from evalreg.store.journal import Journal, Staged, mark_pushed, unpushed
+from evalreg.store.keycolumn import KeyColumn
 from evalreg.store.segments import STORE_DIR, ResponseStore, SegmentWriter
 
 DEFAULT_OUTPUT_TOKENS = 256
@@ -85,10 +86,10 @@ class RunOptions:
 @dataclass
 class CellPlan:
     status: CellStatus
-    items: list[schema.Item] = field(default_factory=list)
-    """The cell's items in id order (the first ``--limit`` of them)."""
-    keys: list[str] = field(default_factory=list)
-    """The store key of every request, in (item, sample) order."""
+    items: Sequence[schema.Item] = ()
+    """The cell's items in id order (the first ``--limit`` of them): ``EvalSet.by_id``."""
+    keys: KeyColumn = field(default_factory=KeyColumn)
+    """The store key of every request, in (item, sample) order (32 bytes each)."""
     to_buy: list[Job] = field(default_factory=list)
     """In-shard requests without a stored response: what this run sends."""
     missing: int = 0
@@ -330,8 +331,9 @@ def item_requests(
     items: Sequence[schema.Item],
     store: ResponseStore,
     prompts: list[Messages | None] | None = None,
-) -> Iterator[tuple[schema.Item, Request | None, list[str]]]:
-    """Each of ``items`` with its request and the store keys of its samples, in order.
+) -> Iterator[tuple[int, Request | None, list[str]]]:
+    """The index of each of ``items`` with its request and the store keys of its samples,
+    in order (an item read back from its file is read only when it is needed).
 
     Rendering and hashing 100,000 requests takes a couple of seconds of one core: when
     the store could answer most of them (a replay), ranges of items are keyed in forked
@@ -345,29 +347,30 @@ def item_requests(
     count = forked.parts(units) if prompts is None and len(store) * 2 >= units else 1
     if count >= 2:
         keys = _forked_keys(cell, provider, items, count)
-        for index, item in enumerate(items):
-            yield item, None, keys[index * repeats : (index + 1) * repeats]
+        for index in range(len(items)):
+            yield index, None, keys[index * repeats : (index + 1) * repeats]
         return
     for index, item in enumerate(items):
         messages = None
         if prompts is not None:
             messages, prompts[index] = prompts[index], None
         request = cell_request(cell, provider, item, messages)
-        yield item, request, [request.key(sample) for sample in range(repeats)]
+        yield index, request, [request.key(sample) for sample in range(repeats)]
 
 
 def _forked_keys(
     cell: Cell, provider: Provider, items: Sequence[schema.Item], count: int
-) -> list[str]:
+) -> KeyColumn:
     """The keys of ``items`` in (item, sample) order, made in ``count`` processes."""
     size = -(-len(items) // count)
     pieces = [items[start : start + size] for start in range(0, len(items), size)]
-    # Keys are sha256 hex digits: a worker's come back joined, 64 characters each.
-    with forked.forked(lambda i: "".join(_keys(cell, provider, pieces[i])), len(pieces)) as done:
-        keys = _keys(cell, provider, pieces[0])
+    # A worker's keys come back as their digests, 32 bytes each.
+    with forked.forked(
+        lambda i: KeyColumn(_keys(cell, provider, pieces[i])).digests(), len(pieces)
+    ) as done:
+        keys = KeyColumn(_keys(cell, provider, pieces[0]))
         for i in range(1, len(pieces)):
-            joined = done(i)
-            keys.extend(joined[start : start + 64] for start in range(0, len(joined), 64))
+            keys.extend_digests(done(i))
     return keys
 
 
@@ -408,7 +411,7 @@ class _Planner:
         cell = st.cell
         plan = CellPlan(st)
         evalset = self.registry.evalset_of(cell.task_id, cell.split)
-        items = sorted(evalset.items, key=lambda i: i.id)
+        items = evalset.by_id
         if self.options.limit is not None:
             items = items[: self.options.limit]
         plan.items = items
@@ -432,9 +435,11 @@ class _Planner:
         counted as they are made (the output length seen is known once all are)."""
         for chunk in _chunked(item_requests(cell, provider, plan.items, self.store, prompts)):
             # The store is asked about a chunk's keys at once: one vectorised search.
-            held = iter(self.store.contains_all([k for _, _, keys in chunk for k in keys]))
-            for item, request, keys in chunk:
-                plan.keys.extend(keys)
+            chunk_keys = [k for _, _, keys in chunk for k in keys]
+            held = iter(self.store.contains_all(chunk_keys))
+            # Keyed before its requests are bought: grading waits for what is not stored.
+            plan.keys.extend(chunk_keys)
+            for index, request, keys in chunk:
                 for sample, key in enumerate(keys):
                     stored = next(held) and key not in self.buying
                     if shard is not None:
@@ -443,6 +448,7 @@ class _Planner:
                         plan.in_shard += 1
                     if stored:
                         continue
+                    item = plan.items[index]
                     if request is None:
                         request = cell_request(cell, provider, item)
                     job = request.job(sample, f"{cell.id}/{item.id}#{sample}", key)
@@ -535,11 +541,11 @@ _CHUNK = 256
 
 
 def _chunked(
-    requests: Iterator[tuple[schema.Item, Request | None, list[str]]],
-) -> Iterator[list[tuple[schema.Item, Request | None, list[str]]]]:
+    requests: Iterator[tuple[int, Request | None, list[str]]],
+) -> Iterator[list[tuple[int, Request | None, list[str]]]]:
     """``item_requests`` a few hundred items at a time (the first chunk is small, so the
     first requests go out soon)."""
-    chunk: list[tuple[schema.Item, Request | None, list[str]]] = []
+    chunk: list[tuple[int, Request | None, list[str]]] = []
     size = 16
     for entry in requests:
         chunk.append(entry)
@@ -937,8 +943,8 @@ def _untracked_segments_used(
         return []
     names: set[str] = set()
     for plan in plans:
-        keys = [*plan.keys, *judge_keys.get(plan.status.cell.id, ())]
-        names.update(store.segments_of(keys))
+        names.update(store.segments_of(plan.keys))
+        names.update(store.segments_of(list(judge_keys.get(plan.status.cell.id, ()))))
     return [f"{STORE_DIR}/{name}" for name in sorted(names & untracked)]
 
 

@@ -159,8 +159,19 @@ _NIBBLES = bytes(
 )
 """A key character's 4 bits: its value as a hex digit, else its low 4 bits."""
 _LOWER_HEX = bytes(int(chr(b) in "0123456789abcdef") for b in range(256))
+_SEARCH_BATCH = 1 << 16
+"""Keys searched in the index together: the search's arrays take some 200 bytes a key."""
 _SCAN_BLOCK = 1 << 20
 """Bytes of a segment scanned at a time: what scanning holds, however large the segment."""
+
+
+def _batches(keys: Sequence[str]) -> Iterator[Sequence[str]]:
+    """``keys`` in consecutive slices of ``_SEARCH_BATCH`` (one slice when fewer)."""
+    if len(keys) <= _SEARCH_BATCH:
+        yield keys
+        return
+    for start in range(0, len(keys), _SEARCH_BATCH):
+        yield keys[start : start + _SEARCH_BATCH]
 
 
 def _binary(key: str) -> bytes | None:
@@ -634,16 +645,22 @@ class ResponseStore:
         return Location(self.names[segments[row]], starts[row], ends[row])
 
     def _rows(self, keys: Sequence[str]) -> list[int | None]:
-        """The index row of each of ``keys`` (None: not indexed), in one vectorised search;
-        keys spelled otherwise than ``request_key`` spells them, and heads that several
-        rows share, are searched one at a time."""
+        """The index row of each of ``keys`` (None: not indexed), in one vectorised search
+        a batch of keys; keys spelled otherwise than ``request_key`` spells them, and heads
+        that several rows share, are searched one at a time."""
         self._index()
-        out: list[int | None] = [None] * len(keys)
         if not keys or not self._columns or not len(self._columns[0]):
-            return out
+            return [None] * len(keys)  # nothing indexed: answered without numpy
+        out: list[int | None] = []
+        for part in _batches(keys):
+            out.extend(self._batch_rows(part))
+        return out
+
+    def _batch_rows(self, keys: Sequence[str]) -> list[int | None]:
         import numpy as np
 
         heads, tails, _canonical, _segments, _starts, _ends = self._columns
+        out: list[int | None] = [None] * len(keys)
         # Keys spelled as request_key spells them are 64 lowercase hex digits: decoded
         # together, each to its 32 bytes, as the scan decodes the lines' keys.
         joined = "".join(keys)
@@ -674,20 +691,28 @@ class ResponseStore:
         """``key in store`` for each of ``keys``, in one vectorised search (for every key
         of a cell: a key at a time costs a microsecond or two each)."""
         recent = self._recent
-        return [
-            key in recent or row is not None
-            for key, row in zip(keys, self._rows(keys), strict=True)
-        ]
+        out: list[bool] = []
+        for part in _batches(keys):
+            out.extend(
+                key in recent or row is not None
+                for key, row in zip(part, self._rows(part), strict=True)
+            )
+        return out
 
     def segments_of(self, keys: Sequence[str]) -> set[str]:
         """The names of the segments that hold ``keys``' records ("" for a record this
         process wrote), in one vectorised search."""
         _heads, _buckets, _tails, segments, _starts, _ends = self._index()
         recent = self._recent
-        written = [key for key in keys if key in recent] if recent else []
-        if written:  # a record this process wrote answers first, as in ``locate``
-            keys = [key for key in keys if key not in recent]
-        numbers = {segments[row] for row in self._rows(keys) if row is not None}
+        numbers: set[int] = set()
+        written = False
+        for part in _batches(keys):
+            if recent:
+                mine = [key for key in part if key not in recent]
+                # A record this process wrote answers first, as in ``locate``.
+                written = written or len(mine) < len(part)
+                part = mine
+            numbers.update(segments[row] for row in self._rows(part) if row is not None)
         names = {self.names[number] for number in numbers}
         return names | {""} if written else names
 
