@@ -23,7 +23,7 @@ from evalreg.store.segments import ResponseStore, SegmentWriter
 
 from conftest import LIVE_KEY, Repo, assert_refused, items_jsonl
 from support import runs
-from support.llm_server import LLMServer, Request, default_text
+from support.llm_server import LLMServer
 
 EVALSET = "evalsets/messages.jsonl"
 MINI = "reports/results/labels/mini"
@@ -49,22 +49,23 @@ def test_the_first_request_is_sent_before_the_last_one_is_keyed(
             keyed_when_built.extend(len(p.keys) for p in plans)
 
     keyed_at_first_request: list[int] = []
+    post = HttpLayer.post
 
-    def respond(request: Request) -> str:
+    async def counted_post(self: HttpLayer, *args: object, **kwargs: object) -> object:
+        # Counted where the request is handed to the HTTP layer, in the thread that keys:
+        # what the server sees first depends on when its thread gets to run.
         if not keyed_at_first_request:
-            mini = next(p for p in shown if p.status.cell.id == "labels/mini")
-            keyed_at_first_request.append(len(mini.keys))
-        assert request.body is not None
-        return default_text(request.body["messages"])
+            keyed_at_first_request.append(sum(len(p.keys) for p in shown))
+        return await post(self, *args, **kwargs)  # type: ignore[arg-type]
 
-    server.responder = respond
+    monkeypatch.setattr(HttpLayer, "post", counted_post)
     monkeypatch.setattr(terminal, "RunProgress", Display)
     result = cli(live, "run")
     assert result.code == 0, result.err
     # The display had its totals before a single request was keyed.
     assert keyed_when_built == [0, 0]
     assert [p.in_shard for p in shown] == [3000, 3000]
-    assert keyed_at_first_request[0] < 3000
+    assert keyed_at_first_request[0] < sum(p.in_shard for p in shown)
     assert server.count() == 3000
     assert json.loads(live.read(MINI + ".json"))["totals"]["samples"] == 3000
 
@@ -228,3 +229,32 @@ def test_a_run_without_a_push_killed_while_closing_is_completed_by_the_next(
     assert runs.untracked_data(live) == []
     assert runs.journal_phase(live) is None
     assert json.loads(live.read(MINI + ".json"))["totals"]["samples"] == 200
+
+
+def test_grading_as_responses_arrive_reads_each_item_a_bounded_number_of_times(
+    live: Repo, cli, server: LLMServer, monkeypatch: pytest.MonkeyPatch
+):
+    # Items are read back from the eval set's file; grading each response as it arrives
+    # must not read a block of items again for every response (3,000 responses once read
+    # over four million items).
+    from evalreg.evalsets import evalset
+    from evalreg.evalsets.evalset import FileItems
+
+    with_items(live, cli, items_jsonl(3000))
+    # As in a command of its own: not the eval set `evalset add` parsed in this process.
+    monkeypatch.setattr(evalset, "_RECENT", [])
+    read = FileItems._read
+    parsed: list[int] = []
+
+    def counted(self: FileItems, start: int, stop: int) -> list:
+        items = read(self, start, stop)
+        parsed.append(len(items))
+        return items
+
+    monkeypatch.setattr(FileItems, "_read", counted)
+    result = cli(live, "run")
+    assert result.code == 0, result.err
+    assert server.count() == 3000
+    # Two cells of 3,000 items: each cell reads its items in a few passes (loading,
+    # keying, grading), never a block of them again for each response.
+    assert 0 < sum(parsed) <= 12 * 3000

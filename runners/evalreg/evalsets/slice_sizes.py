@@ -9,7 +9,6 @@ from typing import Any
 from evalreg import stats
 from evalreg.errors import UsageError
 from evalreg.evalsets.evalset import EvalSet
-from evalreg.registry.schema import Item
 from evalreg.report.numbers import whole_points
 
 
@@ -64,14 +63,26 @@ def evalset_stats(
     points)".
     """
     _check_plan(detect, baseline, discordance)
-    groups: dict[str, list[Item]] = {"all": list(evalset.items)}
-    for tag in sorted(set(evalset.slices) - {"all"}):  # "all" is every item already
-        groups[tag] = [item for item in evalset.items if tag in item.tags]
+    # One pass over the items (an eval set read back from its file reads them again each
+    # pass): per slice, its items, conversations, clusters and unclustered items.
+    names = ["all", *sorted(set(evalset.slices) - {"all"})]
+    counts = {name: [0, 0, 0] for name in names}  # items, conversations, unclustered
+    clusters: dict[str, set[str]] = {name: set() for name in names}
+    for item in evalset.items:
+        for name in {"all", *item.tags}:  # a tag named twice, or "all", counts once
+            count = counts.get(name)
+            if count is None:
+                continue
+            count[0] += 1
+            count[1] += item.messages is not None
+            if item.cluster is None:
+                count[2] += 1
+            else:
+                clusters[name].add(item.cluster)
     out = []
-    for name, items in groups.items():
-        units = len({item.cluster for item in items if item.cluster is not None}) + sum(
-            item.cluster is None for item in items
-        )
+    for name in names:
+        items, conversations, unclustered = counts[name]
+        units = len(clusters[name]) + unclustered
         mde_rate = stats.mde_rate(units, baseline, alpha, power)
         mde_paired = stats.slice_mde(units, discordance=discordance, alpha=alpha, power=power)
         detectable = mde_paired <= detect
@@ -79,8 +90,8 @@ def evalset_stats(
         out.append(
             SliceStats(
                 slice=name,
-                items=len(items),
-                conversations=sum(item.messages is not None for item in items),
+                items=items,
+                conversations=conversations,
                 units=units,
                 mde_rate=mde_rate,
                 mde_paired=mde_paired,

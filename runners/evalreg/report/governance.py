@@ -537,8 +537,12 @@ def _batch_pricing(ev: SelectionEvidence) -> str:
 def _evidence(ev: SelectionEvidence, evalreg_version: str) -> str:
     out = ["## 5. Evidence\n"]
     es = ev.evalset
-    conversations = sum(item.messages is not None for item in es.items)
-    sources = sorted({str(item.meta.get("source")) for item in es.items if item.meta.get("source")})
+    conversations, found = 0, set()
+    for item in es.items:  # once: an eval set read back from its file reads them each pass
+        conversations += item.messages is not None
+        if item.meta.get("source"):
+            found.add(str(item.meta.get("source")))
+    sources = sorted(found)
     judges = sorted({c.grader.judge for c in ev.rubric.criteria if c.grader.type == "llm_judge"})
     recorded = sorted(
         {str(c.summary.get("evalreg_version")) for c in ev.candidates.values() if c.summary}

@@ -1008,10 +1008,17 @@ class _CellStream:
         return self._writer
 
     def advance(self) -> None:
-        for item, sample, key in self.plan.samples(self.done):
+        # Called as each response arrives: the next sample's key is looked at first, and
+        # its item is read only once its response is there (an eval set read back from its
+        # file keeps the block of items last read, so each block is read once).
+        plan, repeats = self.plan, self.plan.status.cell.task.repeats
+        keys, items = plan.keys, plan.items
+        while self.done < len(keys):
+            key = keys[self.done]
             stored = self.store.get(key)
             if stored is None:
                 return
+            item, sample = items[self.done // repeats], self.done % repeats
             self.writer.add(self.grader.record(item, sample, key, stored, None))
             self._graded(1)
             self.done += 1
