@@ -121,11 +121,16 @@ def _evalset_items(items: Sequence[schema.Item]) -> Items:
     for seen, built in _EVALSET_ITEMS:
         if seen is items:
             return built
-    ordered = sorted(items, key=lambda i: i.id)
+    # What is kept of each item, in one pass, sorted by id (ids are unique): an eval set
+    # read back from its file would otherwise have every item held at once to sort them.
+    shared: dict[tuple[str, ...], tuple[str, ...]] = {}  # one tuple a distinct set of tags
+    ordered = sorted(
+        (i.id, i.cluster or i.id, shared.setdefault(tags, tags))
+        for i in items
+        for tags in (tuple(sorted(i.tags)),)
+    )
     built = Items(
-        [i.id for i in ordered],
-        [i.cluster or i.id for i in ordered],
-        [tuple(sorted(i.tags)) for i in ordered],
+        [row[0] for row in ordered], [row[1] for row in ordered], [row[2] for row in ordered]
     )
     _EVALSET_ITEMS.insert(0, (items, built))
     del _EVALSET_ITEMS[4:]
