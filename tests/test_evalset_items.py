@@ -18,6 +18,7 @@ from evalreg.evalsets.evalset import (
     EvalSet,
     FileItems,
     LineNumbers,
+    SliceFacts,
     item_content,
     parse_evalset,
 )
@@ -208,6 +209,41 @@ def test_items_read_back_from_the_file_are_the_items_parsed_whole(
     assert [item_content(i) for i in read.items] == [item_content(i) for i in whole.items]
 
 
+@pytest.mark.parametrize("order", [1, -1])
+def test_what_parsing_counts_is_what_the_items_hold(tmp_path: Path, order: int) -> None:
+    """Slice counts, sources and each item's id, cluster and tags, as counted while parsing
+    (read back from the file, or kept whole), are those of the items themselves."""
+    rows = [
+        *PLAIN,
+        *OTHER_SHAPES,
+        {"id": "g", "input": {"t": "x"}, "tags": ["long", "all", "long"], "cluster": "doc-7"},
+        {
+            "id": "h",
+            "input": {"t": "x"},
+            "tags": ["common"],
+            "cluster": "doc-9",
+            "meta": {"source": 7},
+        },
+        {"id": "i", "messages": [{"role": "user", "content": "hi"}], "cluster": "doc-8"},
+    ][::order]
+    data = _jsonl(rows)
+    whole, _ = parse_evalset(data, "evalsets/w.jsonl")
+    read = _file_evalset(tmp_path, data)
+    assert whole is not None and isinstance(read.items, FileItems)
+    counted = EvalSet("evalsets/w.jsonl", whole.md5, tuple(whole.items))  # counted on asking
+    assert counted.counted is None and whole.counted is not None and read.counted is not None
+    assert read.facts == whole.facts == counted.facts
+    facts = read.facts
+    assert list(facts.slices) == ["all", "Edge.case-1_x", "chat", "common", "long"]
+    assert facts.slices["all"] == SliceFacts(items=13, conversations=2, units=12)
+    assert facts.slices["long"] == SliceFacts(items=2, conversations=0, units=1)
+    assert facts.sources == ("7", "log")
+    expected = sorted((i.id, i.cluster or i.id, tuple(sorted(i.tags))) for i in whole.items)
+    for evalset in (read, whole, counted):
+        ids, clusters, tags = evalset.identities()
+        assert list(zip(ids, clusters, tags, strict=True)) == expected
+
+
 def test_items_read_back_span_several_blocks_in_any_order(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -245,7 +281,8 @@ def test_an_eval_set_read_from_its_file_holds_few_bytes_an_item(tmp_path: Path) 
             tracemalloc.stop()
         assert evalset is not None and len(evalset.items) == n
         del evalset
-    # What stays is where each line is, and each id with its line number: some 40 bytes.
+    # What stays is where each line is, its tags, and each id with its line number: some
+    # 44 bytes.
     assert held["read back"] / n < 48
     assert held["read back"] < held["whole"] / 10
 

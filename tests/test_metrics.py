@@ -209,6 +209,7 @@ def test_summary_samples_give_the_same_metrics_as_the_records(
     n_items: int, repeats: int, clustered: bool
 ) -> None:
     """A summary's ``samples`` plus its eval set stand in for the per-item records."""
+    from evalreg.evalsets.evalset import EvalSet
     from evalreg.results.outcomes import from_summary
     from evalreg.results.tally import CellTally
     from evalreg.runner.grading import item_content
@@ -239,7 +240,7 @@ def test_summary_samples_give_the_same_metrics_as_the_records(
     }
     shuffled = list(items.values())
     rng.shuffle(shuffled)
-    columns = from_summary(summary, shuffled, "m1", CRITERIA, bytes)
+    columns = from_summary(summary, EvalSet("e.jsonl", "m1", tuple(shuffled)), CRITERIA, bytes)
     assert columns is not None
     task, rubric = _task(), _rubric()
     for level in ("correct", "acceptable"):
@@ -251,9 +252,13 @@ def test_summary_samples_give_the_same_metrics_as_the_records(
     got = metrics.compare(columns, from_records(other, CRITERIA), "correct")
     assert got == reference.compare(records, other, "correct", 0.95)
     # Another eval set, or columns that do not fit it: the records must be read instead.
-    assert from_summary(summary, shuffled, "m2", CRITERIA, bytes) is None
-    assert from_summary(summary, shuffled[1:], "m1", CRITERIA, bytes) is None
-    assert from_summary({**summary, "samples": None}, shuffled, "m1", CRITERIA, bytes) is None
+    assert from_summary(summary, EvalSet("e.jsonl", "m2", tuple(shuffled)), CRITERIA, bytes) is None
+    fewer = EvalSet("e.jsonl", "m1", tuple(shuffled[1:]))
+    assert from_summary(summary, fewer, CRITERIA, bytes) is None
+    unsampled = {**summary, "samples": None}
+    assert (
+        from_summary(unsampled, EvalSet("e.jsonl", "m1", tuple(shuffled)), CRITERIA, bytes) is None
+    )
 
 
 def _sample(item: str, sample: int, error: bool, cluster: str | None = None) -> dict[str, Any]:

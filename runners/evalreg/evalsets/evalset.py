@@ -36,6 +36,69 @@ limit, which the code that walks an item (validation, canonical JSON, graders) s
 
 
 @dataclass(frozen=True)
+class SliceFacts:
+    """What one slice's items are, as the report and ``evalset-stats`` state it."""
+
+    items: int
+    conversations: int
+    """Items that are conversations (``messages``)."""
+    units: int
+    """Independent units: distinct clusters, each item that declares none counting as its
+    own (items of one cluster may fail together)."""
+
+
+@dataclass(frozen=True)
+class ItemFacts:
+    """What an eval set's items are, counted in one pass: per slice (``all`` first, then
+    every tag in order) its items, conversations and units, and the distinct provenance
+    (``meta.source``) values, in order."""
+
+    slices: dict[str, SliceFacts]
+    sources: tuple[str, ...]
+
+
+class _Counting:
+    """Counts items, one at a time, into their ``ItemFacts``: by tuple of tags first (items
+    share a few), each slice then the sum of the tuples that hold its tag."""
+
+    def __init__(self) -> None:
+        self._groups: dict[tuple[str, ...], list[Any]] = {}
+        """Per tuple of tags: items, conversations, items without a cluster, clusters."""
+        self._sources: set[str] = set()
+
+    def add(self, item: Item) -> None:
+        group = self._groups.get(item.tags)
+        if group is None:
+            group = self._groups[item.tags] = [0, 0, 0, set()]
+        group[0] += 1
+        if item.messages is not None:
+            group[1] += 1
+        if item.cluster is None:
+            group[2] += 1
+        else:
+            group[3].add(item.cluster)
+        if item.meta:
+            source = item.meta.get("source")
+            if source:
+                self._sources.add(str(source))
+
+    def facts(self) -> ItemFacts:
+        names = sorted({tag for tags in self._groups for tag in tags} - {"all"})
+        slices: dict[str, SliceFacts] = {}
+        for name in ("all", *names):
+            items = conversations = unclustered = 0
+            clusters: set[str] = set()
+            for tags, (n, talks, alone, theirs) in self._groups.items():
+                if name == "all" or name in tags:  # a tag named twice counts once
+                    items += n
+                    conversations += talks
+                    unclustered += alone
+                    clusters |= theirs
+            slices[name] = SliceFacts(items, conversations, len(clusters) + unclustered)
+        return ItemFacts(slices, tuple(sorted(self._sources)))
+
+
+@dataclass(frozen=True)
 class EvalSet:
     """A parsed eval set: its items in file order, where each one is, and its content hash.
 
@@ -50,6 +113,19 @@ class EvalSet:
     """Each item's line number, by id (``LineNumbers`` when the items are read back)."""
     order: array[int] | None = None
     """The items' positions in id order; None: the file is in id order."""
+    counted: ItemFacts | None = field(default=None, compare=False, repr=False)
+    """``facts``, when parsing counted them."""
+
+    @functools.cached_property
+    def facts(self) -> ItemFacts:
+        """Per slice, its items, conversations and units; the sources named (one pass over
+        the items, unless parsing counted them as it read them)."""
+        if self.counted is not None:
+            return self.counted
+        counting = _Counting()
+        for item in self.items:
+            counting.add(item)
+        return counting.facts()
 
     @functools.cached_property
     def slices(self) -> Counter[str]:
@@ -74,6 +150,29 @@ class EvalSet:
         if isinstance(items, FileItems):
             return items if self.order is None else items.reordered(self.order)
         return sorted(items, key=lambda i: i.id)
+
+    def identities(self) -> tuple[list[str], list[str], list[tuple[str, ...]]]:
+        """Each item's id, cluster (its id when it declares none) and tags (sorted), in id
+        order: read from what parsing kept, when the items are read back from the file."""
+        items, lines = self.items, self.lines
+        if isinstance(items, FileItems) and items.rows is None and isinstance(lines, LineNumbers):
+            ids = list(lines)
+            rows: Sequence[int] = range(len(ids)) if self.order is None else self.order
+            kinds = items.kinds
+            ordered = [tuple(sorted(tags)) for tags in kinds.tag_sets]
+            tagged = kinds.tagged
+            tags = [ordered[tagged[row]] for row in rows]
+            of_row = kinds.clusters
+            if of_row is None:
+                return ids, list(ids), tags
+            return ids, [of_row[row] or i for row, i in zip(rows, ids, strict=True)], tags
+        shared: dict[tuple[str, ...], tuple[str, ...]] = {}  # one tuple a set of tags
+        rows_ = sorted(
+            (i.id, i.cluster or i.id, shared.setdefault(tags, tags))
+            for i in items
+            for tags in (tuple(sorted(i.tags)),)
+        )
+        return [r[0] for r in rows_], [r[1] for r in rows_], [r[2] for r in rows_]
 
     def may_lack(self, name: str) -> bool:
         """Whether an item with template fields (``input``) may lack the field ``name``:
@@ -164,6 +263,29 @@ _BLOCK = 1024
 """Items read from the file together (one read when their lines are consecutive)."""
 
 
+class _Kinds:
+    """Per line of an eval set's file, its item's tags (an index into the distinct tuples)
+    and cluster: what sorting items into slices and clusters reads, without the items."""
+
+    def __init__(self) -> None:
+        self.tag_sets: list[tuple[str, ...]] = []
+        self.tagged = array("I")
+        self.clusters: list[str | None] | None = None
+        """Per line, its cluster; None while no item declares one."""
+        self._index: dict[tuple[str, ...], int] = {}
+
+    def add(self, item: Item) -> None:
+        index = self._index.get(item.tags)
+        if index is None:
+            index = self._index[item.tags] = len(self.tag_sets)
+            self.tag_sets.append(item.tags)
+        if item.cluster is not None and self.clusters is None:
+            self.clusters = [None] * len(self.tagged)
+        self.tagged.append(index)
+        if self.clusters is not None:
+            self.clusters.append(item.cluster)
+
+
 class FileItems(Sequence[Item]):
     """An eval set's items, read back from its file on access: ``starts[i]:ends[i]`` are
     the bytes of row ``i``'s line; ``rows`` (default: file order) picks and orders them.
@@ -182,9 +304,12 @@ class FileItems(Sequence[Item]):
         input_fields: set[frozenset[str]],
         long_numbers: bool,
         attached: bool,
+        kinds: _Kinds,
         rows: array[int] | None = None,
     ) -> None:
         self.file, self.starts, self.ends = file, starts, ends
+        self.kinds = kinds
+        """Per row (of the whole file), its tags and cluster."""
         self.plain = plain
         """Per row, whether its line has the common shape (``_plain_item`` read it)."""
         self.input_fields = input_fields
@@ -211,6 +336,7 @@ class FileItems(Sequence[Item]):
             self.input_fields,
             self.long_numbers,
             self.attached,
+            self.kinds,
             rows,
         )
 
@@ -415,6 +541,8 @@ def _parse(
     tag_counts: Counter[tuple[str, ...]] = Counter()
     input_fields: set[frozenset[str]] = set()
     attached = False
+    counting = _Counting()
+    kinds = _Kinds()
     # Without a lookup of each id: the ids one after another, and their line numbers.
     lookup = file is None or exact
     ids, id_starts, numbers = bytearray(), array("q", [0]), array("q")
@@ -517,6 +645,7 @@ def _parse(
             continue
         else:
             lines[item.id] = lineno
+        counting.add(item)
         if file is None:
             items.append(item)
         else:
@@ -524,6 +653,7 @@ def _parse(
             ends.append(end)
             plains.append(plain)
             tag_counts[item.tags] += 1
+            kinds.add(item)
             if item.input is not None:
                 input_fields.add(frozenset(item.input))
             attached = attached or bool(item.attachments)
@@ -537,7 +667,7 @@ def _parse(
         in_file_order = list(lines)
         order = _id_order(in_file_order)
         if file is None:
-            return EvalSet(path, md5, tuple(items), lines, order), []
+            return EvalSet(path, md5, tuple(items), lines, order, counting.facts()), []
         line_numbers = LineNumbers.of(lines)
     elif in_order:
         order, line_numbers = None, LineNumbers(bytes(ids), id_starts, numbers)
@@ -550,9 +680,9 @@ def _parse(
         line_numbers = LineNumbers.of({in_file_order[k]: numbers[k] for k in order})
     assert file is not None  # else the ids were looked up
     read = FileItems(
-        file, starts, ends, tag_counts, plains, input_fields, not fast_throughout, attached
+        file, starts, ends, tag_counts, plains, input_fields, not fast_throughout, attached, kinds
     )
-    return EvalSet(path, md5, read, line_numbers, order), []
+    return EvalSet(path, md5, read, line_numbers, order, counting.facts()), []
 
 
 def _id_order(ids: list[str]) -> array[int] | None:

@@ -63,26 +63,11 @@ def evalset_stats(
     points)".
     """
     _check_plan(detect, baseline, discordance)
-    # One pass over the items (an eval set read back from its file reads them again each
-    # pass): per slice, its items, conversations, clusters and unclustered items.
-    names = ["all", *sorted(set(evalset.slices) - {"all"})]
-    counts = {name: [0, 0, 0] for name in names}  # items, conversations, unclustered
-    clusters: dict[str, set[str]] = {name: set() for name in names}
-    for item in evalset.items:
-        for name in {"all", *item.tags}:  # a tag named twice, or "all", counts once
-            count = counts.get(name)
-            if count is None:
-                continue
-            count[0] += 1
-            count[1] += item.messages is not None
-            if item.cluster is None:
-                count[2] += 1
-            else:
-                clusters[name].add(item.cluster)
     out = []
-    for name in names:
-        items, conversations, unclustered = counts[name]
-        units = len(clusters[name]) + unclustered
+    # Counted as the eval set was parsed: an eval set read back from its file is not read
+    # again.
+    for name, facts in evalset.facts.slices.items():
+        items, conversations, units = facts.items, facts.conversations, facts.units
         mde_rate = stats.mde_rate(units, baseline, alpha, power)
         mde_paired = stats.slice_mde(units, discordance=discordance, alpha=alpha, power=power)
         detectable = mde_paired <= detect

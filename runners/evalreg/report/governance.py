@@ -537,12 +537,8 @@ def _batch_pricing(ev: SelectionEvidence) -> str:
 def _evidence(ev: SelectionEvidence, evalreg_version: str) -> str:
     out = ["## 5. Evidence\n"]
     es = ev.evalset
-    conversations, found = 0, set()
-    for item in es.items:  # once: an eval set read back from its file reads them each pass
-        conversations += item.messages is not None
-        if item.meta.get("source"):
-            found.add(str(item.meta.get("source")))
-    sources = sorted(found)
+    # Counted as the eval set was parsed: an eval set read back from its file is not read.
+    conversations, sources = es.facts.slices["all"].conversations, es.facts.sources
     judges = sorted({c.grader.judge for c in ev.rubric.criteria if c.grader.type == "llm_judge"})
     recorded = sorted(
         {str(c.summary.get("evalreg_version")) for c in ev.candidates.values() if c.summary}

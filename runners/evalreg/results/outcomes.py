@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from evalreg.evalsets.evalset import item_content
+from evalreg.evalsets.evalset import EvalSet, item_content
 from evalreg.registry import schema
 from evalreg.results.records import (
     ABSENT_CHAR,
@@ -117,22 +117,12 @@ _EVALSET_ITEMS: list[tuple[Sequence[schema.Item], Items]] = []
 """The ``Items`` of the last few eval sets read (by identity of their item sequence)."""
 
 
-def _evalset_items(items: Sequence[schema.Item]) -> Items:
+def _evalset_items(evalset: EvalSet) -> Items:
     for seen, built in _EVALSET_ITEMS:
-        if seen is items:
+        if seen is evalset.items:
             return built
-    # What is kept of each item, in one pass, sorted by id (ids are unique): an eval set
-    # read back from its file would otherwise have every item held at once to sort them.
-    shared: dict[tuple[str, ...], tuple[str, ...]] = {}  # one tuple a distinct set of tags
-    ordered = sorted(
-        (i.id, i.cluster or i.id, shared.setdefault(tags, tags))
-        for i in items
-        for tags in (tuple(sorted(i.tags)),)
-    )
-    built = Items(
-        [row[0] for row in ordered], [row[1] for row in ordered], [row[2] for row in ordered]
-    )
-    _EVALSET_ITEMS.insert(0, (items, built))
+    built = Items(*evalset.identities())
+    _EVALSET_ITEMS.insert(0, (evalset.items, built))
     del _EVALSET_ITEMS[4:]
     return built
 
@@ -287,17 +277,17 @@ def _codes(column: str, table: npt.NDArray[np.int8]) -> Codes:
 
 def from_summary(
     summary: CellSummary,
-    items: Sequence[schema.Item],
-    md5: str,
+    evalset: EvalSet,
     criteria: Sequence[str],
     items_file: Callable[[], bytes],
 ) -> Outcomes | None:
     """Columns from a cell summary's ``samples``, given the eval set it was graded on (its
-    ``items`` and ``md5``); None when the summary has no usable ``samples`` (an older
+    items and md5); None when the summary has no usable ``samples`` (an older
     schema, another eval set, or columns that do not fit it), so the caller reads the
     records instead. ``items_file`` reads the per-item records, should a sample's store
     key be asked for (only that sample's line is parsed)."""
     samples = summary.get("samples")
+    items, md5 = evalset.items, evalset.md5
     if (
         not isinstance(samples, dict)
         or (summary.get("evalset") or {}).get("md5") != md5
@@ -324,7 +314,7 @@ def from_summary(
         or any(cid not in columns for cid in criteria)
     ):
         return None
-    known = _evalset_items(items)
+    known = _evalset_items(evalset)
     slices: dict[str, SliceAggregate] = {ALL: totals, **(summary.get("slices") or {})}
 
     def usage(name: str, _graded: Mask) -> Usage:
@@ -339,8 +329,7 @@ def from_summary(
 
     def content() -> list[str]:
 
-        by_id = {i.id: i for i in items}
-        return [item_content(by_id[i]) for i in known.ids]
+        return [item_content(item) for item in evalset.by_id]
 
     lines: list[bytes] = []
 

@@ -84,7 +84,7 @@ def read_outcomes(
         def items_file() -> bytes:
             return registry.tree.read_data(cell.items_path)
 
-        outcomes = from_summary(summary, evalset.items, evalset.md5, criteria, items_file)
+        outcomes = from_summary(summary, evalset, criteria, items_file)
     if outcomes is None:
         records_ = read_records(registry.tree, cell)
         if not records_:
