@@ -345,3 +345,22 @@ def test_the_same_bytes_parsed_again_are_read_from_the_file_given(tmp_path: Path
     evalset_module._RECENT.insert(0, ("evalsets/one.jsonl", first.md5, first))
     whole, _ = parse_evalset(data, "evalsets/one.jsonl")
     assert whole is not None and list(whole.items) == list(again.items)
+
+
+@pytest.mark.parametrize("block", [1, 2, 3, 7, 1 << 20])
+def test_items_counted_a_block_at_a_time_are_counted_as_the_whole_text_counts_them(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, block: int
+) -> None:
+    from evalreg.audit import changes
+
+    monkeypatch.setattr(changes, "_BLOCK", block)
+    for data in (
+        b'{"id": "a"}\n\n  \r\n{"id": "b"}\r\n{"id": "c"}\r{"id": "d"}',
+        b"\n\r\n\r\r\n \t\n",
+        b'{"id": "a"}\r\n{"id": "b"}\n',
+        b"",
+    ):
+        path = tmp_path / "e.jsonl"
+        path.write_bytes(data)
+        assert changes.count_items_in(path) == changes.count_items(data)
+        assert changes.count_items(data) == sum(1 for x in data.splitlines() if x.strip())

@@ -222,10 +222,16 @@ def local_copy(root: Path, md5: str) -> Path | None:
     For readers that take what they need of a large file when they need it instead of
     holding all of it: the file is verified in blocks, never read whole into memory.
     """
-    found = _verified_file(_in_layouts(root / ".dvc" / "cache", md5), md5)
+    found = cached_file(root, md5)
     if found is None and (remote := _local_remote(root)) is not None:
         found = _verified_file(_in_layouts(remote, md5), md5)
     return found
+
+
+def cached_file(root: Path, md5: str) -> Path | None:
+    """The local DVC cache's file of ``md5``, verified in blocks (never read whole), or
+    None."""
+    return _verified_file(_in_layouts(root / ".dvc" / "cache", md5), md5)
 
 
 def _verified_file(paths: Iterable[Path], md5: str) -> Path | None:

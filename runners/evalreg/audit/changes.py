@@ -8,8 +8,11 @@ phrase fits, the phrase is "changed".
 
 from __future__ import annotations
 
+import functools
 import json
+from collections.abc import Iterable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel
@@ -81,7 +84,29 @@ def describe_evalset(old: EvalsetVersion | None, new: EvalsetVersion) -> tuple[s
 
 def count_items(data: bytes) -> int:
     """How many items a JSONL eval set holds: its non-blank lines."""
-    return sum(1 for line in data.splitlines() if line.strip())
+    return _count_items([data])
+
+
+def count_items_in(path: Path) -> int:
+    """``count_items`` of the file at ``path``, read a block at a time (an eval set of a
+    million items is not held, nor split into a million lines at once)."""
+    with path.open("rb") as f:
+        return _count_items(iter(functools.partial(f.read, _BLOCK), b""))
+
+
+_BLOCK = 1 << 20
+
+
+def _count_items(blocks: Iterable[bytes]) -> int:
+    count, rest = 0, b""
+    for block in blocks:
+        block = rest + block
+        # Cut after the last line break: a line split across two blocks is counted once. A
+        # CR LF so split leaves a blank line, which is not counted.
+        cut = max(block.rfind(b"\n"), block.rfind(b"\r")) + 1
+        count += sum(1 for line in block[:cut].splitlines() if line.strip())
+        rest = block[cut:]
+    return count + bool(rest.strip())
 
 
 # ---------------------------------------------------------------- flattening

@@ -34,12 +34,13 @@ from evalreg._version import __version__
 from evalreg.audit.changes import (
     EvalsetVersion,
     count_items,
+    count_items_in,
     describe,
     describe_evalset,
 )
 from evalreg.canonical import digest
 from evalreg.cells import RESULTS_DIR
-from evalreg.dvcrepo import cached, pointer_md5
+from evalreg.dvcrepo import cached_file, pointer_md5
 from evalreg.errors import EvalregError, RegistryError, UsageError
 from evalreg.gitops.github import DEFAULT_API_URL, GitHubClient, api_url_from_environment
 from evalreg.providers._httpx import httpx
@@ -891,8 +892,11 @@ class _Files:
 
         pointed = pointer_md5(data)
         # The item count needs the data; the local DVC cache has it if anything here does.
-        content = cached(self.root, pointed) if pointed else None
-        return EvalsetVersion(path, "dvc", pointed, count_items(content) if content else None)
+        found = cached_file(self.root, pointed) if pointed else None
+        # An empty file counts no items, and says no more than a missing one.
+        if found is None or not found.stat().st_size:
+            return EvalsetVersion(path, "dvc", pointed, None)
+        return EvalsetVersion(path, "dvc", pointed, count_items_in(found))
 
 
 def _yaml_blobs(tree: git.Tree) -> dict[str, git.Blob]:
