@@ -10,8 +10,10 @@ from __future__ import annotations
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass, replace
 from statistics import NormalDist
+from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
 from evalreg import stats
 from evalreg.families import (
@@ -25,7 +27,7 @@ from evalreg.families import (
     holm_levels,
 )
 from evalreg.registry import schema
-from evalreg.results.outcomes import ERROR, FAILED, Ints, Mask, Outcomes
+from evalreg.results.outcomes import ERROR, FAILED, Codes, Ints, Mask, Outcomes
 from evalreg.results.records import LEVELS
 
 __all__ = [
@@ -122,6 +124,20 @@ _KINDS = 6
 """Sample kinds counted per item: the three levels, error, unknown level, and a spare."""
 
 
+Counts = npt.NDArray[np.signedinteger[Any]]
+"""Per-item counts of samples (32-bit when held per item, 64-bit when summed)."""
+
+
+def _per_item(item: Ints, codes: Codes, values: range, size: int) -> Counts:
+    """Per item (``item``: each sample's), how many of its samples have each of ``values``
+    as their code: one column a value, as 32-bit counts. A column at a time, so that a
+    million items' table is never counted in 64 bits at once (a report's peak)."""
+    table = np.empty((size, len(values)), dtype=np.int32)
+    for column, value in enumerate(values):
+        table[:, column] = np.bincount(item[codes == value], minlength=size)
+    return table
+
+
 class _Cell:
     """What every slice of one cell shares: per-item counts, computed once."""
 
@@ -129,9 +145,8 @@ class _Cell:
         self.o = o
         self.graded = o.graded
         size = len(o.ids)
-        # Per item, its samples of each level code (one pass over the samples).
-        kinds = np.bincount(o.item * _KINDS + o.level, minlength=size * _KINDS)
-        self.by_level = kinds.reshape(size, _KINDS)
+        # Per item, its samples of each level code.
+        self.by_level = _per_item(o.item, o.level, range(_KINDS), size)
         self.graded_n: Ints = self.by_level.sum(axis=1) - self.by_level[:, ERROR]
         # Per item, its error share: an item erroring on every repeat is one item, not
         # many independent failures, as with every other rate.
@@ -161,10 +176,9 @@ class _Cell:
             codes = self.o.criteria.get(cid)
             size = len(self.o.ids)
             if codes is None:
-                table = np.zeros((size, 4), dtype=np.int64)
+                table = np.zeros((size, 4), dtype=np.int32)
             else:
-                table = np.bincount(self.o.item * 4 + (codes + 2), minlength=size * 4)
-                table = table.reshape(size, 4)
+                table = _per_item(self.o.item, codes, range(-2, 2), size)
             self._criteria[cid] = table
         return table
 

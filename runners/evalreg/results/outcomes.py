@@ -97,18 +97,22 @@ class Items:
     def slices(self) -> dict[str, Mask]:
         """Per slice (``all`` and every tag, sorted), which items are in it."""
         if not self._slices:
-            members: dict[str, list[int]] = {}
-            for index, tags in enumerate(self.tags):
-                for tag in tags:
-                    members.setdefault(tag, []).append(index)
+            # Items share a few sets of tags: each item's set as a code, and a slice the
+            # items whose code is one of the sets holding its tag (no list of indices).
+            codes: dict[tuple[str, ...], int] = {}
             n = len(self.ids)
+            column = np.fromiter(
+                (codes.setdefault(tags, len(codes)) for tags in self.tags), np.int32, count=n
+            )
+            holding: dict[str, list[int]] = {}
+            for tags, code in codes.items():
+                for tag in tags:
+                    holding.setdefault(tag, []).append(code)
             out: dict[str, Mask] = {}
             if n:
                 out[ALL] = np.ones(n, dtype=bool)
-            for tag, indices in members.items():
-                mask = np.zeros(n, dtype=bool)
-                mask[indices] = True
-                out[tag] = mask
+            for tag, held in holding.items():
+                out[tag] = np.isin(column, held)
             self._slices.update(sorted(out.items()))
         return self._slices
 
