@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from evalreg.errors import UsageError
+from evalreg.errors import RegistryError, UsageError
 from evalreg.evalsets import evalset as evalset_module
 from evalreg.evalsets.evalset import (
     EvalSet,
@@ -364,3 +364,44 @@ def test_items_counted_a_block_at_a_time_are_counted_as_the_whole_text_counts_th
         path.write_bytes(data)
         assert changes.count_items_in(path) == changes.count_items(data)
         assert changes.count_items(data) == sum(1 for x in data.splitlines() if x.strip())
+
+
+@pytest.mark.parametrize("block", [1, 5, 64, 1 << 20])
+@pytest.mark.parametrize(
+    "data",
+    [
+        b"\xef\xbb\xbf" + _jsonl(PLAIN[::-1]).replace(b"\n", b"\r\n", 3) + b"\n\n  \n",
+        _jsonl(PLAIN[:3]).rstrip(b"\n"),  # the last line without its newline
+        _jsonl([*PLAIN[3:], {"id": "big", "input": {"n": 12345678901234567890123}}]),
+        _jsonl([*PLAIN, {"id": "s", "input": {"t": "\\ud83d\\ude00 and \\ud83d"}}]),
+        _jsonl([*PLAIN[:2], PLAIN[0], *PLAIN[2:]]),  # a duplicate id
+        _jsonl(PLAIN[:2]) + b"{not json\n" + _jsonl(PLAIN[2:]),
+        _jsonl(PLAIN[:2]) + "é".encode() + b"\xff\n" + _jsonl(PLAIN[2:]),  # not UTF-8
+        b"",
+        b"\n\n",
+    ],
+)
+def test_a_file_parsed_a_block_at_a_time_parses_as_its_bytes_do(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, data: bytes, block: int
+) -> None:
+    """Read from its file in blocks of lines, never whole, an eval set gives the items,
+    line numbers, md5 and findings (or error) its bytes parsed at once give."""
+    monkeypatch.setattr(evalset_module, "_READ_BLOCK", block)
+    monkeypatch.setattr(evalset_module, "_RECENT", [])
+    path = tmp_path / "e.jsonl"
+    path.write_bytes(data)
+
+    def parsed(given: bytes | None, file: int | None) -> object:
+        evalset_module._RECENT.clear()
+        try:
+            evalset, findings = parse_evalset(given, "evalsets/e.jsonl", file)
+        except RegistryError as exc:
+            return ("error", exc.findings)
+        if evalset is None:
+            return ("findings", findings)
+        items = list(evalset.items)
+        return (evalset.md5, items, dict(evalset.lines), evalset.facts, evalset.identities())
+
+    whole = parsed(data, None)
+    assert parsed(None, os.open(path, os.O_RDONLY)) == whole
+    assert parsed(data, os.open(path, os.O_RDONLY)) == whole

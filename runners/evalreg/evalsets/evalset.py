@@ -13,7 +13,7 @@ import re
 import weakref
 from array import array
 from collections import Counter
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, overload
@@ -452,18 +452,27 @@ _RECENT_SIZE = 2
 
 
 def parse_evalset(
-    data: bytes, path: str, file: int | None = None
+    data: bytes | None, path: str, file: int | None = None
 ) -> tuple[EvalSet | None, list[Finding]]:
     """Parse JSONL ``data``; report every bad line (up to a cap) in one pass.
 
     ``file``: a descriptor of a file holding ``data``, open for reading, which the eval
-    set then owns: its items are read back from the file when asked for, not held.
+    set then owns: its items are read back from the file when asked for, not held. With
+    a ``file``, ``data`` may be None: the file is then read a block of lines at a time,
+    and never held whole.
     The same bytes at the same path parse to an equal (immutable) ``EvalSet``: one seen
     among the last few is returned again rather than validated twice (its items read from
     the file given, or from the one it was read from while that is unchanged).
     """
-    md5 = hashlib.md5(data, usedforsecurity=False).hexdigest()
     opened = None if file is None else _OpenFile(file, path)
+    if data is not None:
+        source = _Source([(0, data, True)], data)
+    elif opened is not None:
+        source = _Source(opened, None)
+    else:
+        raise TypeError("an eval set is parsed from its bytes or from a file")
+    scan = source.scan(path)
+    md5 = scan.md5
     for seen_path, seen_md5, seen in _RECENT:
         if seen_path == path and seen_md5 == md5:
             items = seen.items
@@ -478,27 +487,22 @@ def parse_evalset(
             break
     # Items are acyclic: a collection while 100,000 of them are built frees nothing.
     with collection_paused():
-        parsed, findings = _parse(data, path, md5, opened)
+        parsed, findings = _parse(source, scan, path, opened)
     if parsed is not None:
         _RECENT.insert(0, (path, md5, parsed))
         del _RECENT[_RECENT_SIZE:]
     return parsed, findings
 
 
-def evalset_data(tree: Tree, rel: str) -> tuple[bytes, int | None]:
-    """The bytes of the eval set at ``rel`` in ``tree`` and, when a file on this machine
-    holds them (the working tree's, or DVC's cache copy), a descriptor of that file open
-    for reading, for ``parse_evalset`` to read its items back from; the caller owns it."""
+def evalset_data(tree: Tree, rel: str) -> tuple[bytes | None, int | None]:
+    """The bytes of the eval set at ``rel`` in ``tree`` or, when a file on this machine
+    holds them (the working tree's, or DVC's cache copy), None and a descriptor of that
+    file open for reading, for ``parse_evalset`` to read a block at a time and its items
+    back from (the caller owns it until then)."""
     located = tree.data_path(rel)
     if located is None:  # a git blob, or data DVC would fetch
         return tree.read_data(rel), None
-    fd = os.open(located, os.O_RDONLY | os.O_CLOEXEC)
-    try:
-        with open(fd, "rb", closefd=False) as file:
-            return file.read(), fd
-    except BaseException:
-        os.close(fd)
-        raise
+    return None, os.open(located, os.O_RDONLY | os.O_CLOEXEC)
 
 
 def read_evalset(root: Path, path: Path, given: str) -> tuple[str, EvalSet]:
@@ -517,19 +521,16 @@ def read_evalset(root: Path, path: Path, given: str) -> tuple[str, EvalSet]:
 
 
 def _parse(
-    data: bytes, path: str, md5: str, file: _OpenFile | None = None, exact: bool = False
+    source: _Source, scan: _Scan, path: str, file: _OpenFile | None = None, exact: bool = False
 ) -> tuple[EvalSet | None, list[Finding]]:
-    """The eval set in ``data``, or every bad line. With a ``file`` to read items back
+    """The eval set in ``source``, or every bad line. With a ``file`` to read items back
     from, each id is not looked up as it is read (``exact``: it is): ids in increasing
     order have no duplicate, and a file without, or with a bad line, is read again."""
-    # Each line is decoded as it is read: the file's text is never held whole.
-    _check_utf8(data, path)
+    md5 = scan.md5
     # A file without a run of 19 digits is read by orjson throughout; in one with some,
     # each line is searched, and only the lines holding one are left to ``json``.
-    fast_throughout = not has_long_number(data)
-    # One search of the whole text is a fraction of one a line: most files have no
-    # surrogate escape at all, and only a file that has one is searched line by line.
-    surrogates = _SURROGATE_HINT.search(data) is not None
+    fast_throughout = not scan.long_numbers
+    surrogates = scan.surrogates
     findings: list[Finding] = []
     items: list[Item] = []
     lines: dict[str, int] = {}
@@ -549,9 +550,8 @@ def _parse(
     last_id = ""
     in_order = True
     bad = 0
-    first = len(codecs.BOM_UTF8) if data.startswith(codecs.BOM_UTF8) else 0
-    for lineno, (start, end) in enumerate(_spans(data, first), start=1):
-        line = data[start:end].decode("utf-8")
+    for lineno, (start, end, text) in enumerate(source.lines(), start=1):
+        line = text.decode("utf-8")
         if not line.strip():
             continue
         if bad >= MAX_LINE_FINDINGS:
@@ -660,7 +660,7 @@ def _parse(
     if not lines and not numbers and not findings:
         findings.append(Finding(path, 1, 0, "eval set is empty: expected one JSON item a line"))
     if findings and not lookup:  # a duplicate id among them would be a finding too
-        return _parse(data, path, md5, file, exact=True)
+        return _parse(source, scan, path, file, exact=True)
     if findings:
         return None, findings
     if lookup:
@@ -676,7 +676,7 @@ def _parse(
         order = _id_order(in_file_order)
         assert order is not None
         if any(in_file_order[a] == in_file_order[b] for a, b in itertools.pairwise(order)):
-            return _parse(data, path, md5, file, exact=True)
+            return _parse(source, scan, path, file, exact=True)
         line_numbers = LineNumbers.of({in_file_order[k]: numbers[k] for k in order})
     assert file is not None  # else the ids were looked up
     read = FileItems(
@@ -692,6 +692,85 @@ def _id_order(ids: list[str]) -> array[int] | None:
     return array("q", sorted(range(len(ids)), key=ids.__getitem__))
 
 
+@dataclass(frozen=True)
+class _Scan:
+    """What one pass over an eval set's bytes finds before any line is parsed."""
+
+    md5: str
+    long_numbers: bool
+    """Whether a run of 19 digits is in it (``has_long_number``)."""
+    surrogates: bool
+    """Whether a surrogate escape may be in it (``_SURROGATE_HINT``)."""
+
+
+_READ_BLOCK = 1 << 20
+"""Bytes of a file read at once while parsing it (then up to its last line break)."""
+
+
+class _Source:
+    """An eval set's bytes, given whole or read from its file a block of lines at a time
+    (each block ends at a line break, but the last)."""
+
+    def __init__(self, blocks: Iterable[tuple[int, bytes, bool]] | _OpenFile, data: bytes | None):
+        self._given, self._data = blocks, data
+
+    def blocks(self) -> Iterator[tuple[int, bytes, bool]]:
+        """(offset, bytes, whether it is the last) of each block, in order."""
+        if not isinstance(self._given, _OpenFile):
+            yield from self._given
+            return
+        file, at, rest = self._given, 0, b""
+        while True:
+            chunk = file.read(at + len(rest), at + len(rest) + _READ_BLOCK)
+            if not chunk:
+                yield at, rest, True
+                return
+            rest += chunk
+            cut = rest.rfind(b"\n") + 1
+            if cut:
+                yield at, rest[:cut], False
+                at, rest = at + cut, rest[cut:]
+
+    def whole(self) -> bytes:
+        """All the bytes at once (to locate an error in them)."""
+        if self._data is None:
+            self._data = b"".join(block for _, block, _ in self.blocks())
+        return self._data
+
+    def scan(self, path: str) -> _Scan:
+        """The md5 and the whole-text searches, in one pass; an eval set that is not UTF-8
+        raises as ``decode_utf8`` does, before any line is read."""
+        md5 = hashlib.md5(usedforsecurity=False)
+        long_numbers = surrogates = False
+        decoder = codecs.getincrementaldecoder("utf-8")()
+        try:
+            for _, block, last in self.blocks():
+                md5.update(block)
+                # Blocks end at line breaks: no run of digits, nor escape, spans two.
+                long_numbers = long_numbers or has_long_number(block)
+                surrogates = surrogates or _SURROGATE_HINT.search(block) is not None
+                if not block.isascii():
+                    view = memoryview(block)
+                    for at in range(0, len(block), _DECODE_BLOCK):
+                        decoder.decode(view[at : at + _DECODE_BLOCK])
+                if last:
+                    decoder.decode(b"", final=True)
+        except UnicodeDecodeError:
+            decode_utf8(self.whole(), path)  # the same bytes fail there, with their position
+            raise
+        return _Scan(md5.hexdigest(), long_numbers, surrogates)
+
+    def lines(self) -> Iterator[tuple[int, int, bytes]]:
+        """Where each piece of ``data.split(b"\\n")`` is (after a BOM), with its bytes: a
+        million lines are not all held at once."""
+        for base, block, last in self.blocks():
+            first = len(codecs.BOM_UTF8) if base == 0 and block.startswith(codecs.BOM_UTF8) else 0
+            for start, end in _spans(block, first):
+                if end == len(block) and not last:
+                    break  # the empty piece after a block's last line break
+                yield base + start, base + end, block[start:end]
+
+
 def _spans(data: bytes, start: int) -> Iterator[tuple[int, int]]:
     """Where each piece of ``data[start:].split(b"\\n")`` is, one at a time: a million
     lines are not all held at once."""
@@ -699,22 +778,6 @@ def _spans(data: bytes, start: int) -> Iterator[tuple[int, int]]:
         yield start, end
         start = end + 1
     yield start, len(data)
-
-
-def _check_utf8(data: bytes, path: str) -> None:
-    """Raise as ``decode_utf8`` does when ``data`` is not UTF-8 (a BOM is allowed),
-    decoding a block at a time rather than holding the text."""
-    if data.isascii():
-        return
-    decoder = codecs.getincrementaldecoder("utf-8")()
-    view = memoryview(data)
-    try:
-        for at in range(0, len(data), _DECODE_BLOCK):
-            decoder.decode(view[at : at + _DECODE_BLOCK])
-        decoder.decode(b"", final=True)
-    except UnicodeDecodeError:
-        decode_utf8(data, path)  # the same bytes fail there, with their position
-        raise
 
 
 _DECODE_BLOCK = 1 << 20

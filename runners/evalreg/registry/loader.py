@@ -456,8 +456,10 @@ class _Loader:
             return None
         evalset, problems = parse_evalset(data, path, file)
         self.findings.extend(problems)
-        if evalset is not None:
-            evalset = self._attachments(evalset, data)
+        if evalset is not None and evalset.has_attachments:
+            # Where an attachment is named is found in the file's text (read whole only then).
+            text = self.tree.read_data(path) if data is None else data
+            evalset = self._attachments(evalset, text)
         if evalset is not None:
             self.registry.evalsets[path] = evalset
             self._check_pointer(evalset)
