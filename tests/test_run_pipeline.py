@@ -329,3 +329,17 @@ def test_a_column_of_keys_is_split_in_shards_as_each_key_is() -> None:
     for shard in ((1, 1), (1, 3), (2, 3), (3, 3), (5, 7), (1000, 1000)):
         mask = _in_shard_mask(KeyColumn(keys), shard)
         assert mask.tolist() == [_in_shard(k, shard) for k in keys]
+
+
+def test_the_keys_between_positions_left_out_are_the_others_in_order() -> None:
+    import hashlib
+
+    from evalreg.runner.run import _others
+    from evalreg.store.keycolumn import KeyColumn
+
+    keys = [hashlib.sha256(str(i).encode()).hexdigest() for i in range(6)]
+    column = KeyColumn(keys)
+    for left_out in ([], [0], [5], [0, 2, 3], [1, 4], list(range(6)), range(6)):
+        assert list(_others(column, left_out)) == [
+            k for i, k in enumerate(keys) if i not in left_out
+        ]

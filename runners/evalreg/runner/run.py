@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 from collections import Counter
 from collections.abc import Callable, Container, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -341,6 +342,20 @@ Keyed = tuple[int, list[Request] | None, KeyColumn]
 """A run of consecutive items keyed together: the index of the first, the request of each
 (None: not kept; the few to buy are made again), and their keys in (item, sample) order."""
 
+
+def _others(keys: KeyColumn, positions: Sequence[int]) -> Iterator[str]:
+    """The keys of ``keys`` at the positions not among ``positions`` (ascending), in
+    order: found between them, so that a column all of whose keys are left out is not
+    walked key by key."""
+    if len(positions) == len(keys):
+        return
+    begin = 0
+    for at in itertools.chain(positions, (len(keys),)):
+        for between in range(begin, at):
+            yield keys[between]
+        begin = at + 1
+
+
 _CHUNK = 256
 """Items keyed together when each is keyed here, before the store is asked which of their
 requests it holds."""
@@ -471,6 +486,9 @@ class _Planner:
         sizes: Counter[tuple[int, int]] = Counter()
         """(input tokens, max_tokens) of the jobs to buy: what their estimates depend on,
         counted as they are made (the output length seen is known once all are)."""
+        history: list[str] = []
+        """The first ``HISTORY_SAMPLE`` keys ``stored`` says yes to: the cell's output
+        length is learnt from their responses."""
         repeats = cell.task.repeats
         made: tuple[int, Request] | None = None
         """The last request made again (``item_requests`` kept none), with its item's index."""
@@ -480,6 +498,8 @@ class _Planner:
             # The store is asked about the run's keys at once, and only the samples it
             # lacks (or that this run buys) are walked: none, in a replay.
             todo = self._unstored(keys)
+            if len(history) < HISTORY_SAMPLE:
+                history.extend(itertools.islice(_others(keys, todo), HISTORY_SAMPLE - len(history)))
             if shard is not None:
                 inside = _in_shard_mask(keys, shard)
                 plan.in_shard += int(inside.sum())
@@ -501,7 +521,7 @@ class _Planner:
                 plan.missing += 1
                 self.buying.add(key)
                 yield job
-        self._estimate(plan, for_items, sizes)
+        self._estimate(plan, for_items, sizes, history)
         if plan.missing and not self.options.offline:
             plan.blocked = credentials_problem(provider, cell.pin)
             if plan.blocked is not None:
@@ -519,15 +539,20 @@ class _Planner:
             pass
 
     def _estimate(
-        self, plan: CellPlan, for_items: list[schema.Item], sizes: Counter[tuple[int, int]]
+        self,
+        plan: CellPlan,
+        for_items: list[schema.Item],
+        sizes: Counter[tuple[int, int]],
+        history: list[str],
     ) -> None:
         """The estimated cost of the cell's requests to buy (``for_items``: the item of
         each; ``sizes``: how many have each input length and ``max_tokens``), from the
-        output lengths of what the store held before this run."""
+        output lengths of what the store held before this run (``history``: the first
+        of the cell's keys it held)."""
         cell = plan.status.cell
         store = self.store
         pin_keys = self.seen_by_pin.setdefault(cell.candidate.pin, [])
-        observed = observed_output_tokens(store, filter(self.stored, plan.keys))
+        observed = observed_output_tokens(store, history)
         if observed is not None:
             plan.output_tokens = f"{observed} output tokens: mean of stored responses of the cell"
         else:
