@@ -181,6 +181,64 @@ def test_fetch_stops_its_requests_when_a_job_cannot_be_made(
     assert server.count() <= 1
 
 
+@pytest.mark.parametrize(
+    "options",
+    [RunOptions(), RunOptions(shard=(1, 2)), RunOptions(shard=(2, 2)), RunOptions(limit=5)],
+    ids=["whole", "shard1", "shard2", "limit"],
+)
+def test_a_plan_keyed_in_forked_processes_is_the_plan_keyed_here(
+    live: Repo, cli, server, monkeypatch: pytest.MonkeyPatch, options: RunOptions
+):
+    """Keyed in workers, a cell's keys are looked at as one column and only the samples
+    the store lacks are walked: the plan is the one keyed item by item."""
+    from evalreg.runner import _forked as forked
+
+    live.write(
+        "registry/tasks/labels.yaml",
+        live.read("registry/tasks/labels.yaml").replace("repeats: 1", "repeats: 3"),
+    )
+    live.commit("three samples an item")
+    assert cli(live, "run", "--limit", "4").code == 0
+    with_items(live, cli, items_jsonl(7))
+    monkeypatch.setattr(forked, "parts", lambda units, min_part=0: 1)
+    here = prepare(live.root, options)
+    monkeypatch.setattr(forked, "parts", lambda units, min_part=0: 2)
+    in_workers = prepare(live.root, options)
+    assert [plan_facts(p) for p in in_workers.plans] == [plan_facts(p) for p in here.plans]
+    assert all(len(p.keys) == 3 * len(p.items) for p in here.plans)
+    # Some samples are stored and some are not (a shard may hold none of either).
+    assert 0 < sum(p.missing for p in here.plans) < sum(p.in_shard for p in here.plans)
+
+
+def test_a_response_bought_while_planning_is_still_to_buy_for_a_later_cell(live: Repo, cli, server):
+    """Two cells ask the same requests: what the first bought is in the store by the time
+    the second is keyed, and is still one of its requests to buy (the fetch shares it)."""
+    with_items(live, cli, items_jsonl(6))
+    selection = "registry/selections/labels.yaml"
+    live.write(
+        selection,
+        live.read(selection).replace(
+            "  - id: mini\n    pin: mini\n",
+            "  - id: mini\n    pin: mini\n  - id: twin\n    pin: mini\n",
+        ),
+    )
+    live.commit("a second candidate on the same pin and prompt")
+    whole = prepare(live.root, RunOptions())
+    keyed_later = prepare(live.root, RunOptions(), keyed=False)
+    store = keyed_later.store
+    for plan in keyed_later.plans:
+        for job in keyed_later.requests(plan):
+            completion = Completion('{"label": "a"}', "m", "fp", 10, 20)
+            put_response(
+                store, None, job.key, job.provider.name, job.endpoint, job.sample,
+                job.content, completion, {"latency_ms": 1, "attempts": 1},
+            )  # fmt: skip
+    twins = [p for p in keyed_later.plans if p.status.cell.candidate.id == "twin"]
+    assert twins and all(p.missing == len(p.items) == 6 for p in twins)
+    assert all(all(k in store for k in p.keys) for p in twins)
+    assert [plan_facts(p) for p in keyed_later.plans] == [plan_facts(p) for p in whole.plans]
+
+
 def test_two_cells_asking_the_same_requests_buy_each_response_once(live: Repo, cli, server):
     with_items(live, cli, items_jsonl(500))
     selection = "registry/selections/labels.yaml"
@@ -258,3 +316,30 @@ def test_grading_as_responses_arrive_reads_each_item_a_bounded_number_of_times(
     # Two cells of 3,000 items: each cell reads its items in a few passes (loading,
     # keying, grading), never a block of them again for each response.
     assert 0 < sum(parsed) <= 12 * 3000
+
+
+def test_a_column_of_keys_is_split_in_shards_as_each_key_is() -> None:
+    import hashlib
+
+    from evalreg.runner.run import _in_shard, _in_shard_mask
+    from evalreg.store.keycolumn import KeyColumn
+
+    keys = [hashlib.sha256(str(i).encode()).hexdigest() for i in range(500)]
+    keys.append("f" * 64)  # the largest leading number there is
+    for shard in ((1, 1), (1, 3), (2, 3), (3, 3), (5, 7), (1000, 1000)):
+        mask = _in_shard_mask(KeyColumn(keys), shard)
+        assert mask.tolist() == [_in_shard(k, shard) for k in keys]
+
+
+def test_the_keys_between_positions_left_out_are_the_others_in_order() -> None:
+    import hashlib
+
+    from evalreg.runner.run import _others
+    from evalreg.store.keycolumn import KeyColumn
+
+    keys = [hashlib.sha256(str(i).encode()).hexdigest() for i in range(6)]
+    column = KeyColumn(keys)
+    for left_out in ([], [0], [5], [0, 2, 3], [1, 4], list(range(6)), range(6)):
+        assert list(_others(column, left_out)) == [
+            k for i, k in enumerate(keys) if i not in left_out
+        ]

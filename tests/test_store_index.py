@@ -243,11 +243,13 @@ from evalreg.store.segments import ResponseStore, encode_record
 store = ResponseStore.open(Path(sys.argv[1]))
 k, other = "a" * 64, "b" * 64
 assert store.contains_all([k, other]) == [False, False]
+assert list(store.absent([k, other])) == [0, 1]
 assert (k in store, store.get(k), store.locate(k)) == (False, None, None)
 assert store.get_many([k]) == [None]
 assert (store.segments_of([k]), store.locate_all([k]), len(store)) == (set(), [None], 0)
 store.remember(k, encode_record(k, {"response": {"text": "yes"}}))
 assert store.contains_all([k, other]) == [True, False] and store.segments_of([k]) == {""}
+assert list(store.absent([k, other])) == [1]
 assert store.get(k)["response"]["text"] == "yes" and len(store) == 1
 print("numpy" in sys.modules)
 """
@@ -305,4 +307,5 @@ def test_keys_searched_in_several_batches_answer_as_in_one(
         assert store.locate_all(keys) == whole[1] == [store.locate(k) for k in asked]
         assert store.get_many(keys) == whole[2] == [store.get(k) for k in asked]
         assert store.segments_of(keys) == whole[3] == {"", "a.jsonl", "b.jsonl"}
+        assert store.absent(keys) == [i for i, k in enumerate(asked) if k not in store]
     assert store.segments_of(asked[2:4]) == {"a.jsonl"}

@@ -86,3 +86,14 @@ def test_a_key_takes_its_32_bytes() -> None:
     # A bytearray grows by an eighth, at most: 32 bytes a key and its slack.
     assert (held - before) / len(keys) < 40
     assert column[49_999] == keys[49_999]
+
+
+def test_a_column_is_searched_and_cut_by_its_digests() -> None:
+    keys = [key(i) for i in range(10)]
+    column = KeyColumn(keys)
+    assert column.part(2, 7) == keys[2:7] and column.part(7, 2) == []
+    assert column.among({key(3), key(9), key(42)}) == [3, 9]
+    assert column.among(set()) == []
+    grown = KeyColumn(keys[:4])
+    grown.extend_column(column.part(4, 10))
+    assert grown == column

@@ -17,13 +17,14 @@ from __future__ import annotations
 import contextlib
 import functools
 import tempfile
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any, BinaryIO, overload
 
 from evalreg.registry import schema
 from evalreg.results.records import ItemRecord, item_line
 from evalreg.results.tally import CellTally
 from evalreg.runner import _forked as forked
+from evalreg.store.keycolumn import KeyColumn
 
 _SPOOL_BYTES = 1 << 20
 
@@ -31,31 +32,21 @@ Sample = tuple[schema.Item, int, str]
 Stored = dict[str, Any] | None
 Grade = Callable[[schema.Item, int, str, Stored], ItemRecord]
 """Grade a sample, given its stored record (None: none is stored)."""
-Read = Callable[[list[str]], list[Stored]]
+Read = Callable[[Sequence[str]], list[Stored]]
 """The stored records of a batch of keys (``ResponseStore.get_many``)."""
 
 _BATCH = 512
 """Samples whose stored records are read together."""
 
 
-def graded(samples: Iterable[Sample], grade: Grade, read: Read) -> Iterator[ItemRecord]:
+def graded(samples: Sequence[Sample], grade: Grade, read: Read) -> Iterator[ItemRecord]:
     """The record of each of ``samples``, in order, their stored records read a batch at
     a time (one search of the store's index for the batch)."""
-    batch: list[Sample] = []
-    for sample in samples:
-        batch.append(sample)
-        if len(batch) == _BATCH:
-            yield from _graded_batch(batch, grade, read)
-            batch = []
-    yield from _graded_batch(batch, grade, read)
-
-
-def _graded_batch(batch: list[Sample], grade: Grade, read: Read) -> Iterator[ItemRecord]:
-    if not batch:
-        return
-    records = read([key for _, _, key in batch])
-    for (item, sample, key), stored in zip(batch, records, strict=True):
-        yield grade(item, sample, key, stored)
+    for start in range(0, len(samples), _BATCH):
+        batch = samples[start : start + _BATCH]
+        keys = batch.keys_of() if isinstance(batch, Samples) else [key for _, _, key in batch]
+        for (item, sample, key), stored in zip(batch, read(keys), strict=True):
+            yield grade(item, sample, key, stored)
 
 
 class Samples(Sequence[Sample]):
@@ -77,6 +68,13 @@ class Samples(Sequence[Sample]):
 
     def __len__(self) -> int:
         return max(0, self.stop - self.start)
+
+    def keys_of(self) -> Sequence[str]:
+        """The keys of these samples, in order: a column of digests when the plan's keys
+        are one (the store searches digests as they are)."""
+        if isinstance(self.keys, KeyColumn):
+            return self.keys.part(self.start, self.stop)
+        return self.keys[self.start : self.stop]
 
     @overload
     def __getitem__(self, index: int) -> Sample: ...
@@ -105,10 +103,15 @@ class Samples(Sequence[Sample]):
         if at >= stop:
             return
         # The items iterated, not indexed a sample at a time: an eval set read back from
-        # its file reads a block of them at once (``FileItems``).
+        # its file reads a block of them at once (``FileItems``). So are the keys: a
+        # column spells a block at once, not a key at a time.
+        spelled: Sequence[str] = ()
+        base = at
         for item in self.items[at // repeats : (stop - 1) // repeats + 1]:
             for sample in range(at % repeats, min(repeats, stop - at + at % repeats)):
-                yield item, sample, keys[at]
+                if at - base == len(spelled):
+                    base, spelled = at, keys[at : min(stop, at + _BATCH)]
+                yield item, sample, spelled[at - base]
                 at += 1
 
 

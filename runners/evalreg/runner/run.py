@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 from collections import Counter
 from collections.abc import Callable, Container, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -47,7 +48,7 @@ from evalreg.runner._gradepool import Samples, grade_all
 from evalreg.runner.grading import CellGrader, cell_grader
 from evalreg.store.batches import BatchJournal
 from evalreg.store.journal import Journal, Staged, mark_pushed, unpushed
-from evalreg.store.keycolumn import KeyColumn
+from evalreg.store.keycolumn import KEY_BYTES, KeyColumn
 from evalreg.store.segments import STORE_DIR, ResponseStore, SegmentWriter
 
 DEFAULT_OUTPUT_TOKENS = 256
@@ -304,6 +305,18 @@ def _in_shard(key: str, shard: tuple[int, int] | None) -> bool:
     return int(key[:12], 16) % count == index - 1
 
 
+def _in_shard_mask(keys: KeyColumn, shard: tuple[int, int]) -> Any:
+    """``_in_shard`` of each of ``keys``, as one array of booleans: the number the first 12
+    hex digits spell is the first 6 bytes of the key's digest."""
+    import numpy as np
+
+    index, count = shard
+    digests = np.frombuffer(keys.digests(), dtype=np.uint8).reshape(-1, KEY_BYTES)
+    leading = np.zeros((len(digests), 8), dtype=np.uint8)
+    leading[:, 2:] = digests[:, :6]
+    return leading.view(">u8").ravel() % np.uint64(count) == np.uint64(index - 1)
+
+
 def cell_request(
     cell: Cell, provider: Provider, item: schema.Item, messages: Messages | None = None
 ) -> Request:
@@ -325,37 +338,68 @@ def _keys(cell: Cell, provider: Provider, items: Sequence[schema.Item]) -> list[
     return keys
 
 
+Keyed = tuple[int, list[Request] | None, KeyColumn]
+"""A run of consecutive items keyed together: the index of the first, the request of each
+(None: not kept; the few to buy are made again), and their keys in (item, sample) order."""
+
+
+def _others(keys: KeyColumn, positions: Sequence[int]) -> Iterator[str]:
+    """The keys of ``keys`` at the positions not among ``positions`` (ascending), in
+    order: found between them, so that a column all of whose keys are left out is not
+    walked key by key."""
+    if len(positions) == len(keys):
+        return
+    begin = 0
+    for at in itertools.chain(positions, (len(keys),)):
+        for between in range(begin, at):
+            yield keys[between]
+        begin = at + 1
+
+
+_CHUNK = 256
+"""Items keyed together when each is keyed here, before the store is asked which of their
+requests it holds."""
+
+
 def item_requests(
     cell: Cell,
     provider: Provider,
     items: Sequence[schema.Item],
     store: ResponseStore,
     prompts: list[Messages | None] | None = None,
-) -> Iterator[tuple[int, Request | None, list[str]]]:
-    """The index of each of ``items`` with its request and the store keys of its samples,
-    in order (an item read back from its file is read only when it is needed).
+) -> Iterator[Keyed]:
+    """Runs of consecutive ``items``, in order, each with its requests and the store keys
+    of their samples (an item read back from its file is read only when it is needed).
 
     Rendering and hashing 100,000 requests takes a couple of seconds of one core: when
     the store could answer most of them (a replay), ranges of items are keyed in forked
-    processes, and their requests are not kept (None: the few to buy are made again).
-    Otherwise most requests are to be bought: each prompt is rendered once, its request
-    kept for the jobs (``prompts``: every item's prompt already rendered, each dropped
-    once its request is made).
+    processes, their requests are not kept, and the cell comes as one run. Otherwise most
+    requests are to be bought: each prompt is rendered once, its request kept for the jobs
+    (``prompts``: every item's prompt already rendered, each dropped once its request is
+    made), and items come a few hundred at a time (the first run is small, so the first
+    requests go out soon).
     """
     repeats = cell.task.repeats
     units = len(items) * repeats
     count = forked.parts(units) if prompts is None and len(store) * 2 >= units else 1
     if count >= 2:
-        keys = _forked_keys(cell, provider, items, count)
-        for index in range(len(items)):
-            yield index, None, keys[index * repeats : (index + 1) * repeats]
+        yield 0, None, _forked_keys(cell, provider, items, count)
         return
+    first, size = 0, 16
+    requests: list[Request] = []
+    keys: list[str] = []
     for index, item in enumerate(items):
         messages = None
         if prompts is not None:
             messages, prompts[index] = prompts[index], None
         request = cell_request(cell, provider, item, messages)
-        yield index, request, [request.key(sample) for sample in range(repeats)]
+        requests.append(request)
+        keys.extend(request.key(sample) for sample in range(repeats))
+        if len(requests) >= size:
+            yield first, requests, KeyColumn(keys)
+            first, size, requests, keys = index + 1, _CHUNK, [], []
+    if requests:
+        yield first, requests, KeyColumn(keys)
 
 
 def _forked_keys(
@@ -405,6 +449,15 @@ class _Planner:
         """Whether the store held a response under ``key`` before this run bought any."""
         return key in self.store and key not in self.buying
 
+    def _unstored(self, keys: KeyColumn) -> Sequence[int]:
+        """The positions of ``keys`` that ``stored`` says no to, ascending: those the store
+        lacks, and those it holds because this run bought them."""
+        lacking = self.store.absent(keys)
+        if not self.buying or len(lacking) == len(keys):
+            return lacking
+        bought = keys.among(self.buying)
+        return sorted(set(lacking).union(bought)) if bought else lacking
+
     def plan(self, st: CellStatus) -> CellPlan:
         """The cell's items and, unless ``--shard`` picks requests by key, how many
         requests the run is responsible for; nothing keyed yet."""
@@ -433,32 +486,42 @@ class _Planner:
         sizes: Counter[tuple[int, int]] = Counter()
         """(input tokens, max_tokens) of the jobs to buy: what their estimates depend on,
         counted as they are made (the output length seen is known once all are)."""
-        for chunk in _chunked(item_requests(cell, provider, plan.items, self.store, prompts)):
-            # The store is asked about a chunk's keys at once: one vectorised search.
-            chunk_keys = [k for _, _, keys in chunk for k in keys]
-            held = iter(self.store.contains_all(chunk_keys))
+        history: list[str] = []
+        """The first ``HISTORY_SAMPLE`` keys ``stored`` says yes to: the cell's output
+        length is learnt from their responses."""
+        repeats = cell.task.repeats
+        made: tuple[int, Request] | None = None
+        """The last request made again (``item_requests`` kept none), with its item's index."""
+        for first, requests, keys in item_requests(cell, provider, plan.items, self.store, prompts):
             # Keyed before its requests are bought: grading waits for what is not stored.
-            plan.keys.extend(chunk_keys)
-            for index, request, keys in chunk:
-                for sample, key in enumerate(keys):
-                    stored = next(held) and key not in self.buying
-                    if shard is not None:
-                        if not _in_shard(key, shard):
-                            continue
-                        plan.in_shard += 1
-                    if stored:
-                        continue
-                    item = plan.items[index]
-                    if request is None:
-                        request = cell_request(cell, provider, item)
-                    job = request.job(sample, f"{cell.id}/{item.id}#{sample}", key)
-                    plan.to_buy.append(job)
-                    for_items.append(item)
-                    sizes[estimated_input_tokens(job.content), _max_output_tokens(job)] += 1
-                    plan.missing += 1
-                    self.buying.add(key)
-                    yield job
-        self._estimate(plan, for_items, sizes)
+            plan.keys.extend_column(keys)
+            # The store is asked about the run's keys at once, and only the samples it
+            # lacks (or that this run buys) are walked: none, in a replay.
+            todo = self._unstored(keys)
+            if len(history) < HISTORY_SAMPLE:
+                history.extend(itertools.islice(_others(keys, todo), HISTORY_SAMPLE - len(history)))
+            if shard is not None:
+                inside = _in_shard_mask(keys, shard)
+                plan.in_shard += int(inside.sum())
+                todo = [at for at in todo if inside[at]]
+            for at in todo:
+                index, sample = first + at // repeats, at % repeats
+                key, item = keys[at], plan.items[index]
+                if requests is not None:
+                    request = requests[index - first]
+                elif made is not None and made[0] == index:
+                    request = made[1]
+                else:
+                    request = cell_request(cell, provider, item)
+                    made = (index, request)
+                job = request.job(sample, f"{cell.id}/{item.id}#{sample}", key)
+                plan.to_buy.append(job)
+                for_items.append(item)
+                sizes[estimated_input_tokens(job.content), _max_output_tokens(job)] += 1
+                plan.missing += 1
+                self.buying.add(key)
+                yield job
+        self._estimate(plan, for_items, sizes, history)
         if plan.missing and not self.options.offline:
             plan.blocked = credentials_problem(provider, cell.pin)
             if plan.blocked is not None:
@@ -476,15 +539,20 @@ class _Planner:
             pass
 
     def _estimate(
-        self, plan: CellPlan, for_items: list[schema.Item], sizes: Counter[tuple[int, int]]
+        self,
+        plan: CellPlan,
+        for_items: list[schema.Item],
+        sizes: Counter[tuple[int, int]],
+        history: list[str],
     ) -> None:
         """The estimated cost of the cell's requests to buy (``for_items``: the item of
         each; ``sizes``: how many have each input length and ``max_tokens``), from the
-        output lengths of what the store held before this run."""
+        output lengths of what the store held before this run (``history``: the first
+        of the cell's keys it held)."""
         cell = plan.status.cell
         store = self.store
         pin_keys = self.seen_by_pin.setdefault(cell.candidate.pin, [])
-        observed = observed_output_tokens(store, filter(self.stored, plan.keys))
+        observed = observed_output_tokens(store, history)
         if observed is not None:
             plan.output_tokens = f"{observed} output tokens: mean of stored responses of the cell"
         else:
@@ -534,26 +602,6 @@ class _Planner:
             plan.judge_requests += count
             plan.judge_estimated_micro_usd += cost
             plan.judge_estimates[job.key] = cost
-
-
-_CHUNK = 256
-"""Items keyed before the store is asked which of their requests it holds."""
-
-
-def _chunked(
-    requests: Iterator[tuple[int, Request | None, list[str]]],
-) -> Iterator[list[tuple[int, Request | None, list[str]]]]:
-    """``item_requests`` a few hundred items at a time (the first chunk is small, so the
-    first requests go out soon)."""
-    chunk: list[tuple[int, Request | None, list[str]]] = []
-    size = 16
-    for entry in requests:
-        chunk.append(entry)
-        if len(chunk) >= size:
-            yield chunk
-            chunk, size = [], _CHUNK
-    if chunk:
-        yield chunk
 
 
 def _buys_while_planning(root: Path, options: RunOptions) -> bool:
@@ -1073,14 +1121,23 @@ def _finish(
         outcome.note = f"pending: {plan.blocked}"
         return outcome
     store = stream.store if stream is not None else None
-    in_store = store.contains_all(plan.keys) if store is not None else [False] * len(plan.keys)
-    unresolved = [
-        k
-        for k, stored in zip(plan.keys, in_store, strict=True)
-        if _in_shard(k, options.shard)
-        and not stored
-        and failed.get(k) in (None, "offline_miss", "budget", BATCHED)
-    ]
+    keys = plan.keys
+    # Only the keys the store lacks are looked at one by one: none, in a replay.
+    lacking = store.absent(keys) if store is not None else range(len(keys))
+    inside = None if options.shard is None or not lacking else _in_shard_mask(keys, options.shard)
+    unresolved: list[str] = []
+    # Requests that failed count as errors: a smoke test that bought nothing is no success.
+    # A response waiting in a batch is no failure: a later run collects it.
+    errors = 0
+    for at in lacking:
+        if inside is not None and not inside[at]:
+            continue
+        key = keys[at]
+        cause = failed.get(key)
+        if cause in (None, "offline_miss", "budget", BATCHED):
+            unresolved.append(key)
+        if cause != BATCHED:
+            errors += 1
     if unresolved or options.shard is not None or options.limit is not None:
         stopped = {failed.get(k) for k in unresolved}
         waiting = sum(1 for k in unresolved if failed.get(k) == BATCHED)
@@ -1096,15 +1153,7 @@ def _finish(
                 else f"incomplete ({plural(len(unresolved), 'response')} missing: "
                 f"{', '.join(sorted(s or 'unsent' for s in stopped))}); no results written"
             )
-        # Requests that failed count as well: a smoke test that bought nothing is no success.
-        # A response waiting in a batch is no failure: a later run collects it.
-        outcome.errors = sum(
-            1
-            for k in plan.keys
-            if _in_shard(k, options.shard)
-            and (store is None or k not in store)
-            and failed.get(k) != BATCHED
-        )
+        outcome.errors = errors
         return outcome
     assert stream is not None
     stream.drain(failed)

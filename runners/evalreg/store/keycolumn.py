@@ -9,12 +9,14 @@ spells it, when it is read.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Container, Iterable, Iterator, Sequence
 from typing import overload
 
 KEY_BYTES = 32
 """A key's digest: 64 lowercase hex digits."""
 _HEX = re.compile("[0-9a-f]*")
+_SPELLED = 1 << 16
+"""Keys spelled at once when a column is searched: some 7 MB of strings."""
 
 
 class KeyColumn(Sequence[str]):
@@ -50,10 +52,29 @@ class KeyColumn(Sequence[str]):
             raise ValueError("a store key's digest is 32 bytes")
         self._raw += digests
 
+    def extend_column(self, other: KeyColumn) -> None:
+        """Add the keys of ``other`` at the end (its digests copied once, not spelled)."""
+        self._raw += other._raw
+
+    def among(self, wanted: Container[str]) -> list[int]:
+        """The positions of the keys ``wanted`` holds, ascending (spelled a block of keys
+        at a time)."""
+        found: list[int] = []
+        for start in range(0, len(self), _SPELLED):
+            spelled = self[start : start + _SPELLED]
+            found.extend(start + at for at, key in enumerate(spelled) if key in wanted)
+        return found
+
     def digests(self, start: int = 0, stop: int | None = None) -> bytes:
         """The digests of keys ``start`` to ``stop`` (default: the end), 32 bytes each."""
         stop = len(self) if stop is None else stop
         return bytes(self._raw[start * KEY_BYTES : stop * KEY_BYTES])
+
+    def part(self, start: int, stop: int) -> KeyColumn:
+        """Keys ``start`` to ``stop``, as a column of their own (their digests copied)."""
+        part = KeyColumn()
+        part.extend_digests(self.digests(start, stop))
+        return part
 
     def __len__(self) -> int:
         return len(self._raw) // KEY_BYTES
@@ -68,9 +89,17 @@ class KeyColumn(Sequence[str]):
         if isinstance(index, slice):
             start, stop, step = index.indices(len(self))
             raw = self._raw
-            return [
-                raw[at * KEY_BYTES : (at + 1) * KEY_BYTES].hex() for at in range(start, stop, step)
-            ]
+            picked = (
+                raw[start * KEY_BYTES : max(start, stop) * KEY_BYTES]
+                if step == 1
+                else b"".join(
+                    raw[at * KEY_BYTES : (at + 1) * KEY_BYTES] for at in range(start, stop, step)
+                )
+            )
+            # Spelled in one hex string, then cut in keys: not a conversion a key.
+            spelled = picked.hex()
+            width = 2 * KEY_BYTES
+            return [spelled[at : at + width] for at in range(0, len(spelled), width)]
         if index < 0:
             index += len(self)
         if not 0 <= index < len(self):

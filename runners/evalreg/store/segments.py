@@ -32,6 +32,7 @@ from typing import Any, NamedTuple, Protocol
 
 from evalreg import dvcrepo
 from evalreg.registry.tree import Tree, WorkspaceTree
+from evalreg.store.keycolumn import KEY_BYTES, KeyColumn
 
 STORE_DIR = "reports/store"
 SEGMENT_SUFFIX = ".jsonl"
@@ -165,13 +166,32 @@ _SCAN_BLOCK = 1 << 20
 """Bytes of a segment scanned at a time: what scanning holds, however large the segment."""
 
 
-def _batches(keys: Sequence[str]) -> Iterator[Sequence[str]]:
-    """``keys`` in consecutive slices of ``_SEARCH_BATCH`` (one slice when fewer)."""
-    if len(keys) <= _SEARCH_BATCH:
-        yield keys
-        return
-    for start in range(0, len(keys), _SEARCH_BATCH):
-        yield keys[start : start + _SEARCH_BATCH]
+def _batches(count: int) -> Iterator[tuple[int, int]]:
+    """The (start, stop) of consecutive runs of ``_SEARCH_BATCH`` of ``count`` keys."""
+    for start in range(0, count, _SEARCH_BATCH):
+        yield start, min(count, start + _SEARCH_BATCH)
+
+
+def _digests(keys: Sequence[str], start: int, stop: int) -> tuple[Any, Any] | None:
+    """Keys ``start`` to ``stop`` (at least one) as the 32 bytes each spells, an (n, 32)
+    array, and whether each is spelled as ``request_key`` spells keys; None when they are
+    not all 64 ASCII characters. A ``KeyColumn`` holds its keys' digests: they are read
+    as they are, not spelled and decoded again."""
+    import numpy as np
+
+    if isinstance(keys, KeyColumn):
+        wanted = np.frombuffer(keys.digests(start, stop), dtype=np.uint8).reshape(-1, KEY_BYTES)
+        return wanted, np.ones(len(wanted), dtype=np.bool_)
+    # Keys spelled as request_key spells them are 64 lowercase hex digits: decoded
+    # together, each to its 32 bytes, as the scan decodes the lines' keys.
+    part = keys[start:stop]
+    joined = "".join(part)
+    if not (min(map(len, part)) == max(map(len, part)) == _KEY_LEN and joined.isascii()):
+        return None
+    chars = np.frombuffer(joined.encode("ascii"), dtype=np.uint8).reshape(-1, _KEY_LEN)
+    canonical = np.frombuffer(_LOWER_HEX, dtype=np.bool_)[chars].all(axis=1)
+    digits = np.frombuffer(_NIBBLES, dtype=np.uint8)[chars]
+    return (digits[:, 0::2] << 4) | digits[:, 1::2], canonical
 
 
 def _binary(key: str) -> bytes | None:
@@ -610,18 +630,20 @@ class ResponseStore:
         _heads, _buckets, _tails, segments, starts, ends = self._index()
         recent, runs = self._recent, self._runs
         out: list[dict[str, Any] | None] = []
-        for key, row in zip(keys, rows, strict=True):
-            written = recent.get(key)
-            if written is not None:
-                out.append(_record(written[:-1], long_numbers(written), 0))
-            elif row is None:
-                out.append(None)
-            else:
-                number, start = segments[row], starts[row]
-                line = self._read(number, start, ends[row])
-                # The line's own key is checked again, as ``get`` checks it.
-                same = line[_KEY_AT:_KEY_END] == key.encode()
-                out.append(_record(line, runs[number], start) if same else None)
+        for first, stop in _batches(len(keys)):
+            found = [-1] * (stop - first) if rows is None else rows[first:stop].tolist()
+            for key, row in zip(keys[first:stop], found, strict=True):
+                written = recent.get(key)
+                if written is not None:
+                    out.append(_record(written[:-1], long_numbers(written), 0))
+                elif row < 0:
+                    out.append(None)
+                else:
+                    number, start = segments[row], starts[row]
+                    line = self._read(number, start, ends[row])
+                    # The line's own key is checked again, as ``get`` checks it.
+                    same = line[_KEY_AT:_KEY_END] == key.encode()
+                    out.append(_record(line, runs[number], start) if same else None)
         return out
 
     def line(self, key: str) -> bytes | None:
@@ -644,75 +666,96 @@ class ResponseStore:
         _heads, _buckets, _tails, segments, starts, ends = self._index()
         return Location(self.names[segments[row]], starts[row], ends[row])
 
-    def _rows(self, keys: Sequence[str]) -> list[int | None]:
-        """The index row of each of ``keys`` (None: not indexed), in one vectorised search
-        a batch of keys; keys spelled otherwise than ``request_key`` spells them, and heads
-        that several rows share, are searched one at a time."""
+    def _rows(self, keys: Sequence[str]) -> Any | None:
+        """The index row of each of ``keys`` (-1: not indexed), an array, in one vectorised
+        search a batch of keys; keys spelled otherwise than ``request_key`` spells them,
+        and heads that several rows share, are searched one at a time. None: nothing is
+        indexed (answered without numpy)."""
         self._index()
         if not keys or not self._columns or not len(self._columns[0]):
-            return [None] * len(keys)  # nothing indexed: answered without numpy
-        out: list[int | None] = []
-        for part in _batches(keys):
-            out.extend(self._batch_rows(part))
+            return None
+        import numpy as np
+
+        out = np.empty(len(keys), dtype=np.int64)
+        for start, stop in _batches(len(keys)):
+            out[start:stop] = self._batch_rows(keys, start, stop)
         return out
 
-    def _batch_rows(self, keys: Sequence[str]) -> list[int | None]:
+    def _batch_rows(self, keys: Sequence[str], start: int, stop: int) -> Any:
         import numpy as np
 
         heads, tails, _canonical, _segments, _starts, _ends = self._columns
-        out: list[int | None] = [None] * len(keys)
-        # Keys spelled as request_key spells them are 64 lowercase hex digits: decoded
-        # together, each to its 32 bytes, as the scan decodes the lines' keys.
-        joined = "".join(keys)
-        if not (min(map(len, keys)) == max(map(len, keys)) == _KEY_LEN and joined.isascii()):
-            return [self._row(key) for key in keys]
-        chars = np.frombuffer(joined.encode("ascii"), dtype=np.uint8).reshape(-1, _KEY_LEN)
-        canonical = np.frombuffer(_LOWER_HEX, dtype=np.bool_)[chars].all(axis=1)
-        digits = np.frombuffer(_NIBBLES, dtype=np.uint8)[chars]
-        wanted = (digits[:, 0::2] << 4) | digits[:, 1::2]
+        decoded = _digests(keys, start, stop)
+        if decoded is None:
+            return np.array([self._row(key) for key in keys[start:stop]], dtype=np.int64)
+        wanted, canonical = decoded
         wanted_heads = np.ascontiguousarray(wanted[:, :8]).view(">u8").ravel().astype(np.uint64)
         rows = np.minimum(np.searchsorted(heads, wanted_heads), len(heads) - 1)
         same_head = heads[rows] == wanted_heads
         found = canonical & same_head & (tails.reshape(-1, 24)[rows] == wanted[:, 8:]).all(axis=1)
         if self._unsure:
             found &= ~np.isin(rows, np.fromiter(self._unsure, dtype=np.int64))
-        for i, row in zip(np.flatnonzero(found).tolist(), rows[found].tolist(), strict=True):
-            out[i] = row
+        out = np.where(found, rows, -1)
         # The first row of a head was compared: keys that need more are searched alone.
         for i in np.flatnonzero(~found & same_head).tolist():
-            out[i] = self._row(keys[i])
+            out[i] = self._row(keys[start + i])
         return out
 
-    def _row(self, key: str) -> int | None:
+    def _row(self, key: str) -> int:
         found = self._find(key, whole=False)
-        return None if found is None else found[0]
+        return -1 if found is None else found[0]
+
+    def _written(self, keys: Sequence[str], start: int, stop: int) -> list[int]:
+        """The positions (from ``start``) of keys ``start`` to ``stop`` that this process
+        wrote (``remember``)."""
+        recent = self._recent
+        if not recent:
+            return []
+        return [i for i, key in enumerate(keys[start:stop]) if key in recent]
 
     def contains_all(self, keys: Sequence[str]) -> list[bool]:
         """``key in store`` for each of ``keys``, in one vectorised search (for every key
         of a cell: a key at a time costs a microsecond or two each)."""
-        recent = self._recent
-        out: list[bool] = []
-        for part in _batches(keys):
-            out.extend(
-                key in recent or row is not None
-                for key, row in zip(part, self._rows(part), strict=True)
-            )
+        held = [False] * len(keys) if (rows := self._rows(keys)) is None else (rows >= 0).tolist()
+        for start, stop in _batches(len(keys)):
+            for i in self._written(keys, start, stop):
+                held[start + i] = True
+        return held
+
+    def absent(self, keys: Sequence[str]) -> Sequence[int]:
+        """The positions of ``keys`` not stored (``key not in store``), ascending, in one
+        vectorised search: a cell's keys are looked at as a column, and only those the
+        store lacks are walked one by one (none, when a run replays stored responses)."""
+        rows = self._rows(keys)
+        if rows is None and not self._recent:
+            return range(len(keys))
+        out: list[int] = []
+        for start, stop in _batches(len(keys)):
+            if rows is None:
+                lacking: Iterable[int] = range(stop - start)
+            else:
+                import numpy as np
+
+                lacking = np.flatnonzero(rows[start:stop] < 0).tolist()
+            written = set(self._written(keys, start, stop))
+            out.extend(start + i for i in lacking if i not in written)
         return out
 
     def segments_of(self, keys: Sequence[str]) -> set[str]:
         """The names of the segments that hold ``keys``' records ("" for a record this
         process wrote), in one vectorised search."""
-        _heads, _buckets, _tails, segments, _starts, _ends = self._index()
-        recent = self._recent
+        rows = self._rows(keys)
         numbers: set[int] = set()
         written = False
-        for part in _batches(keys):
-            if recent:
-                mine = [key for key in part if key not in recent]
-                # A record this process wrote answers first, as in ``locate``.
-                written = written or len(mine) < len(part)
-                part = mine
-            numbers.update(segments[row] for row in self._rows(part) if row is not None)
+        for start, stop in _batches(len(keys)):
+            mine = self._written(keys, start, stop)
+            # A record this process wrote answers first, as in ``locate``.
+            written = written or bool(mine)
+            if rows is None:
+                continue
+            part = rows[start:stop].copy()
+            part[mine] = -1
+            numbers.update(self._columns[3][part[part >= 0]].tolist())
         names = {self.names[number] for number in numbers}
         return names | {""} if written else names
 
@@ -722,14 +765,16 @@ class ResponseStore:
         _heads, _buckets, _tails, segments, starts, ends = self._index()
         names, recent = self.names, self._recent
         out: list[Location | None] = []
-        for key, row in zip(keys, rows, strict=True):
-            line = recent.get(key)
-            if line is not None:
-                out.append(Location("", 0, len(line) - 1))
-            elif row is None:
-                out.append(None)
-            else:
-                out.append(Location(names[segments[row]], starts[row], ends[row]))
+        for first, stop in _batches(len(keys)):
+            found = [-1] * (stop - first) if rows is None else rows[first:stop].tolist()
+            for key, row in zip(keys[first:stop], found, strict=True):
+                line = recent.get(key)
+                if line is not None:
+                    out.append(Location("", 0, len(line) - 1))
+                elif row < 0:
+                    out.append(None)
+                else:
+                    out.append(Location(names[segments[row]], starts[row], ends[row]))
         return out
 
     def remember(self, key: str, line: bytes) -> None:
