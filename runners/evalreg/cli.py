@@ -10,6 +10,7 @@ import argparse
 import gc
 import json
 import math
+import os
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -1200,7 +1201,14 @@ def entry() -> NoReturn:
     collection Python runs while shutting down walks all of it again: both free nothing
     the exit would not. So the thresholds stay raised, and frozen objects are outside the
     collector's sight.
+
+    NumPy's OpenBLAS starts a thread per core as it loads, and each spins about a tenth
+    of a second of CPU before it sleeps: evalreg multiplies no matrices, so the program
+    asks for one thread (unless the environment already chose), before anything imports
+    NumPy. On two cores that spin took the core a run's DVC child or a loopback server
+    needs, and a fifth of ``evalreg check``'s CPU.
     """
+    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
     gc.set_threshold(*RARE_COLLECTIONS)
     code = _command(None)
     gc.freeze()
