@@ -129,6 +129,17 @@ def test_the_local_remote_is_the_one_config_local_names(dvc_repo: Repo, tmp_path
     assert len(registry.evalset_of("labels").items) == 4
 
 
+def test_the_local_remote_follows_an_edit_of_the_config(dvc_repo: Repo, tmp_path: Path):
+    # Asked for every tracked file read, the answer is kept only while the config is unchanged.
+    root = dvc_repo.root
+    assert dvcrepo._local_remote(root) == (root / "dvc-storage").resolve()
+    config = root / ".dvc" / "config"
+    config.write_text(config.read_text().replace("../dvc-storage", str(tmp_path)))
+    assert dvcrepo._local_remote(root) == tmp_path.resolve()
+    (root / ".dvc" / "config.local").write_text("['remote \"storage\"']\n    url = s3://b/x\n")
+    assert dvcrepo._local_remote(root) is None
+
+
 def test_data_missing_everywhere_says_how_to_fetch_it(dvc_repo: Repo, cli):
     (dvc_repo.root / EVALSET).unlink()
     shutil.rmtree(dvc_repo.root / ".dvc" / "cache")

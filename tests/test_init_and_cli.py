@@ -293,6 +293,32 @@ def test_the_program_exits_with_the_collector_still_spared(repo: Repo):
     assert last == ["EXIT", "0", "True", *map(str, RARE_COLLECTIONS)], done.stderr
 
 
+def test_a_command_starts_up_without_a_collection():
+    """A command's start-up (modules, schemas, the registry) builds objects that live to
+    the exit: a collection in its middle walks them all to free nothing. ``evalreg check``
+    on the example registry is all start-up."""
+    from evalreg.cli import RARE_COLLECTIONS
+
+    probe = (
+        "import gc, runpy, sys\n"
+        "raised = []\n"
+        "gc.callbacks.append(lambda phase, info: phase == 'start' and raised.append("
+        "gc.get_threshold() == RARE))\n"
+        f"RARE = {RARE_COLLECTIONS!r}\n"
+        "sys.argv = ['evalreg', '-C', sys.argv[1], 'check']\n"
+        "try:\n    runpy.run_module('evalreg', run_name='__main__')\n"
+        "except SystemExit as exited:\n"
+        "    print('EXIT', exited.code, len(raised) > 0, sum(raised))\n"
+    )
+    example = Path(__file__).resolve().parent.parent
+    done = subprocess.run(
+        [sys.executable, "-c", probe, str(example)], capture_output=True, text=True
+    )
+    last = done.stdout.splitlines()[-1].split()
+    # Collections before the program raised the thresholds (Python's own start) only.
+    assert last == ["EXIT", "0", "True", "0"], done.stderr
+
+
 def test_a_command_called_as_a_library_restores_the_collector(repo: Repo, cli):
     import gc
 

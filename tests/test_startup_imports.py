@@ -5,9 +5,12 @@ use stays unloaded. Each test runs the command in a fresh interpreter and reads
 from __future__ import annotations
 
 import ast
+import os
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
 
 from conftest import Repo
 
@@ -128,3 +131,35 @@ def test_httpx_is_imported_in_one_place():
             if any(n == "httpx" or n.startswith("httpx.") for n in names):
                 direct.append(f"{path.relative_to(SOURCE)}:{node.lineno}")
     assert direct == []
+
+
+THREADS_PROBE = PROBE.replace(
+    'print("LOADED", code, *sorted(sys.modules))',
+    'import os\nprint("LOADED", code, "numpy" in sys.modules, len(os.listdir("/proc/self/task")),'
+    ' os.environ.get("OPENBLAS_NUM_THREADS"))',
+)
+
+
+@pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="counts threads in /proc")
+def test_numpy_starts_no_blas_threads_unless_asked():
+    """OpenBLAS starts a thread per core as NumPy loads, each spinning a tenth of a second:
+    ``evalreg`` multiplies no matrices, so it asks for none, unless the user chose."""
+    example = SOURCE.parent.parent
+    base = {k: v for k, v in os.environ.items() if k != "OPENBLAS_NUM_THREADS"}
+    runs = {}
+    for chosen in (None, "2"):
+        env = base if chosen is None else {**base, "OPENBLAS_NUM_THREADS": chosen}
+        done = subprocess.run(
+            [sys.executable, "-c", THREADS_PROBE, "-C", str(example), "check"],
+            capture_output=True,
+            text=True,
+            timeout=300,
+            env=env,
+        )
+        lines = [line for line in done.stdout.splitlines() if line.startswith("LOADED ")]
+        assert lines, done.stderr
+        runs[chosen] = lines[-1].split()[1:]
+    code, numpy_loaded, threads, asked = runs[None]
+    assert (code, numpy_loaded) == ("0", "True")  # the example's results are read
+    assert (threads, asked) == ("1", "1")
+    assert runs["2"][3] == "2"

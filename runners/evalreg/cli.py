@@ -10,6 +10,7 @@ import argparse
 import gc
 import json
 import math
+import os
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -1140,10 +1141,13 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-RARE_COLLECTIONS = (50_000, 20, 20)
+RARE_COLLECTIONS = (100_000, 20, 20)
 """The collector's thresholds while a command runs. A command builds many long-lived
 objects (modules, pydantic schemas, the registry) and few cycles: collecting every 700
-allocations re-walks them for nothing (a tenth of `evalreg check`)."""
+allocations re-walks them for nothing (a tenth of `evalreg check`). Its start-up alone
+leaves 60,000 to 90,000 (a 5,000-item run at its first request, `evalreg check` on the
+example registry at its end): the first collection comes after it, not in the middle of
+it, walking all of them to free nothing (5 % of `evalreg check`)."""
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -1200,7 +1204,14 @@ def entry() -> NoReturn:
     collection Python runs while shutting down walks all of it again: both free nothing
     the exit would not. So the thresholds stay raised, and frozen objects are outside the
     collector's sight.
+
+    NumPy's OpenBLAS starts a thread per core as it loads, and each spins about a tenth
+    of a second of CPU before it sleeps: evalreg multiplies no matrices, so the program
+    asks for one thread (unless the environment already chose), before anything imports
+    NumPy. On two cores that spin took the core a run's DVC child or a loopback server
+    needs, and a fifth of ``evalreg check``'s CPU.
     """
+    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
     gc.set_threshold(*RARE_COLLECTIONS)
     code = _command(None)
     gc.freeze()

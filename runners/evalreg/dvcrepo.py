@@ -7,6 +7,7 @@ Its console output and logging are silenced: evalreg reports in its own words.
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import logging
 import os
@@ -323,16 +324,37 @@ def _read_tracked(root: Path, rel: str, md5: str, rev: str | None) -> bytes:
     return data
 
 
+_CONFIGS = (".dvc/config.local", ".dvc/config")
+"""DVC's config files, the local one first (it wins, key by key)."""
+
+
 def _local_remote(root: Path) -> Path | None:
     """The default DVC remote's directory when it is one on this machine (a path, relative
-    to ``.dvc/``), as ``.dvc/config.local`` and ``.dvc/config`` set it; else None."""
+    to ``.dvc/``), as ``.dvc/config.local`` and ``.dvc/config`` set it; else None.
+
+    Asked once for every tracked file a command reads (each of an eval set's attachments),
+    so the answer is kept for as long as neither file changes (their ``stat``)."""
+    stamps: list[tuple[int, int, int, int] | None] = []
+    for rel in _CONFIGS:
+        try:
+            st = (root / rel).stat()
+        except OSError:
+            stamps.append(None)
+        else:
+            stamps.append((st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns))
+    return _remote_of(root, tuple(stamps))
+
+
+@functools.lru_cache(maxsize=16)
+def _remote_of(root: Path, stamps: tuple[tuple[int, int, int, int] | None, ...]) -> Path | None:
+    """``_local_remote`` for config files in the state ``stamps`` records (None: absent)."""
     import configobj
 
     configs = []
-    for config in (root / ".dvc" / "config.local", root / ".dvc" / "config"):
-        if config.is_file():
+    for rel, stamp in zip(_CONFIGS, stamps, strict=True):
+        if stamp is not None and (root / rel).is_file():
             try:
-                configs.append(configobj.ConfigObj(str(config), encoding="utf-8"))
+                configs.append(configobj.ConfigObj(str(root / rel), encoding="utf-8"))
             except (configobj.ConfigObjError, OSError, UnicodeDecodeError):
                 return None
     # The local file wins, key by key, as in DVC.

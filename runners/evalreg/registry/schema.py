@@ -52,7 +52,10 @@ def _empty_dict() -> dict[str, Any]:
 class Model(BaseModel):
     # A field's docstring (the string under it) documents it in the reference and the JSON
     # Schemas (``field_docs``); read from this file only then, not at every start.
-    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+    # ``defer_build``: a model's validator is built when it first validates, not when this
+    # module is imported. A command validates a few file kinds (the nested models are part
+    # of their validators), so most of the fifty-odd validators are never built at all.
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True, defer_build=True)
 
 
 class VersionedFile(Model):
