@@ -532,7 +532,7 @@ def _tracked_elsewhere(root: Path, path: Path) -> bool:
 
     with path.open("rb") as f:
         md5 = hashlib.file_digest(f, lambda: hashlib.md5(usedforsecurity=False)).hexdigest()
-    return dvcrepo.cached(root, md5) is not None
+    return dvcrepo.cached_file(root, md5) is not None
 
 
 def _raw_output_in_git(registry: Registry) -> list[Finding]:
