@@ -5,8 +5,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, NamedTuple
 
 import orjson
 
@@ -16,9 +15,10 @@ from evalreg.registry import schema
 _FENCE = re.compile(r"```[ \t]*(?:[Jj][Ss][Oo][Nn])?[ \t]*\r?\n(.*?)```", re.DOTALL)
 
 
-@dataclass(frozen=True)
-class Parsed:
-    """One output, parsed: the raw text, the answer taken from it, and why parsing failed."""
+class Parsed(NamedTuple):
+    """One output, parsed: the raw text, the answer taken from it, and why parsing failed.
+
+    A named tuple, as ``Verdict`` is: one is built for every sample graded."""
 
     text: str
     """The output exactly as the model returned it."""
@@ -33,7 +33,7 @@ class Parsed:
 def parse_output(text: str, config: schema.Output, tool_calls: tuple[ToolCall, ...] = ()) -> Parsed:
     """Parse ``text`` with the task's output parser; failures are values, never exceptions."""
     parsed = _PARSERS[config.parser](text, config)
-    return replace(parsed, tool_calls=tool_calls) if tool_calls else parsed
+    return parsed._replace(tool_calls=tool_calls) if tool_calls else parsed
 
 
 def _text(text: str, config: schema.Output) -> Parsed:
