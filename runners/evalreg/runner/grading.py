@@ -162,7 +162,7 @@ class CellGrader:
             self._graded, self._order = self._criteria_of(item.tags)
         if stored is None:
             # No response: no verdicts, and nothing counted.
-            no_tokens = Tokens(input=0, output=0, reasoning=0)
+            no_tokens: Tokens = {"input": 0, "output": 0, "reasoning": 0}
             return self._record(
                 item, sample, key, error or "missing", {}, None, 0.0, 0, no_tokens, 0
             )
@@ -214,11 +214,11 @@ class CellGrader:
             score = rounded(score)
         # A judge's failure leaves no verdicts, but the candidate's response was bought and
         # is stored: its usage and cost count.
-        tokens = Tokens(
-            input=completion.input_tokens,
-            output=completion.output_tokens,
-            reasoning=completion.reasoning_tokens,
-        )
+        tokens: Tokens = {
+            "input": completion.input_tokens,
+            "output": completion.output_tokens,
+            "reasoning": completion.reasoning_tokens,
+        }
         record = self._record(
             item,
             sample,
