@@ -48,6 +48,8 @@ class CellGrader:
         ]
         self._grade_of = {c.id: grade for c, grade in self.criteria}
         self._rules_built: LevelRules | None = None
+        self._output = cell.task.output
+        self._price = cell.pin.price
         # What every sample of the item being graded shares (samples come one item at a time).
         self._item: schema.Item | None = None
         self._content = ""
@@ -167,7 +169,7 @@ class CellGrader:
                 item, sample, key, error or "missing", {}, None, 0.0, 0, no_tokens, 0
             )
         completion = Completion.from_record(stored["response"])
-        parsed = parse_output(completion.text, self.cell.task.output, completion.tool_calls)
+        parsed = parse_output(completion.text, self._output, completion.tool_calls)
         applicable: dict[str, tuple[schema.Criterion, Verdict]] = {}
         ungraded: list[str] = []
         # What the judges' responses for this sample cost; None when no judge grades it.
@@ -229,7 +231,7 @@ class CellGrader:
             score,
             int(stored.get("latency_ms", 0)),
             tokens,
-            cost_micro_usd(self.cell.pin.price, completion),
+            cost_micro_usd(self._price, completion),
         )
         if judge_failure is None and ungraded:
             # Only then, so records of rubrics graded in full keep their bytes.
