@@ -197,7 +197,7 @@ class CellTally:
         """The group of a record's tags as written."""
         self.first: tuple[str, int] | None = None
         self.last: tuple[str, int] | None = None
-        self.criteria = sorted(criteria)
+        self.criteria = sorted(set(criteria))
         # A byte a sample for its level and for each criterion's verdict (the characters of
         # ``columns``): a million samples hold a few megabytes, not a list entry each.
         self.levels = bytearray()
