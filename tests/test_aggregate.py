@@ -286,6 +286,17 @@ def test_a_merge_refuses_a_tally_that_comes_before() -> None:
         late.merge(early)
 
 
+def test_a_merge_refuses_a_tally_of_other_criteria() -> None:
+    """The verdict columns are rows of one character per criterion: tallies of different
+    criteria cannot be joined."""
+    rs = records(3)
+    early, late = CellTally(["a", "b"]), CellTally(["a"])
+    early.add(rs[0])
+    late.add(rs[-1])
+    with pytest.raises(ValueError, match="different criteria"):
+        early.merge(late)
+
+
 def test_chunks_end_at_item_boundaries_and_keep_the_order() -> None:
     from evalreg.runner._gradepool import chunks
 

@@ -36,12 +36,13 @@ def field_exact(config: schema.FieldExactGrader, ctx: GradingContext) -> GradeFn
         ctx: not used.
     """
 
+    field, key = config.field, config.expected_field or config.field
+    fold = str.casefold if config.ignore_case else None
+
     def grade(parsed: Parsed, item: schema.Item) -> Verdict:
-        got = answer(parsed, config.field)
-        want = expected(item, config.expected_field or config.field)
-        return match_verdict(
-            got, want, same(got, want, fold=str.casefold if config.ignore_case else None)
-        )
+        got = answer(parsed, field)
+        want = expected(item, key)
+        return match_verdict(got, want, same(got, want, fold=fold))
 
     return grade
 

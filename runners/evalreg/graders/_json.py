@@ -42,11 +42,12 @@ def json_schema(config: schema.JsonSchemaGrader, ctx: GradingContext) -> GradeFn
         )
     validate = schema_check(document, "the json_schema grader's schema")
 
+    parse = config.parse
+
     def grade(parsed: Parsed, item: schema.Item) -> Verdict:
-        if config.parse == "embedded":
+        if parse == "embedded":
             return _embedded(parsed.text)
-        value = answer(strict_json(parsed.text) if config.parse == "strict" else parsed, None)
-        return validate(value)
+        return validate(answer(strict_json(parsed.text) if parse == "strict" else parsed, None))
 
     def _embedded(text: str) -> Verdict:
         verdict = Verdict(False, 0.0, "no JSON object in the output")
@@ -96,7 +97,7 @@ def schema_check(document: dict[str, Any], what: str) -> Callable[[Any], Verdict
 
     def validate(value: Any) -> Verdict:
         if surely_valid(value):
-            return Verdict(True, 1.0, "valid")
+            return _VALID
         if not full:
             full.append(_full_check(document, what))
         return full[0](value)

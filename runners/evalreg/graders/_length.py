@@ -20,23 +20,30 @@ def length(config: schema.LengthGrader, ctx: GradingContext) -> GradeFn:
             ``max_words`` and ``max_lines`` the bounds, each optional.
         ctx: not used.
     """
-    bounds = (
-        ("chars", config.min_chars, config.max_chars),
-        ("words", config.min_words, config.max_words),
-        ("lines", None, config.max_lines),
-    )
+    bounds = [
+        (unit, low, high)
+        for unit, low, high in (
+            ("chars", config.min_chars, config.max_chars),
+            ("words", config.min_words, config.max_words),
+            ("lines", None, config.max_lines),
+        )
+        if low is not None or high is not None
+    ]
+    field = config.field
 
     def grade(parsed: Parsed, item: schema.Item) -> Verdict:
-        text = as_text(answer(parsed, config.field))
+        text = as_text(answer(parsed, field))
         counts = {"chars": len(text), "words": len(text.split()), "lines": len(text.splitlines())}
         problems: list[str] = []
-        for unit, low, high in bounds:
+        for unit, low, high in bounds:  # only the bounds given
             if low is not None and counts[unit] < low:
                 problems.append(f"{unit} {counts[unit]} < min {low}")
             if high is not None and counts[unit] > high:
                 problems.append(f"{unit} {counts[unit]} > max {high}")
         if problems:
             return Verdict(False, 0.0, "; ".join(problems))
-        return Verdict(True, 1.0, ", ".join(f"{unit} {n}" for unit, n in counts.items()))
+        return Verdict(
+            True, 1.0, f"chars {counts['chars']}, words {counts['words']}, lines {counts['lines']}"
+        )
 
     return grade

@@ -102,6 +102,8 @@ def normalized(config: schema.NormalizedGrader, ctx: GradingContext) -> GradeFn:
 def same(a: Any, b: Any, *, fold: Callable[[str], str] | None = None) -> bool:
     """JSON equality: booleans are not numbers, ``1`` equals ``1.0``, key order is ignored;
     with ``fold``, strings compare folded."""
+    if type(a) is str and type(b) is str:  # most comparisons: decided without the rest
+        return a == b if fold is None else fold(a) == fold(b)
     if isinstance(a, bool) or isinstance(b, bool):
         return isinstance(a, bool) and isinstance(b, bool) and a == b
     if isinstance(a, str) and isinstance(b, str) and fold is not None:

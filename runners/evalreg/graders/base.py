@@ -6,7 +6,7 @@ import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, NamedTuple, TypeVar
 
 from evalreg.graders.parsing import Parsed
 from evalreg.registry import schema
@@ -20,9 +20,11 @@ DETAIL_LIMIT = 200
 """Longest free-text message (a schema error, an exception) a verdict's detail carries."""
 
 
-@dataclass(frozen=True)
-class Verdict:
-    """One criterion's result on one output."""
+class Verdict(NamedTuple):
+    """One criterion's result on one output.
+
+    A named tuple rather than a frozen dataclass: as immutable, and built in a third of
+    the time (several are built for every sample graded)."""
 
     passed: bool
     score: float

@@ -81,13 +81,22 @@ class LevelRules:
     ) -> tuple[Level, float]:
         """The level and score of an item from the verdicts of its applicable criteria
         (criterion id to criterion and verdict, in the rubric's order)."""
-        # Lists, not generators, into fsum: this runs once for every sample graded.
-        pairs = list(applicable.values())
-        weight = math.fsum([c.weight for c, _ in pairs])
-        score = math.fsum([c.weight * v.score for c, v in pairs]) / weight if weight else 1.0
-        if _holds(self.correct, applicable, score):
+        # One pass over the verdicts, lists (not generators) into fsum: this runs once for
+        # every sample graded.
+        weights: list[float] = []
+        weighted: list[float] = []
+        failed = failed_critical = False
+        for criterion, verdict in applicable.values():
+            weights.append(criterion.weight)
+            weighted.append(criterion.weight * verdict.score)
+            if not verdict.passed:
+                failed = True
+                failed_critical = failed_critical or criterion.critical
+        weight = math.fsum(weights)
+        score = math.fsum(weighted) / weight if weight else 1.0
+        if _holds(self.correct, applicable, score, failed, failed_critical):
             return "correct", score
-        if _holds(self.acceptable, applicable, score):
+        if _holds(self.acceptable, applicable, score, failed, failed_critical):
             return "acceptable", score
         return "unacceptable", score
 
@@ -96,14 +105,17 @@ def _holds(
     rule: schema.LevelRule,
     applicable: Mapping[str, tuple[schema.Criterion, Verdict]],
     score: float,
+    failed: bool,
+    failed_critical: bool,
 ) -> bool:
-    """Whether ``rule`` holds; a listed criterion that does not apply counts as passed."""
+    """Whether ``rule`` holds, given whether some applicable criterion failed and whether
+    a critical one did; a listed criterion that does not apply counts as passed."""
     if rule.min_score is not None and score < rule.min_score:
         return False
     if rule.require == "none":
         return True
     if rule.require == "all":
-        return all(v.passed for _, v in applicable.values())
+        return not failed
     if rule.require == "critical":
-        return all(v.passed for c, v in applicable.values() if c.critical)
+        return not failed_critical
     return all(applicable[cid][1].passed for cid in rule.require if cid in applicable)

@@ -5,8 +5,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, NamedTuple
 
 import orjson
 
@@ -16,9 +15,10 @@ from evalreg.registry import schema
 _FENCE = re.compile(r"```[ \t]*(?:[Jj][Ss][Oo][Nn])?[ \t]*\r?\n(.*?)```", re.DOTALL)
 
 
-@dataclass(frozen=True)
-class Parsed:
-    """One output, parsed: the raw text, the answer taken from it, and why parsing failed."""
+class Parsed(NamedTuple):
+    """One output, parsed: the raw text, the answer taken from it, and why parsing failed.
+
+    A named tuple, as ``Verdict`` is: one is built for every sample graded."""
 
     text: str
     """The output exactly as the model returned it."""
@@ -33,7 +33,7 @@ class Parsed:
 def parse_output(text: str, config: schema.Output, tool_calls: tuple[ToolCall, ...] = ()) -> Parsed:
     """Parse ``text`` with the task's output parser; failures are values, never exceptions."""
     parsed = _PARSERS[config.parser](text, config)
-    return replace(parsed, tool_calls=tool_calls) if tool_calls else parsed
+    return parsed._replace(tool_calls=tool_calls) if tool_calls else parsed
 
 
 def _text(text: str, config: schema.Output) -> Parsed:
@@ -164,22 +164,44 @@ def _strict_loads(text: str) -> Any:
     """``json.loads`` that rejects ``NaN`` and ``Infinity``, which are not JSON.
 
     orjson reads the text first, several times faster: whatever it accepts, ``json``
-    reads as the same value, except an integer beyond 64 bits (orjson gives a float), so
-    a text with a run of 19 digits is left to ``json``. What orjson refuses (``NaN``, a
-    number beyond a double, a lone surrogate escape) is read, or refused in its own
-    words, by ``json``.
+    reads as the same value, except an integer beyond 64 bits, which orjson gives as a
+    float, so a value holding a float that large is read again by ``json``. What orjson
+    refuses (``NaN``, a number beyond a double, a lone surrogate escape) is read, or
+    refused in its own words, by ``json``.
     """
     if text.startswith("\ufeff"):
         return json.loads(text, parse_constant=_reject_constant)  # its own BOM error
-    if _LONG_RUN.search(text) is None:
-        try:
-            return orjson.loads(text)
-        except orjson.JSONDecodeError:
-            pass
-    return _STRICT_DECODE(text)
+    try:
+        value = orjson.loads(text)
+    except orjson.JSONDecodeError:
+        return _STRICT_DECODE(text)
+    return _STRICT_DECODE(text) if _holds_huge_float(value) else value
 
 
-_LONG_RUN = re.compile(r"[0-9]{19}")
+def _holds_huge_float(value: Any) -> bool:
+    """Whether ``value`` holds a float of magnitude 2**63 or more: what orjson reads an
+    integer beyond 64 bits as. Looking through the value read costs less than searching
+    the text for a run of 19 digits, which took longer than the reading itself.
+
+    A loop over a stack rather than recursion: a value nested deeper than Python
+    recurses is looked through too."""
+    stack = [value]
+    while stack:
+        v = stack.pop()
+        kind = type(v)
+        if kind is float:
+            if abs(v) >= _HUGE:
+                return True
+        elif kind is dict:
+            stack.extend(v.values())
+        elif kind is list:
+            stack.extend(v)
+    return False
+
+
+_HUGE = 2.0**63
+"""The smallest magnitude of an integer orjson does not read as one (below -2**63, or
+above 2**64 - 1, each rounds to at least this)."""
 
 
 def _reject_constant(name: str) -> Any:

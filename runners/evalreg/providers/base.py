@@ -63,20 +63,26 @@ class Completion:
 
     @classmethod
     def from_record(cls, data: dict[str, Any]) -> Completion:
-        usage = data.get("usage") or {}
+        usage = data.get("usage") or _NO_USAGE
         calls = data.get("tool_calls")
+        # Positional, in field order (no keyword matching): this runs for every stored
+        # response graded.
         return cls(
-            text=data["text"],
-            model=data.get("model"),
-            system_fingerprint=data.get("system_fingerprint"),
-            input_tokens=int(usage.get("input_tokens", 0)),
-            output_tokens=int(usage.get("output_tokens", 0)),
-            reasoning_tokens=int(usage.get("reasoning_tokens", 0)),
-            cached_input_tokens=int(usage.get("cached_input_tokens", 0)),
-            finish_reason=data.get("finish_reason"),
-            batch=data.get("batch") is True,
-            tool_calls=tuple(ToolCall.from_record(c) for c in calls) if calls else (),
+            data["text"],
+            data.get("model"),
+            data.get("system_fingerprint"),
+            int(usage.get("input_tokens", 0)),
+            int(usage.get("output_tokens", 0)),
+            int(usage.get("reasoning_tokens", 0)),
+            int(usage.get("cached_input_tokens", 0)),
+            data.get("finish_reason"),
+            data.get("batch") is True,
+            tuple(ToolCall.from_record(c) for c in calls) if calls else (),
         )
+
+
+_NO_USAGE: dict[str, Any] = {}
+"""The usage of a stored response that records none (read, never written)."""
 
 
 class ProviderError(Exception):

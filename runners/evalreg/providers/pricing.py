@@ -17,11 +17,13 @@ def cost_micro_usd(price: schema.Price | None, completion: Completion) -> int:
     if price is None:
         return 0
     input_rate, output_rate = rates(price, batch=completion.batch)
+    cached_rate = price.cached_input_per_mtok
     cached = 0
-    if price.cached_input_per_mtok is not None:
+    if cached_rate is not None:
         cached = min(completion.cached_input_tokens, completion.input_tokens)
     cost = (completion.input_tokens - cached) * input_rate + price.per_call * 1_000_000
-    cost += cached * _given(price.cached_input_per_mtok, 0.0)
+    if cached_rate is not None:  # else no input is cached: adding 0.0 would change nothing
+        cost += cached * cached_rate
     output = completion.output_tokens
     if price.reasoning_per_mtok is not None:
         reasoning = min(completion.reasoning_tokens, output)

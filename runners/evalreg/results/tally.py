@@ -32,10 +32,10 @@ from evalreg.results.records import (
     SampleColumns,
     SliceAggregate,
     Tokens,
+    add_verdict_chars,
     item_order,
     level_char,
     rounded,
-    verdict_char,
 )
 
 
@@ -62,36 +62,45 @@ class SliceTally:
 
     def add(self, r: ItemRecord) -> None:
         self.samples += 1
+        cost = r["cost_micro_usd"]
         judge = r.get("judge_cost_micro_usd")
-        if judge is not None:
+        if judge is None:
+            self.spend += cost
+        else:
             self.judge_cost = (self.judge_cost or 0) + judge
-        self.spend += r["cost_micro_usd"] + (judge or 0)
+            self.spend += cost + judge
         # Records arrive grouped by item, so counting changes of item counts distinct items.
-        if r["item"] != self.last_item:
+        item = r["item"]
+        if item != self.last_item:
             self.items += 1
-            self.last_item = r["item"]
+            self.last_item = item
             if self.first_item is None:
-                self.first_item = r["item"]
+                self.first_item = item
         if r["error"] is not None:
             return
         level = r["level"]
         if level in self.levels:
             self.levels[level] += 1
+        criteria = self.criteria
         for cid, verdict in r["criteria"].items():
-            counts = self.criteria.get(cid)
+            counts = criteria.get(cid)
             if counts is None:
-                counts = self.criteria[cid] = [0, 0, 0]
+                counts = criteria[cid] = [0, 0, 0]
             counts[0] += 1
-            counts[1] += bool(verdict["passed"])
+            if verdict["passed"]:
+                counts[1] += 1
         for cid in r.get(UNGRADED_FIELD, ()):
-            self.criteria.setdefault(cid, [0, 0, 0])[2] += 1
+            criteria.setdefault(cid, [0, 0, 0])[2] += 1
         if r.get("batch"):
             self.batched += 1
         else:
             self.latencies[r["latency_ms"]] += 1
         self.scores.append(r["score"])
-        self._add_tokens(r["tokens"])
-        self.cost += r["cost_micro_usd"]
+        tokens, used = self.tokens, r["tokens"]  # not _add_tokens: a call a record costs
+        tokens["input"] += used["input"]
+        tokens["output"] += used["output"]
+        tokens["reasoning"] += used["reasoning"]
+        self.cost += cost
 
     def _add_tokens(self, used: Tokens) -> None:
         tokens = self.tokens
@@ -188,21 +197,23 @@ class CellTally:
         """The group of a record's tags as written."""
         self.first: tuple[str, int] | None = None
         self.last: tuple[str, int] | None = None
+        self.criteria = sorted(set(criteria))
         # A byte a sample for its level and for each criterion's verdict (the characters of
         # ``columns``): a million samples hold a few megabytes, not a list entry each.
         self.levels = bytearray()
-        self.verdicts: dict[str, bytearray] = {cid: bytearray() for cid in sorted(criteria)}
+        self.verdicts = bytearray()
+        """A row a sample of one verdict character per criterion (in id order): a record's
+        row is added in one step, and ``columns`` reads each criterion's every n-th."""
 
     def add(self, record: ItemRecord) -> None:
         order = item_order(record)
-        if self.last is not None and order < self.last:
+        if self.last is None:
+            self.first = order
+        elif order < self.last:
             raise ValueError(f"records out of (item, sample) order: {order} after {self.last}")
         self.last = order
-        if self.first is None:
-            self.first = order
         self.levels.append(ord(level_char(record)))
-        for cid, chars in self.verdicts.items():
-            chars.append(ord(verdict_char(record, cid)))
+        add_verdict_chars(self.verdicts, record, self.criteria)
         # Each slice counts a record once, as metrics' slices do: an item tagged twice with
         # the same tag is in it once, and one tagged ``all`` is in the totals once.
         tags = tuple(record["tags"])
@@ -221,12 +232,13 @@ class CellTally:
             raise ValueError(
                 f"records out of (item, sample) order: {other.first} after {self.last}"
             )
+        if other.criteria != self.criteria:
+            raise ValueError(f"tallies of different criteria: {other.criteria} and {self.criteria}")
         if self.first is None:
             self.first = other.first
         self.last = other.last
         self.levels += other.levels
-        for cid, chars in self.verdicts.items():
-            chars += other.verdicts[cid]
+        self.verdicts += other.verdicts
         for key, tally in other.groups.items():
             self.groups.setdefault(key, SliceTally()).merge(tally)
 
@@ -280,7 +292,10 @@ class CellTally:
         """Every sample's level and verdicts, one character each, in items-file order."""
         return {
             "levels": self.levels.decode("ascii"),
-            "criteria": {cid: chars.decode("ascii") for cid, chars in self.verdicts.items()},
+            "criteria": {
+                cid: self.verdicts[i :: len(self.criteria)].decode("ascii")
+                for i, cid in enumerate(self.criteria)
+            },
         }
 
 

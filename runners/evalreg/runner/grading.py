@@ -20,7 +20,7 @@ from evalreg.providers.fetch import Job
 from evalreg.providers.pricing import cost_micro_usd
 from evalreg.registry import schema
 from evalreg.registry.loader import Registry
-from evalreg.results.records import ItemRecord, rounded
+from evalreg.results.records import CriterionVerdict, ItemRecord, Tokens, rounded
 from evalreg.store.segments import StoredRecords
 
 
@@ -48,6 +48,8 @@ class CellGrader:
         ]
         self._grade_of = {c.id: grade for c, grade in self.criteria}
         self._rules_built: LevelRules | None = None
+        self._output = cell.task.output
+        self._price = cell.pin.price
         # What every sample of the item being graded shares (samples come one item at a time).
         self._item: schema.Item | None = None
         self._content = ""
@@ -79,11 +81,20 @@ class CellGrader:
             found = self._of_tags[key] = graded, sorted(c.id for c, _ in graded)
         return found
 
-    def _blank(
-        self, item: schema.Item, sample: int, key: str | None, error: str | None
+    def _record(
+        self,
+        item: schema.Item,
+        sample: int,
+        key: str | None,
+        error: str | None,
+        criteria: dict[str, CriterionVerdict],
+        level: str | None,
+        score: float,
+        latency_ms: int,
+        tokens: Tokens,
+        cost: int,
     ) -> ItemRecord:
-        """A sample's record without verdicts and without a response counted: the record
-        of an error, or the start of a graded one."""
+        """A sample's record, built in one go (its optional fields are added after)."""
         return {
             "item": item.id,
             "content": self._content,
@@ -92,27 +103,13 @@ class CellGrader:
             "cluster": item.cluster,
             "key": key,
             "error": error,
-            "criteria": {},
-            "level": None,
-            "score": 0.0,
-            "latency_ms": 0,
-            "tokens": {"input": 0, "output": 0, "reasoning": 0},
-            "cost_micro_usd": 0,
+            "criteria": criteria,
+            "level": level,
+            "score": score,
+            "latency_ms": latency_ms,
+            "tokens": tokens,
+            "cost_micro_usd": cost,
         }
-
-    def _count_usage(
-        self, record: ItemRecord, stored: dict[str, Any], completion: Completion
-    ) -> None:
-        """Set ``record``'s latency, tokens and cost to the candidate response's."""
-        record["latency_ms"] = int(stored.get("latency_ms", 0))
-        if completion.batch:
-            record["batch"] = True  # no latency was measured: left out of latency figures
-        record["tokens"] = {
-            "input": completion.input_tokens,
-            "output": completion.output_tokens,
-            "reasoning": completion.reasoning_tokens,
-        }
-        record["cost_micro_usd"] = cost_micro_usd(self.cell.pin.price, completion)
 
     def judge_jobs(self, item: schema.Item, sample: int, stored: dict[str, Any]) -> list[Job]:
         """The judge requests this output needs (to buy them before grading)."""
@@ -166,9 +163,13 @@ class CellGrader:
             self._item, self._content, self._tags = item, item_content(item), sorted(item.tags)
             self._graded, self._order = self._criteria_of(item.tags)
         if stored is None:
-            return self._blank(item, sample, key, error or "missing")
+            # No response: no verdicts, and nothing counted.
+            no_tokens: Tokens = {"input": 0, "output": 0, "reasoning": 0}
+            return self._record(
+                item, sample, key, error or "missing", {}, None, 0.0, 0, no_tokens, 0
+            )
         completion = Completion.from_record(stored["response"])
-        parsed = parse_output(completion.text, self.cell.task.output, completion.tool_calls)
+        parsed = parse_output(completion.text, self._output, completion.tool_calls)
         applicable: dict[str, tuple[schema.Criterion, Verdict]] = {}
         ungraded: list[str] = []
         # What the judges' responses for this sample cost; None when no judge grades it.
@@ -198,9 +199,10 @@ class CellGrader:
                     continue
                 verdict = special
             applicable[criterion.id] = (criterion, verdict)
-        record = self._blank(item, sample, key, judge_failure)
+        criteria: dict[str, CriterionVerdict] = {}
+        level: str | None = None
+        score = 0.0
         if judge_failure is None:
-            criteria = record["criteria"]
             for cid in self._order:
                 found = applicable.get(cid)
                 if found is not None:
@@ -211,12 +213,31 @@ class CellGrader:
                         "detail": v.detail,
                     }
             level, score = self._rules.assign(applicable)
-            record["level"], record["score"] = level, rounded(score)
-            if ungraded:  # only then, so records of rubrics graded in full keep their bytes
-                record["ungraded"] = sorted(ungraded)
+            score = rounded(score)
         # A judge's failure leaves no verdicts, but the candidate's response was bought and
         # is stored: its usage and cost count.
-        self._count_usage(record, stored, completion)
+        tokens: Tokens = {
+            "input": completion.input_tokens,
+            "output": completion.output_tokens,
+            "reasoning": completion.reasoning_tokens,
+        }
+        record = self._record(
+            item,
+            sample,
+            key,
+            judge_failure,
+            criteria,
+            level,
+            score,
+            int(stored.get("latency_ms", 0)),
+            tokens,
+            cost_micro_usd(self._price, completion),
+        )
+        if judge_failure is None and ungraded:
+            # Only then, so records of rubrics graded in full keep their bytes.
+            record["ungraded"] = sorted(ungraded)
+        if completion.batch:
+            record["batch"] = True  # no latency was measured: left out of latency figures
         if judge_cost is not None:
             record["judge_cost_micro_usd"] = judge_cost
         if completion.tool_calls:  # only then, so records without tool calls keep their bytes
