@@ -316,7 +316,7 @@ def test_chunks_end_at_item_boundaries_and_keep_the_order() -> None:
 
 def test_grade_all_keeps_one_items_samples_together(monkeypatch: pytest.MonkeyPatch) -> None:
     """Samples of a single item cannot be split: they are graded here, not by workers."""
-    from evalreg.runner import _forked as forked
+    from evalreg import forked
     from evalreg.runner import _gradepool as gradepool
 
     monkeypatch.setattr(forked, "parts", lambda units, min_part=0: 4)

@@ -32,6 +32,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "evalreg.registry.diagnostics",
             "evalreg.errors",
             "evalreg.canonical",
+            "evalreg.forked",
             "evalreg.ignores",
             "evalreg.redaction",
             "evalreg.templating",

@@ -366,6 +366,7 @@ def test_items_counted_a_block_at_a_time_are_counted_as_the_whole_text_counts_th
         assert changes.count_items(data) == sum(1 for x in data.splitlines() if x.strip())
 
 
+@pytest.mark.parametrize("halves", [False, True])
 @pytest.mark.parametrize("block", [1, 5, 64, 1 << 20])
 @pytest.mark.parametrize(
     "data",
@@ -375,6 +376,10 @@ def test_items_counted_a_block_at_a_time_are_counted_as_the_whole_text_counts_th
         _jsonl([*PLAIN[3:], {"id": "big", "input": {"n": 12345678901234567890123}}]),
         _jsonl([*PLAIN, {"id": "s", "input": {"t": "\\ud83d\\ude00 and \\ud83d"}}]),
         _jsonl([*PLAIN[:2], PLAIN[0], *PLAIN[2:]]),  # a duplicate id
+        # Each half in id order (the second starts at the 8th line), the second's ids
+        # before the first's.
+        _jsonl([{"id": i, "input": {"t": 1}} for i in [*(f"m{k}" for k in range(6)), "n0"]])
+        + _jsonl([{"id": f"a{k}", "input": {"t": 1}} for k in range(6)]),
         _jsonl(PLAIN[:2]) + b"{not json\n" + _jsonl(PLAIN[2:]),
         _jsonl(PLAIN[:2]) + "é".encode() + b"\xff\n" + _jsonl(PLAIN[2:]),  # not UTF-8
         b"",
@@ -382,11 +387,18 @@ def test_items_counted_a_block_at_a_time_are_counted_as_the_whole_text_counts_th
     ],
 )
 def test_a_file_parsed_a_block_at_a_time_parses_as_its_bytes_do(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, data: bytes, block: int
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, data: bytes, block: int, halves: bool
 ) -> None:
-    """Read from its file in blocks of lines, never whole, an eval set gives the items,
-    line numbers, md5 and findings (or error) its bytes parsed at once give."""
+    """Read from its file in blocks of lines, never whole, and in two halves at once (the
+    second by a forked worker), an eval set gives the items, line numbers, md5 and findings
+    (or error) its bytes parsed at once give."""
+    from evalreg import forked
+
     monkeypatch.setattr(evalset_module, "_READ_BLOCK", block)
+    if halves:
+        if forked.parts(2, 1) < 2:
+            pytest.skip("reading in halves forks on Linux, with two CPUs")
+        monkeypatch.setattr(evalset_module, "_PARALLEL_BYTES", 0)
     monkeypatch.setattr(evalset_module, "_RECENT", [])
     path = tmp_path / "e.jsonl"
     path.write_bytes(data)

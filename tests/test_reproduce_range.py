@@ -141,7 +141,7 @@ def test_a_changed_pin_is_keyed_again_not_given_the_keys_of_the_revision_before(
 def test_a_cell_graded_in_forked_runs_of_items_reproduces_as_graded_in_one(
     history, cli, monkeypatch
 ):
-    from evalreg.runner import _forked
+    from evalreg import forked as _forked
     from evalreg.runner import reproduce as reproducing
 
     repo, (_start, *_rest, third) = history

@@ -191,7 +191,7 @@ def test_a_plan_keyed_in_forked_processes_is_the_plan_keyed_here(
 ):
     """Keyed in workers, a cell's keys are looked at as one column and only the samples
     the store lacks are walked: the plan is the one keyed item by item."""
-    from evalreg.runner import _forked as forked
+    from evalreg import forked
 
     live.write(
         "registry/tasks/labels.yaml",

@@ -328,7 +328,7 @@ def test_spelling_out_a_default_does_not_stale_results(live: Repo, cli):
 def test_regrading_in_several_processes_writes_the_bytes_of_one(
     live: Repo, cli, server, monkeypatch
 ):
-    import evalreg.runner._forked
+    import evalreg.forked
     from evalreg.runner import _gradepool as gradepool
 
     live.write(
@@ -346,7 +346,7 @@ def test_regrading_in_several_processes_writes_the_bytes_of_one(
         forked.append(len(pieces) - 1)
         return pieces
 
-    monkeypatch.setattr(evalreg.runner._forked, "parts", lambda units, min_part=0: 4)
+    monkeypatch.setattr(evalreg.forked, "parts", lambda units, min_part=0: 4)
     monkeypatch.setattr(gradepool, "chunks", chunks)
     regraded = cli(live, "run", "--offline", "--force")
     assert regraded.code == 0

@@ -21,6 +21,7 @@ from typing import Any, overload
 import orjson
 from pydantic import ValidationError
 
+from evalreg import forked
 from evalreg.canonical import canonical_bytes, digest, loads_finite
 from evalreg.errors import RegistryError, UsageError
 from evalreg.registry.diagnostics import Finding
@@ -81,6 +82,18 @@ class _Counting:
             source = item.meta.get("source")
             if source:
                 self._sources.add(str(source))
+
+    def join(self, other: _Counting) -> None:
+        """Add the items ``other`` counted."""
+        for tags, (n, talks, alone, theirs) in other._groups.items():
+            group = self._groups.get(tags)
+            if group is None:
+                group = self._groups[tags] = [0, 0, 0, set()]
+            group[0] += n
+            group[1] += talks
+            group[2] += alone
+            group[3] |= theirs
+        self._sources |= other._sources
 
     def facts(self) -> ItemFacts:
         names = sorted({tag for tags in self._groups for tag in tags} - {"all"})
@@ -284,6 +297,21 @@ class _Kinds:
         self.tagged.append(index)
         if self.clusters is not None:
             self.clusters.append(item.cluster)
+
+    def join(self, other: _Kinds) -> None:
+        """Add the lines ``other`` holds, which follow this one's."""
+        index = []
+        for tags in other.tag_sets:
+            at = self._index.get(tags)
+            if at is None:
+                at = self._index[tags] = len(self.tag_sets)
+                self.tag_sets.append(tags)
+            index.append(at)
+        if other.clusters is not None and self.clusters is None:
+            self.clusters = [None] * len(self.tagged)
+        if self.clusters is not None:
+            self.clusters += other.clusters or [None] * len(other.tagged)
+        self.tagged.extend(index[i] for i in other.tagged)
 
 
 class FileItems(Sequence[Item]):
@@ -525,151 +553,39 @@ def _parse(
 ) -> tuple[EvalSet | None, list[Finding]]:
     """The eval set in ``source``, or every bad line. With a ``file`` to read items back
     from, each id is not looked up as it is read (``exact``: it is): ids in increasing
-    order have no duplicate, and a file without, or with a bad line, is read again."""
+    order have no duplicate, and a file without, or with a bad line, is read again.
+
+    A large file read back is read in two halves at once (on Linux, with two CPUs), the
+    second by a forked worker; the halves are joined as one reading would have left them,
+    and a file with any finding is read again whole, in this process.
+    """
     md5 = scan.md5
-    # A file without a run of 19 digits is read by orjson throughout; in one with some,
-    # each line is searched, and only the lines holding one are left to ``json``.
-    fast_throughout = not scan.long_numbers
-    surrogates = scan.surrogates
-    findings: list[Finding] = []
-    items: list[Item] = []
-    lines: dict[str, int] = {}
-    shared_tags = _SharedTags()
-    # With a file to read them back from, only where each item's line is (in bytes) is
-    # kept, and what the slices count.
-    starts, ends = array("q"), array("q")
-    plains = bytearray()
-    tag_counts: Counter[tuple[str, ...]] = Counter()
-    input_fields: set[frozenset[str]] = set()
-    attached = False
-    counting = _Counting()
-    kinds = _Kinds()
-    # Without a lookup of each id: the ids one after another, and their line numbers.
     lookup = file is None or exact
-    ids, id_starts, numbers = bytearray(), array("q", [0]), array("q")
-    last_id = ""
-    in_order = True
-    bad = 0
-    for lineno, (start, end, text) in enumerate(source.lines(), start=1):
-        line = text.decode("utf-8")
-        if not line.strip():
-            continue
-        if bad >= MAX_LINE_FINDINGS:
-            findings.append(Finding(path, lineno, 0, "too many bad lines; stopped here"))
-            break
-        try:
-            raw = _loads(line, fast_throughout or _LONG_RUN.search(line) is None)
-            # Nesting deeper than MAX_DEPTH takes more than 2 * MAX_DEPTH brackets: most
-            # lines are shorter than that, and the rest are only walked when they hold that
-            # many.
-            deep = (
-                len(line) > 2 * MAX_DEPTH
-                and line.count("[") + line.count("{") > MAX_DEPTH
-                and _too_deep(raw, MAX_DEPTH)
-            )
-        except json.JSONDecodeError as exc:
-            bad += 1
-            findings.append(Finding(path, lineno, exc.colno, f"invalid JSON: {exc.msg}"))
-            continue
-        except ValueError as exc:  # a number canonical JSON cannot hold
-            bad += 1
-            findings.append(
-                Finding(
-                    path,
-                    lineno,
-                    0,
-                    f"{exc}: results hold finite numbers only; write null, or the number as a "
-                    "string",
-                )
-            )
-            continue
-        except RecursionError:  # deeper than the parser itself goes
-            deep = True
-        if deep:
-            bad += 1
-            findings.append(
-                Finding(
-                    path,
-                    lineno,
-                    0,
-                    f"objects and lists nested more than {MAX_DEPTH} levels deep: flatten "
-                    "the item (or hold the deep part as a JSON string)",
-                )
-            )
-            continue
-        if not isinstance(raw, dict):
-            bad += 1
-            findings.append(Finding(path, lineno, 1, "expected a JSON object (one item a line)"))
-            continue
-        if surrogates:
-            col = _lone_surrogate(line)
-            if col is not None:
-                bad += 1
-                findings.append(
-                    Finding(
-                        path,
-                        lineno,
-                        col,
-                        f"{line[col - 1 : col + 5]} is half of a UTF-16 surrogate pair, not a "
-                        "character: no request holding it can be encoded; write the character "
-                        "itself (or both halves of its pair)",
-                    )
-                )
-                continue
-        item = _plain_item(raw, shared_tags)
-        plain = item is not None
-        if item is None:
-            try:
-                item = Item.validate(raw, shared_tags)
-            except ValidationError as exc:
-                bad += 1
-                for message in describe_errors(ItemLine, raw, exc):
-                    findings.append(Finding(path, lineno, 0, _item_message(raw, message)))
-                continue
-        if not lookup:
-            in_order = in_order and item.id > last_id
-            last_id = item.id
-            ids += item.id.encode("ascii")  # ``ID_PATTERN``: ASCII
-            id_starts.append(len(ids))
-            numbers.append(lineno)
-        elif item.id in lines:
-            bad += 1
-            findings.append(
-                Finding(
-                    path,
-                    lineno,
-                    0,
-                    f"duplicate item id {item.id!r} (first at line {lines[item.id]})",
-                )
-            )
-            continue
-        else:
-            lines[item.id] = lineno
-        counting.add(item)
-        if file is None:
-            items.append(item)
-        else:
-            starts.append(start)
-            ends.append(end)
-            plains.append(plain)
-            tag_counts[item.tags] += 1
-            kinds.add(item)
-            if item.input is not None:
-                input_fields.add(frozenset(item.input))
-            attached = attached or bool(item.attachments)
-    if not lines and not numbers and not findings:
+    # Given whole, the bytes are read in one process (they are held already).
+    split = None if lookup or source.file is None else _split(source.file)
+    if split is None:
+        reading = _Reading(path, scan, file, lookup)
+        reading.read(source.lines())
+    else:
+        with forked.forked(lambda _: _read_part(path, scan, source, split, None), 2) as done:
+            reading = _read_part(path, scan, source, 0, split)
+            reading.join(done(1))
+    findings = reading.findings
+    if not reading.lines and not reading.numbers and not findings:
         findings.append(Finding(path, 1, 0, "eval set is empty: expected one JSON item a line"))
     if findings and not lookup:  # a duplicate id among them would be a finding too
         return _parse(source, scan, path, file, exact=True)
     if findings:
         return None, findings
+    lines, ids, id_starts, numbers = reading.lines, reading.ids, reading.id_starts, reading.numbers
     if lookup:
         in_file_order = list(lines)
         order = _id_order(in_file_order)
         if file is None:
-            return EvalSet(path, md5, tuple(items), lines, order, counting.facts()), []
+            items = tuple(reading.items)
+            return EvalSet(path, md5, items, lines, order, reading.counting.facts()), []
         line_numbers = LineNumbers.of(lines)
-    elif in_order:
+    elif reading.in_order:
         order, line_numbers = None, LineNumbers(bytes(ids), id_starts, numbers)
     else:
         in_file_order = [ids[a:b].decode("ascii") for a, b in itertools.pairwise(id_starts)]
@@ -680,9 +596,221 @@ def _parse(
         line_numbers = LineNumbers.of({in_file_order[k]: numbers[k] for k in order})
     assert file is not None  # else the ids were looked up
     read = FileItems(
-        file, starts, ends, tag_counts, plains, input_fields, not fast_throughout, attached, kinds
+        file,
+        reading.starts,
+        reading.ends,
+        reading.tag_counts,
+        reading.plains,
+        reading.input_fields,
+        scan.long_numbers,
+        reading.attached,
+        reading.kinds,
     )
-    return EvalSet(path, md5, read, line_numbers, order, counting.facts()), []
+    return EvalSet(path, md5, read, line_numbers, order, reading.counting.facts()), []
+
+
+_PARALLEL_BYTES = 4 << 20
+"""A file smaller than this is read in one process: a worker's fork and the transfer of
+its half would cost more than it saves."""
+
+
+def _split(file: _OpenFile) -> int | None:
+    """Where the second half of a file read in two starts (just after a line break near its
+    middle), or None to read it in one process."""
+    size = file.stamp[0]
+    if size < _PARALLEL_BYTES or forked.parts(2, 1) < 2:
+        return None
+    window = file.read(size // 2, min(size, size // 2 + _READ_BLOCK))
+    found = window.find(b"\n")
+    return None if found < 0 or size // 2 + found + 1 >= size else size // 2 + found + 1
+
+
+def _read_part(path: str, scan: _Scan, source: _Source, start: int, stop: int | None) -> _Reading:
+    """The lines of ``source`` from byte ``start`` (a line's first) to ``stop`` (just after a
+    line break; None: the end), read as a reading of the whole file reads them, but for
+    their line numbers, which count from the part's first line."""
+    file = source.file
+    assert file is not None
+    reading = _Reading(path, scan, file, lookup=False)
+    reading.read(source.lines(start, stop))
+    return reading
+
+
+class _Reading:
+    """What reading an eval set's lines in order gathers: each bad line's findings, and of
+    each item, either the item (``lookup``: its id looked up as it is read) or, for a file
+    to read items back from, where its line is and what the slices count."""
+
+    def __init__(self, path: str, scan: _Scan, file: _OpenFile | None, lookup: bool) -> None:
+        self.path, self.scan, self.keep, self.lookup = path, scan, file is None, lookup
+        self.findings: list[Finding] = []
+        self.bad = 0
+        self.items: list[Item] = []
+        self.lines: dict[str, int] = {}
+        self.shared_tags = _SharedTags()
+        self.starts, self.ends = array("q"), array("q")
+        self.plains = bytearray()
+        self.tag_counts: Counter[tuple[str, ...]] = Counter()
+        self.input_fields: set[frozenset[str]] = set()
+        self.attached = False
+        self.counting = _Counting()
+        self.kinds = _Kinds()
+        # Without a lookup of each id: the ids one after another, and their line numbers.
+        self.ids, self.id_starts, self.numbers = bytearray(), array("q", [0]), array("q")
+        self.first_id = self.last_id = ""
+        self.in_order = True
+        self.count = 0
+        """Lines read (blank ones too): the number of the last."""
+
+    def read(self, lines: Iterable[tuple[int, int, bytes]]) -> None:
+        path, findings = self.path, self.findings
+        # A file without a run of 19 digits is read by orjson throughout; in one with some,
+        # each line is searched, and only the lines holding one are left to ``json``.
+        fast_throughout = not self.scan.long_numbers
+        surrogates = self.scan.surrogates
+        shared_tags, lookup = self.shared_tags, self.lookup
+        ids, id_starts, numbers, lines_of = self.ids, self.id_starts, self.numbers, self.lines
+        for lineno, (start, end, text) in enumerate(lines, start=self.count + 1):
+            self.count = lineno
+            line = text.decode("utf-8")
+            if not line.strip():
+                continue
+            if self.bad >= MAX_LINE_FINDINGS:
+                findings.append(Finding(path, lineno, 0, "too many bad lines; stopped here"))
+                break
+            try:
+                raw = _loads(line, fast_throughout or _LONG_RUN.search(line) is None)
+                # Nesting deeper than MAX_DEPTH takes more than 2 * MAX_DEPTH brackets: most
+                # lines are shorter than that, and the rest are only walked when they hold
+                # that many.
+                deep = (
+                    len(line) > 2 * MAX_DEPTH
+                    and line.count("[") + line.count("{") > MAX_DEPTH
+                    and _too_deep(raw, MAX_DEPTH)
+                )
+            except json.JSONDecodeError as exc:
+                self.bad += 1
+                findings.append(Finding(path, lineno, exc.colno, f"invalid JSON: {exc.msg}"))
+                continue
+            except ValueError as exc:  # a number canonical JSON cannot hold
+                self.bad += 1
+                findings.append(
+                    Finding(
+                        path,
+                        lineno,
+                        0,
+                        f"{exc}: results hold finite numbers only; write null, or the number "
+                        "as a string",
+                    )
+                )
+                continue
+            except RecursionError:  # deeper than the parser itself goes
+                deep = True
+            if deep:
+                self.bad += 1
+                findings.append(
+                    Finding(
+                        path,
+                        lineno,
+                        0,
+                        f"objects and lists nested more than {MAX_DEPTH} levels deep: flatten "
+                        "the item (or hold the deep part as a JSON string)",
+                    )
+                )
+                continue
+            if not isinstance(raw, dict):
+                self.bad += 1
+                findings.append(
+                    Finding(path, lineno, 1, "expected a JSON object (one item a line)")
+                )
+                continue
+            if surrogates:
+                col = _lone_surrogate(line)
+                if col is not None:
+                    self.bad += 1
+                    findings.append(
+                        Finding(
+                            path,
+                            lineno,
+                            col,
+                            f"{line[col - 1 : col + 5]} is half of a UTF-16 surrogate pair, "
+                            "not a character: no request holding it can be encoded; write the "
+                            "character itself (or both halves of its pair)",
+                        )
+                    )
+                    continue
+            item = _plain_item(raw, shared_tags)
+            plain = item is not None
+            if item is None:
+                try:
+                    item = Item.validate(raw, shared_tags)
+                except ValidationError as exc:
+                    self.bad += 1
+                    for message in describe_errors(ItemLine, raw, exc):
+                        findings.append(Finding(path, lineno, 0, _item_message(raw, message)))
+                    continue
+            if not lookup:
+                if not numbers:
+                    self.first_id = item.id
+                self.in_order = self.in_order and item.id > self.last_id
+                self.last_id = item.id
+                ids += item.id.encode("ascii")  # ``ID_PATTERN``: ASCII
+                id_starts.append(len(ids))
+                numbers.append(lineno)
+            elif item.id in lines_of:
+                self.bad += 1
+                findings.append(
+                    Finding(
+                        path,
+                        lineno,
+                        0,
+                        f"duplicate item id {item.id!r} (first at line {lines_of[item.id]})",
+                    )
+                )
+                continue
+            else:
+                lines_of[item.id] = lineno
+            self.counting.add(item)
+            if self.keep:
+                self.items.append(item)
+            else:
+                self.starts.append(start)
+                self.ends.append(end)
+                self.plains.append(plain)
+                self.tag_counts[item.tags] += 1
+                self.kinds.add(item)
+                if item.input is not None:
+                    self.input_fields.add(frozenset(item.input))
+                self.attached = self.attached or bool(item.attachments)
+
+    def join(self, other: _Reading) -> None:
+        """Add ``other``, the reading of the lines that follow this one's (its line numbers
+        counted from its own first line), as if one reading had read them all."""
+        offset = self.count
+        self.count += other.count
+        self.findings += [dataclasses.replace(f, line=f.line + offset) for f in other.findings]
+        self.bad += other.bad
+        self.starts += other.starts
+        self.ends += other.ends
+        self.plains += other.plains
+        self.tag_counts.update(other.tag_counts)
+        self.input_fields |= other.input_fields
+        self.attached = self.attached or other.attached
+        self.counting.join(other.counting)
+        self.kinds.join(other.kinds)
+        if other.numbers:
+            if not self.numbers:
+                self.first_id = other.first_id
+            self.in_order = (
+                self.in_order
+                and other.in_order
+                and (not self.numbers or self.last_id < other.first_id)
+            )
+            self.last_id = other.last_id
+            base = len(self.ids)
+            self.ids += other.ids
+            self.id_starts.extend(base + at for at in other.id_starts[1:])
+            self.numbers.extend(number + offset for number in other.numbers)
 
 
 def _id_order(ids: list[str]) -> array[int] | None:
@@ -713,17 +841,23 @@ class _Source:
 
     def __init__(self, blocks: Iterable[tuple[int, bytes, bool]] | _OpenFile, data: bytes | None):
         self._given, self._data = blocks, data
+        self.file = blocks if isinstance(blocks, _OpenFile) else None
+        """The file read, when the bytes are not given."""
 
-    def blocks(self) -> Iterator[tuple[int, bytes, bool]]:
-        """(offset, bytes, whether it is the last) of each block, in order."""
-        if not isinstance(self._given, _OpenFile):
-            yield from self._given
+    def blocks(self, start: int = 0, stop: int | None = None) -> Iterator[tuple[int, bytes, bool]]:
+        """(offset, bytes, whether it is the last of the file) of each block from byte
+        ``start`` to ``stop`` (the end, by default; else just after a line break), in order."""
+        if self.file is None:
+            assert start == 0 and stop is None, "given bytes are read whole"
+            yield from self._given  # type: ignore[misc]
             return
-        file, at, rest = self._given, 0, b""
+        file, at, rest = self.file, start, b""
         while True:
-            chunk = file.read(at + len(rest), at + len(rest) + _READ_BLOCK)
+            begin = at + len(rest)
+            end = begin + _READ_BLOCK if stop is None else min(stop, begin + _READ_BLOCK)
+            chunk = file.read(begin, end) if begin < end else b""
             if not chunk:
-                yield at, rest, True
+                yield at, rest, stop is None
                 return
             rest += chunk
             cut = rest.rfind(b"\n") + 1
@@ -760,10 +894,11 @@ class _Source:
             raise
         return _Scan(md5.hexdigest(), long_numbers, surrogates)
 
-    def lines(self) -> Iterator[tuple[int, int, bytes]]:
-        """Where each piece of ``data.split(b"\\n")`` is (after a BOM), with its bytes: a
-        million lines are not all held at once."""
-        for base, block, last in self.blocks():
+    def lines(self, start: int = 0, stop: int | None = None) -> Iterator[tuple[int, int, bytes]]:
+        """Where each piece of ``data.split(b"\\n")`` is (after a BOM), with its bytes, from
+        byte ``start`` to ``stop`` (see ``blocks``): a million lines are not all held at
+        once."""
+        for base, block, last in self.blocks(start, stop):
             first = len(codecs.BOM_UTF8) if base == 0 and block.startswith(codecs.BOM_UTF8) else 0
             for start, end in _spans(block, first):
                 if end == len(block) and not last:

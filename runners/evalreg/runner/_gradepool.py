@@ -8,7 +8,7 @@ the calling process grades the first, and the chunks' lines and tallies are then
 order. The files are byte for byte those one process writes: ``CellTally.merge`` is
 exact, and each record depends only on its own sample.
 
-Forking (``evalreg.runner._forked``) is used only on Linux; elsewhere, and for short runs, the
+Forking (``evalreg.forked``) is used only on Linux; elsewhere, and for short runs, the
 caller grades alone.
 """
 
@@ -20,10 +20,10 @@ import tempfile
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, BinaryIO, overload
 
+from evalreg import forked
 from evalreg.registry import schema
 from evalreg.results.records import ItemRecord, item_line
 from evalreg.results.tally import CellTally
-from evalreg.runner import _forked as forked
 from evalreg.store.keycolumn import KeyColumn
 
 _SPOOL_BYTES = 1 << 20

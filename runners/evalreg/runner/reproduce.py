@@ -16,6 +16,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, cast
 
+from evalreg import forked
 from evalreg._version import __version__
 from evalreg.canonical import digest
 from evalreg.cells import METRICS_DIR, RESULTS_DIR, Cell, cells, fingerprint, fingerprint_parts
@@ -36,7 +37,6 @@ from evalreg.results.records import (
     summary_bytes,
 )
 from evalreg.results.tally import CellTally
-from evalreg.runner import _forked as forked
 from evalreg.runner._revisionstores import RevisionStore, Segment, SegmentCache
 from evalreg.runner.grading import CellGrader, cell_grader
 from evalreg.runner.run import cell_jobs

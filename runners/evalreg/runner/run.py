@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO
 
+from evalreg import forked
 from evalreg.cells import Cell
 from evalreg.graders.levels import applies
 from evalreg.graders.llm_judge import JudgeFailed, Judges
@@ -40,7 +41,6 @@ from evalreg.report.numbers import plural
 from evalreg.results.freshness import CellStatus, status
 from evalreg.results.records import ItemRecord, coverage_counts, spend_micro_usd
 from evalreg.results.tally import CellTally
-from evalreg.runner import _forked as forked
 from evalreg.runner import interrupts
 from evalreg.runner._cellwriter import CellWriter
 from evalreg.runner._dvcworker import Tracker
