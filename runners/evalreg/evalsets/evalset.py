@@ -10,6 +10,7 @@ import itertools
 import json
 import os
 import re
+import threading
 import weakref
 from array import array
 from collections import Counter
@@ -618,7 +619,9 @@ def _split(file: _OpenFile) -> int | None:
     """Where the second half of a file read in two starts (just after a line break near its
     middle), or None to read it in one process."""
     size = file.stamp[0]
-    if size < _PARALLEL_BYTES or forked.parts(2, 1) < 2:
+    # Not beside another thread (a store scanned in the background): a fork copies only
+    # this one, and a lock another holds would stay held in the worker.
+    if size < _PARALLEL_BYTES or forked.parts(2, 1) < 2 or threading.active_count() > 1:
         return None
     window = file.read(size // 2, min(size, size // 2 + _READ_BLOCK))
     found = window.find(b"\n")
