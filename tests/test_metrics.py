@@ -302,3 +302,13 @@ def test_error_rate_is_clustered_like_the_pass_rate() -> None:
     rate = got["all"]["error_rate"]
     assert rate.value == pytest.approx(0.1)
     assert rate.hi > 0.301034
+
+
+def test_an_item_tagged_all_leaves_every_item_in_slice_all() -> None:
+    """Slice ``all`` is every item, as the summary's totals count them, whichever items
+    also carry a tag named ``all``."""
+    from evalreg.results.outcomes import Items
+
+    items = Items(["a", "b", "c"], ["a", "b", "c"], [("all",), (), ("all", "x")])
+    slices = {name: mask.tolist() for name, mask in items.slices().items()}
+    assert slices == {"all": [True, True, True], "x": [False, False, True]}

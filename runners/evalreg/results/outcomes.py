@@ -107,7 +107,10 @@ class Items:
             holding: dict[str, list[int]] = {}
             for tags, code in codes.items():
                 for tag in tags:
-                    holding.setdefault(tag, []).append(code)
+                    # An item tagged ``all`` is in ``all`` as every item is, as the tally's
+                    # totals count it: not the only one.
+                    if tag != ALL:
+                        holding.setdefault(tag, []).append(code)
             out: dict[str, Mask] = {}
             if n:
                 out[ALL] = np.ones(n, dtype=bool)
