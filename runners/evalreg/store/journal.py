@@ -96,8 +96,6 @@ class Journal:
     items: list[Staged] = field(default_factory=list)
     summaries: list[Staged] = field(default_factory=list)
     metrics_index: str | None = None
-    written: bool = field(default=False, compare=False)
-    """Whether the journal is on disk (``begin`` leaves that to the first write it guards)."""
 
     @property
     def path(self) -> Path:
@@ -108,22 +106,14 @@ class Journal:
         return state_dir(self.root) / HOLD / self.run
 
     def tmp_name(self, rel: str) -> str:
-        """The temporary name this run writes ``rel`` under (beside it, same filesystem).
-
-        The journal is on disk before the name is given: recovery finds a run's temporary
-        files by the run id the journal records."""
-        if not self.written:
-            self.save()
+        """The temporary name this run writes ``rel`` under (beside it, same filesystem)."""
         return f"{rel}.{self.run}{TMP_SUFFIX}"
 
     @classmethod
     def begin(cls, root: Path, *, push: bool) -> Journal:
-        """A new run's journal, written by the first step that needs it on disk: naming a
-        temporary result (``tmp_name``), listing a segment (``add_segment``) or the closing
-        step (``commit``). Until then the run has written nothing recovery would act on,
-        and a live run's first segment costs one durable write, not two."""
         journal = cls(root, secrets.token_hex(6), push)
         journal.path.parent.mkdir(parents=True, exist_ok=True)
+        journal.save()
         return journal
 
     def save(self) -> None:
@@ -139,7 +129,6 @@ class Journal:
             "metrics_index": self.metrics_index,
         }
         write_durably(self.path, json.dumps(state, indent=1, sort_keys=True).encode())
-        self.written = True
 
     @classmethod
     def load(cls, root: Path) -> Journal | None:
@@ -154,7 +143,6 @@ class Journal:
                 [Staged(str(t), str(p)) for t, p in state["items"]],
                 [Staged(str(t), str(p)) for t, p in state["summaries"]],
                 state.get("metrics_index"),
-                written=True,
             )
         except FileNotFoundError:
             return None
