@@ -210,10 +210,8 @@ def test_a_plan_keyed_in_forked_processes_is_the_plan_keyed_here(
     assert 0 < sum(p.missing for p in here.plans) < sum(p.in_shard for p in here.plans)
 
 
-def test_a_response_bought_while_planning_is_still_to_buy_for_a_later_cell(live: Repo, cli, server):
-    """Two cells ask the same requests: what the first bought is in the store by the time
-    the second is keyed, and is still one of its requests to buy (the fetch shares it)."""
-    with_items(live, cli, items_jsonl(6))
+def add_twin_candidate(live: Repo) -> None:
+    """A second candidate, ``twin``, on mini's pin and prompt: the same requests."""
     selection = "registry/selections/labels.yaml"
     live.write(
         selection,
@@ -223,6 +221,13 @@ def test_a_response_bought_while_planning_is_still_to_buy_for_a_later_cell(live:
         ),
     )
     live.commit("a second candidate on the same pin and prompt")
+
+
+def test_a_response_bought_while_planning_is_still_to_buy_for_a_later_cell(live: Repo, cli, server):
+    """Two cells ask the same requests: what the first bought is in the store by the time
+    the second is keyed, and is still one of its requests to buy (the fetch shares it)."""
+    with_items(live, cli, items_jsonl(6))
+    add_twin_candidate(live)
     whole = prepare(live.root, RunOptions())
     keyed_later = prepare(live.root, RunOptions(), keyed=False)
     store = keyed_later.store
@@ -241,15 +246,7 @@ def test_a_response_bought_while_planning_is_still_to_buy_for_a_later_cell(live:
 
 def test_two_cells_asking_the_same_requests_buy_each_response_once(live: Repo, cli, server):
     with_items(live, cli, items_jsonl(500))
-    selection = "registry/selections/labels.yaml"
-    live.write(
-        selection,
-        live.read(selection).replace(
-            "  - id: mini\n    pin: mini\n",
-            "  - id: mini\n    pin: mini\n  - id: twin\n    pin: mini\n",
-        ),
-    )
-    live.commit("a second candidate on the same pin and prompt")
+    add_twin_candidate(live)
     result = cli(live, "run")
     assert result.code == 0, result.err
     assert server.count() == 500
