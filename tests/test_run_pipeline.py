@@ -18,7 +18,7 @@ from evalreg.providers.fetch import FetchReport, Job, fetch, make_job, put_respo
 from evalreg.providers.http import HttpLayer
 from evalreg.registry.schema import Pin
 from evalreg.report import terminal
-from evalreg.runner.run import CellPlan, RunOptions, prepare
+from evalreg.runner.run import CellPlan, Prepared, RunOptions, prepare
 from evalreg.store.segments import ResponseStore, SegmentWriter
 
 from conftest import LIVE_KEY, Repo, assert_refused, items_jsonl
@@ -83,22 +83,27 @@ def plan_facts(plan: CellPlan) -> dict[str, object]:
     }
 
 
+def buy_while_keying(prepared: Prepared, output_tokens: int) -> None:
+    """Key every cell of ``prepared`` (made with ``keyed=False``), storing each request's
+    response as soon as the request is made."""
+    for plan in prepared.plans:
+        for job in prepared.requests(plan):
+            completion = Completion('{"label": "a"}', "m", "fp", 10, output_tokens)
+            put_response(
+                prepared.store, None, job.key, job.provider.name, job.endpoint, job.sample,
+                job.content, completion, {"latency_ms": 1, "attempts": 1},
+            )  # fmt: skip
+
+
 def test_a_plan_keyed_while_buying_is_the_plan_made_before(live: Repo, cli, server):
     assert cli(live, "run", "--limit", "2").code == 0  # the cell's output length: 2 stored
     with_items(live, cli, items_jsonl(8))
     whole = prepare(live.root, RunOptions())
     keyed_later = prepare(live.root, RunOptions(), keyed=False)
     assert all(p.keys == [] for p in keyed_later.plans)
-    store = keyed_later.store
-    for plan in keyed_later.plans:
-        for job in keyed_later.requests(plan):
-            # Bought at once, as a run would while later requests are still being keyed,
-            # with an output length unlike any stored before.
-            completion = Completion('{"label": "a"}', "m", "fp", 10, 999)
-            put_response(
-                store, None, job.key, job.provider.name, job.endpoint, job.sample,
-                job.content, completion, {"latency_ms": 1, "attempts": 1},
-            )  # fmt: skip
+    # Bought at once, as a run would while later requests are still being keyed, with an
+    # output length unlike any stored before.
+    buy_while_keying(keyed_later, output_tokens=999)
     assert [plan_facts(p) for p in keyed_later.plans] == [plan_facts(p) for p in whole.plans]
     assert sum(p.missing for p in whole.plans) == 6 + 6  # both cells, 2 of 8 stored each
 
@@ -231,13 +236,7 @@ def test_a_response_bought_while_planning_is_still_to_buy_for_a_later_cell(live:
     whole = prepare(live.root, RunOptions())
     keyed_later = prepare(live.root, RunOptions(), keyed=False)
     store = keyed_later.store
-    for plan in keyed_later.plans:
-        for job in keyed_later.requests(plan):
-            completion = Completion('{"label": "a"}', "m", "fp", 10, 20)
-            put_response(
-                store, None, job.key, job.provider.name, job.endpoint, job.sample,
-                job.content, completion, {"latency_ms": 1, "attempts": 1},
-            )  # fmt: skip
+    buy_while_keying(keyed_later, output_tokens=20)
     twins = [p for p in keyed_later.plans if p.status.cell.candidate.id == "twin"]
     assert twins and all(p.missing == len(p.items) == 6 for p in twins)
     assert all(all(k in store for k in p.keys) for p in twins)
