@@ -346,6 +346,20 @@ def test_a_thread_still_running_at_the_exit_is_waited_for():
     assert out == "thread finished\n"
 
 
+def test_a_profiled_program_still_writes_its_profile(tmp_path: Path):
+    """``python -m cProfile -o FILE -m evalreg ...`` writes FILE once the program returns."""
+    out = tmp_path / "profile"
+    example = Path(__file__).resolve().parent.parent
+    profiled = [sys.executable, "-m", "cProfile", "-o", str(out)]
+    done = subprocess.run(
+        [*profiled, "-m", "evalreg", "-C", str(example), "check"],
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 0, done.stderr
+    assert out.stat().st_size > 0
+
+
 def test_output_that_cannot_be_written_at_the_exit_is_not_a_success():
     """stdout a pipe nobody reads any more (``evalreg status | head -0``): the exit status
     says the output was lost, as Python's own exit does (120)."""

@@ -1226,11 +1226,13 @@ def _exit(code: int) -> NoReturn:
     must still do is done here: waiting for threads (there are none once a command has
     returned, else the ordinary exit is taken), the ``atexit`` handlers (temporary
     directories, multiprocessing's children, logging), and flushing stdout and stderr,
-    with the status Python gives when stdout cannot be flushed (a closed pipe).
+    with the status Python gives when stdout cannot be flushed (a closed pipe). Under a
+    profiler or a tracer (``python -m cProfile``, coverage), which write what they found
+    once the program returns, the ordinary exit is taken too.
     """
     import threading
 
-    if threading.active_count() > 1:
+    if threading.active_count() > 1 or sys.getprofile() is not None or sys.gettrace() is not None:
         sys.exit(code)
     import atexit
 
