@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import functools
 import importlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ClassVar, Protocol, runtime_checkable
+from typing import Any, ClassVar, Protocol, cast, runtime_checkable
 
 from evalreg.errors import UsageError
 from evalreg.providers.tools import ToolCall, Toolset
@@ -163,7 +164,13 @@ class Signer(Protocol):
 
 def signer(provider: Provider) -> Signer | None:
     """The provider's signer, if its requests are signed per request."""
-    return provider if isinstance(provider, Signer) else None
+    return cast(Signer, provider) if _signs(type(provider)) else None
+
+
+@functools.cache
+def _signs(cls: type[Any]) -> bool:
+    # Asked before every request: a check against a protocol walks its members each time.
+    return issubclass(cls, Signer)
 
 
 _PROVIDERS: dict[str, type[Any]] = {}
