@@ -812,14 +812,35 @@ def test_a_response_no_record_can_hold_is_that_requests_error(tmp_path, key_env)
     assert len(store) == 0
 
 
-def test_pre_encoded_fields_give_the_same_store_line():
+@pytest.mark.parametrize(
+    "spliced",
+    [
+        ("request",),  # between the others
+        ("aaa",),  # first
+        ("zzz",),  # last
+        ("aaa", "request", "zzz"),
+        ("request", "response"),  # next to each other
+        ("provider", "request", "response", "sample"),  # all of them
+    ],
+)
+def test_pre_encoded_fields_give_the_same_store_line(spliced: tuple[str, ...]):
     from evalreg.canonical import canonical_bytes
 
     body = {"model": "m", "messages": [{"role": "user", "content": 'é "q" \u2028'}], "n": 1.5}
-    record = {"provider": "openai", "sample": 0, "response": {"text": "ü", "usage": {}}}
-    assert encode_record("k" * 64, {**record, "request": body}) == encode_record(
-        "k" * 64, record, encoded={"request": canonical_bytes(body)}
-    )
+    record = {
+        "provider": "openai",
+        "sample": 0,
+        "response": {"text": "ü", "usage": {}},
+        "request": body,
+        "aaa": [1, None, True],
+        "zzz": "\x00\u2029",
+    }
+    apart = {name: value for name, value in record.items() if name not in spliced}
+    encoded = {name: canonical_bytes(record[name]) for name in spliced}
+    assert encode_record("k" * 64, record) == encode_record("k" * 64, apart, encoded=encoded)
+    # A field given both ways is stored as given encoded.
+    both = {**apart, **dict.fromkeys(spliced, "stale")}
+    assert encode_record("k" * 64, record) == encode_record("k" * 64, both, encoded=encoded)
 
 
 def test_a_cookie_one_response_sets_never_rides_on_later_requests() -> None:

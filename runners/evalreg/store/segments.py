@@ -929,12 +929,20 @@ def encode_record(
     """
     if not encoded:
         return b'{"key":"' + key.encode("ascii") + b'",' + _ENCODE(record)[1:].encode() + b"\n"
-    fields = [
-        _ENCODE(name).encode()
-        + b":"
-        + (encoded[name] if name in encoded else _ENCODE(record[name]).encode())
-        for name in sorted(record.keys() | encoded.keys())
-    ]
+    # The fields between two spliced ones are encoded together, as one object less its
+    # braces: what encoding each on its own and joining them gives, in one call.
+    fields: list[bytes] = []
+    between: dict[str, Any] = {}
+    for name in sorted(record.keys() | encoded.keys()):
+        if name not in encoded:
+            between[name] = record[name]
+            continue
+        if between:
+            fields.append(_ENCODE(between)[1:-1].encode())
+            between = {}
+        fields.append(_ENCODE(name).encode() + b":" + encoded[name])
+    if between:
+        fields.append(_ENCODE(between)[1:-1].encode())
     return b'{"key":"' + key.encode("ascii") + b'",' + b",".join(fields) + b"}\n"
 
 
