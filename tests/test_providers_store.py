@@ -931,3 +931,54 @@ def test_bought_requests_leave_no_reference_cycles_for_the_collector(tmp_path, k
         gc.enable()
     assert report.fetched == 40
     assert [type(o).__qualname__ for o in left] == []
+
+
+def _line(i: int) -> bytes:
+    return encode_record(f"{i:064x}", {"response": {"text": f"answer {i}"}})
+
+
+def test_a_segment_syncs_on_a_thread_of_its_own_and_is_whole_once_closed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    """A run's event loop does not stop for the store's fsyncs: they run beside it, and
+    closing the segment waits for them."""
+    import threading
+
+    from evalreg.store import segments
+
+    on_main: list[bool] = []
+    real_fsync = os.fsync
+
+    def fsync(fd: int) -> None:
+        on_main.append(threading.current_thread() is threading.main_thread())
+        real_fsync(fd)
+
+    monkeypatch.setattr(segments.os, "fsync", fsync)
+    count = segments.FSYNC_EVERY * 3 + 1
+    with SegmentWriter(tmp_path) as writer:
+        for i in range(count):
+            writer.put(_line(i))
+    assert on_main[0] is False  # the first group's, while lines went on being written
+    # Closing waited for the last one, and synced what followed it.
+    assert not [t for t in threading.enumerate() if t.name == "segment fsync"]
+    assert writer.path.read_bytes() == b"".join(_line(i) for i in range(count))
+
+
+def test_a_failed_sync_is_raised_with_the_segment_named(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    import errno
+
+    from evalreg.store import segments
+
+    def fsync(fd: int) -> None:
+        raise OSError(errno.EIO, "Input/output error")
+
+    monkeypatch.setattr(segments.os, "fsync", fsync)
+    writer = SegmentWriter(tmp_path)
+    for i in range(segments.FSYNC_EVERY):
+        writer.put(_line(i))  # the last starts a sync beside the writes
+    with pytest.raises(OSError, match="Input/output error") as raised:
+        writer.sync()
+    assert raised.value.filename == str(writer.path)
+    writer.close()

@@ -21,6 +21,7 @@ import io
 import json
 import os
 import secrets
+import threading
 import time
 import weakref
 from array import array
@@ -958,15 +959,19 @@ class SegmentWriter:
         self._fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND, 0o644)
         self._unsynced = 0
         self._synced_at = time.monotonic()
+        self._syncing: threading.Thread | None = None
+        self._sync_error: OSError | None = None
         self.written = 0
         self.size = 0
 
     def put(self, line: bytes) -> None:
         """Write one encoded record now (one write call: never interleaved or partial in
-        the kernel unless the process dies mid-call); fsync in groups.
+        the kernel unless the process dies mid-call); fsync in groups, on a thread of its
+        own: a run's event loop does not stop a millisecond for each (``sync`` waits).
 
         A short write (the disk is full, or a file size limit is reached) is cut off
         again and raised as ``OSError``: every line before it stays whole."""
+        self._raise_sync_error()
         try:
             done = os.write(self._fd, line)
             while done < len(line):  # short: the next call says why, or finishes the line
@@ -977,10 +982,31 @@ class SegmentWriter:
         self.size += done
         self.written += 1
         self._unsynced += 1
-        if self._unsynced >= FSYNC_EVERY or time.monotonic() - self._synced_at > FSYNC_INTERVAL_S:
-            self.sync()
+        due = self._unsynced >= FSYNC_EVERY or time.monotonic() - self._synced_at > FSYNC_INTERVAL_S
+        if due and (self._syncing is None or not self._syncing.is_alive()):
+            # The lines written so far reach the disk while more are written.
+            self._syncing = threading.Thread(target=self._fsync, name="segment fsync", daemon=True)
+            self._syncing.start()
+            self._unsynced = 0
+            self._synced_at = time.monotonic()
+
+    def _fsync(self) -> None:
+        try:
+            os.fsync(self._fd)
+        except OSError as exc:
+            self._sync_error = exc
+
+    def _raise_sync_error(self) -> None:
+        if self._sync_error is not None:
+            exc, self._sync_error = self._sync_error, None
+            raise OSError(exc.errno, exc.strerror, str(self.path)) from None
 
     def sync(self) -> None:
+        """Every line written so far is on disk when this returns."""
+        if self._syncing is not None:
+            self._syncing.join()
+            self._syncing = None
+        self._raise_sync_error()
         if self._unsynced:
             os.fsync(self._fd)
             self._unsynced = 0
