@@ -308,6 +308,13 @@ def _exiting(body: str, *args: str, **popen: object) -> subprocess.Popen[str]:
     return subprocess.Popen([sys.executable, "-c", probe, *args], text=True, **popen)  # type: ignore[call-overload]
 
 
+def _ended(body: str) -> tuple[int, str, str]:
+    """The exit status, stdout and stderr of ``_exiting(body)``."""
+    child = _exiting(body)
+    out, err = child.communicate(timeout=60)
+    return child.returncode, out, err
+
+
 def test_the_program_exits_without_tearing_down_its_modules_yet_keeps_every_exit_duty():
     """The exit skips the finalisation that frees every module one object at a time, but
     keeps what an exit owes: the status, the ``atexit`` handlers, buffered output."""
@@ -324,9 +331,8 @@ def test_the_program_exits_without_tearing_down_its_modules_yet_keeps_every_exit
         "    print('last line')\n"
         "    return 3\n"
     )
-    child = _exiting(body)
-    out, err = child.communicate(timeout=60)
-    assert child.returncode == 3, err
+    code, out, err = _ended(body)
+    assert code == 3, err
     assert out.endswith("last line\natexit ran\n") and out.count(".") == 100_000
     assert err == "ended at once\n"
 
@@ -340,9 +346,8 @@ def test_a_thread_still_running_at_the_exit_is_waited_for():
         "    threading.Thread(target=late).start()\n"
         "    return 0\n"
     )
-    child = _exiting(body)
-    out, err = child.communicate(timeout=60)
-    assert child.returncode == 0, err
+    code, out, err = _ended(body)
+    assert code == 0, err
     assert out == "thread finished\n"
 
 
