@@ -62,18 +62,41 @@ class Cell:
 def cells(registry: Registry, split: str = "dev") -> list[Cell]:
     """Every cell of every selection, in (task, candidate) order, each listed once.
 
+    Use cases that run one task with a candidate of one id share that cell (the loader
+    makes them name one pin and one prompt): it is listed once, as the first of them (by
+    id) sees it. ``use_case_cells`` gives each use case's own view of its cells.
+
     With ``split="holdout"``, the cells of tasks that have a sealed hold-out set.
     """
     out: dict[str, Cell] = {}
-    for sel_id, sel in sorted(registry.selections.items()):
-        task = registry.tasks[sel.task]
-        if split == "holdout" and task.holdout is None:
-            continue
-        rubric = registry.rubrics[task.rubric]
-        for cand in sel.candidates:
-            cell = Cell(sel_id, sel.task, cand, task, rubric, registry.pins[cand.pin], split)
+    for sel_id in sorted(registry.selections):
+        for cell in use_case_cells(registry, sel_id, split):
             out.setdefault(cell.id, cell)
     return [out[k] for k in sorted(out)]
+
+
+def use_case_cells(registry: Registry, selection_id: str, split: str = "dev") -> list[Cell]:
+    """The cells of one use case, in the order of its candidates, as that use case sees them
+    (its selection, its candidate entries): a cell it shares with another use case has the
+    same id and results files in both."""
+    sel = registry.selections[selection_id]
+    task = registry.tasks[sel.task]
+    if split == "holdout" and task.holdout is None:
+        return []
+    rubric = registry.rubrics[task.rubric]
+    return [
+        Cell(selection_id, sel.task, cand, task, rubric, registry.pins[cand.pin], split)
+        for cand in sel.candidates
+    ]
+
+
+def use_cases_of(registry: Registry, cell: Cell) -> list[str]:
+    """The use cases (selection ids, sorted) whose candidates include ``cell``."""
+    return sorted(
+        sid
+        for sid, sel in registry.selections.items()
+        if sel.task == cell.task_id and any(c.id == cell.candidate.id for c in sel.candidates)
+    )
 
 
 def _dump(model: schema.Model | None) -> Any:

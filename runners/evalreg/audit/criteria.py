@@ -17,7 +17,7 @@ from typing import TypeVar
 import git
 
 from evalreg.audit.record import AuditRecord, CommitInfo, SelectionAudit, build_audit, parse_version
-from evalreg.cells import cells
+from evalreg.cells import cells, use_cases_of
 from evalreg.errors import UsageError
 from evalreg.registry import schema
 from evalreg.registry.loader import Registry
@@ -67,7 +67,12 @@ def criteria_dates(registry: Registry) -> dict[str, CriteriaDates]:
     except UsageError as exc:
         return {sid: CriteriaDates((), unknown=str(exc)) for sid in registry.selections}
     by_id = {s.id: s for s in record.selections}
-    results = {c.selection for c in cells(registry) if read_summary(registry.tree, c)}
+    results = {
+        sid
+        for c in cells(registry)
+        if read_summary(registry.tree, c)
+        for sid in use_cases_of(registry, c)
+    }
     out = {}
     for sid, selection in registry.selections.items():
         rubric = registry.tasks[selection.task].rubric

@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from evalreg.cells import Cell, cells
+from evalreg.cells import Cell, cells, use_cases_of
 from evalreg.compare.config import config_changes
 from evalreg.compare.selections import selections_diff
 from evalreg.compare.statuses import REPRODUCTION_STATUSES, UNEXPLAINED
@@ -493,7 +493,7 @@ def _diff(root: Path, base: Side, head: Side, scans: Prefetch) -> dict[str, Any]
                 entry["config_changes"] = config
             entry["ruler_changed"] = bool(ruler_changes(entry["fingerprint_changes"]))
             if entry["ruler_changed"]:
-                ruled.add(h.selection)
+                ruled.update(use_cases_of(head.registry, h))
         sel = head.registry.selections.get(h.selection) if h else None
         pass_level = sel.policy.pass_level if sel else "correct"
         sel_id = h.selection if h else (b.selection if b else "")

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from evalreg import stats
-from evalreg.cells import Cell, cells
+from evalreg.cells import Cell, cells, use_cases_of
 from evalreg.compare.config import config_changes
 from evalreg.compare.selections import selections_diff
 from evalreg.compare.statuses import UNEXPLAINED
@@ -333,7 +333,7 @@ def summary_diff(
             entry["ruler_changed"] = bool(ruler_changes(entry["fingerprint_changes"]))
             if entry["ruler_changed"] and h is not None:
                 entry["counterfactual"] = None
-                ruled.add(h.selection)
+                ruled.update(use_cases_of(head, h))
         sel = head.selections.get(h.selection) if h else None
         policy = sel.policy if sel else None
         pass_level = policy.pass_level if policy else "correct"

@@ -7,10 +7,11 @@ when it has no committed summary at all.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from collections.abc import Iterable
+from dataclasses import dataclass, field, replace
 from typing import Any
 
-from evalreg.cells import Cell, cells, fingerprint, fingerprint_parts
+from evalreg.cells import Cell, cells, fingerprint, fingerprint_parts, use_case_cells
 from evalreg.registry.loader import Registry
 from evalreg.registry.tree import Tree
 from evalreg.results.records import read_summary
@@ -63,6 +64,18 @@ def status(
             reasons.append(f"{errors} provider errors to retry")
         out.append(CellStatus(cell, "stale" if reasons else "fresh", reasons, fp, parts))
     return out
+
+
+def use_case_status(
+    registry: Registry, statuses: Iterable[CellStatus], selection_id: str, split: str = "dev"
+) -> list[CellStatus]:
+    """The states of one use case's cells, in the order of its candidates, each as that use
+    case sees the cell (``cells.use_case_cells``), from ``statuses`` (``status``'s, of the
+    same registry and split)."""
+    by_id = {st.cell.id: st for st in statuses}
+    return [
+        replace(by_id[cell.id], cell=cell) for cell in use_case_cells(registry, selection_id, split)
+    ]
 
 
 def _purged(tree: Tree) -> dict[str, set[str]]:

@@ -21,7 +21,7 @@ from evalreg.evalsets.evalset import EvalSet
 from evalreg.registry import schema
 from evalreg.registry.loader import Registry, load_registry
 from evalreg.registry.tree import GitTree, Tree, WorkspaceTree
-from evalreg.results.freshness import CellStatus, status
+from evalreg.results.freshness import CellStatus, status, use_case_status
 from evalreg.results.item_evidence import Evidence, ItemEvidence, SampleEvidence
 from evalreg.results.records import Tokens
 from evalreg.store.segments import KeyLookup
@@ -136,26 +136,28 @@ def show_item(
     tree: Tree = GitTree(root, rev) if rev is not None else WorkspaceTree(root)
     registry = load_registry(tree)
     _check_names(registry, use_cases, tasks)
-    statuses = {
-        st.cell.id: st
-        for split in ("dev", "holdout")
-        for st in status(registry, split=split)
-        if _chosen(st.cell, use_cases, tasks)
-    }
+    # Each use case sees its own cells (a cell two use cases share is shown in both).
+    views: dict[tuple[str, str], list[CellStatus]] = {}
+    for split in ("dev", "holdout"):
+        statuses = status(registry, split=split)
+        for sid in sorted(registry.selections):
+            seen = use_case_status(registry, statuses, sid, split)
+            if seen and _chosen(sid, registry.selections[sid].task, use_cases, tasks):
+                views[(sid, split)] = seen
     found: dict[tuple[str, str], tuple[EvalSet, schema.Item]] = {}
-    for st in statuses.values():
-        cell = st.cell
-        evalset = registry.evalset_of(cell.task_id, cell.split)
+    for (sid, split), seen in views.items():
+        evalset = registry.evalset_of(seen[0].cell.task_id, split)
         item = next((i for i in evalset.items if i.id == item_id), None)
         if item is not None:
-            found[(cell.selection, cell.split)] = (evalset, item)
+            found[(sid, split)] = (evalset, item)
     if not found:
-        raise UsageError(_unknown_item(registry, item_id, list(statuses.values()), tree))
-    chosen = [st for st in statuses.values() if (st.cell.selection, st.cell.split) in found]
-    _check_candidates(chosen, candidates)
+        everything = [st for seen in views.values() for st in seen]
+        raise UsageError(_unknown_item(registry, item_id, everything, tree))
+    chosen = [st for at in found for st in views[at]]
+    _check_candidates(chosen, candidates, sorted({sid for sid, _ in found}))
     chosen = [st for st in chosen if not candidates or st.cell.candidate.id in candidates]
     if rev is not None and all(st.state == "pending" for st in chosen):
-        asked = ", ".join(sorted({st.cell.selection for st in chosen}))
+        asked = ", ".join(sorted({sid for sid, _ in found}))
         raise UsageError(
             f"{tree.label} has no recorded results for item {item_id!r} in {asked}: every "
             "cell is pending there (pick a revision after `evalreg run` was committed)"
@@ -187,8 +189,8 @@ def show_item(
     return out
 
 
-def _chosen(cell: Cell, use_cases: Sequence[str], tasks: Sequence[str]) -> bool:
-    return (not use_cases or cell.selection in use_cases) and (not tasks or cell.task_id in tasks)
+def _chosen(selection: str, task: str, use_cases: Sequence[str], tasks: Sequence[str]) -> bool:
+    return (not use_cases or selection in use_cases) and (not tasks or task in tasks)
 
 
 def _check_names(registry: Registry, use_cases: Sequence[str], tasks: Sequence[str]) -> None:
@@ -201,11 +203,13 @@ def _check_names(registry: Registry, use_cases: Sequence[str], tasks: Sequence[s
                 raise UsageError(f"{flag} {name}: no such {flag[2:]} ({_one_of(sorted(known))})")
 
 
-def _check_candidates(chosen: list[CellStatus], candidates: Sequence[str]) -> None:
+def _check_candidates(
+    chosen: list[CellStatus], candidates: Sequence[str], use_cases: list[str]
+) -> None:
     known = sorted({st.cell.candidate.id for st in chosen})
     for name in candidates:
         if name not in known:
-            where = ", ".join(sorted({st.cell.selection for st in chosen}))
+            where = ", ".join(use_cases)
             raise UsageError(f"--candidate {name}: not a candidate of {where} ({_one_of(known)})")
 
 

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from evalreg.cells import Cell, cells
+from evalreg.cells import Cell, use_case_cells
 from evalreg.evalsets.evalset import EvalSet
 from evalreg.graders.human import parse_grades, rater_agreement, rater_kappa
 from evalreg.metrics import Comparison, SliceMetrics, cell_metrics, compare
 from evalreg.registry import schema
 from evalreg.registry.loader import Registry
-from evalreg.results.freshness import CellStatus, status
+from evalreg.results.freshness import CellStatus, status, use_case_status
 from evalreg.results.outcomes import Outcomes, from_records, from_summary
 from evalreg.results.records import (
     ALL,
@@ -127,14 +127,15 @@ def gather(
     selection = registry.selections[selection_id]
     task = registry.tasks[selection.task]
     rubric = registry.rubrics[task.rubric]
-    by_cell = {s.cell.id: s for s in (statuses if statuses is not None else status(registry))}
+    seen = use_case_status(
+        registry, statuses if statuses is not None else status(registry), selection_id
+    )
     policy = selection.policy
     # A decision reads slice ``all`` and the slices its gates name; the report reads all.
     only = None if comparisons else frozenset({ALL, *(g.slice for g in policy.gates)})
     candidates: dict[str, CandidateEvidence] = {}
     metrics: dict[str, dict[str, SliceMetrics]] = {}
-    for cand in selection.candidates:
-        st = by_cell[f"{selection.task}/{cand.id}"]
+    for cand, st in zip(selection.candidates, seen, strict=True):
         summary = read_summary(registry.tree, st.cell)
         outcomes = read_outcomes(registry, st.cell, summary, cache) if summary is not None else None
         candidates[cand.id] = CandidateEvidence(
@@ -167,8 +168,8 @@ def gather(
         and (found := calibrations(ev.outcomes, rubric, metrics[cid].get("all", {})))
     }
     holdout = {}
-    for cell in cells(registry, "holdout"):
-        held_summary = read_summary(registry.tree, cell) if cell.selection == selection_id else None
+    for cell in use_case_cells(registry, selection_id, "holdout"):
+        held_summary = read_summary(registry.tree, cell)
         if held_summary is not None:
             held = read_outcomes(registry, cell, held_summary)
             if held is not None:

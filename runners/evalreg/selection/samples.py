@@ -25,7 +25,7 @@ from evalreg.registry import schema
 from evalreg.registry.loader import Registry, load_registry
 from evalreg.registry.tree import GitTree, Tree, WorkspaceTree
 from evalreg.report.numbers import count, milliseconds, number, usd_micro
-from evalreg.results.freshness import status
+from evalreg.results.freshness import status, use_case_status
 from evalreg.results.item_evidence import CellEvidence, Evidence, SampleEvidence
 from evalreg.results.records import LEVELS, ItemRecord, read_records
 from evalreg.store.segments import ResponseStore
@@ -61,10 +61,7 @@ def use_case_samples(
     index = {item.id: n for n, item in enumerate(items)}
     if store is None:
         store = ResponseStore.load(registry.tree)
-    by_candidate = {
-        s.cell.candidate.id: s for s in status(registry) if s.cell.selection == selection_id
-    }
-    statuses = [by_candidate[cand.id] for cand in selection.candidates]
+    statuses = use_case_status(registry, status(registry), selection_id)
     gathered = Evidence(registry, store, texts=texts, redact=True).use_case(statuses)
     prompts = gathered.prompts
     candidates = [
@@ -83,10 +80,8 @@ def use_case_samples(
             requests[at].append(_request(request))
     contents = {item.id: gathered.content(item) for item in items} if base is not None else {}
     base_passes = [
-        _base_passes(base, selection_id, cand.id, index, contents, levels)
-        if base is not None
-        else None
-        for cand in selection.candidates
+        _base_passes(base, st.cell.id, index, contents, levels) if base is not None else None
+        for st in statuses
     ]
     return {
         "format": SAMPLES_FORMAT,
@@ -266,19 +261,15 @@ def _passes(records: list[ItemRecord], index: dict[str, int], levels: frozenset[
 
 def _base_passes(
     base: Registry,
-    selection_id: str,
-    candidate: str,
+    cell_id: str,
     index: dict[str, int],
     contents: dict[str, str],
     levels: frozenset[str],
 ) -> str | None:
-    """The candidate's outcome per item of ``index`` at the base revision; ``UNGRADED`` for
-    an item whose content (``contents``, here) differs there (a changed item is not a flip).
-    None: no such cell there."""
-    cell = next(
-        (c for c in cells(base) if c.selection == selection_id and c.candidate.id == candidate),
-        None,
-    )
+    """Cell ``cell_id``'s outcome per item of ``index`` at the base revision; ``UNGRADED``
+    for an item whose content (``contents``, here) differs there (a changed item is not a
+    flip). None: no such cell there."""
+    cell = next((c for c in cells(base) if c.id == cell_id), None)
     if cell is None:
         return None
     records = read_records(base.tree, cell)
