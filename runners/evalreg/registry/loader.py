@@ -621,6 +621,7 @@ class _Loader:
                 )
 
     def _check_selections(self) -> None:
+        self._check_shared_cells()
         for ident, sel in self.registry.selections.items():
             task_ok = self._ref("selections", ident, ("task",), "tasks", sel.task)
             task = self.registry.tasks.get(sel.task) if task_ok else None
@@ -677,6 +678,34 @@ class _Loader:
                         f"waiver for {waiver.candidate!r}, which is not a candidate",
                     )
             self._check_policy(ident, sel, task)
+
+    def _check_shared_cells(self) -> None:
+        """A cell is one (task, candidate id): use cases that run one task with a candidate
+        of one id share its results, so they must mean one candidate by it (one pin, one
+        prompt), or one use case would be shown the other's results as its own."""
+        first: dict[tuple[str, str], tuple[str, int, schema.Candidate]] = {}
+        for ident, sel in sorted(self.registry.selections.items()):
+            for i, cand in enumerate(sel.candidates):
+                seen = first.setdefault((sel.task, cand.id), (ident, i, cand))
+                other, at, earlier = seen
+                if other == ident:
+                    continue
+                if earlier.pin != cand.pin:
+                    what, loc = f"pin {earlier.pin!r}", ("candidates", i, "pin")
+                elif earlier.prompt != cand.prompt:
+                    what, loc = "another prompt", ("candidates", i, "prompt")
+                else:
+                    continue
+                line = self._doc("selections", other).locate(("candidates", at, "id"))[0]
+                self._error(
+                    "selections",
+                    ident,
+                    loc,
+                    f"candidate {cand.id!r} of task {sel.task!r} is another candidate in use "
+                    f"case {other!r} ({self._doc('selections', other).path}:{line}: {what}): "
+                    "use cases that run one task share each candidate's results by its id, "
+                    "so give this one an id of its own",
+                )
 
     def _check_policy(self, ident: str, sel: schema.Selection, task: schema.Task | None) -> None:
         criteria: dict[str, schema.Criterion] | None = None
