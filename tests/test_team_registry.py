@@ -274,3 +274,23 @@ def test_no_command_crashes_on_a_variant_of_the_team_registry(
                 assert code in (0, 1), argv
         if checked != 2:
             assert run("diff", commits["results"], "--format", "json") == 0
+
+
+def test_a_second_use_case_of_the_scaffolds_task_is_viewed(tmp_path: Path, cli):
+    """``evalreg init``, a second use case copied from the first with another name, one
+    candidate run: the explorer shows both use cases, each with that candidate's results."""
+    target = tmp_path / "team"
+    assert cli(None, "init", str(target), "--no-snippets").code == 0
+    repo = Repo(target)
+    first = repo.read("registry/selections/faq-routing.yaml")
+    repo.write(
+        "registry/selections/faq-escalation.yaml",
+        first.replace("use_case: FAQ routing", "use_case: FAQ escalation"),
+    )
+    repo.commit("a second use case of the FAQ task")
+    assert cli(repo, "run", "--candidate", "keyword-router").code == 0
+    result = cli(repo, "view")
+    assert result.code == 0, result.err
+    for use_case in ("faq-routing", "faq-escalation"):
+        page = (target / f"reports/explorer/{use_case}.html").read_text()
+        assert '"state":"fresh"' in page.replace(" ", "")
