@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import time
-
 import pytest
 
 from evalreg.templating import MAX_CHARS, RenderError, TemplateProblem, render, variables
@@ -13,11 +11,11 @@ BIG = "{% set s = 'a' * 10000000 %}"
 
 
 def refused(source: str, **context: object) -> str:
-    """The message of the RenderError rendering ``source`` raises, promptly."""
-    started = time.perf_counter()
+    """The message of the RenderError rendering ``source`` raises: each names the budget
+    that stopped it (counted in iterations, characters or digits, never in seconds, so a
+    busy machine cannot make it pass or fail)."""
     with pytest.raises(RenderError) as caught:
         render(source, context)
-    assert time.perf_counter() - started < 5
     return str(caught.value)
 
 
