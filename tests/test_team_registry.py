@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from evalreg.cli import build_parser, main
@@ -264,6 +264,7 @@ def test_no_command_crashes_on_a_variant_of_the_team_registry(
             return code
 
         checked = run("check")
+        event(f"check exits {checked}")
         for argv in (*READERS, ["view", "-o", str(Path(tmp) / "explorer")]):
             code = run(*argv)
             if checked == 2:
