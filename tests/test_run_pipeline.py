@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import signal
 import time
 from collections.abc import Iterator
@@ -252,6 +253,51 @@ def test_two_cells_asking_the_same_requests_buy_each_response_once(live: Repo, c
     twin = json.loads(live.read("reports/results/labels/twin.json"))
     mini = json.loads(live.read(MINI + ".json"))
     assert twin["totals"] == mini["totals"]
+
+
+def add_twin_task(live: Repo) -> None:
+    """A second task, ``labels2``, on the same eval set, prompt and rubric, and a use case
+    that runs it on mini's pin: its requests are the ``labels`` task's, one for one."""
+    live.write("registry/tasks/labels2.yaml", live.read("registry/tasks/labels.yaml"))
+    live.write(
+        "registry/selections/labels2.yaml",
+        live.read("registry/selections/labels.yaml")
+        .replace("task: labels", "task: labels2")
+        .replace("  - id: rules\n    pin: rules\n", "")
+        .replace("selected: rules", "selected: mini"),
+    )
+    live.commit("a second task asking what the first asks")
+
+
+PROGRESS_LINE = re.compile(r"^\s*(\S+/\S+)\s.*?(\d+)/(\d+)\s+bought (\d+)\s", re.MULTILINE)
+
+
+def progress_lines(err: str) -> dict[str, tuple[int, int, int]]:
+    """The progress display's last line of each cell: (done, total, bought)."""
+    return {
+        cell: (int(done), int(total), int(bought))
+        for cell, done, total, bought in PROGRESS_LINE.findall(err)
+    }
+
+
+@pytest.mark.parametrize("shard", [(), ("--shard", "1/2")], ids=["whole", "shard 1/2"])
+def test_cells_sending_the_same_requests_each_count_their_own_in_the_progress(
+    live: Repo, cli, server, shard: tuple[str, ...]
+):
+    with_items(live, cli, items_jsonl(60))
+    add_twin_task(live)
+    result = cli(live, "run", *shard)
+    assert result.code == 0, result.err
+    lines = progress_lines(result.err)
+    assert set(lines) == {"labels/mini", "labels/rules", "labels2/mini"}
+    # Each cell's share of the requests, done to the last: never past its total.
+    assert all(done == total > 0 for done, total, _ in lines.values()), lines
+    assert lines["labels/mini"][1] == lines["labels2/mini"][1]
+    # A request the two cells send is bought once, for the first, and shared by the second.
+    assert lines["labels/mini"][2] == lines["labels/mini"][1] == server.count()
+    assert lines["labels2/mini"][2] == 0
+    bought = sum(b for _, _, b in lines.values())
+    assert f"Requests: {bought} bought, " in " ".join(result.out.split())
 
 
 def test_a_run_without_a_push_leaves_everything_tracked_and_the_repository_free(

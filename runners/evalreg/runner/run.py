@@ -725,7 +725,9 @@ def run(
         # Planned whole: every request is admitted by the estimates of the whole plan.
         budget.output_tokens = {j.key: p.observed_tokens for p in runnable for j in p.to_buy}
         budget.judges = {k: v for p in runnable for k, v in p.judge_estimates.items()}
-    cell_of: dict[str, str] = {}
+    cell_of: dict[int, str] = {}
+    """The cell of each job, by ``id``: cells may send the same request (one key), and
+    each counts its own job, bought, shared or from the store."""
 
     def to_buy() -> Iterator[Job]:
         """The requests to buy, cell after cell, keyed as the fetch asks for them: the
@@ -733,7 +735,7 @@ def run(
         for plan in runnable:
             cell_id = plan.status.cell.id
             for job in planned.requests(plan):
-                cell_of[job.key] = cell_id
+                cell_of[id(job)] = cell_id
                 yield job
             # Stored responses were found while keying: count them, don't fetch them.
             cached = plan.in_shard - len(plan.to_buy)
@@ -756,7 +758,7 @@ def run(
     streams = {p.status.cell.id: stream_of(p) for p in runnable if _streams(p, options)}
 
     def on_job(job: Job, outcome: str) -> None:
-        cell_id = cell_of.get(job.key, "?")
+        cell_id = cell_of.get(id(job), "?")
         if progress is not None:
             progress(cell_id, outcome, 1)
         if outcome != "error" and cell_id in streams:
