@@ -19,6 +19,7 @@ from evalreg.providers.fetch import FetchReport, Job, fetch, make_job, put_respo
 from evalreg.providers.http import HttpLayer
 from evalreg.registry.schema import Pin
 from evalreg.report import terminal
+from evalreg.report.numbers import usd_micro
 from evalreg.runner.run import CellPlan, Prepared, RunOptions, prepare
 from evalreg.store.segments import ResponseStore, SegmentWriter
 
@@ -298,6 +299,36 @@ def test_cells_sending_the_same_requests_each_count_their_own_in_the_progress(
     assert lines["labels2/mini"][2] == 0
     bought = sum(b for _, _, b in lines.values())
     assert f"Requests: {bought} bought, " in " ".join(result.out.split())
+
+
+def test_a_shards_table_shows_what_it_bought_for_each_cell(live: Repo, cli, server):
+    with_items(live, cli, items_jsonl(60))
+    add_twin_task(live)
+    shown: list[dict[str, str]] = []
+    for shard in ("1/2", "2/2"):
+        result = cli(live, "run", "--shard", shard)
+        assert result.code == 0, result.err
+        costs, task = {}, ""
+        # task, candidate, state, to buy, errors, cost (a task is named on its first row)
+        for row in re.findall(
+            r"^(labels2?)?\s+(mini|rules)\s+pending\s+\d+\s+\d+\s+(\S+)", result.out, re.M
+        ):
+            task = row[0] or task
+            costs[f"{task}/{row[1]}"] = row[2]
+        shown.append(costs)
+    assert cli(live, "run", "--offline").code == 0  # the results, from what the shards bought
+    items = live.read(MINI + ".items.jsonl").splitlines()
+    cost = {1: 0, 2: 0}
+    for record in map(json.loads, items):
+        cost[int(record["key"][:12], 16) % 2 + 1] += record["cost_micro_usd"]
+    assert cost[1] > 0 and cost[2] > 0
+    for n, table in enumerate(shown, start=1):
+        # The shared requests are paid for once, by the cell that bought them.
+        assert table == {
+            "labels/mini": usd_micro(cost[n]),
+            "labels/rules": "$0",
+            "labels2/mini": "$0",
+        }
 
 
 def test_a_run_without_a_push_leaves_everything_tracked_and_the_repository_free(

@@ -23,7 +23,13 @@ from evalreg.graders.llm_judge import JudgeFailed, Judges
 from evalreg.prompting import render_messages
 from evalreg.providers import all_providers
 from evalreg.providers.attachments import estimated_input_tokens
-from evalreg.providers.base import Messages, Provider, credentials_problem, output_cap
+from evalreg.providers.base import (
+    Completion,
+    Messages,
+    Provider,
+    credentials_problem,
+    output_cap,
+)
 from evalreg.providers.batch import (
     BATCHED,
     BatchReport,
@@ -33,7 +39,7 @@ from evalreg.providers.batch import (
     live_notes,
 )
 from evalreg.providers.fetch import FetchReport, Job, Request, fetch, make_request
-from evalreg.providers.pricing import rates
+from evalreg.providers.pricing import cost_micro_usd, rates
 from evalreg.providers.tools import toolset
 from evalreg.registry import schema
 from evalreg.registry.loader import Registry, load_registry
@@ -129,7 +135,9 @@ class CellRun:
     written: bool = False
     errors: int = 0
     cost_micro_usd: int = 0
-    """What the cell's samples cost to run: candidate and judge responses."""
+    """What the cell's samples cost to run: candidate and judge responses. For a cell
+    whose results the run did not write (``--shard``, ``--limit``, responses missing),
+    what the responses it bought for the cell cost."""
     judge_cost_micro_usd: int = 0
     note: str = ""
     coverage: dict[str, tuple[int, int]] = field(default_factory=dict)
@@ -728,6 +736,7 @@ def run(
     cell_of: dict[int, str] = {}
     """The cell of each job, by ``id``: cells may send the same request (one key), and
     each counts its own job, bought, shared or from the store."""
+    bought = _Bought()
 
     def to_buy() -> Iterator[Job]:
         """The requests to buy, cell after cell, keyed as the fetch asks for them: the
@@ -759,6 +768,8 @@ def run(
 
     def on_job(job: Job, outcome: str) -> None:
         cell_id = cell_of.get(id(job), "?")
+        if outcome == "fetched":
+            bought.candidates.setdefault(cell_id, []).append(job)
         if progress is not None:
             progress(cell_id, outcome, 1)
         if outcome != "error" and cell_id in streams:
@@ -789,8 +800,11 @@ def run(
         return out
 
     def on_judge_job(job: Job, outcome: str) -> None:
+        cell_id = judge_cell.get(id(job), "?")
+        if outcome == "fetched":
+            bought.judges.setdefault(cell_id, []).append(job)
         if progress is not None:
-            progress(judge_cell.get(id(job), "?"), f"judge {outcome}", 1)
+            progress(cell_id, f"judge {outcome}", 1)
 
     writers: list[SegmentWriter] = []
     providers = all_providers(root)
@@ -886,6 +900,9 @@ def run(
             if stream is None and cell_id in graders:
                 stream = stream_of(plan)
             outcome = _finish(registry, plan, failed, options, stream)
+            if not outcome.written:
+                # No summary to read it from (--shard, --limit, or responses missing).
+                bought.charge(outcome, store)
             result.outcomes.append(outcome)
             if outcome.written and stream is not None and stream.writer.staged is not None:
                 staged.append(stream.writer.staged)
@@ -1168,6 +1185,33 @@ def _finish(
     human = [c.id for c in cell.rubric.criteria if isinstance(c.grader, schema.HumanGrader)]
     outcome.coverage = coverage_counts(totals, human)
     return outcome
+
+
+@dataclass
+class _Bought:
+    """Per cell, the requests this run bought for it: a request that several cells send
+    is bought for one of them, and the others share its response."""
+
+    candidates: dict[str, list[Job]] = field(default_factory=dict)
+    judges: dict[str, list[Job]] = field(default_factory=dict)
+
+    def charge(self, outcome: CellRun, store: ResponseStore) -> None:
+        """Set ``outcome``'s cost to what its cell's bought responses cost."""
+        cell_id = outcome.plan.status.cell.id
+        judges = _cost_of(store, self.judges.get(cell_id, ()))
+        outcome.cost_micro_usd = _cost_of(store, self.candidates.get(cell_id, ())) + judges
+        outcome.judge_cost_micro_usd = judges
+
+
+def _cost_of(store: ResponseStore, jobs: Iterable[Job]) -> int:
+    """What the stored responses to ``jobs`` cost, each at its pin's price."""
+    total = 0
+    for job in jobs:
+        stored = store.get(job.key)
+        if stored is not None:
+            completion = Completion.from_record(stored["response"])
+            total += cost_micro_usd(job.pin.price, completion)
+    return total
 
 
 def judge_causes(report: FetchReport) -> dict[str, str]:
