@@ -405,7 +405,7 @@ def cmd_resolve(args: argparse.Namespace) -> int:
 
 
 def cmd_select(args: argparse.Namespace) -> int:
-    from evalreg.report.terminal import console, shown
+    from evalreg.report.terminal import print_selected
     from evalreg.selection.edit import select_candidate
 
     root = _root(args)
@@ -413,7 +413,7 @@ def cmd_select(args: argparse.Namespace) -> int:
         changed = select_candidate(
             root, args.use_case, args.candidate, reason=args.reason, approver=args.approver
         )
-    console().print(shown(changed))
+    print_selected(changed)
     return 0
 
 
