@@ -55,7 +55,7 @@ from evalreg.runner.grading import CellGrader, cell_grader
 from evalreg.store.batches import BatchJournal
 from evalreg.store.journal import Journal, Staged, mark_pushed, unpushed
 from evalreg.store.keycolumn import KEY_BYTES, KeyColumn
-from evalreg.store.segments import STORE_DIR, ResponseStore, SegmentWriter
+from evalreg.store.segments import STORE_DIR, ResponseStore, SegmentWriter, segment_name
 
 DEFAULT_OUTPUT_TOKENS = 256
 _REPORT_EVERY = 1000
@@ -817,10 +817,13 @@ def run(
         async with HttpLayer(ca_bundle=network.ca_bundle, root=root) as http:
             writer = None
             if not options.offline:
-                writer = SegmentWriter(root, label=label)
-                writers.append(writer)
+                # Listed before it exists: a run stopped in between leaves no segment that
+                # its journal does not name, and a reader never sees it as nobody's.
+                name = segment_name(label)
                 assert journal is not None
-                journal.add_segment(f"{STORE_DIR}/{writer.name}")
+                journal.add_segment(f"{STORE_DIR}/{name}")
+                writer = SegmentWriter(root, name=name)
+                writers.append(writer)
             try:
                 live, batched = _by_batch(to_buy(), options, root)
                 report = await fetch(
