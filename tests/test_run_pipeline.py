@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import signal
 import time
 from collections.abc import Iterator
@@ -18,6 +19,7 @@ from evalreg.providers.fetch import FetchReport, Job, fetch, make_job, put_respo
 from evalreg.providers.http import HttpLayer
 from evalreg.registry.schema import Pin
 from evalreg.report import terminal
+from evalreg.report.numbers import usd_micro
 from evalreg.runner.run import CellPlan, Prepared, RunOptions, prepare
 from evalreg.store.segments import ResponseStore, SegmentWriter
 
@@ -252,6 +254,81 @@ def test_two_cells_asking_the_same_requests_buy_each_response_once(live: Repo, c
     twin = json.loads(live.read("reports/results/labels/twin.json"))
     mini = json.loads(live.read(MINI + ".json"))
     assert twin["totals"] == mini["totals"]
+
+
+def add_twin_task(live: Repo) -> None:
+    """A second task, ``labels2``, on the same eval set, prompt and rubric, and a use case
+    that runs it on mini's pin: its requests are the ``labels`` task's, one for one."""
+    live.write("registry/tasks/labels2.yaml", live.read("registry/tasks/labels.yaml"))
+    live.write(
+        "registry/selections/labels2.yaml",
+        live.read("registry/selections/labels.yaml")
+        .replace("task: labels", "task: labels2")
+        .replace("  - id: rules\n    pin: rules\n", "")
+        .replace("selected: rules", "selected: mini"),
+    )
+    live.commit("a second task asking what the first asks")
+
+
+PROGRESS_LINE = re.compile(r"^\s*(\S+/\S+)\s.*?(\d+)/(\d+)\s+bought (\d+)\s", re.MULTILINE)
+
+
+def progress_lines(err: str) -> dict[str, tuple[int, int, int]]:
+    """The progress display's last line of each cell: (done, total, bought)."""
+    return {
+        cell: (int(done), int(total), int(bought))
+        for cell, done, total, bought in PROGRESS_LINE.findall(err)
+    }
+
+
+@pytest.mark.parametrize("shard", [(), ("--shard", "1/2")], ids=["whole", "shard 1/2"])
+def test_cells_sending_the_same_requests_each_count_their_own_in_the_progress(
+    live: Repo, cli, server, shard: tuple[str, ...]
+):
+    with_items(live, cli, items_jsonl(60))
+    add_twin_task(live)
+    result = cli(live, "run", *shard)
+    assert result.code == 0, result.err
+    lines = progress_lines(result.err)
+    assert set(lines) == {"labels/mini", "labels/rules", "labels2/mini"}
+    # Each cell's share of the requests, done to the last: never past its total.
+    assert all(done == total > 0 for done, total, _ in lines.values()), lines
+    assert lines["labels/mini"][1] == lines["labels2/mini"][1]
+    # A request the two cells send is bought once, for the first, and shared by the second.
+    assert lines["labels/mini"][2] == lines["labels/mini"][1] == server.count()
+    assert lines["labels2/mini"][2] == 0
+    bought = sum(b for _, _, b in lines.values())
+    assert f"Requests: {bought} bought, " in " ".join(result.out.split())
+
+
+def test_a_shards_table_shows_what_it_bought_for_each_cell(live: Repo, cli, server):
+    with_items(live, cli, items_jsonl(60))
+    add_twin_task(live)
+    shown: list[dict[str, str]] = []
+    for shard in ("1/2", "2/2"):
+        result = cli(live, "run", "--shard", shard)
+        assert result.code == 0, result.err
+        costs, task = {}, ""
+        # task, candidate, state, to buy, errors, cost (a task is named on its first row)
+        for row in re.findall(
+            r"^(labels2?)?\s+(mini|rules)\s+pending\s+\d+\s+\d+\s+(\S+)", result.out, re.M
+        ):
+            task = row[0] or task
+            costs[f"{task}/{row[1]}"] = row[2]
+        shown.append(costs)
+    assert cli(live, "run", "--offline").code == 0  # the results, from what the shards bought
+    items = live.read(MINI + ".items.jsonl").splitlines()
+    cost = {1: 0, 2: 0}
+    for record in map(json.loads, items):
+        cost[int(record["key"][:12], 16) % 2 + 1] += record["cost_micro_usd"]
+    assert cost[1] > 0 and cost[2] > 0
+    for n, table in enumerate(shown, start=1):
+        # The shared requests are paid for once, by the cell that bought them.
+        assert table == {
+            "labels/mini": usd_micro(cost[n]),
+            "labels/rules": "$0",
+            "labels2/mini": "$0",
+        }
 
 
 def test_a_run_without_a_push_leaves_everything_tracked_and_the_repository_free(

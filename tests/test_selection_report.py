@@ -423,7 +423,7 @@ def _changed_lines(before: str, after: str) -> list[str]:
         ("", ["+waivers:"]),
         ("waivers: []", ["-waivers: []", "+waivers:"]),
         (
-            "waivers:\n  - candidate: rules\n    reason: an earlier waiver\n"
+            "waivers:\n  - candidate: mini\n    reason: an earlier waiver\n"
             "    approver: Sam Doe\n    date: 2026-01-02",
             [],
         ),
@@ -458,3 +458,69 @@ def test_select_changes_only_the_lines_it_must(reported: Repo, cli, waivers, exp
     if waivers.startswith("waivers:\n"):
         assert text.index("an earlier waiver") < text.index("approver: Pat Lee")
     assert cli(reported, "check").code in (0, 1)  # the file still loads and validates
+
+
+def test_select_says_what_the_rationale_it_replaced_said(reported: Repo, cli):
+    path = "registry/selections/labels.yaml"
+    # A hand-written rationale, with what a terminal would act on (an escape sequence).
+    reported.write(
+        path,
+        reported.read(path).replace(
+            "rationale: Baseline.",
+            'rationale: "Baseline, \\e[2Jfor now.\\nAsk Dana before changing it."',
+        ),
+    )
+    said = cli(reported, "select", "labels", "mini", "--reason", "mini wins on every slice")
+    assert said.code == 0, said.err
+    assert "labels: declared candidate is now mini" in said.out
+    assert (
+        'note: replaced the rationale, which read: "Baseline, \\u001b[2Jfor now.\\nAsk Dana '
+        'before changing it."' in said.err
+    )
+    assert "\x1b" not in said.err
+    # Declared again with the same reason, nothing is lost: nothing to say.
+    again = cli(reported, "select", "labels", "mini", "--reason", "mini wins on every slice")
+    assert again.code == 0, again.err
+    assert "replaced" not in again.err
+
+
+def test_select_with_an_approver_replaces_the_candidates_waiver_and_says_what_it_said(
+    reported: Repo, cli
+):
+    path = "registry/selections/labels.yaml"
+    reported.write(
+        path,
+        reported.read(path)
+        + "waivers:\n"
+        + "  - candidate: rules\n    reason: until the model is reviewed\n"
+        + "    approver: Sam Doe\n    approver_login: samdoe\n    date: 2026-01-02\n"
+        + "  # The model's own waiver, kept for the record.\n"
+        + "  - candidate: mini\n    reason: cheaper\n    approver: Ann\n    date: 2026-01-03\n",
+    )
+    before = reported.read(path)
+    reason = "the rules, while the model's cost is reviewed"
+
+    said = cli(reported, "select", "labels", "rules", "--reason", reason, "--approver", "Pat Lee")
+
+    assert said.code == 0, said.err
+    assert (
+        'note: replaced the waiver for rules, which read: reason "until the model is reviewed", '
+        'approved by "Sam Doe" ("samdoe") on 2026-01-02' in said.err
+    )
+    assert 'note: replaced the rationale, which read: "Baseline."' in said.err
+    text = reported.read(path)
+    assert "until the model is reviewed" not in text and "samdoe" not in text
+    # Only the waiver's own lines changed; the other waiver and its comment stay.
+    changed = _changed_lines(before, text)
+    assert [line for line in changed if line.startswith("-")] == [
+        "-rationale: Baseline.",
+        "-    reason: until the model is reviewed",
+        "-    approver: Sam Doe",
+        "-    approver_login: samdoe",
+        "-    date: 2026-01-02",
+    ]
+    assert text.endswith(before[before.index("  # The model's own waiver") :])
+    # The decision reads the new waiver: the declared candidate needs no other.
+    assert cli(reported, "report").code == 0
+    assert cli(reported, "check").code == 0
+    assert "Pat Lee" in reported.read("reports/labels.md")

@@ -13,6 +13,7 @@ from evalreg.registry.diagnostics import Finding, Severity
 from evalreg.registry.loader import Registry, inspect_registry
 from evalreg.registry.tree import Tree
 from evalreg.registry.yamlio import Loc
+from evalreg.store.lock import Holder
 
 if TYPE_CHECKING:
     from evalreg.cells import Cell
@@ -60,6 +61,17 @@ class CheckResult:
     use_cases: list[SelectionRow] = field(default_factory=list)
     remote: RemoteObjects | None = None
     """Whether the DVC objects the results and eval sets use are on the remote (``--remote``)."""
+    run_in_progress: Holder | None = None
+    """The run writing to the repository while it was checked: the files it writes are
+    its own, not findings (``journal.live_run``)."""
+
+    def notes(self) -> list[str]:
+        """What the reader should know beside the findings."""
+        if self.run_in_progress is None:
+            return []
+        from evalreg.store.journal import in_progress
+
+        return [f"{in_progress(self.run_in_progress)}; the files it is writing were not checked"]
 
     def exit_code(self, *, strict: bool = False) -> int:
         severities = {f.severity for f in self.findings}
@@ -77,16 +89,26 @@ class CheckResult:
             "counts": self.counts,
             "use_cases": [row.__dict__ for row in self.use_cases],
             **({"remote": self.remote.as_dict()} if self.remote is not None else {}),
+            **(
+                {"run_in_progress": self.run_in_progress.__dict__}
+                if self.run_in_progress is not None
+                else {}
+            ),
         }
 
 
 def check(root: str | Path | Tree = ".", *, remote: bool = False) -> CheckResult:
     """Load the registry at ``root`` and run every check that needs no results; with
     ``remote``, also ask the default DVC remote for every object the pointers name."""
+    running = None
     if isinstance(root, str | Path):
+        from evalreg.store.journal import live_run
+
+        live = live_run(Path(root))
+        running = live.holder if live is not None else None
         merged = _merge_findings(Path(root))
         if merged:  # the files it would check are half one branch's, half the other's
-            return CheckResult(merged)
+            return CheckResult(merged, run_in_progress=running)
     registry, findings = inspect_registry(root, allow_missing_data=True)
     if registry.missing_data and not any(f.severity is Severity.ERROR for f in findings):
         findings.append(
@@ -114,7 +136,11 @@ def check(root: str | Path | Tree = ".", *, remote: bool = False) -> CheckResult
     if objects is not None:
         findings = findings + _remote_findings(objects)
     return CheckResult(
-        sorted(set(findings)), _counts(registry), _use_cases(registry), remote=objects
+        sorted(set(findings)),
+        _counts(registry),
+        _use_cases(registry),
+        remote=objects,
+        run_in_progress=running,
     )
 
 
@@ -473,7 +499,7 @@ def _workspace_findings(registry: Registry) -> list[Finding]:
     from evalreg.cells import RESULTS_DIR
     from evalreg.ignores import missing_patterns
     from evalreg.registry.tree import WorkspaceTree
-    from evalreg.store.journal import unpushed
+    from evalreg.store.journal import live_run, unpushed
     from evalreg.store.segments import SEGMENT_SUFFIX, STORE_DIR
 
     tree = registry.tree
@@ -482,10 +508,17 @@ def _workspace_findings(registry: Registry) -> list[Finding]:
     root = tree.root
     out = []
     data = [*(root / STORE_DIR).glob(f"*{SEGMENT_SUFFIX}"), *(root / RESULTS_DIR).glob("*/*.jsonl")]
+    # Asked after listing: a run's journal names each of its files before it exists.
+    live = live_run(root)
     for path in sorted(data):
-        if path.with_name(path.name + ".dvc").is_file() or _tracked_elsewhere(root, path):
-            continue
         rel = path.relative_to(root).as_posix()
+        if live is not None and rel in live.files:
+            continue  # a live run's own, tracked when it ends
+        try:
+            if path.with_name(path.name + ".dvc").is_file() or _tracked_elsewhere(root, path):
+                continue
+        except FileNotFoundError:
+            continue  # gone since it was listed (a run removes an empty segment of its own)
         out.append(
             Finding(
                 rel,

@@ -71,7 +71,10 @@ def _registry_root(args: argparse.Namespace) -> Path:
 
 
 def _note(text: str) -> None:
-    sys.stderr.write(f"evalreg: note: {text}\n")
+    from evalreg.report.terminal import plain
+
+    # Notes quote what files say (the lock names the command line of its holder).
+    sys.stderr.write(plain(f"evalreg: note: {text}") + "\n")
 
 
 def _writing(root: Path) -> RepositoryLock:
@@ -91,12 +94,13 @@ def _writing(root: Path) -> RepositoryLock:
     return lock
 
 
-def _repaired(root: Path) -> Path:
-    """For a command that only reads: repair an interrupted run first, unless one is live."""
+def _repaired(root: Path, *, quiet_if_live: bool = False) -> Path:
+    """For a command that only reads: repair an interrupted run first, unless one is live
+    (which is said, unless ``quiet_if_live``: the command says so itself)."""
     from evalreg.store.journal import recover
 
     repaired = recover(root)
-    if repaired is not None:
+    if repaired is not None and not (quiet_if_live and repaired.action == "in progress"):
         _note(repaired.describe())
     return root
 
@@ -118,7 +122,9 @@ def cmd_check(args: argparse.Namespace) -> int:
     from evalreg.check import check
     from evalreg.report.terminal import print_check
 
-    result = check(_repaired(_registry_root(args)), remote=args.remote)
+    result = check(_repaired(_registry_root(args), quiet_if_live=True), remote=args.remote)
+    for note in result.notes():
+        _note(note)
     if args.json:
         _emit(json.dumps(result.as_dict(strict=args.strict), indent=2) + "\n")
     else:
@@ -405,7 +411,7 @@ def cmd_resolve(args: argparse.Namespace) -> int:
 
 
 def cmd_select(args: argparse.Namespace) -> int:
-    from evalreg.report.terminal import console, shown
+    from evalreg.report.terminal import print_selected
     from evalreg.selection.edit import select_candidate
 
     root = _root(args)
@@ -413,7 +419,7 @@ def cmd_select(args: argparse.Namespace) -> int:
         changed = select_candidate(
             root, args.use_case, args.candidate, reason=args.reason, approver=args.approver
         )
-    console().print(shown(changed))
+    print_selected(changed)
     return 0
 
 

@@ -16,8 +16,9 @@ import resource
 import signal
 import subprocess
 import sys
+import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -26,7 +27,7 @@ from evalreg.store.lock import state_dir
 from evalreg.store.segments import STORE_DIR, ResponseStore, request_key
 
 from conftest import PIN_OPENAI, Repo, items_jsonl
-from support.llm_server import LLMServer, Request
+from support.llm_server import LLMServer, Request, default_text
 
 KEY = "sk-test-crash-safety-7f3a"
 EVALSET = "evalsets/messages.jsonl"
@@ -154,6 +155,39 @@ MOMENTS = [
 ]
 
 
+def wait_until(proc: subprocess.Popen[str], reached: Callable[[], bool]) -> bool:
+    """Whether ``reached`` came true while ``proc`` still ran (looked at every half
+    millisecond, for up to two minutes)."""
+    deadline = time.monotonic() + 120
+    while proc.poll() is None and time.monotonic() < deadline:
+        if reached():
+            return True
+        time.sleep(0.0005)
+    return False
+
+
+@contextlib.contextmanager
+def holding(server: LLMServer, after: int) -> Iterator[None]:
+    """The server answers ``after`` requests, then holds the next one, and with it every
+    later one, until the block ends: a run caught mid-fetch for as long as a test needs
+    (the moment it is caught is ``server.count() > after``)."""
+    release = threading.Event()
+    given = server.responder
+    answer = given or (lambda request: default_text(request.body["messages"]))
+
+    def responder(request: Request) -> str:
+        if server.count() > after:
+            release.wait()
+        return answer(request)
+
+    server.responder = responder
+    try:
+        yield
+    finally:
+        release.set()
+        server.responder = given
+
+
 def signal_at(
     repo: Repo, server: LLMServer, moment: Moment, signum: int, *args: str
 ) -> tuple[str, int | None]:
@@ -161,13 +195,7 @@ def signal_at(
     printed on stderr and its exit status (None if it had ended before the moment)."""
     before = pointers(repo)
     proc = start(repo, "run", *args)
-    deadline = time.monotonic() + 120
-    hit = False
-    while proc.poll() is None and time.monotonic() < deadline:
-        if moment.reached(repo, server, before):
-            hit = True
-            break
-        time.sleep(0.0005)
+    hit = wait_until(proc, lambda: moment.reached(repo, server, before))
     if hit:
         if moment.after:
             time.sleep(moment.after)

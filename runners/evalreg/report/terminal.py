@@ -21,7 +21,7 @@ from rich.text import Text
 
 from evalreg.redaction import redact
 from evalreg.registry.diagnostics import Severity
-from evalreg.report.escape import strip_controls
+from evalreg.report.escape import json_text, strip_controls
 from evalreg.report.numbers import (
     count,
     coverage_text,
@@ -48,6 +48,7 @@ if TYPE_CHECKING:
     from evalreg.runner.reproduce import RangeReproduction, Reproduction
     from evalreg.runner.run import CellPlan, RunResult
     from evalreg.scaffold import Scaffolded
+    from evalreg.selection.edit import Selected
     from evalreg.store.batches import Batch
     from evalreg.store.compaction import Compaction
     from evalreg.store.purge import PurgeRecord
@@ -577,6 +578,34 @@ def print_resolution(done: Resolution) -> None:
         )
     elif done.merging:
         out.print("Conclude the merge: `git commit`")
+
+
+def print_selected(done: Selected) -> None:
+    """What ``select`` changed; on stderr, the text of the rationale and waiver it replaced
+    (quoted whole, escaped: it is what the file said)."""
+    console().print(shown(done.note))
+    err = error_console()
+    if done.rationale is not None:
+        err.print(
+            Text(plain(f"note: replaced the rationale, which read: {_quoted(done.rationale)}"))
+        )
+    waiver = done.waiver
+    if waiver is not None:
+        login = f" ({_quoted(waiver.approver_login)})" if waiver.approver_login else ""
+        err.print(
+            Text(
+                plain(
+                    f"note: replaced the waiver for {waiver.candidate}, which read: reason "
+                    f"{_quoted(waiver.reason)}, approved by {_quoted(waiver.approver)}{login} "
+                    f"on {waiver.date}"
+                )
+            )
+        )
+
+
+def _quoted(text: str) -> str:
+    """File text as one quoted line: line breaks and controls escaped, nothing cut."""
+    return json_text(text.rstrip("\n"))
 
 
 def print_import(result: ImportResult) -> None:

@@ -23,7 +23,13 @@ from evalreg.graders.llm_judge import JudgeFailed, Judges
 from evalreg.prompting import render_messages
 from evalreg.providers import all_providers
 from evalreg.providers.attachments import estimated_input_tokens
-from evalreg.providers.base import Messages, Provider, credentials_problem, output_cap
+from evalreg.providers.base import (
+    Completion,
+    Messages,
+    Provider,
+    credentials_problem,
+    output_cap,
+)
 from evalreg.providers.batch import (
     BATCHED,
     BatchReport,
@@ -33,7 +39,7 @@ from evalreg.providers.batch import (
     live_notes,
 )
 from evalreg.providers.fetch import FetchReport, Job, Request, fetch, make_request
-from evalreg.providers.pricing import rates
+from evalreg.providers.pricing import cost_micro_usd, rates
 from evalreg.providers.tools import toolset
 from evalreg.registry import schema
 from evalreg.registry.loader import Registry, load_registry
@@ -49,7 +55,7 @@ from evalreg.runner.grading import CellGrader, cell_grader
 from evalreg.store.batches import BatchJournal
 from evalreg.store.journal import Journal, Staged, mark_pushed, unpushed
 from evalreg.store.keycolumn import KEY_BYTES, KeyColumn
-from evalreg.store.segments import STORE_DIR, ResponseStore, SegmentWriter
+from evalreg.store.segments import STORE_DIR, ResponseStore, SegmentWriter, segment_name
 
 DEFAULT_OUTPUT_TOKENS = 256
 _REPORT_EVERY = 1000
@@ -129,7 +135,9 @@ class CellRun:
     written: bool = False
     errors: int = 0
     cost_micro_usd: int = 0
-    """What the cell's samples cost to run: candidate and judge responses."""
+    """What the cell's samples cost to run: candidate and judge responses. For a cell
+    whose results the run did not write (``--shard``, ``--limit``, responses missing),
+    what the responses it bought for the cell cost."""
     judge_cost_micro_usd: int = 0
     note: str = ""
     coverage: dict[str, tuple[int, int]] = field(default_factory=dict)
@@ -725,7 +733,10 @@ def run(
         # Planned whole: every request is admitted by the estimates of the whole plan.
         budget.output_tokens = {j.key: p.observed_tokens for p in runnable for j in p.to_buy}
         budget.judges = {k: v for p in runnable for k, v in p.judge_estimates.items()}
-    cell_of: dict[str, str] = {}
+    cell_of: dict[int, str] = {}
+    """The cell of each job, by ``id``: cells may send the same request (one key), and
+    each counts its own job, bought, shared or from the store."""
+    bought = _Bought()
 
     def to_buy() -> Iterator[Job]:
         """The requests to buy, cell after cell, keyed as the fetch asks for them: the
@@ -733,7 +744,7 @@ def run(
         for plan in runnable:
             cell_id = plan.status.cell.id
             for job in planned.requests(plan):
-                cell_of[job.key] = cell_id
+                cell_of[id(job)] = cell_id
                 yield job
             # Stored responses were found while keying: count them, don't fetch them.
             cached = plan.in_shard - len(plan.to_buy)
@@ -756,7 +767,9 @@ def run(
     streams = {p.status.cell.id: stream_of(p) for p in runnable if _streams(p, options)}
 
     def on_job(job: Job, outcome: str) -> None:
-        cell_id = cell_of.get(job.key, "?")
+        cell_id = cell_of.get(id(job), "?")
+        if outcome == "fetched":
+            bought.candidates.setdefault(cell_id, []).append(job)
         if progress is not None:
             progress(cell_id, outcome, 1)
         if outcome != "error" and cell_id in streams:
@@ -787,8 +800,11 @@ def run(
         return out
 
     def on_judge_job(job: Job, outcome: str) -> None:
+        cell_id = judge_cell.get(id(job), "?")
+        if outcome == "fetched":
+            bought.judges.setdefault(cell_id, []).append(job)
         if progress is not None:
-            progress(judge_cell.get(id(job), "?"), f"judge {outcome}", 1)
+            progress(cell_id, f"judge {outcome}", 1)
 
     writers: list[SegmentWriter] = []
     providers = all_providers(root)
@@ -801,10 +817,13 @@ def run(
         async with HttpLayer(ca_bundle=network.ca_bundle, root=root) as http:
             writer = None
             if not options.offline:
-                writer = SegmentWriter(root, label=label)
-                writers.append(writer)
+                # Listed before it exists: a run stopped in between leaves no segment that
+                # its journal does not name, and a reader never sees it as nobody's.
+                name = segment_name(label)
                 assert journal is not None
-                journal.add_segment(f"{STORE_DIR}/{writer.name}")
+                journal.add_segment(f"{STORE_DIR}/{name}")
+                writer = SegmentWriter(root, name=name)
+                writers.append(writer)
             try:
                 live, batched = _by_batch(to_buy(), options, root)
                 report = await fetch(
@@ -884,6 +903,9 @@ def run(
             if stream is None and cell_id in graders:
                 stream = stream_of(plan)
             outcome = _finish(registry, plan, failed, options, stream)
+            if not outcome.written:
+                # No summary to read it from (--shard, --limit, or responses missing).
+                bought.charge(outcome, store)
             result.outcomes.append(outcome)
             if outcome.written and stream is not None and stream.writer.staged is not None:
                 staged.append(stream.writer.staged)
@@ -1166,6 +1188,33 @@ def _finish(
     human = [c.id for c in cell.rubric.criteria if isinstance(c.grader, schema.HumanGrader)]
     outcome.coverage = coverage_counts(totals, human)
     return outcome
+
+
+@dataclass
+class _Bought:
+    """Per cell, the requests this run bought for it: a request that several cells send
+    is bought for one of them, and the others share its response."""
+
+    candidates: dict[str, list[Job]] = field(default_factory=dict)
+    judges: dict[str, list[Job]] = field(default_factory=dict)
+
+    def charge(self, outcome: CellRun, store: ResponseStore) -> None:
+        """Set ``outcome``'s cost to what its cell's bought responses cost."""
+        cell_id = outcome.plan.status.cell.id
+        judges = _cost_of(store, self.judges.get(cell_id, ()))
+        outcome.cost_micro_usd = _cost_of(store, self.candidates.get(cell_id, ())) + judges
+        outcome.judge_cost_micro_usd = judges
+
+
+def _cost_of(store: ResponseStore, jobs: Iterable[Job]) -> int:
+    """What the stored responses to ``jobs`` cost, each at its pin's price."""
+    total = 0
+    for job in jobs:
+        stored = store.get(job.key)
+        if stored is not None:
+            completion = Completion.from_record(stored["response"])
+            total += cost_micro_usd(job.pin.price, completion)
+    return total
 
 
 def judge_causes(report: FetchReport) -> dict[str, str]:

@@ -10,18 +10,33 @@ from __future__ import annotations
 
 import io
 import re
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from evalreg.errors import UsageError
+from evalreg.registry import schema
 from evalreg.registry.loader import load_registry
 from evalreg.selection.evidence import gather
 
 
+@dataclass(frozen=True)
+class Selected:
+    """What ``select_candidate`` changed, and what it replaced: nobody should lose a
+    rationale or a waiver without being told what it said."""
+
+    note: str
+    """The declared candidate now, and what ``check`` will say of it."""
+    rationale: str | None = None
+    """The rationale the file had, when the new one is not the same."""
+    waiver: schema.Waiver | None = None
+    """The waiver for the candidate the file had, when a new one replaced it."""
+
+
 def select_candidate(
     root: Path, selection_id: str, candidate: str, *, reason: str, approver: str | None = None
-) -> str:
+) -> Selected:
     from ruamel.yaml.comments import CommentedMap
     from ruamel.yaml.scalarstring import FoldedScalarString
 
@@ -40,6 +55,9 @@ def select_candidate(
     text = path.read_text(encoding="utf-8")
     note = f"{selection_id}: declared candidate is now {candidate}"
     waiver: CommentedMap | None = None
+    # The decision reads a candidate's first waiver: a new one takes its place.
+    earlier = next((n for n, w in enumerate(selection.waivers) if w.candidate == candidate), None)
+    replaced = selection.waivers[earlier] if earlier is not None else None
     if candidate != recommended:
         if approver is None:
             note += (
@@ -51,16 +69,32 @@ def select_candidate(
             waiver["candidate"] = candidate
             waiver["reason"] = FoldedScalarString(reason + "\n") if len(reason) > 60 else reason
             waiver["approver"] = approver
+            if replaced is not None and replaced.approver == approver and replaced.approver_login:
+                waiver["approver_login"] = replaced.approver_login  # the same person's
             waiver["date"] = datetime.now(UTC).date().isoformat()
             note += f"; waiver recorded, approved by {approver}"
+    if waiver is None or (replaced is not None and _same_waiver(replaced, waiver)):
+        replaced = None
     edit = _Edit(text)
     rationale_folded = isinstance(edit.data.get("rationale"), FoldedScalarString)
     edit.set_scalar("selected", candidate)
     edit.set_value("rationale", FoldedScalarString(reason + "\n") if rationale_folded else reason)
-    if waiver is not None:
+    if waiver is not None and earlier is not None:
+        edit.replace_item("waivers", earlier, waiver)
+    elif waiver is not None:
         edit.append_item("waivers", waiver)
     path.write_text(edit.text(), encoding="utf-8")
-    return note
+    rationale = selection.rationale if selection.rationale.strip() != reason.strip() else None
+    return Selected(note, rationale, replaced)
+
+
+def _same_waiver(old: schema.Waiver, new: Any) -> bool:
+    """Whether ``new`` says what ``old`` said: the same reason, approver and date."""
+    return (old.reason.strip(), old.approver, old.date.isoformat()) == (
+        str(new["reason"]).strip(),
+        new["approver"],
+        new["date"],
+    )
 
 
 _COMMENT = re.compile(r"\s+#")
@@ -106,13 +140,26 @@ class _Edit:
         column = self.data.lc.key(key)[1]
         index = keys.index(key)
         end = self.data.lc.key(keys[index + 1])[0] if index + 1 < len(keys) else len(self.lines)
+        return start, self._trimmed(start, end, column)
+
+    def _trimmed(self, start: int, end: int, column: int) -> int:
+        """``end`` moved up past the blank lines, and the comments indented no further
+        than ``column``, that end the lines ``[start, end)``."""
         while end > start + 1:
             line = self.lines[end - 1]
             indented = len(line) - len(line.lstrip())
             if line.strip() and not (line.lstrip().startswith("#") and indented <= column):
                 break
             end -= 1
-        return start, end
+        return end
+
+    def _item_start(self, sequence: Any, index: int) -> int:
+        """The line of the ``-`` of a block sequence's ``index``-th item (ruamel gives
+        the line its content starts on, the next one for an item written ``-`` alone)."""
+        line = int(sequence.lc.item(index)[0])
+        while line > 0 and not self.lines[line].lstrip().startswith("-"):
+            line -= 1
+        return line
 
     def _emit(self, key: str, value: Any) -> list[str]:
         from ruamel.yaml.comments import CommentedMap
@@ -159,6 +206,24 @@ class _Edit:
             self.lines[start:end] = emitted
         else:
             self.lines.extend(emitted)
+        self._locate()
+
+    def replace_item(self, key: str, index: int, item: Any) -> None:
+        """The ``index``-th item of the sequence ``key`` replaced by ``item``; the other
+        items, and the comments between them, stay as they are."""
+        current = self.data[key]
+        if self.flow or current.fa.flow_style():
+            items = list(current)
+            items[index] = item
+            self.set_value(key, items)
+            return
+        start = self._item_start(current, index)
+        if index + 1 < len(current):
+            dash = len(self.lines[start]) - len(self.lines[start].lstrip())
+            end = self._trimmed(start, self._item_start(current, index + 1), dash)
+        else:
+            end = self._span(key)[1]
+        self.lines[start:end] = self._emit(key, [item])[1:]
         self._locate()
 
     def append_item(self, key: str, item: Any) -> None:

@@ -26,7 +26,8 @@ which stage the run had reached and what it wrote:
 Once a run's files are tracked the journal is removed. Paths still to push are kept in
 ``unpushed.json`` until a push succeeds. Every command that reads or writes results
 calls ``recover`` first; it does nothing unless a journal is there and nobody holds the
-repository lock.
+repository lock. While a run holds it, its journal says which files are its own
+(``live_run``): a command that only reads leaves them alone, and does not count them.
 """
 
 from __future__ import annotations
@@ -41,7 +42,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from evalreg import dvcrepo
-from evalreg.store.lock import state_dir, try_lock
+from evalreg.store.lock import Holder, LockedError, RepositoryLock, holder, state_dir
 from evalreg.store.segments import keepable
 
 JOURNAL = "journal.json"
@@ -150,6 +151,12 @@ class Journal:
             # Written atomically, so never torn: a journal in another shape is not ours to
             # act on. Orphaned segments are still found and tracked by a later rollback.
             return None
+
+    def files(self) -> set[str]:
+        """Every file in the working tree this run writes (repository-relative): its
+        segments, and its results under their temporary names and their own."""
+        staged = [*self.items, *self.summaries]
+        return {*self.segments, *(s.tmp for s in staged), *(s.path for s in staged)}
 
     def add_segment(self, rel: str) -> None:
         self.segments.append(rel)
@@ -262,10 +269,12 @@ class Recovery:
     holds the lock: nothing was touched)."""
     tracked: tuple[str, ...] = ()
     results: tuple[str, ...] = ()
+    holder: Holder | None = None
+    """The live run, ``in progress``."""
 
     def describe(self) -> str:
         if self.action == "in progress":
-            return "a run is in progress in this repository: its results may change"
+            return in_progress(self.holder or Holder())
         files = len(self.tracked)
         if self.action == "completed":
             return (
@@ -305,8 +314,39 @@ def recover(root: Path) -> Recovery | None:
     run is live (cheap when there is nothing to do: one ``stat``)."""
     if not (state_dir(root) / JOURNAL).exists():
         return None
-    lock = try_lock(root)
-    if lock is None:
-        return Recovery("in progress")
+    try:
+        lock = RepositoryLock(root).acquire()
+    except LockedError as exc:
+        return Recovery("in progress", holder=exc.holder)
     with lock:
         return recover_locked(root)
+
+
+@dataclass(frozen=True)
+class LiveRun:
+    """A run writing to this repository now."""
+
+    holder: Holder
+    files: frozenset[str]
+    """The files in the working tree it writes (``Journal.files``)."""
+
+
+def live_run(root: Path) -> LiveRun | None:
+    """The run writing to this repository now, if one is: its journal is there and the
+    lock is held. Nothing is taken or written (a stale lock, whose holder has ended, is
+    no run: ``recover`` repairs what it left)."""
+    if not (state_dir(root) / JOURNAL).exists():
+        return None
+    running = holder(root)
+    if running is None:
+        return None
+    journal = Journal.load(root)
+    return LiveRun(running, frozenset(journal.files() if journal is not None else ()))
+
+
+def in_progress(running: Holder) -> str:
+    """What a command that only reads says of a live run."""
+    return (
+        f"a run is in progress in this repository ({running.describe()}): its results may "
+        "change until it ends"
+    )

@@ -14,6 +14,7 @@ import json
 import os
 import socket
 import sys
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from types import TracebackType
@@ -23,8 +24,50 @@ from evalreg.errors import EvalregError
 LOCK_NAME = "lock"
 
 
+@dataclass(frozen=True)
+class Holder:
+    """The process holding the lock, as it wrote itself down when it took it."""
+
+    pid: int | None = None
+    host: str | None = None
+    command: str | None = None
+    started: str | None = None
+    """When it took the lock, in UTC (``2026-01-02 03:04:05 UTC``)."""
+
+    @classmethod
+    def parse(cls, text: str) -> Holder:
+        """What the lock file says (anything unreadable in it is left unknown)."""
+        try:
+            info = json.loads(text)
+        except ValueError:
+            return cls()
+        if not isinstance(info, dict):
+            return cls()
+        pid = info.get("pid")
+        fields = [info.get(name) for name in ("host", "command", "started")]
+        return cls(
+            pid if isinstance(pid, int) else None,
+            *(value if isinstance(value, str) else None for value in fields),
+        )
+
+    def describe(self) -> str:
+        """``pid 4242 on ci-7, `evalreg run`, started 2026-01-02 03:04:05 UTC``."""
+        if self.pid is None:
+            return "another evalreg process"
+        parts = [f"pid {self.pid}" + (f" on {self.host}" if self.host else "")]
+        if self.command:
+            parts.append(f"`{self.command}`")
+        if self.started:
+            parts.append(f"started {self.started}")
+        return ", ".join(parts)
+
+
 class LockedError(EvalregError):
     """Another evalreg process is writing to this repository (exit 2)."""
+
+    def __init__(self, message: str, holder: Holder | None = None) -> None:
+        super().__init__(message)
+        self.holder = holder or Holder()
 
 
 def state_dir(root: Path) -> Path:
@@ -40,16 +83,6 @@ def state_dir(root: Path) -> Path:
             gitdir = Path(text[len("gitdir:") :].strip())
             return (gitdir if gitdir.is_absolute() else root / gitdir) / "evalreg"
     return root / ".evalreg"
-
-
-def _describe(holder: str) -> str:
-    try:
-        info = json.loads(holder)
-        return (
-            f"pid {info['pid']} on {info['host']}, `{info['command']}`, started {info['started']}"
-        )
-    except (ValueError, KeyError, TypeError):
-        return "another evalreg process"
 
 
 class RepositoryLock:
@@ -72,11 +105,12 @@ class RepositoryLock:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            holder = os.pread(fd, 4096, 0).decode("utf-8", errors="replace")
+            holder = _written(fd)
             os.close(fd)
             raise LockedError(
-                f"another evalreg process is writing to this repository ({_describe(holder)}); "
-                f"wait for it to finish, or stop it (the lock is {self.path})"
+                f"another evalreg process is writing to this repository ({holder.describe()}); "
+                f"wait for it to finish, or stop it (the lock is {self.path})",
+                holder,
             ) from None
         except BaseException:
             os.close(fd)
@@ -109,10 +143,25 @@ class RepositoryLock:
         self.release()
 
 
-def try_lock(root: Path) -> RepositoryLock | None:
-    """The lock if nobody holds it now, else None (for read-only commands that only
-    want to repair an interrupted run when no run is live)."""
+def _written(fd: int) -> Holder:
+    return Holder.parse(os.pread(fd, 4096, 0).decode("utf-8", errors="replace"))
+
+
+def holder(root: Path) -> Holder | None:
+    """Who holds the lock now; None when nobody does (its file may still name the last
+    holder, which has ended). Asked without taking the lock or writing anything, for
+    commands that only read."""
     try:
-        return RepositoryLock(root).acquire()
-    except LockedError:
+        fd = os.open(state_dir(root) / LOCK_NAME, os.O_RDONLY)
+    except FileNotFoundError:
         return None
+    try:
+        # A shared lock is refused only while a writer holds the exclusive one.
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return _written(fd)
+    else:
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        return None
+    finally:
+        os.close(fd)

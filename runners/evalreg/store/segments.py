@@ -947,14 +947,20 @@ def encode_record(
     return b'{"key":"' + key.encode("ascii") + b'",' + b",".join(fields) + b"}\n"
 
 
-class SegmentWriter:
-    """Appends records to a new, uniquely named segment file in ``root``'s store."""
+def segment_name(label: str = "run") -> str:
+    """A new segment's file name: when it was begun, by what, and a random tail."""
+    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
+    return f"{stamp}-{label}-{secrets.token_hex(4)}{SEGMENT_SUFFIX}"
 
-    def __init__(self, root: Path, *, label: str = "run") -> None:
+
+class SegmentWriter:
+    """Appends records to a new, uniquely named segment file in ``root``'s store
+    (``name``: one chosen beforehand with ``segment_name``)."""
+
+    def __init__(self, root: Path, *, label: str = "run", name: str | None = None) -> None:
         self.directory = root / STORE_DIR
         self.directory.mkdir(parents=True, exist_ok=True)
-        stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
-        self.name = f"{stamp}-{label}-{secrets.token_hex(4)}{SEGMENT_SUFFIX}"
+        self.name = name or segment_name(label)
         self.path = self.directory / self.name
         self._fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND, 0o644)
         self._unsynced = 0
