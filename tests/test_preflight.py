@@ -114,6 +114,22 @@ def test_an_answer_for_the_whole_pin_is_sent_once_and_other_pins_are_bought(
     assert (server.count(of_mini), server.count(of_nano)) == (1 + 4, 4)
 
 
+def test_the_stop_line_quotes_the_provider_redacted_and_without_terminal_escapes(
+    live: Repo, cli, server
+):
+    server.error_text = lambda r: f"\x1b[2J\x1b[31mno {r.headers['authorization']} here"
+    server.fail_matching(MODEL, "501")
+
+    result = cli(live, "run")
+
+    [line] = stop_lines(result.err)
+    assert line == (
+        "error: mini refused its first request (HTTP 501): HTTP 501: no Bearer [redacted] "
+        "here; 3 requests not sent"
+    )
+    assert "\x1b" not in result.err and LIVE_KEY not in result.err + result.out
+
+
 def test_a_refusal_after_answers_sends_only_what_was_in_flight(live: Repo, cli, server):
     live.write(PIN, live.read(PIN) + "limits:\n  concurrency: 1\n")
     live.commit("one request at a time")
