@@ -267,6 +267,40 @@ def test_server_error_faults(server: LLMServer, client: httpx.Client, status: st
     assert anthropic.json()["error"]["type"] == expected
 
 
+@pytest.mark.parametrize(
+    ("status", "openai_says", "anthropic_type"),
+    [
+        ("400", "Unsupported parameter: 'max_tokens'", "invalid_request_error"),
+        ("404", "The model `gpt-4o-mini` does not exist", "not_found_error"),
+        ("405", "Invalid method for URL (POST /v1/chat/completions)", "invalid_request_error"),
+        ("422", "Input should be a valid integer", "invalid_request_error"),
+        ("501", "This server does not support this endpoint", "api_error"),
+        ("502", "Bad gateway.", "api_error"),
+    ],
+)
+def test_status_faults_answer_in_each_providers_shape(
+    server: LLMServer, client: httpx.Client, status: str, openai_says: str, anthropic_type: str
+) -> None:
+    server.fail_next(status, times=2)
+    openai = post_openai(client, server, openai_body())
+    assert openai.status_code == int(status)
+    assert openai.json()["error"]["message"].startswith(openai_says)
+    anthropic = post_anthropic(client, server, anthropic_body())
+    assert anthropic.status_code == int(status)
+    assert anthropic.json()["type"] == "error"
+    assert anthropic.json()["error"]["type"] == anthropic_type
+    assert post_openai(client, server, openai_body()).status_code == 200
+
+
+def test_a_status_fault_for_one_model_answers_every_request_of_it_alone(
+    server: LLMServer, client: httpx.Client
+) -> None:
+    server.fail_matching("gpt-broken", "501")
+    broken = [post_openai(client, server, openai_body(f"q{i}", "gpt-broken")) for i in range(3)]
+    assert [r.status_code for r in broken] == [501, 501, 501]
+    assert post_openai(client, server, openai_body("q0", "gpt-fine")).status_code == 200
+
+
 def test_reset_drops_the_connection(server: LLMServer, client: httpx.Client) -> None:
     server.fail_next("reset")
     with pytest.raises((httpx.RemoteProtocolError, httpx.ReadError)):

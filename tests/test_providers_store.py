@@ -163,7 +163,9 @@ def test_conversation_items_run_like_single_turn(tmp_path, key_env, server):
     assert server.requests[0].body["messages"] == turns
 
 
-@pytest.mark.parametrize("fault", ["429", "500", "503", "reset", "malformed", "missing_fields"])
+@pytest.mark.parametrize(
+    "fault", ["429", "500", "502", "503", "529", "reset", "malformed", "missing_fields"]
+)
 def test_transient_faults_are_retried_until_stored(tmp_path, key_env, server, fault):
     p = pin("openai", server.base_url)
     server.fail_next(fault, times=3)
@@ -199,6 +201,33 @@ def test_auth_errors_are_not_retried_and_never_stored(tmp_path, monkeypatch, ser
     assert server.count() == 1
     assert len(store) == 0
     assert ResponseStore.open(tmp_path).stats.records == 0
+
+
+@pytest.mark.parametrize("fault", ["400", "401", "403", "404", "405", "422", "501"])
+def test_answers_that_will_not_change_are_never_retried(tmp_path, key_env, server, fault):
+    p = pin("openai", server.base_url)  # four retries allowed
+    server.fail_matching("item 0", fault)
+    report, store = run_fetch(tmp_path, jobs_for(p, 1))
+    [error] = report.errors
+    assert (error.status, error.attempts) == (int(fault), 1)
+    assert server.count() == 1
+    assert len(store) == 0
+
+
+def test_requests_a_refused_pin_does_not_send_spend_nothing_of_the_budget(
+    tmp_path, key_env, server
+):
+    p = pin("openai", server.base_url)
+    server.fail_next("501")
+    admitted = []
+
+    def admit(job) -> bool:
+        admitted.append(job.label)
+        return True
+
+    report, _ = run_fetch(tmp_path, jobs_for(p, 5), admit=admit)
+    assert [e.kind for e in report.errors] == ["server", *["refused"] * 4]
+    assert admitted == ["item-0"]  # the others were refused before their turn came
 
 
 def test_exhausted_retries_are_errors_and_the_next_run_retries_them(tmp_path, key_env, server):

@@ -24,6 +24,17 @@ def test_limit_with_failed_requests_exits_1(live: Repo, cli, server):
     assert "auth" in result.out
 
 
+def test_a_limited_run_that_bought_nothing_does_not_say_it_did(live: Repo, cli, server):
+    server.fail_matching("gpt-4o-mini", "501")  # an endpoint that does not do chat completions
+    result = cli(live, "run", "--limit", "3")
+    assert result.code == 1
+    assert server.count() == 1
+    rows = {line.split()[0]: line for line in result.out.splitlines() if line[:1].isalpha()}
+    assert "incomplete (3 responses missing: refused, server); no results written" in rows["mini"]
+    assert "every response stored; results are written by a run without" in rows["rules"]
+    assert "bought;" not in result.out
+
+
 def test_shard_with_failed_requests_exits_1(live: Repo, cli, server):
     server.fail_matching('"Message: message 2"', "401")
     assert cli(live, "run", "--candidate", "mini", "--shard", "1/1").code == 1

@@ -27,9 +27,16 @@ Behaviour worth knowing:
 * ``latency`` is slept before every endpoint response, faulted or not. ``"timeout"`` sleeps
   ``delay`` seconds and then answers normally; ``"malformed"`` cuts the body in half;
   ``"missing_fields"`` drops ``choices`` (OpenAI) or ``content`` (Anthropic) from a 200.
-* ``error_text``, when set, writes the message of every injected HTTP error (``"401"``,
-  ``"429"``, ``"5xx"``) from the request, as providers that quote what they were sent do:
+* ``error_text``, when set, writes the message of every injected HTTP error (``"400"``,
+  ``"401"``, ``"404"``, ``"405"``, ``"422"``, ``"429"``, ``"5xx"``) from the request, as
+  providers that quote what they were sent do:
   ``server.error_text = lambda r: f"bad key {r.headers['authorization']}"``.
+* A fault named by a status answers that status with the provider's error body for it:
+  ``"400"`` a parameter the model does not take, ``"404"`` a model or deployment that does not
+  exist, ``"405"`` a method the route does not take, ``"422"`` a body that does not validate
+  (as FastAPI-based servers answer), ``"501"`` a feature the server lacks (as llama.cpp's
+  server answers). ``fail_matching(MODEL, FAULT)`` answers it to every request of one pin
+  (its model's name is in the body), ``fail_matching(TEXT, FAULT)`` to chosen items.
 * Azure requests authenticate with the ``api-key`` header (``api_key``) or an Entra ID
   ``authorization: Bearer`` token in ``entra_tokens``; ``deployments`` maps each deployment
   to the model it serves (None: any name is a deployment of the model of that name).
@@ -82,10 +89,16 @@ ProtocolName = Literal["openai", "anthropic", "azure", "responses"]
 
 #: Fault names accepted by ``fail_next``/``fail_matching``/``fail_randomly`` and their options.
 FAULTS: dict[str, frozenset[str]] = {
+    "400": frozenset(),
     "401": frozenset(),
     "403": frozenset(),
+    "404": frozenset(),
+    "405": frozenset(),
+    "422": frozenset(),
     "429": frozenset({"retry_after"}),
     "500": frozenset(),
+    "501": frozenset(),
+    "502": frozenset(),
     "503": frozenset(),
     "529": frozenset(),
     "quota": frozenset(),
@@ -98,6 +111,11 @@ FAULTS: dict[str, frozenset[str]] = {
     "filtered": frozenset(),
     "truncated": frozenset(),
 }
+
+_STATUS_FAULTS = frozenset(
+    {"400", "401", "404", "405", "422", "429", "500", "501", "502", "503", "529"}
+)
+"""Faults answered with that HTTP status and the provider's error body for it."""
 
 _FAULT_DEFAULTS: dict[str, dict[str, float]] = {
     "429": {"retry_after": 0.05},
@@ -123,10 +141,14 @@ _REASONS = {
     401: "Unauthorized",
     403: "Forbidden",
     404: "Not Found",
+    405: "Method Not Allowed",
     413: "Content Too Large",
+    422: "Unprocessable Content",
     429: "Too Many Requests",
     431: "Request Header Fields Too Large",
     500: "Internal Server Error",
+    501: "Not Implemented",
+    502: "Bad Gateway",
     503: "Service Unavailable",
     529: "Site Overloaded",
 }
@@ -371,8 +393,14 @@ def _withheld(protocol: ProtocolName, fault: str, payload: dict[str, Any]) -> No
             }
 
 
-def _error_body(protocol: ProtocolName, status: int) -> dict[str, Any]:
-    """Error payload for an injected HTTP error fault, in the provider's shape."""
+def _error_body(
+    protocol: ProtocolName, status: int, request: Request | None = None
+) -> dict[str, Any]:
+    """Error payload for an injected HTTP error fault, in the provider's shape (``request``:
+    the request it answers, for the errors that name its model or route)."""
+    refusal = _refusal_body(protocol, status, request)
+    if refusal is not None:
+        return refusal
     if protocol == "azure":
         if status == 401:
             return _azure_error(
@@ -418,10 +446,72 @@ def _error_body(protocol: ProtocolName, status: int) -> dict[str, Any]:
         return _openai_error(
             "The engine is currently overloaded, please try again later.", "server_error"
         )
+    if status == 502:
+        return _openai_error("Bad gateway.", "server_error")
     return _openai_error(
         "The server had an error while processing your request. Sorry about that!",
         "server_error",
     )
+
+
+def _refusal_body(
+    protocol: ProtocolName, status: int, request: Request | None
+) -> dict[str, Any] | None:
+    """The payload of an injected 400, 404, 405, 422 or 501 (None for another status): a
+    parameter the model does not take, a model or route that does not exist, a method the
+    route does not take, a body that does not validate, a feature the server lacks."""
+    body = (request.body if request is not None else None) or {}
+    model = body.get("model") if isinstance(body.get("model"), str) else "unknown"
+    if status == 400:
+        if protocol == "anthropic":
+            return _anthropic_error(
+                "top_k: Extra inputs are not permitted", "invalid_request_error"
+            )
+        return _openai_error(
+            "Unsupported parameter: 'max_tokens' is not supported with this model. Use "
+            "'max_completion_tokens' instead.",
+            "invalid_request_error",
+            "max_tokens",
+            "unsupported_parameter",
+        )
+    if status == 404:
+        if protocol == "anthropic":
+            return _anthropic_error(f"model: {model}", "not_found_error")
+        if protocol == "azure":
+            return _azure_error(
+                "DeploymentNotFound",
+                "The API deployment for this resource does not exist. If you created the "
+                "deployment within the last 5 minutes, please wait a moment and try again.",
+            )
+        return _openai_error(
+            f"The model `{model}` does not exist or you do not have access to it.",
+            "invalid_request_error",
+            code="model_not_found",
+        )
+    if status == 405:
+        if protocol == "anthropic":
+            return _anthropic_error("Method Not Allowed", "invalid_request_error")
+        if protocol == "azure":
+            return _azure_error("405", "Method Not Allowed")
+        route = (
+            "POST /v1/chat/completions" if request is None else f"{request.method} {request.path}"
+        )
+        return _openai_error(f"Invalid method for URL ({route})", "invalid_request_error")
+    if status == 422:
+        # OpenAI-compatible servers built on FastAPI (vLLM, LiteLLM) validate bodies so.
+        message = "Input should be a valid integer, unable to parse string as an integer"
+        if protocol == "anthropic":
+            return _anthropic_error(message, "invalid_request_error")
+        return _openai_error(message, "BadRequestError", "max_tokens", "422")
+    if status == 501:
+        # llama.cpp's server, asked for what it was not started to do.
+        message = "This server does not support this endpoint. Start it with `--jinja`"
+        if protocol == "anthropic":
+            return _anthropic_error(message, "api_error")
+        if protocol == "azure":
+            return _azure_error("NotImplemented", message)
+        return {"error": {"code": 501, "message": message, "type": "not_supported_error"}}
+    return None
 
 
 def _seconds(value: float) -> str:
@@ -861,10 +951,10 @@ class LLMServer:
                 "insufficient_quota",
                 code="insufficient_quota",
             )
-        elif name in ("401", "429", "500", "503", "529"):
+        elif name in _STATUS_FAULTS:
             assert fault is not None
             status = int(name)
-            payload = _error_body(protocol, status)
+            payload = _error_body(protocol, status, request)
             if self.error_text is not None:
                 payload["error"]["message"] = self.error_text(request)
             if status == 429:

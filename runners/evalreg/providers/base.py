@@ -93,9 +93,10 @@ class ProviderError(Exception):
     body longer than the pin's ``limits.max_response_bytes``), client, auth, system (a
     ``python`` callable raised), unreachable (not sent: the pin's endpoint refused its last
     connections, ``http.UNREACHABLE_AFTER`` of them), quota (the account's quota or budget
-    is spent: not retried), refused (not sent: the pin's first request was refused for the
-    whole pin, see ``fetch.refuses_pin``). The message is redacted here, once: a
-    provider may quote the key it was sent (a 401 body, a URL in a connection error).
+    is spent: not retried), refused (not sent: an earlier answer refused every request of
+    the pin, see ``http.refuses_pin`` and ``http.REFUSED_AFTER``). The message is redacted
+    here, once: a provider may quote the key it was sent (a 401 body, a URL in a connection
+    error).
     """
 
     def __init__(

@@ -5,12 +5,13 @@ stores with ``put_response``, the same records). A job whose key is already stor
 sent; identical jobs in one run share a single request; provider errors are returned
 (and logged by the caller), never stored, so the next run retries them.
 
-A pin's first request to buy goes alone: until it is answered, the pin's other requests
-wait. If the provider refuses it for the whole pin (a bad key, a model or deployment that
-does not exist, no quota left: see :func:`refuses_pin`), the rest are not sent, and the run
-reports the provider's own message once instead of one error per item. It is the run's
-preflight, and it costs nothing extra: the first request is a real one, stored when it
-succeeds.
+The HTTP layer holds and stops each pin's requests for the whole run (``providers/http.py``):
+a pin's first request goes alone, as its preflight; an answer that refuses every request of
+the pin (a bad key, a model, route or method that does not exist, no quota left), or a row of
+400s or 422s before it has answered, keeps the rest from being sent, and the run reports the
+provider's own message once instead of one error per item. The preflight costs nothing
+extra: the first request is a real one, stored when it succeeds. A judge pin refused while
+the candidates are bought is asked nothing more.
 """
 
 from __future__ import annotations
@@ -144,16 +145,6 @@ class FetchReport:
         return Counter(e.kind for e in self.errors)
 
 
-REFUSED = "refused"
-"""The kind of a request not sent because its pin's first request was refused."""
-
-
-def refuses_pin(exc: ProviderError) -> bool:
-    """Whether ``exc`` refuses every request of the pin alike, not just this one: bad
-    credentials (401, 403), an unknown model, deployment or route (404), or no quota."""
-    return exc.kind in ("auth", "quota") or (exc.kind == "client" and exc.status == 404)
-
-
 class OfflineMiss(ProviderError):
     def __init__(self, label: str) -> None:
         super().__init__("offline_miss", f"no stored response for {label} and --offline was given")
@@ -205,21 +196,6 @@ async def fetch(
             queue.put_nowait(None)
 
     inflight: dict[str, asyncio.Future[bool]] = {}
-    # Per pin: its first request's outcome (None: answered, or failed for itself alone).
-    probes: dict[str, asyncio.Future[ProviderError | None]] = {}
-
-    async def preflight(job: Job) -> ProviderError | None:
-        """Wait for the pin's first request, unless this is it; what refused the pin."""
-        probe = probes.get(job.pin_id)
-        if probe is None:
-            probes[job.pin_id] = asyncio.get_running_loop().create_future()
-            return None
-        return await asyncio.shield(probe)
-
-    def answered(job: Job, exc: ProviderError | None) -> None:
-        probe = probes[job.pin_id]
-        if not probe.done():
-            probe.set_result(exc if exc is not None and refuses_pin(exc) else None)
 
     async def one(job: Job) -> None:
         if job.key in store:
@@ -245,23 +221,7 @@ async def fetch(
             future: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
             inflight[job.key] = future
             try:
-                refused = None if offline else await preflight(job)
-                if refused is not None:
-                    status = f" (HTTP {refused.status})" if refused.status else ""
-                    raise ProviderError(
-                        REFUSED,
-                        f"not sent: {job.pin_id} refused its first request{status}: {refused}",
-                        status=refused.status,
-                    )
-                try:
-                    await _buy(job, store, writer, http, offline, admit)
-                except ProviderError as exc:
-                    if not offline:
-                        answered(job, exc)
-                    raise
-                finally:
-                    if not offline:
-                        answered(job, None)  # a success, or stopped: the pin's others go
+                await _buy(job, store, writer, http, offline, admit)
                 report.fetched += 1
                 outcome = "fetched"
                 future.set_result(True)
@@ -313,12 +273,17 @@ async def _buy(
 ) -> None:
     if offline:
         raise OfflineMiss(job.label)
-    if admit is not None and not admit(job):
-        raise ProviderError("budget", "not sent: the --max-cost budget would be exceeded")
+
+    def admitted() -> None:
+        if admit is not None and not admit(job):
+            raise ProviderError("budget", "not sent: the --max-cost budget would be exceeded")
+
     if job.provider.http:
         if http is None:
             raise ProviderError("client", "no HTTP layer")
         signed = signer(job.provider)
+        # Admitted when its turn comes: a request of a pin that is refused meanwhile spends
+        # nothing of the budget.
         reply = await http.post(
             job.pin_id,
             job.pin.limits,
@@ -328,8 +293,10 @@ async def _buy(
             job.provider.parse,
             estimated_tokens=len(job.content) // 4 + (output_cap(job.body) or 0),
             sign=None if signed is None else partial(signed.sign, job.pin),
+            admit=None if admit is None else admitted,
         )
     else:
+        admitted()
         reply = _call_local(job)
     record = {"latency_ms": reply.latency_ms, "attempts": reply.attempts}
     put_response(

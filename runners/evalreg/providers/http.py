@@ -15,11 +15,32 @@ never shown (``redaction``). Certificates are verified against ``SSL_CERT_FILE``
 ``SSL_CERT_DIR`` when set (certifi's bundle otherwise), plus the ``ca_bundle`` of the pin
 (``limits.ca_bundle``) or of the registry (``network.ca_bundle`` in ``registry/evalreg.yaml``).
 
-Retries cover 429, 5xx, timeouts, connection errors and malformed bodies, with exponential
-backoff and jitter, honouring ``Retry-After``. Per-pin concurrency is a semaphore; requests-
-and tokens-per-minute are leaky buckets (aiolimiter). A response body longer than the pin's
-``limits.max_response_bytes`` (on the wire or decoded) is read no further: a ``too_large``
-error for that request, not retried.
+Retries cover 408, 429, the 5xx statuses but 501, timeouts, connection errors and malformed
+bodies, with exponential backoff and jitter, honouring ``Retry-After``. Per-pin concurrency is
+a semaphore; requests- and tokens-per-minute are leaky buckets (aiolimiter). A response body
+longer than the pin's ``limits.max_response_bytes`` (on the wire or decoded) is read no
+further: a ``too_large`` error for that request, not retried.
+
+Answers that will not change are never retried, and some stop the pin's model requests for
+the rest of the run (``_PinState``):
+
+* ``PIN_STATUSES`` (401, 403, 404, 405, 501) and a spent quota refuse every request of a pin
+  alike: a bad key, a model or route that does not exist, a method or feature the endpoint
+  lacks. After the first, the pin's remaining requests fail at once as ``refused``, unsent,
+  each quoting that answer.
+* ``ITEM_STATUSES`` (400, 422) usually refuse one request for what it holds (a prompt too
+  long, a content filter): that request's error, and the others go on. But a parameter the
+  model does not take refuses every request from the first: so the same status answering
+  ``REFUSED_AFTER`` different requests in a row, before any request of the pin has been
+  answered in this run, refuses the pin as above. Once one has been, the pin's parameters
+  work, and a 400 or 422 is only ever its request's.
+
+A pin is *in doubt* until its first model request is over, and again after a 400 or 422 that
+may begin such a row, until another answer ends the row: while in doubt its requests go one
+at a time. So a pin refused at its first request sends exactly one, a pin whose first
+``REFUSED_AFTER`` requests are refused sends exactly those, and a pin refused later sends at
+most the requests it had in flight then (``limits.concurrency``). Batch API calls (``call``)
+are neither held nor refused this way: only their connection failures count.
 
 A pin whose endpoint refuses or drops ``UNREACHABLE_AFTER`` connections in a row, with no
 answer between, is taken for down: its remaining requests fail at once as ``unreachable``
@@ -54,6 +75,20 @@ MAX_HEADER_SETS = 256
 """Distinct header sets kept merged with the client's defaults (a run uses a handful)."""
 UNREACHABLE_AFTER = 5
 """Consecutive connection failures of one pin (no answer between) that open its breaker."""
+PIN_STATUSES = frozenset({401, 403, 404, 405, 501})
+"""Statuses that refuse every request of a pin alike: credentials (401, 403), a model,
+deployment or route that does not exist (404), a method (405) or a feature (501) the
+endpoint does not have. Never retried; the first stops the pin."""
+ITEM_STATUSES = frozenset({400, 422})
+"""Statuses that usually refuse one request for what it holds (a prompt too long, a content
+filter): never retried, that request's error; the pin's only as ``REFUSED_AFTER`` says."""
+REFUSED_AFTER = 5
+"""Different requests of a pin not yet answered in this run that the same ``ITEM_STATUSES``
+status answers in a row, with no other answer between, that stop the pin. A parameter the
+model does not take refuses every request alike, and five such refusals cost five quick
+answers that are not billed; a content filter or a context limit refuses items here and
+there, and five in a row before any item is answered is rare even where a slice of
+adversarial items comes first. The samples of one item send one body, and count once."""
 
 
 @dataclass(frozen=True)
@@ -167,7 +202,7 @@ class HttpLayer:
         self._timeout_dicts: dict[int, dict[str, float | None]] = {}
         """``as_dict()`` of each timeout in ``_timeouts``, by identity (they live as long)."""
         self._merged_headers: dict[tuple[tuple[str, str], ...], httpx.Headers] = {}
-        self._breakers: dict[str, _Breaker] = {}
+        self._pins: dict[str, _PinState] = {}
 
     async def aclose(self) -> None:
         for client in self._clients.values():
@@ -266,15 +301,22 @@ class HttpLayer:
         *,
         estimated_tokens: int = 0,
         sign: Callable[[str, dict[str, str], bytes], dict[str, str]] | None = None,
+        admit: Callable[[], None] | None = None,
     ) -> Reply:
         """POST ``content`` (already-serialised JSON) and parse the reply, retrying as needed.
 
         ``sign``, when given, returns the headers of each attempt from the URL, the headers
         and the body (a per-request signature or a short-lived token, made afresh for every
-        retry).
+        retry). ``admit``, when given, is called once the request's turn has come and its
+        pin is not stopped, before anything is sent: a ``ProviderError`` it raises (a
+        budget's no) keeps the request from being sent.
 
-        Raises ``ProviderError`` once retries are exhausted or the error is not retryable.
+        Raises ``ProviderError`` once retries are exhausted or the error is not retryable,
+        and ``refused`` or ``unreachable`` (nothing sent) once the pin is stopped. While the
+        pin is in doubt (the module's docstring), this waits for its requests to go one at a
+        time.
         """
+        state = self._state(pin_id)
         throttle = self._throttle(pin_id, limits)
         client = self._client_of(limits.ca_bundle)
         target = self._url(url)
@@ -283,6 +325,7 @@ class HttpLayer:
 
         async def attempt(number: int) -> Reply:
             return await self._attempt(
+                state,
                 client,
                 throttle,
                 target,
@@ -296,7 +339,20 @@ class HttpLayer:
                 number,
             )
 
-        return await self._retrying(pin_id, limits, url, attempt)
+        alone = await state.admit()
+        try:
+            state.check(url, True)
+            if admit is not None:
+                admit()
+        except ProviderError:
+            if alone:
+                state.went_alone(sent=False)  # still in doubt: the next request goes alone
+            raise
+        try:
+            return await self._retrying(state, limits, url, attempt, content)
+        finally:
+            if alone:
+                state.went_alone(sent=True)
 
     async def call(
         self,
@@ -326,34 +382,46 @@ class HttpLayer:
                     client, target, send_headers, content, timeout, max_bytes, method=method
                 )
 
-        return await self._retrying(pin_id, limits, url, attempt)
+        return await self._retrying(self._state(pin_id), limits, url, attempt, None)
+
+    def _state(self, pin_id: str) -> _PinState:
+        state = self._pins.get(pin_id)
+        if state is None:
+            state = self._pins[pin_id] = _PinState(pin_id)
+        return state
 
     async def _retrying(
-        self, pin_id: str, limits: Limits, url: str, attempt: Callable[[int], Awaitable[T]]
+        self,
+        state: _PinState,
+        limits: Limits,
+        url: str,
+        attempt: Callable[[int], Awaitable[T]],
+        body: bytes | None,
     ) -> T:
         """``attempt(1)``, ``attempt(2)``... until one succeeds, the error is not
-        retryable or the pin's retries are spent; the pin's breaker counts the failures."""
-        breaker = self._breakers.get(pin_id)
-        if breaker is None:
-            breaker = self._breakers[pin_id] = _Breaker()
+        retryable or the pin's retries are spent; the pin's state hears every outcome.
+        ``body`` is a model request's (None: another API call, see ``_PinState.record``)."""
         number = 1
         while True:
-            breaker.check(pin_id, url)
+            state.check(url, body is not None)
             try:
                 reply = await attempt(number)
             except ProviderError as exc:
-                breaker.record(exc.kind == "connection")
+                if exc.kind in NOT_SENT:
+                    raise
+                state.record(exc, body)
                 if not exc.retryable or number > limits.max_retries:
                     exc.attempts = number
                     raise
                 await asyncio.sleep(self.retry_delay(exc, number))
             else:
-                breaker.record(False)
+                state.record(None, body)
                 return reply
             number += 1
 
     async def _attempt(
         self,
+        state: _PinState,
         client: httpx.AsyncClient,
         throttle: Throttle,
         url: httpx.URL,
@@ -372,6 +440,9 @@ class HttpLayer:
         if tpm is not None and estimated_tokens:
             await tpm.acquire(min(estimated_tokens, tpm.max_rate))
         async with semaphore:
+            # Asked again once its turn has come: the pin may have been stopped meanwhile,
+            # by an answer to a request that was in flight while this one waited.
+            state.check(url, True)
             if sign is not None:
                 # Signed once the limits let it go: a SigV4 signature is refused once it is
                 # five minutes old, and a request may wait longer than that for its turn.
@@ -448,7 +519,7 @@ class HttpLayer:
                 retryable=True,
                 retry_after=retry_after(response.headers),
             )
-        if status >= 500:
+        if status >= 500 and status != 501:
             raise ProviderError(
                 "server",
                 detail,
@@ -460,7 +531,8 @@ class HttpLayer:
             raise ProviderError("auth", detail, status=status)
         if status == 408:
             raise ProviderError("timeout", detail, status=status, retryable=True)
-        raise ProviderError("client", detail, status=status)
+        # 501 is the server's word that it does not do this at all: asking again won't help.
+        raise ProviderError("server" if status == 501 else "client", detail, status=status)
 
     def retry_delay(self, exc: ProviderError, attempt: int) -> float:
         """Seconds to wait after failed attempt number ``attempt`` (its ``Retry-After``, or
@@ -470,25 +542,118 @@ class HttpLayer:
         return self._backoff.delay(attempt)
 
 
-class _Breaker:
-    """Counts one pin's consecutive connection failures; any answer from the server (a
-    200, a 429, a 500) closes it again. Once open it stays open for the rest of the run:
-    a server that refused five connections in a row is not coming back within it."""
+NOT_SENT = frozenset({"refused", "unreachable"})
+"""The kinds of errors of requests the pin's state kept from being sent."""
 
-    def __init__(self) -> None:
+
+def refuses_pin(exc: ProviderError) -> bool:
+    """Whether ``exc`` answers every request of the pin alike, not just this one: a status
+    in ``PIN_STATUSES``, or no quota left."""
+    return exc.kind == "quota" or (exc.status in PIN_STATUSES and exc.kind not in NOT_SENT)
+
+
+class _PinState:
+    """What one pin's answers so far say about its next request: it goes, it waits its turn
+    (the pin is in doubt), or it is not sent (the pin is refused or unreachable).
+
+    Connection failures in a row open the breaker: any answer from the server (a 200, a
+    429, a 500) closes it again. A refusal (``refuses_pin``, or a row of ``ITEM_STATUSES``
+    as ``REFUSED_AFTER`` says) is for good. Either way the pin stays stopped for the rest of
+    the run: a server that refused five connections in a row is not coming back within it,
+    and a wrong key does not become right.
+    """
+
+    def __init__(self, pin_id: str) -> None:
+        self.pin_id = pin_id
         self.failures = 0
+        self.refusal: tuple[str, int | None] | None = None
+        """Once the pin is refused: the message and status of every model request not sent."""
+        self.answered = False
+        """A model request of the pin succeeded in this run."""
+        self.row_status: int | None = None
+        self.row: set[bytes] = set()
+        """The different bodies the same 400 or 422 answered in a row (none answered yet)."""
+        self.first_over = False
+        self._alone = False
+        """A request is out alone while the pin is in doubt."""
+        self._changed: asyncio.Future[None] | None = None
 
-    def record(self, connection_failed: bool) -> None:
+    @property
+    def in_doubt(self) -> bool:
+        return not self.first_over or bool(self.row)
+
+    @property
+    def stopped(self) -> bool:
+        return self.refusal is not None or self.failures >= UNREACHABLE_AFTER
+
+    async def admit(self) -> bool:
+        """Wait until a model request may go; whether it goes alone (the pin in doubt)."""
+        while self.in_doubt and not self.stopped:
+            if not self._alone:
+                self._alone = True
+                return True
+            if self._changed is None:
+                self._changed = asyncio.get_running_loop().create_future()
+            # Shielded: a waiter cancelled (Ctrl-C) must not cancel the others' future.
+            await asyncio.shield(self._changed)
+        return False
+
+    def went_alone(self, *, sent: bool) -> None:
+        """The request that went alone is over, however it ended (``sent``: it was sent)."""
+        self._alone = False
+        self.first_over = self.first_over or sent
+        self._wake()
+
+    def _wake(self) -> None:
+        changed, self._changed = self._changed, None
+        if changed is not None and not changed.done():
+            changed.set_result(None)
+
+    def record(self, exc: ProviderError | None, body: bytes | None) -> None:
+        """One attempt's outcome (None: a success). ``body`` is the model request's; for
+        another API call (None) only whether a connection failed counts."""
+        failed = exc is not None and exc.kind == "connection"
         if self.failures < UNREACHABLE_AFTER:
-            self.failures = self.failures + 1 if connection_failed else 0
+            self.failures = self.failures + 1 if failed else 0
+        if body is None or failed or self.refusal is not None:
+            return
+        if exc is None:
+            self.answered = True
+            self._end_row()
+        elif refuses_pin(exc):
+            first = not self.first_over
+            self._refuse(exc, "its first request" if first else "a request for the whole pin")
+        elif exc.status in ITEM_STATUSES and not self.answered:
+            if exc.status != self.row_status:
+                self.row_status, self.row = exc.status, set()
+            self.row.add(body)
+            if len(self.row) >= REFUSED_AFTER:
+                self._refuse(exc, f"{REFUSED_AFTER} different requests in a row")
+        elif exc.status is not None:
+            self._end_row()  # another answer: the row, if any, is broken
 
-    def check(self, pin_id: str, url: str) -> None:
+    def _end_row(self) -> None:
+        if self.row:
+            self.row_status, self.row = None, set()
+            self._wake()
+
+    def _refuse(self, exc: ProviderError, what: str) -> None:
+        status = f" (HTTP {exc.status})" if exc.status is not None else ""
+        # The answer's message is already redacted and cut short (``_error_detail``).
+        self.refusal = f"not sent: {self.pin_id} refused {what}{status}: {exc}", exc.status
+        self._wake()
+
+    def check(self, url: str | httpx.URL, model_request: bool) -> None:
+        """Raise, unsent, if the pin is unreachable, or refused and this is a model request."""
         if self.failures >= UNREACHABLE_AFTER:
             raise ProviderError(
                 "unreachable",
-                f"pin {pin_id}: cannot connect to {url}: is the server running? (not sent: "
-                f"{UNREACHABLE_AFTER} connections in a row failed)",
+                f"pin {self.pin_id}: cannot connect to {url}: is the server running? (not "
+                f"sent: {UNREACHABLE_AFTER} connections in a row failed)",
             )
+        if model_request and self.refusal is not None:
+            message, status = self.refusal
+            raise ProviderError("refused", message, status=status)
 
 
 class ResponseTooLarge(httpx.TransportError):

@@ -349,20 +349,19 @@ def print_run(result: RunResult, *, dry_run: bool = False) -> None:
                     f"  {name}: {r.fetched} bought, {r.cached} from the store, "
                     f"{r.shared} shared; errors: {_error_kinds([r])}"
                 )
-        # A pin whose endpoint is down, or that refused its first request, fails every
-        # remaining request alike: one line each.
-        unreachable: dict[str, tuple[str, int]] = {}
+        # A pin whose endpoint is down, or that was refused for every request, fails its
+        # remaining requests alike, unsent: one line a pin, candidates' and judges' together.
+        stopped: dict[str, tuple[str, int]] = {}
         errors = []
         for error in [e for r in both for e in r.errors]:
             if error.kind in ("unreachable", "refused"):
-                message, count = unreachable.get(error.pin_id, (error.message, 0))
-                unreachable[error.pin_id] = message, count + 1
+                message, count = stopped.get(error.pin_id, (error.message, 0))
+                stopped[error.pin_id] = message, count + 1
             else:
                 errors.append(error)
-        for message, count in unreachable.values():
-            error_console().print(
-                Text(plain(f"error: {message}; {plural(count, 'request')} not sent"))
-            )
+        for message, count in stopped.values():
+            why = message.removeprefix("not sent: ")
+            error_console().print(Text(plain(f"error: {why}; {plural(count, 'request')} not sent")))
         for error in errors[:20]:
             tries = f" (after {error.attempts} attempts)" if error.attempts > 1 else ""
             line = f"{error.label}: {error.kind}: {error.message}{tries}"

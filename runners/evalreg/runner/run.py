@@ -1148,6 +1148,7 @@ def _finish(
     lacking = store.absent(keys) if store is not None else range(len(keys))
     inside = None if options.shard is None or not lacking else _in_shard_mask(keys, options.shard)
     unresolved: list[str] = []
+    errored: list[str] = []
     # Requests that failed count as errors: a smoke test that bought nothing is no success.
     # A response waiting in a batch is no failure: a later run collects it.
     errors = 0
@@ -1158,21 +1159,27 @@ def _finish(
         cause = failed.get(key)
         if cause in (None, "offline_miss", "budget", BATCHED):
             unresolved.append(key)
+        else:
+            errored.append(key)
         if cause != BATCHED:
             errors += 1
-    if unresolved or options.shard is not None or options.limit is not None:
-        stopped = {failed.get(k) for k in unresolved}
-        waiting = sum(1 for k in unresolved if failed.get(k) == BATCHED)
-        if unresolved and waiting == len(unresolved):
+    partial = options.shard is not None or options.limit is not None
+    if unresolved or partial:
+        # Under --shard or --limit no results are written, errors or not: a request that
+        # failed is as missing as one that was never sent, and nothing claims otherwise.
+        missing = [*unresolved, *errored] if partial else unresolved
+        stopped = {failed.get(k) for k in missing}
+        waiting = sum(1 for k in missing if failed.get(k) == BATCHED)
+        if missing and waiting == len(missing):
             outcome.note = (
                 f"waiting: {plural(waiting, 'response')} in submitted batches; "
                 "`evalreg run --batch` collects them, then writes results"
             )
         else:
             outcome.note = (
-                "responses bought; results are written by a run without --shard or --limit"
-                if not unresolved
-                else f"incomplete ({plural(len(unresolved), 'response')} missing: "
+                "every response stored; results are written by a run without --shard or --limit"
+                if not missing
+                else f"incomplete ({plural(len(missing), 'response')} missing: "
                 f"{', '.join(sorted(s or 'unsent' for s in stopped))}); no results written"
             )
         outcome.errors = errors
