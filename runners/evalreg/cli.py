@@ -266,6 +266,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         push=not args.no_push,
         holdout=args.holdout,
         strict=args.strict,
+        allow_pending=args.allow_pending,
         batch=args.batch,
         wait=not args.no_wait,
         batch_poll_s=args.batch_poll,
@@ -290,6 +291,11 @@ def cmd_run(args: argparse.Namespace) -> int:
     print_run(verdict.result, dry_run=options.dry_run)
     for refusal in verdict.refusals:
         sys.stderr.write(plain(f"evalreg: error: {refusal}") + "\n")
+    if verdict.refusals and not (options.strict or options.allow_pending):
+        _note(
+            "set what is named to buy these cells; to run only the others, name them with "
+            "--task/--candidate, or leave these pending with --allow-pending"
+        )
     return verdict.exit_code
 
 
@@ -318,6 +324,7 @@ def _resume_command(args: argparse.Namespace) -> str:
         ("--no-push", args.no_push),
         ("--holdout", args.holdout),
         ("--strict", args.strict),
+        ("--allow-pending", args.allow_pending),
         ("--batch", args.batch),
     ):
         if on:
@@ -778,11 +785,20 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="run the sealed hold-out cells (when deciding, not while tuning)",
     )
-    p.add_argument(
+    pending = p.add_mutually_exclusive_group()
+    pending.add_argument(
         "--strict",
         action="store_true",
         help="a cell left pending (its key unset, or never run under --offline) fails the "
-        "run (exit 1); without it only cells named by --task/--candidate do",
+        "run (exit 1); without it, only an online run fails for a cell whose key or "
+        "credentials are unset, naming them",
+    )
+    pending.add_argument(
+        "--allow-pending",
+        action="store_true",
+        help="a cell whose key or credentials are unset here stays pending without failing "
+        "the run (exit 0), unless --task/--candidate name it: for a job that buys what its "
+        "keys allow",
     )
     p.add_argument(
         "--batch",
