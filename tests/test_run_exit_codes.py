@@ -1,4 +1,4 @@
-"""``evalreg run`` and ``check`` exit codes: never success for work that did not happen."""
+"""``evalreg run`` exit codes: never success for work that did not happen."""
 
 from __future__ import annotations
 
@@ -9,7 +9,6 @@ import socket
 import threading
 import time
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 from test_judges_human import judged
@@ -155,16 +154,6 @@ def _judge_always(request) -> str:
     if request.body["messages"][0]["content"] == JUDGE_INSTRUCTIONS:
         return json.dumps({"score": 0.9, "reason": "ok"})
     return label_of(request)
-
-
-def test_check_outside_a_registry_exits_2(tmp_path: Path, cli, monkeypatch):
-    empty = tmp_path / "empty"
-    empty.mkdir()
-    result = cli(empty, "check")
-    assert result.code == 2
-    assert "not an evalreg registry" in result.err and "Traceback" not in result.err
-    monkeypatch.chdir(empty)
-    assert "not an evalreg registry" in cli(None, "check").err
 
 
 @pytest.fixture
