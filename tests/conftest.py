@@ -262,14 +262,20 @@ def cli(capsys: pytest.CaptureFixture[str]) -> Iterator[object]:
 
 def assert_refused(repo: Repo, cli, *args: str, expect: tuple[str, ...] = ()) -> str:
     """Run ``evalreg ARGS``: it must exit 2 without a traceback, say each of ``expect``, and
-    change no file (git's view of the tree included). Returns its stderr."""
-    before = repo.snapshot(), repo.git("status", "--porcelain", "--ignored")
+    change no file (git's view of the tree included, in a git repository). Returns its
+    stderr."""
+
+    def state() -> tuple[dict[str, tuple[str, int]], str | None]:
+        in_git = (repo.root / ".git").exists()
+        return repo.snapshot(), repo.git("status", "--porcelain", "--ignored") if in_git else None
+
+    before = state()
     result = cli(repo, *args)
     assert result.code == 2, result.err
     assert "Traceback" not in result.err
     for fragment in expect:
         assert fragment in result.err, f"{fragment!r} not in:\n{result.err}"
-    assert (repo.snapshot(), repo.git("status", "--porcelain", "--ignored")) == before
+    assert state() == before
     return result.err
 
 

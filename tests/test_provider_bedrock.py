@@ -207,8 +207,8 @@ def test_no_aws_credentials_at_all_says_how_to_provide_them(on_bedrock: Repo, cl
     monkeypatch.delenv("AWS_ACCESS_KEY_ID")
     monkeypatch.delenv("AWS_SECRET_ACCESS_KEY")
     result = cli(on_bedrock, "run", "--candidate", "mini")
-    # Asked for by name, the cell cannot run here: the run says why and fails, sending
-    # nothing (unnamed, it stays pending like a cell whose key is not set).
+    # The cell cannot run here: the run says why and fails, sending nothing (as for a
+    # cell whose key is not set).
     assert result.code == 1, result.out + result.err
     assert "cannot run: " in result.err
     assert "no AWS credentials found for bedrock model" in result.err
@@ -372,20 +372,24 @@ def test_the_cost_estimate_reads_max_tokens_from_the_inference_config(on_bedrock
 def test_without_botocore_the_error_names_the_extra(on_bedrock: Repo, cli, monkeypatch):
     monkeypatch.setitem(sys.modules, "botocore.session", None)  # import fails, as uninstalled
     result = cli(on_bedrock, "run", "--candidate", "mini")
-    # Asked for by name, the cell cannot run here: the run says why and fails, sending
-    # nothing (unnamed, it stays pending like a cell whose key is not set).
+    # The cell cannot run here: the run says why and fails, sending nothing (as for a
+    # cell whose key is not set).
     assert result.code == 1, result.out + result.err
     assert "cannot run: " in result.err
     assert "signing Bedrock requests needs botocore: pip install 'evalreg[aws]'" in result.err
     assert "Traceback" not in result.err
 
 
-def test_without_credentials_an_unnamed_bedrock_cell_stays_pending(
+def test_without_credentials_a_bedrock_cell_stays_pending_and_fails_unless_allowed(
     on_bedrock: Repo, cli, bedrock, monkeypatch
 ):
     monkeypatch.delenv("AWS_ACCESS_KEY_ID")
     monkeypatch.delenv("AWS_SECRET_ACCESS_KEY")
     result = cli(on_bedrock, "run")
-    assert result.code == 0, result.out + result.err
-    assert "pending: no AWS credentials found for bedrock model" in result.out.replace("\n", " ")
+    assert result.code == 1, result.out + result.err
+    assert "labels/mini cannot run: no AWS credentials found for bedrock model" in result.err
+    assert "set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, AWS_PROFILE" in result.err
+    allowed = cli(on_bedrock, "run", "--allow-pending")
+    assert allowed.code == 0, allowed.out + allowed.err
+    assert "pending: no AWS credentials found for bedrock model" in allowed.out.replace("\n", " ")
     assert bedrock.requests == []

@@ -294,8 +294,8 @@ def test_no_application_default_credentials_says_how_to_get_them(
 ):
     monkeypatch.setenv("GOOGLE_APPLICATION_CREDENTIALS", str(tmp_path / "missing.json"))
     result = cli(on_vertex, "run", "--candidate", "mini")
-    # Asked for by name, the cell cannot run here: the run says why and fails, sending
-    # nothing (unnamed, it stays pending like a cell whose key is not set).
+    # The cell cannot run here: the run says why and fails, sending nothing (as for a
+    # cell whose key is not set).
     assert result.code == 1, result.out + result.err
     assert "cannot run: " in result.err
     assert "no Google application-default credentials for gemini model" in result.err
@@ -358,8 +358,8 @@ def test_vertex_is_only_for_gemini_pins(provider):
 def test_without_google_auth_the_error_names_the_extra(on_vertex: Repo, cli, monkeypatch):
     monkeypatch.setitem(sys.modules, "google.auth", None)  # import fails, as uninstalled
     result = cli(on_vertex, "run", "--candidate", "mini")
-    # Asked for by name, the cell cannot run here: the run says why and fails, sending
-    # nothing (unnamed, it stays pending like a cell whose key is not set).
+    # The cell cannot run here: the run says why and fails, sending nothing (as for a
+    # cell whose key is not set).
     assert result.code == 1, result.out + result.err
     assert "cannot run: " in result.err
     assert "Vertex AI needs google-auth: pip install 'evalreg[google]'" in result.err

@@ -89,9 +89,7 @@ def test_the_reference_lists_every_grader_option_and_metric():
     assert "`coverage:<id>`" in page and "## Levels" in page
 
 
-def test_evalreg_schema_writes_the_files_once(tmp_path: Path, cli):
-    repo = Repo(tmp_path / "r")
-    repo.root.mkdir()
+def test_evalreg_schema_writes_the_files_once(repo: Repo, cli):
     first = cli(repo.root, "schema")
     assert first.code == 0, first.err
     for rel, data in reference.files().items():

@@ -42,6 +42,12 @@ class Cell:
         return f"{self.task_id}/{self.candidate.id}{suffix}"
 
     @property
+    def judges(self) -> list[str]:
+        """The pins that judge criteria of its rubric, by id, each once."""
+        graders = [c.grader for c in self.rubric.criteria]
+        return sorted({g.judge for g in graders if isinstance(g, schema.JudgeGrader)})
+
+    @property
     def _stem(self) -> str:
         suffix = ".holdout" if self.split == "holdout" else ""
         return f"{RESULTS_DIR}/{self.task_id}/{self.candidate.id}{suffix}"
@@ -115,9 +121,6 @@ def fingerprint_parts(registry: Registry, cell: Cell) -> dict[str, Any]:
     from evalreg.graders.base import GRADER_VERSION
 
     evalset = registry.evalset_of(cell.task_id, cell.split)
-    judges = sorted(
-        c.grader.judge for c in cell.rubric.criteria if isinstance(c.grader, schema.JudgeGrader)
-    )
     code_paths: list[str] = []
     if cell.pin.callable is not None:
         code_paths += [cell.pin.callable.rpartition(":")[0], *cell.pin.files]
@@ -135,7 +138,7 @@ def fingerprint_parts(registry: Registry, cell: Cell) -> dict[str, Any]:
         "rubric": digest(_dump(cell.rubric)),
         "pin": digest(_dump(cell.pin)),
         "prompt_variant": digest(_dump(cell.candidate.prompt)) if cell.candidate.prompt else None,
-        "judges": {j: digest(_dump(registry.pins[j])) for j in judges if j in registry.pins},
+        "judges": {j: digest(_dump(registry.pins[j])) for j in cell.judges if j in registry.pins},
         "repeats": cell.task.repeats,
         "graders": GRADER_VERSION,
         "code": {p: _file_digest(registry.tree, p) for p in sorted(set(code_paths))},

@@ -56,15 +56,25 @@ def _path(args: argparse.Namespace, name: str) -> Path:
     return path
 
 
-def _registry_root(args: argparse.Namespace) -> Path:
+def _registry_root(args: argparse.Namespace, rev: str | None = None) -> Path:
     """``_root``, refused (exit 2) unless it holds a registry: ``find_root`` stops at any
-    git repository, and ``-C`` takes any directory."""
+    git repository, and ``-C`` takes any directory. With ``rev``, the registry read is the
+    one of that revision, which must hold one (the working tree need not)."""
     root = _root(args)
-    if not (root / "registry").is_dir():
-        from evalreg.errors import UsageError
+    held = (root / "registry").is_dir()
+    where = ""
+    if rev is not None:
+        from evalreg.registry.tree import GitTree
 
+        try:
+            held = GitTree(root, rev).is_dir("registry")
+        except UsageError:
+            pass  # no git repository, or no such revision: in a registry, the command says so
+        else:
+            where = f" at {rev}"
+    if not held:
         raise UsageError(
-            f"{root}: not an evalreg registry (no registry/ directory); "
+            f"{root}: not an evalreg registry{where} (no registry/ directory); "
             "`evalreg init DIR` creates one"
         )
     return root
@@ -158,7 +168,7 @@ def cmd_evalset_add(args: argparse.Namespace) -> int:
     from evalreg.evalsets.tracking import add_evalset
     from evalreg.report.terminal import print_evalset_added
 
-    root = _root(args)
+    root = _registry_root(args)
     with _writing(root):
         added = add_evalset(
             root, _path(args, args.file), push=not args.no_push, replace=args.replace
@@ -173,7 +183,7 @@ def cmd_status(args: argparse.Namespace) -> int:
     from evalreg.results.freshness import status
     from evalreg.store.batches import BatchJournal
 
-    root = _repaired(_root(args))
+    root = _repaired(_registry_root(args))
     statuses = status(load_registry(root))
     batches = BatchJournal.load(root).batches
     if args.json:
@@ -237,7 +247,9 @@ def cmd_show(args: argparse.Namespace) -> int:
     from evalreg.report.terminal import print_item
     from evalreg.results.item import show_item
 
-    root = _root(args) if args.rev is not None else _repaired(_registry_root(args))
+    root = _registry_root(args, args.rev)
+    if args.rev is None:
+        _repaired(root)
     views = show_item(
         root,
         args.item,
@@ -258,7 +270,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     from evalreg.runner.command import run_command
     from evalreg.runner.run import RunInterrupted, RunOptions
 
-    root = _root(args)
+    root = _registry_root(args)
     options = RunOptions(
         offline=args.offline,
         tasks=tuple(args.task or ()),
@@ -272,6 +284,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         push=not args.no_push,
         holdout=args.holdout,
         strict=args.strict,
+        allow_pending=args.allow_pending,
         batch=args.batch,
         wait=not args.no_wait,
         batch_poll_s=args.batch_poll,
@@ -296,6 +309,11 @@ def cmd_run(args: argparse.Namespace) -> int:
     print_run(verdict.result, dry_run=options.dry_run)
     for refusal in verdict.refusals:
         sys.stderr.write(plain(f"evalreg: error: {refusal}") + "\n")
+    if verdict.refusals and not (options.strict or options.allow_pending):
+        _note(
+            "set what is named to buy these cells; to run only the others, name them with "
+            "--task/--candidate, or leave these pending with --allow-pending"
+        )
     return verdict.exit_code
 
 
@@ -324,6 +342,7 @@ def _resume_command(args: argparse.Namespace) -> str:
         ("--no-push", args.no_push),
         ("--holdout", args.holdout),
         ("--strict", args.strict),
+        ("--allow-pending", args.allow_pending),
         ("--batch", args.batch),
     ):
         if on:
@@ -333,16 +352,17 @@ def _resume_command(args: argparse.Namespace) -> str:
 
 def cmd_reproduce(args: argparse.Namespace) -> int:
     from evalreg.report.terminal import print_range_reproduction, print_reproduction
-    from evalreg.runner.reproduce import reproduce, reproduce_range
+    from evalreg.runner.reproduce import range_bounds, reproduce, reproduce_range
 
     if (args.rev is None) == (args.range is None):
         raise UsageError("give a revision (REV) or a range (--range BASE..HEAD), not both")
-    root = _repaired(_root(args))
     if args.range is not None:
+        # BASE may predate the registry; HEAD, the revision verified last, may not.
+        root = _repaired(_registry_root(args, range_bounds(args.range)[1]))
         done = reproduce_range(root, args.range)
         print_range_reproduction(done)
         return 0 if done.identical else 1
-    outcome = reproduce(root, args.rev)
+    outcome = reproduce(_repaired(_registry_root(args, args.rev)), args.rev)
     print_reproduction(outcome)
     return 0 if outcome.identical else 1
 
@@ -351,7 +371,7 @@ def cmd_store_compact(args: argparse.Namespace) -> int:
     from evalreg.report.terminal import print_compaction
     from evalreg.store.compaction import compact
 
-    root = _root(args)
+    root = _registry_root(args)
     with _writing(root):
         done = compact(root, push=not args.no_push)
     print_compaction(done)
@@ -363,7 +383,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     from evalreg.report.terminal import console
     from evalreg.report.writer import write_report
 
-    root = _root(args)
+    root = _registry_root(args)
     with _writing(root):
         written = write_report(root, load_registry(root))
     console().print("Wrote " + ", ".join(written))
@@ -375,7 +395,7 @@ def cmd_view(args: argparse.Namespace) -> int:
     from evalreg.report.terminal import console
     from evalreg.selection.samples import samples_at
 
-    root = _repaired(_registry_root(args))
+    root = _repaired(_registry_root(args, args.rev))
     directory = _path(args, args.output) if args.output else root / EXPLORER_DIR
     texts = True if args.with_text else None
     written = [
@@ -390,7 +410,7 @@ def cmd_schema(args: argparse.Namespace) -> int:
     from evalreg.report import reference
     from evalreg.report.terminal import console
 
-    root = _root(args)
+    root = _registry_root(args)
     with _writing(root):
         written = reference.write(root)
     console().print(
@@ -403,7 +423,7 @@ def cmd_resolve(args: argparse.Namespace) -> int:
     from evalreg.gitops.merging import resolve
     from evalreg.report.terminal import print_resolution
 
-    root = _root(args)
+    root = _registry_root(args)
     with _writing(root):
         done = resolve(root, push=not args.no_push)
     print_resolution(done)
@@ -414,7 +434,7 @@ def cmd_select(args: argparse.Namespace) -> int:
     from evalreg.report.terminal import print_selected
     from evalreg.selection.edit import select_candidate
 
-    root = _root(args)
+    root = _registry_root(args)
     with _writing(root):
         changed = select_candidate(
             root, args.use_case, args.candidate, reason=args.reason, approver=args.approver
@@ -430,7 +450,7 @@ def cmd_audit(args: argparse.Namespace) -> int:
     from evalreg.audit.record import build_audit, reviews_from_environment
     from evalreg.report.audit import audit_markdown, write_html
 
-    root = _root(args)
+    root = _registry_root(args, args.rev)
     reviews = reviews_from_environment(
         os.environ, token_env=args.github_token_env, repository=args.repository
     )
@@ -468,8 +488,10 @@ def cmd_diff(args: argparse.Namespace) -> int:
         if args.check
         else None
     )
+    # BASE may predate the registry (the pull request that adds it); what it became may not.
+    root = _registry_root(args, args.head)
     data = diff(
-        _repaired(_root(args)),
+        _repaired(root),
         args.base,
         args.head,
         check=checked,
@@ -498,15 +520,16 @@ def cmd_drift(args: argparse.Namespace) -> int:
     from evalreg.report.drift import render_drift
     from evalreg.report.escape import json_text
 
+    root = _registry_root(args)
     report = drift(
-        _root(args), sample=args.sample, seed=args.seed, cells=args.cell, threshold=args.threshold
+        root, sample=args.sample, seed=args.seed, cells=args.cell, threshold=args.threshold
     )
     text = json_text(drift_json(report)) + "\n" if args.json else render_drift(report)
     _emit(text, str(_path(args, args.output)) if args.output else None)
     if args.record:
         from evalreg.compare.drift_log import append_log
 
-        append_log(_root(args), report)
+        append_log(root, report)
     return report.exit_code
 
 
@@ -514,7 +537,7 @@ def cmd_import_promptfoo(args: argparse.Namespace) -> int:
     from evalreg.importers import import_promptfoo
     from evalreg.report.terminal import print_import
 
-    root = _root(args)
+    root = _registry_root(args)
     with _writing(root):
         result = import_promptfoo(_path(args, args.config), root, name=args.name, judge=args.judge)
     print_import(result)
@@ -525,7 +548,7 @@ def cmd_import_openai_evals(args: argparse.Namespace) -> int:
     from evalreg.importers import import_openai_evals
     from evalreg.report.terminal import print_import
 
-    root = _root(args)
+    root = _registry_root(args)
     with _writing(root):
         result = import_openai_evals(
             _path(args, args.samples),
@@ -612,10 +635,11 @@ def cmd_evalset_stats(args: argparse.Namespace) -> int:
     from evalreg.registry.loader import load_registry
     from evalreg.report.terminal import print_evalset_stats
 
-    root = _root(args)
     if args.file is None:
-        evalsets = load_registry(root).evalsets
+        evalsets = load_registry(_registry_root(args)).evalsets
     else:
+        # A file named on the command line is read as it is, registry or not.
+        root = _root(args)
         evalsets = dict([read_evalset(root, Path.cwd() / _path(args, args.file), args.file)])
     plan = {"detect": args.detect, "baseline": args.baseline, "discordance": args.discordance}
     sizes = sizing_report(evalsets, **plan)
@@ -630,7 +654,7 @@ def cmd_store_purge(args: argparse.Namespace) -> int:
     from evalreg.report.terminal import print_purge
     from evalreg.store.purge import purge_item
 
-    root = _root(args)
+    root = _registry_root(args)
     with _writing(root):
         record = purge_item(
             root,
@@ -784,11 +808,20 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="run the sealed hold-out cells (when deciding, not while tuning)",
     )
-    p.add_argument(
+    pending = p.add_mutually_exclusive_group()
+    pending.add_argument(
         "--strict",
         action="store_true",
         help="a cell left pending (its key unset, or never run under --offline) fails the "
-        "run (exit 1); without it only cells named by --task/--candidate do",
+        "run (exit 1); without it, only an online run fails for a cell whose key or "
+        "credentials are unset, naming them",
+    )
+    pending.add_argument(
+        "--allow-pending",
+        action="store_true",
+        help="a cell whose key or credentials are unset here stays pending without failing "
+        "the run (exit 0), unless --task/--candidate name it: for a job that buys what its "
+        "keys allow",
     )
     p.add_argument(
         "--batch",

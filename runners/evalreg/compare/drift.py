@@ -207,8 +207,7 @@ def _nothing_to_check(plan: CellPlan, root: Path) -> str | None:
 
 def _missing_key(plan: CellPlan, registry: Registry) -> str | None:
     c = plan.status.cell
-    judges = [k.grader.judge for k in c.rubric.criteria if isinstance(k.grader, schema.JudgeGrader)]
-    for pin_id in (c.candidate.pin, *judges):
+    for pin_id in (c.candidate.pin, *c.judges):
         pin = registry.pins[pin_id]
         try:
             api_key(pin)

@@ -154,6 +154,14 @@ class GitTree:
             return False
         return obj is not None and obj.type == "blob"
 
+    def is_dir(self, rel: str) -> bool:
+        """Whether the commit holds a directory at ``rel`` (one with files: git keeps no
+        empty ones)."""
+        try:
+            return self._tree(clean_relpath(rel)) is not None
+        except PathEscapes:
+            return False
+
     def list_dir(self, rel: str) -> list[str]:
         obj = self._object(rel)
         if obj is None or obj.type != "tree":

@@ -38,7 +38,8 @@ class RunVerdict:
 
     result: RunResult
     refusals: list[str] = field(default_factory=list)
-    """Cells that could not run and so fail it, each as "CELL cannot run: WHY"."""
+    """Cells that could not run and so fail it, each as "CELL cannot run: WHY" (WHY names
+    the variable or credentials to set)."""
     failed: bool = False
     """A request failed, a cell was left incomplete, or a cell in ``refusals``."""
 
@@ -88,13 +89,19 @@ def judge(result: RunResult, options: RunOptions) -> RunVerdict:
     failed = failed or bool(result.judge_fetch is not None and result.judge_fetch.errors)
     # A batch that could not be submitted, polled or read is kept for a later run.
     failed = failed or bool(result.batches is not None and result.batches.failures)
-    # Cells nobody here can run (no key) stay pending: a note, not a failure, unless the
-    # user named them (then the run did not do what was asked) or asked for strict.
+    # A cell left pending because a credential is unset here was not bought: a run that
+    # was asked to buy it did not do its work (CI must not pass with nothing bought).
+    # --allow-pending makes that a note, unless the user named the cell; cells --task and
+    # --candidate leave out are not the run's, and --offline never buys (only --strict
+    # fails it for a cell that stays pending).
     asked = bool(options.tasks or options.candidates)
     refusals = [
         f"{o.plan.status.cell.id} cannot run: {o.plan.blocked}"
         for o in result.outcomes
         if o.plan.blocked is not None
-        and (options.strict or (asked and o.plan.unset_key is not None))
+        and (
+            options.strict
+            or (o.plan.unset_key is not None and (asked or not options.allow_pending))
+        )
     ]
     return RunVerdict(result, refusals, failed or bool(refusals))

@@ -138,18 +138,27 @@ def reproduce_range(root: Path, spec: str) -> RangeReproduction:
     reproduced (its fingerprint, recorded files and the stored responses its requests
     resolve to, byte for byte) has that revision's verdict, named, rather than being graded
     again."""
-    base, dots, head = spec.partition("..")
-    if dots != ".." or head.startswith(".") or not base or not head:
-        raise UsageError(f"--range {spec!r}: expected BASE..HEAD (two revisions, two dots)")
+    base, head = range_bounds(spec)
     revs = _revisions_with_results(root, base, head)
     shared = Shared()
     return RangeReproduction(spec, [reproduce(root, rev, shared) for rev in revs])
 
 
+def range_bounds(spec: str) -> tuple[str, str]:
+    """(BASE, HEAD) of a ``BASE..HEAD`` range."""
+    base, dots, head = spec.partition("..")
+    if dots != ".." or head.startswith(".") or not base or not head:
+        raise UsageError(f"--range {spec!r}: expected BASE..HEAD (two revisions, two dots)")
+    return base, head
+
+
 def _revisions_with_results(root: Path, base: str, head: str) -> list[str]:
     import git
 
-    repo = git.Repo(root)
+    try:
+        repo = git.Repo(root)
+    except (git.InvalidGitRepositoryError, git.NoSuchPathError):
+        raise UsageError(f"{root} is not a git repository") from None
     try:
         for rev in (base, head):
             repo.git.rev_parse("--verify", "--quiet", f"{rev}^{{commit}}")

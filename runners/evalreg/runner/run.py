@@ -80,8 +80,10 @@ class RunOptions:
     holdout: bool = False
     """Run the sealed hold-out cells instead of the development cells."""
     strict: bool = False
-    """A cell left pending (its key unset, or never run under --offline) fails the run;
-    without it only a cell named by ``tasks`` or ``candidates`` does."""
+    """A cell left pending (its key unset, or never run under --offline) fails the run."""
+    allow_pending: bool = False
+    """A cell left pending because a credential it needs is unset here does not fail the
+    run, unless ``tasks`` or ``candidates`` name it (without ``strict``)."""
     batch: bool = False
     """Buy missing responses through the providers' batch APIs where they have one."""
     wait: bool = True
@@ -104,7 +106,8 @@ class CellPlan:
     """Jobs this run is responsible for (all of them unless --shard is given)."""
     estimated_micro_usd: int = 0
     blocked: str | None = None
-    """Why this cell's missing responses cannot be bought here (a key that is not set)."""
+    """Why this cell's missing responses cannot be bought here (a key that is not set,
+    its own or a judge's)."""
     unset_key: str | None = None
     """The environment variable whose absence blocks the cell (``credentials`` when a
     credential chain found none), when that is why."""
@@ -436,6 +439,20 @@ def cell_jobs(
             yield item, sample, request.job(sample, f"{cell.id}/{item.id}#{sample}")
 
 
+def unauthenticated(
+    pin_id: str, pin: schema.Pin, provider: Provider, *, judge: bool = False
+) -> tuple[str, str] | None:
+    """Why ``pin``'s requests cannot be authenticated here (``credentials_problem``, which
+    names what to set), and the variable holding its key (``credentials`` for a credential
+    chain); or None. A ``judge`` pin is named as one."""
+    problem = credentials_problem(provider, pin)
+    if problem is None:
+        return None
+    if judge:
+        problem = f"{problem} (judge pin {pin_id})"
+    return problem, pin.api_key_env or "credentials"
+
+
 class _Planner:
     """Plans a run's cells: a cell's items and counts at once (``plan``), its requests
     (keys, the jobs to buy, their estimates) as ``requests`` is iterated."""
@@ -531,15 +548,28 @@ class _Planner:
                 yield job
         self._estimate(plan, for_items, sizes, history)
         if plan.missing and not self.options.offline:
-            plan.blocked = credentials_problem(provider, cell.pin)
-            if plan.blocked is not None:
-                plan.unset_key = cell.pin.api_key_env or "credentials"
+            # Its judges too: responses that no judge here can grade leave the cell
+            # unwritten, so none are bought for it, as for a cell whose own key is unset.
+            found = self.unauthenticated(cell, judges=plan.judge_requests > 0)
+            if found is not None:
+                plan.blocked, plan.unset_key = found
         elif (
             self.options.offline
             and plan.status.state == "pending"
             and plan.missing == plan.in_shard
         ):
             plan.blocked = "never run, and --offline buys nothing"
+
+    def unauthenticated(self, cell: Cell, *, judges: bool = True) -> tuple[str, str] | None:
+        """``unauthenticated`` for the first pin the cell calls that cannot be
+        authenticated here: its own, then (with ``judges``) each of its judges; or None."""
+        for pin_id in (cell.candidate.pin, *(cell.judges if judges else ())):
+            pin = self.registry.pins[pin_id]
+            judge = pin_id != cell.candidate.pin
+            found = unauthenticated(pin_id, pin, self.providers[pin.provider], judge=judge)
+            if found is not None:
+                return found
+        return None
 
     def key(self, plan: CellPlan) -> None:
         """Key the cell's requests now."""
@@ -677,9 +707,9 @@ def prepare(
         if st.state == "fresh" and not options.force:
             continue
         plan = planner.plan(st)
-        # A pin that cannot be called blocks its cell only if it has anything to buy:
-        # that takes its keys.
-        if defer and credentials_problem(planner.providers[cell.pin.provider], cell.pin) is None:
+        # A pin that cannot be called (the cell's or a judge's) blocks its cell only if it
+        # has anything to buy: that takes its keys.
+        if defer and planner.unauthenticated(cell) is None:
             prompts: list[Messages | None] = [
                 render_messages(cell.task, cell.candidate.prompt, item, cell=cell.id)
                 for item in plan.items
@@ -788,15 +818,23 @@ def run(
             if not _judged(plan.status.cell):
                 continue
             mine = judge_keys.setdefault(cell_id, set())
+            needed: list[Job] = []
             for item, sample, key in plan.samples():
                 stored = store.get(key) if _in_shard(key, options.shard) else None
                 if stored is not None:
                     jobs = grader.judge_jobs(item, sample, stored)
                     mine.update(job.key for job in jobs)
                     budget.cover(key, jobs)
-                    for job in jobs:
-                        judge_cell[id(job)] = cell_id
-                    out.extend(jobs)
+                    needed.extend(jobs)
+            blocked = None if options.offline else _unauthenticated_judge(needed, store)
+            if blocked is not None:
+                # Its responses were all stored before (a cell with any to buy is asked
+                # while planning): it is left as it was, as a cell whose own key is unset.
+                plan.blocked, plan.unset_key = blocked
+                continue
+            for job in needed:
+                judge_cell[id(job)] = cell_id
+            out.extend(needed)
         return out
 
     def on_judge_job(job: Job, outcome: str) -> None:
@@ -1022,6 +1060,19 @@ def _push_here(root: Path, paths: list[str]) -> str | None:
     from evalreg import dvcrepo
 
     return dvcrepo.push(root, paths)
+
+
+def _unauthenticated_judge(jobs: list[Job], store: ResponseStore) -> tuple[str, str] | None:
+    """``unauthenticated`` for the first judge pin of ``jobs`` (by id) that cannot be
+    authenticated here and has a request the store lacks; or None."""
+    pins: dict[str, Job] = {}
+    for job in jobs:
+        pins.setdefault(job.pin_id, job)
+    for pin_id in sorted(pins):
+        found = unauthenticated(pin_id, pins[pin_id].pin, pins[pin_id].provider, judge=True)
+        if found is not None and any(j.key not in store for j in jobs if j.pin_id == pin_id):
+            return found
+    return None
 
 
 def _streams(plan: CellPlan, options: RunOptions) -> bool:
