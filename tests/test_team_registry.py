@@ -38,10 +38,11 @@ NOT_A_REGISTRY_COMMAND = {
     ("init",): "creates a registry",
     ("comment",): "posts a diff file",
     ("evalset", "sample"): "samples a log into a new eval set file",
-    ("import", "promptfoo"): "converts a promptfoo configuration",
-    ("import", "openai-evals"): "converts an OpenAI evals registry",
 }
 """Commands that read no registry, with why: every other one is run below."""
+
+
+IMPORTS = Path(__file__).parent / "data/importers"
 
 
 def commands(commits: dict[str, str]) -> dict[tuple[str, ...], list[tuple[list[str], set[int]]]]:
@@ -57,7 +58,12 @@ def commands(commits: dict[str, str]) -> dict[tuple[str, ...], list[tuple[list[s
             (["show", "c-002", "--use-case", "chat-support", "--json"], {0}),
             (["show", "r-003", "--rev", results], {0}),
         ],
-        ("run",): [(["run", "--offline"], {1}), (["run", "--dry-run"], {0}), (["run"], {0, 1})],
+        ("run",): [
+            (["run", "--offline"], {1}),  # mini-warm's new requests are not stored
+            (["run", "--dry-run"], {0}),
+            (["run"], {1}),  # buys mini-warm; five cells stay pending for unset credentials
+            (["run", "--allow-pending"], {0}),
+        ],
         ("reproduce",): [
             (["reproduce", results], {0}),
             (["reproduce", "HEAD"], {1}),
@@ -81,6 +87,35 @@ def commands(commits: dict[str, str]) -> dict[tuple[str, ...], list[tuple[list[s
         ],
         ("evalset", "add"): [(["evalset", "add", "evalsets/chats.jsonl", "--no-push"], {0})],
         ("evalset", "stats"): [(["evalset", "stats"], {0}), (["evalset", "stats", "--json"], {0})],
+        ("import", "promptfoo"): [
+            (
+                [
+                    "import",
+                    "promptfoo",
+                    str(IMPORTS / "promptfoo/promptfooconfig.yaml"),
+                    "--name",
+                    "imported-pf",
+                ],
+                {0},
+            ),
+        ],
+        ("import", "openai-evals"): [
+            (
+                [
+                    "import",
+                    "openai-evals",
+                    str(IMPORTS / "openai_evals/samples.jsonl"),
+                    "--name",
+                    "imported-oe",
+                    "--pin",
+                    "mini",
+                    "--pin",
+                    "haiku",
+                ],
+                {0},
+            ),
+            (["check"], {1}),
+        ],
     }
 
 
