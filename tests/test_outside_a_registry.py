@@ -3,14 +3,12 @@ the `evalreg init` hint, nothing written); the commands that read no registry wo
 
 from __future__ import annotations
 
-import argparse
 from pathlib import Path
 
 import pytest
 
-from evalreg.cli import build_parser
-
 from conftest import Repo, assert_refused
+from support.commands import reading_a_registry
 
 HINT = ("not an evalreg registry", "`evalreg init DIR` creates one")
 
@@ -37,28 +35,9 @@ READS_A_REGISTRY: dict[tuple[str, ...], list[tuple[str, ...]]] = {
 }
 """Each command, with the arguments it is tried with (every way it finds its registry)."""
 
-READS_NO_REGISTRY = {
-    ("init",): "creates one",
-    ("comment",): "posts a diff from its JSON file",
-    ("evalset", "sample"): "draws items from a log into a file",
-}
-"""Commands that work anywhere, and why (``evalset stats FILE`` reads only FILE too)."""
-
-
-def _commands(parser: argparse.ArgumentParser) -> set[tuple[str, ...]]:
-    """Every command the parser knows, sub-commands spelled out (``store compact``)."""
-    found: set[tuple[str, ...]] = set()
-    # argparse lists sub-commands only through its parsers' actions.
-    for action in parser._actions:
-        if isinstance(action, argparse._SubParsersAction):
-            for name, sub in action.choices.items():
-                below = _commands(sub)
-                found |= {(name, *rest) for rest in below} if below else {(name,)}
-    return found
-
 
 def test_every_command_is_known_to_read_a_registry_or_not():
-    assert _commands(build_parser()) == set(READS_A_REGISTRY) | set(READS_NO_REGISTRY)
+    assert set(READS_A_REGISTRY) == reading_a_registry()
 
 
 def _empty_git_repository(root: Path) -> Repo:

@@ -8,7 +8,6 @@ refuses (exit 2) every command refuses it too.
 
 from __future__ import annotations
 
-import argparse
 import os
 import shutil
 import tempfile
@@ -19,9 +18,10 @@ import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-from evalreg.cli import build_parser, main
+from evalreg.cli import main
 
 from conftest import Repo, assert_refused, session_environment
+from support.commands import reading_a_registry
 from support.team_registry import (
     USE_CASES,
     TeamVariant,
@@ -33,14 +33,6 @@ from support.team_registry import (
     serving,
     team_environment,
 )
-
-NOT_A_REGISTRY_COMMAND = {
-    ("init",): "creates a registry",
-    ("comment",): "posts a diff file",
-    ("evalset", "sample"): "samples a log into a new eval set file",
-}
-"""Commands that read no registry, with why: every other one is run below."""
-
 
 IMPORTS = Path(__file__).parent / "data/importers"
 
@@ -119,15 +111,6 @@ def commands(commits: dict[str, str]) -> dict[tuple[str, ...], list[tuple[list[s
     }
 
 
-def _paths(parser: argparse.ArgumentParser, prefix: tuple[str, ...] = ()) -> Iterator[tuple]:
-    for action in parser._actions:
-        if isinstance(action, argparse._SubParsersAction):
-            for name, sub in action.choices.items():
-                yield from _paths(sub, (*prefix, name))
-            return
-    yield prefix
-
-
 @pytest.fixture(scope="session")
 def team_template(
     tmp_path_factory: pytest.TempPathFactory, server_port: int
@@ -155,8 +138,7 @@ def team(tmp_path: Path, team_template, server_port: int) -> Iterator[tuple[Repo
 
 
 def test_every_command_that_reads_a_registry_is_run_here():
-    listed = set(commands({"start": "", "results": ""})) | set(NOT_A_REGISTRY_COMMAND)
-    assert set(_paths(build_parser())) == listed
+    assert set(commands({"start": "", "results": ""})) == reading_a_registry()
 
 
 @pytest.mark.parametrize("command", sorted(commands({"start": "", "results": ""})), ids=" ".join)
