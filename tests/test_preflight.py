@@ -213,6 +213,24 @@ def test_the_same_400_or_422_for_several_items_in_a_row_stops_the_pin(
     assert line.endswith("; 3 requests not sent")
 
 
+@pytest.mark.parametrize("cause", ["content_filter", "context_length"])
+def test_items_refused_for_their_content_never_stop_the_pin_however_many_come_first(
+    live: Repo, cli, server, cause
+):
+    """The first items of an eval set filtered or too long, in a row: each its own error,
+    and the rest are bought (run after run, they would come first again)."""
+    with_items(live, cli, items_jsonl(REFUSED_AFTER + 3))
+    for i in range(REFUSED_AFTER + 1):
+        server.fail_matching(f'"Message: message {i}"', cause)
+
+    result = cli(live, "run")
+
+    assert result.code == 1
+    assert server.count(of_mini) == REFUSED_AFTER + 3
+    assert stop_lines(result.err) == []
+    assert len(errors(live, "mini")) == REFUSED_AFTER + 1
+
+
 def test_a_pin_that_has_answered_is_not_stopped_by_400s(live: Repo, cli, server):
     """A row one short, an answer, then a full row: all of them the items' own errors."""
     with_items(live, cli, items_jsonl(2 * REFUSED_AFTER))

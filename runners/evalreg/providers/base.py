@@ -115,6 +115,9 @@ class ProviderError(Exception):
         self.retry_after = retry_after
         self.attempts = 1
         """Requests sent before giving up (the HTTP layer's retries included)."""
+        self.item_cause = False
+        """A 400 or 422 whose answer names a cause in the request's content (a content
+        filter, a prompt too long): never counted towards stopping the pin."""
 
     def summary(self) -> str:
         status = f" {self.status}" if self.status is not None else ""

@@ -33,7 +33,10 @@ the rest of the run (``_PinState``):
   model does not take refuses every request from the first: so the same status answering
   ``REFUSED_AFTER`` different requests in a row, before any request of the pin has been
   answered in this run, refuses the pin as above. Once one has been, the pin's parameters
-  work, and a 400 or 422 is only ever its request's.
+  work, and a 400 or 422 is only ever its request's. An answer that names a cause in the
+  request's content (a content filter, a prompt too long: ``_names_item_cause``) never
+  counts towards such a row: otherwise an eval set whose first items are all filtered would
+  stop the pin at them on every run, and its other items would never be bought.
 
 A pin is *in doubt* until its first model request is over, and again after a 400 or 422 that
 may begin such a row, until another answer ends the row: while in doubt its requests go one
@@ -532,7 +535,9 @@ class HttpLayer:
         if status == 408:
             raise ProviderError("timeout", detail, status=status, retryable=True)
         # 501 is the server's word that it does not do this at all: asking again won't help.
-        raise ProviderError("server" if status == 501 else "client", detail, status=status)
+        error = ProviderError("server" if status == 501 else "client", detail, status=status)
+        error.item_cause = status in ITEM_STATUSES and _names_item_cause(body)
+        raise error
 
     def retry_delay(self, exc: ProviderError, attempt: int) -> float:
         """Seconds to wait after failed attempt number ``attempt`` (its ``Retry-After``, or
@@ -623,7 +628,7 @@ class _PinState:
         elif refuses_pin(exc):
             first = not self.first_over
             self._refuse(exc, "its first request" if first else "a request for the whole pin")
-        elif exc.status in ITEM_STATUSES and not self.answered:
+        elif exc.status in ITEM_STATUSES and not self.answered and not exc.item_cause:
             if exc.status != self.row_status:
                 self.row_status, self.row = exc.status, set()
             self.row.add(body)
@@ -723,6 +728,37 @@ def _error_detail(response: httpx.Response, body: bytes) -> str:
 
 
 _QUOTA_CODES = frozenset({"insufficient_quota", "billing_hard_limit_reached"})
+_ITEM_CODES = frozenset(
+    {
+        "content_filter",
+        "context_length_exceeded",
+        "string_above_max_length",
+        "content_policy_violation",
+    }
+)
+_ITEM_MESSAGES = re.compile(
+    r"prompt is too long|input is too long|exceeds the maximum number of tokens|"
+    r"maximum context length|content management policy|flagged as potentially violating|"
+    r"blocked by content filtering|blocked by .*safety",
+    re.IGNORECASE,
+)
+
+
+def _names_item_cause(body: bytes) -> bool:
+    """Whether a 400 or 422 names a cause that lies in the request's content (a content
+    filter, a prompt too long for the model) by its code or its well-known message: such a
+    refusal is the item's, however many come in a row, so a run never stops a pin for its
+    first items being long or filtered (and stops again for them on every later run)."""
+    try:
+        data = json.loads(body)
+    except (ValueError, RecursionError):
+        return False
+    err = data.get("error") if isinstance(data, dict) else None
+    fields = err if isinstance(err, dict) else data if isinstance(data, dict) else {}
+    code, message = fields.get("code"), fields.get("message") or fields.get("Message")
+    if isinstance(code, str) and code in _ITEM_CODES:
+        return True
+    return isinstance(message, str) and _ITEM_MESSAGES.search(message) is not None
 
 
 def _quota_exhausted(body: bytes) -> bool:
