@@ -49,6 +49,25 @@ def _lost(repo: Repo) -> dict[str, str]:
     return out
 
 
+def test_check_remote_names_each_missing_object_and_the_pull_request_that_merged_it(
+    merged: Repo, cli
+):
+    lost = _lost(merged)
+    merge = merged.git("rev-parse", "HEAD").strip()
+    result = cli(merged, "check", "--remote", "--json")
+    assert result.code == 1
+    missing = json.loads(result.out)["remote"]["missing"]
+    assert {m["path"]: m["md5"] for m in missing} == lost
+    assert len(lost) == 2  # the fork's store segment and its per-item records
+    for entry in missing:
+        assert entry["introduced"] == {"commit": merge, "subject": MERGE, "pr": 12}
+    plain = cli(merged, "check", "--remote")
+    for path, md5 in lost.items():
+        text = plain.out + plain.err
+        line = next((ln for ln in text.splitlines() if path in ln), text)
+        assert md5 in line and "pull request #12" in line and merge[:12] in line
+
+
 def test_run_buys_again_the_responses_no_remote_holds_and_main_reproduces(
     merged: Repo, cli, server
 ):
