@@ -670,9 +670,9 @@ def test_check_remote_finds_objects_the_remote_lacks_and_the_comment_says_so(
     result = cli(branch, "check", "--remote", "--json")
     assert result.code == 1
     checked = json.loads(result.out)
-    assert checked["remote"]["missing"] == [
-        {"path": "reports/results/labels/mini.items.jsonl.dvc", "md5": md5}
-    ]
+    [missing] = checked["remote"]["missing"]
+    assert (missing["path"], missing["md5"]) == ("reports/results/labels/mini.items.jsonl.dvc", md5)
+    assert missing["introduced"]["commit"] == branch.git("rev-parse", "HEAD").strip()
     assert any("is not on the remote" in f["message"] for f in checked["findings"])
     plain = cli(branch, "check")
     assert "is not on the" not in plain.out  # only asked for

@@ -421,6 +421,7 @@ def test_the_push_to_main_reverifies_and_writes_the_audit_record(
         artifacts=artifacts,
     )
     assert main.conclusion == "success", main.log
+    assert main.step("evalreg check --remote").outcome == "success", main.log
     assert main.step("evalreg reproduce HEAD").outcome == "success"
     assert (artifacts / "evalreg-audit" / "index.html").is_file()
     assert (artifacts / "evalreg-audit" / "audit.md").is_file()

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from evalreg import dvcrepo
+from evalreg.audit.introduced import Introduced, introduced
 from evalreg.dvcrepo import missing_on_remote, pointer_md5, remote_description
 from evalreg.errors import PromptError
 from evalreg.registry.diagnostics import Finding, Severity
@@ -42,12 +43,24 @@ class RemoteObjects:
     """(pointer, md5) of each object the remote lacks."""
     error: str | None = None
     """Why the remote could not be read (then nothing is known about ``missing``)."""
+    introduced: dict[str, Introduced] = field(default_factory=dict)
+    """By pointer in ``missing``: the first-parent commit (and pull request) that brought
+    that version of it in."""
 
     def as_dict(self) -> dict[str, object]:
         return {
             "remote": self.remote,
             "checked": self.checked,
-            "missing": [{"path": p, "md5": m} for p, m in self.missing],
+            "missing": [
+                {
+                    "path": p,
+                    "md5": m,
+                    **(
+                        {"introduced": self.introduced[p].as_dict()} if p in self.introduced else {}
+                    ),
+                }
+                for p, m in self.missing
+            ],
             "error": self.error,
         }
 
@@ -167,8 +180,9 @@ def _remote_objects(registry: Registry) -> RemoteObjects | None:
         missing = set(missing_on_remote(root, sorted(set(pointers.values()))))
     except DataMissingError as exc:
         return RemoteObjects(where, len(pointers), [], error=str(exc))
+    lacking = [(p, m) for p, m in sorted(pointers.items()) if m in missing]
     return RemoteObjects(
-        where, len(pointers), [(p, m) for p, m in sorted(pointers.items()) if m in missing]
+        where, len(pointers), lacking, introduced=introduced(root, [p for p, _ in lacking])
     )
 
 
@@ -189,8 +203,14 @@ def _remote_findings(objects: RemoteObjects) -> list[Finding]:
             path,
             0,
             0,
-            f"its DVC object (md5 {md5}) is not on the {objects.remote}: merged, main could "
-            "not reproduce it. Run `evalreg run` (and `dvc push`) where it was produced",
+            f"its DVC object (md5 {md5}) is not on the {objects.remote}"
+            + (
+                f"; {objects.introduced[path].describe()} brought it in"
+                if path in objects.introduced
+                else ""
+            )
+            + ": main cannot reproduce it. Run `evalreg run` (and `dvc push`) where it was "
+            "produced; once merged, `evalreg run` on main buys its responses again",
             Severity.FINDING,
         )
         for path, md5 in objects.missing

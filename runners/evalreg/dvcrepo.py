@@ -229,6 +229,17 @@ def local_copy(root: Path, md5: str) -> Path | None:
     return found
 
 
+def in_cache(root: Path, md5: str) -> bool:
+    """Whether the local DVC cache has a file for ``md5`` (not verified: a question asked of
+    every result a command might need, answered without reading them)."""
+    return any(path.is_file() for path in _in_layouts(root / ".dvc" / "cache", md5))
+
+
+def holds(path: Path, md5: str) -> bool:
+    """Whether the file at ``path`` is there and its content is ``md5`` (hashed in blocks)."""
+    return _verified_file([path], md5) is not None
+
+
 def cached_file(root: Path, md5: str) -> Path | None:
     """The local DVC cache's file of ``md5``, verified in blocks (never read whole), or
     None."""

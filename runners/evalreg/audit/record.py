@@ -38,6 +38,7 @@ from evalreg.audit.changes import (
     describe,
     describe_evalset,
 )
+from evalreg.audit.introduced import PrSource, pull_request_in
 from evalreg.canonical import digest
 from evalreg.cells import RESULTS_DIR
 from evalreg.dvcrepo import cached_file, pointer_md5
@@ -61,7 +62,6 @@ FlagKind = Literal[
     "criteria_after_evidence", "selected_without_evidence", "unreadable", "waiver_unapproved"
 ]
 VerdictStatus = Literal["identical", "different", "nothing", "error"]
-PrSource = Literal["merge", "squash", "api"]
 WaiverStatus = Literal[
     "approved",
     "no_pull_request",
@@ -73,8 +73,6 @@ WaiverStatus = Literal[
     "pr_author",
 ]
 
-_MERGE_PR = re.compile(r"^Merge pull request #([0-9]+) from \S")
-_SQUASH_PR = re.compile(r"\(#([0-9]+)\)\s*$")
 _ID = re.compile(schema.ID_PATTERN)
 # The order in which one commit's changes to one selection are listed.
 _FIELDS: tuple[ChangeKind, ...] = ("selected", "policy", "candidates", "waivers", "task")
@@ -519,10 +517,8 @@ class _History:
         return self._infos[commit.hexsha]
 
     def _pull_request(self, sha: str, subject: str) -> tuple[int | None, PrSource | None]:
-        if found := _MERGE_PR.match(subject):
-            return int(found.group(1)), "merge"
-        if found := _SQUASH_PR.search(subject):
-            return int(found.group(1)), "squash"
+        if found := pull_request_in(subject):
+            return found
         if self.github is None:
             return None, None
         try:

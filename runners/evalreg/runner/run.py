@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import itertools
 from collections import Counter
 from collections.abc import Callable, Container, Iterable, Iterator, Sequence
@@ -52,9 +53,11 @@ from evalreg.runner._cellwriter import CellWriter
 from evalreg.runner._dvcworker import Tracker
 from evalreg.runner._gradepool import Samples, grade_all
 from evalreg.runner.grading import CellGrader, cell_grader
+from evalreg.runner.rebuy import LostEvidence, lost_evidence, open_store, rerun
 from evalreg.store.batches import BatchJournal
 from evalreg.store.journal import Journal, Staged, mark_pushed, unpushed
 from evalreg.store.keycolumn import KEY_BYTES, KeyColumn
+from evalreg.store.rebought_log import REBOUGHT_LOG, rebought_line
 from evalreg.store.segments import STORE_DIR, ResponseStore, SegmentWriter, segment_name
 
 DEFAULT_OUTPUT_TOKENS = 256
@@ -667,6 +670,8 @@ class Prepared:
     """By cell id, the requests of a cell still to be keyed: iterating them keys the
     cell (in plan order: a cell learns its output length from the cells before it) and
     completes its plan."""
+    lost: LostEvidence = field(default_factory=LostEvidence)
+    """Objects no copy holds, and the cells run again because their results rest on them."""
 
     def requests(self, plan: CellPlan) -> Iterator[Job]:
         """The cell's requests to buy, keyed as they are asked for if they are not yet."""
@@ -693,12 +698,14 @@ def prepare(
     """
     if registry is None:
         registry = load_registry(root)
-    store = ResponseStore.open(root)
+    store, lost_segments = open_store(root)
     planner = _Planner(root, options, registry, store)
     defer = not keyed and _buys_while_planning(root, options)
     plans = []
     unkeyed: dict[str, Iterator[Job]] = {}
-    for st in status(registry, split="holdout" if options.holdout else "dev"):
+    statuses = status(registry, split="holdout" if options.holdout else "dev")
+    lost = lost_evidence(root, statuses, store, lost_segments)
+    for st in map(functools.partial(rerun, lost=lost), statuses):
         cell = st.cell
         if options.tasks and cell.task_id not in options.tasks:
             continue
@@ -718,7 +725,7 @@ def prepare(
         else:
             planner.key(plan)
         plans.append(plan)
-    return Prepared(registry, store, plans, unkeyed)
+    return Prepared(registry, store, plans, unkeyed, lost)
 
 
 def run(
@@ -746,6 +753,8 @@ def run(
     planned = prepare(root, options) if prepared is None else prepared
     registry, store, plans = planned.registry, planned.store, planned.plans
     result = RunResult(plans)
+    if (lost_note := planned.lost.note()) is not None:
+        result.notes.append(lost_note)
     # Known before any cell is keyed: a cell is blocked only by a pin that cannot be
     # called, and such a cell is keyed while planning.
     runnable = [p for p in plans if p.blocked is None]
@@ -957,6 +966,8 @@ def run(
                     (root / rel).parent.mkdir(parents=True, exist_ok=True)
                     (root / metrics[-1].tmp).write_bytes(data)
             index = metrics_index(root, registry, {s.path for s in metrics}) if staged else None
+            rebought = _rebought(root, planned.lost, result.outcomes, journal)
+            metrics += rebought
             written = [o.plan for o in result.outcomes if o.written]
             for rel in _untracked_segments_used(root, store, written, judge_keys):
                 if rel not in journal.segments:
@@ -978,6 +989,11 @@ def run(
                     index,
                     track,
                 )
+            if rebought and set(planned.lost.cells) <= {p.status.cell.id for p in written}:
+                # Their data is nowhere and every response of theirs a cell used is bought
+                # again: a pointer left behind would name an object no revision can read.
+                for lost in planned.lost.segments:
+                    (root / lost.path).unlink(missing_ok=True)
         owed = unpushed(root) if options.push else []
         if owed:
             result.push_error = (
@@ -987,6 +1003,26 @@ def run(
                 mark_pushed(root, owed)
                 result.pushed = owed
     return result
+
+
+def _rebought(
+    root: Path, lost: LostEvidence, outcomes: list[CellRun], journal: Journal
+) -> list[Staged]:
+    """The re-bought log with a line for the cells this run re-bought because their
+    evidence was lost, staged to go in place with the results (none if there are none)."""
+    cells = [o.plan.status.cell.id for o in outcomes if o.written]
+    rebought = [c for c in cells if c in lost.cells]
+    if not rebought:
+        return []
+    objects = sorted({o for c in rebought for o in lost.cells[c]} | set(lost.segments))
+    path = root / REBOUGHT_LOG
+    before = path.read_bytes() if path.is_file() else b""
+    if before and not before.endswith(b"\n"):
+        before += b"\n"
+    staged = Staged(journal.tmp_name(REBOUGHT_LOG), REBOUGHT_LOG)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    (root / staged.tmp).write_bytes(before + rebought_line(rebought, objects))
+    return [staged]
 
 
 def _by_batch(

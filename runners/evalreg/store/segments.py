@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any, NamedTuple, Protocol
 
 from evalreg import dvcrepo
+from evalreg.errors import DataMissingError
 from evalreg.registry.tree import Tree, WorkspaceTree
 from evalreg.store.keycolumn import KEY_BYTES, KeyColumn
 
@@ -428,11 +429,22 @@ class ResponseStore:
         self._files = _OpenFiles()
 
     @classmethod
-    def load(cls, tree: Tree) -> ResponseStore:
-        """Index every segment of ``tree``'s store: files on disk and DVC-tracked ones."""
+    def load(cls, tree: Tree, *, unreadable: list[str] | None = None) -> ResponseStore:
+        """Index every segment of ``tree``'s store: files on disk and DVC-tracked ones.
+
+        With ``unreadable``, a tracked segment no copy can be read of (``DataMissingError``)
+        is named there and left out, instead of stopping the load: its responses are
+        missing (``runner.rebuy`` asks the remote whether it holds them)."""
         store = cls()
         for name in segment_names(tree):
-            store.add_segment(name, segment_source(tree, name))
+            try:
+                source = segment_source(tree, name)
+            except DataMissingError:
+                if unreadable is None:
+                    raise
+                unreadable.append(name)
+                continue
+            store.add_segment(name, source)
         return store
 
     @classmethod
