@@ -144,7 +144,7 @@ def push(root: Path, paths: list[str]) -> str | None:
             finally:
                 repo.close()
     except Exception as exc:
-        plugin = _missing_plugin(exc)
+        plugin = _missing_plugin(exc, root)
         return str(plugin) if plugin else f"{type(exc).__name__}: {exc}"
     return None
 
@@ -319,7 +319,7 @@ def _read_tracked(root: Path, rel: str, md5: str, rev: str | None) -> bytes:
         with quiet():
             data = dvc.api.read(rel, repo=str(root), rev=rev, mode="rb")
     except Exception as exc:  # DVC raises many unrelated types for "not available"
-        raise _missing_plugin(exc) or DataMissingError(
+        raise _missing_plugin(exc, root) or DataMissingError(
             _missing_message(root, rel, md5, exc)
         ) from None
     if not isinstance(data, bytes):
@@ -422,7 +422,7 @@ def missing_on_remote(root: Path, md5s: list[str]) -> list[str]:
             finally:
                 repo.close()
     except Exception as exc:  # DVC raises many unrelated types for "cannot read the remote"
-        raise _missing_plugin(exc) or DataMissingError(
+        raise _missing_plugin(exc, root) or DataMissingError(
             f"the {remote_description(root)} could not be read ({type(exc).__name__}: {exc})"
         ) from None
     return sorted(wanted - found)
@@ -463,7 +463,7 @@ def track_files(root: Path, rels: list[str], *, push: bool) -> None:
     except UsageError:
         raise
     except Exception as exc:
-        raise _missing_plugin(exc) or UsageError(
+        raise _missing_plugin(exc, root) or UsageError(
             f"DVC could not track {', '.join(rels)}: {exc}"
         ) from None
 
@@ -483,7 +483,9 @@ def add_and_push(root: Path, rel: str, *, push: bool) -> str:
     except UsageError:
         raise
     except Exception as exc:
-        raise _missing_plugin(exc) or UsageError(f"DVC could not track {rel}: {exc}") from None
+        raise _missing_plugin(exc, root) or UsageError(
+            f"DVC could not track {rel}: {exc}"
+        ) from None
     md5 = pointer_md5((root / f"{rel}.dvc").read_bytes())
     if md5 is None:
         raise UsageError(f"DVC wrote no md5 for {rel}")
@@ -528,8 +530,12 @@ def _plugin_message(url: str, protocol: str) -> str:
     )
 
 
-def _missing_plugin(exc: BaseException) -> MissingPluginError | None:
-    """``exc`` (or what it wraps) as DVC's "this remote needs a plugin" in evalreg's words."""
+def _missing_plugin(exc: BaseException, root: Path) -> MissingPluginError | None:
+    """``exc`` (or what it wraps) as DVC's "this remote needs a plugin" in evalreg's words.
+
+    DVC says so two ways: ``RemoteMissingDepsError``, and, for a filesystem it only knows
+    by name, an ``ImportError`` in its own words ("gs is supported, but requires 'dvc-gs' to
+    be installed")."""
     from dvc.fs import RemoteMissingDepsError
 
     seen: set[int] = set()
@@ -537,6 +543,13 @@ def _missing_plugin(exc: BaseException) -> MissingPluginError | None:
     while cause is not None and id(cause) not in seen:
         if isinstance(cause, RemoteMissingDepsError):
             return MissingPluginError(_plugin_message(str(cause.url), str(cause.protocol)))
+        named = _NEEDS_PLUGIN.match(str(cause)) if isinstance(cause, ImportError) else None
+        if named is not None:
+            url = default_remote_url(root) or f"{named[1]}://…"
+            return MissingPluginError(_plugin_message(url, named[1]))
         seen.add(id(cause))
         cause = cause.__cause__ or cause.__context__
     return None
+
+
+_NEEDS_PLUGIN = re.compile(r"^([a-z0-9]+) is supported, but requires 'dvc-\1' to be installed")
