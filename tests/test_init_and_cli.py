@@ -109,13 +109,78 @@ def test_a_waiver_finding_names_the_command_that_records_it(tmp_path: Path, cli)
 
 def test_init_with_a_remote_url_configures_it(tmp_path: Path, cli):
     target = tmp_path / "r"
-    result = cli(None, "init", str(target), "--remote", "s3://team-bucket/evalreg")
+    # DVC's GCS plugin is not installed here (the test extra brings only the S3 one).
+    result = cli(None, "init", str(target), "--remote", "gs://team-bucket/evalreg")
     # The bucket cannot be reached from here: the scaffold stays, and init says what to do.
     assert result.code == 1, result.err
-    assert "the example eval set was not pushed to s3://team-bucket/evalreg" in result.err
+    assert "the example eval set was not pushed to gs://team-bucket/evalreg" in result.err
+    assert "pip install 'evalreg[gs]'" in result.err
     assert "dvc push" in result.out
-    assert "url = s3://team-bucket/evalreg" in (target / ".dvc/config").read_text()
+    assert "url = gs://team-bucket/evalreg" in (target / ".dvc/config").read_text()
     assert not (target / "dvc-storage").exists()
+
+
+@pytest.mark.parametrize(
+    ("remote", "spec", "written"),
+    [
+        ("gs://team-bucket/evalreg", "evalreg==0.1.0", "evalreg[gs]==0.1.0"),
+        ("azure://container/evalreg", "evalreg[aws]==0.1.0", "evalreg[aws,azure]==0.1.0"),
+        (
+            "s3://team-bucket/evalreg",
+            "git+https://github.com/acme/evalreg@0123456789abcdef0123456789abcdef01234567",
+            "evalreg[s3]@git+https://github.com/acme/evalreg@0123456789abcdef0123456789abcdef01234567",
+        ),
+        (
+            "gs://b/e",
+            "/wheels/evalreg-0.1.0-py3-none-any.whl",
+            "/wheels/evalreg-0.1.0-py3-none-any.whl[gs]",
+        ),
+    ],
+)
+def test_init_with_an_object_storage_remote_installs_its_dvc_plugin_in_ci(
+    remote: str, spec: str, written: str, tmp_path: Path, cli
+):
+    from evalreg.registry.schema import install_spec_problem
+
+    target = tmp_path / "r"
+    result = cli(None, "init", str(target), f"--remote={remote}", f"--evalreg-spec={spec}")
+    assert result.code in (0, 1), result.err  # 1: the bucket cannot be reached from here
+    assert install_spec_problem(written) is None
+    assert f'install: "{written}"' in (target / "registry/evalreg.yaml").read_text()
+    workflows = sorted((target / ".github/workflows").glob("*.yml"))
+    assert len(workflows) == 4
+    for workflow in workflows:
+        assert f'EVALREG_SPEC: "{written}"' in workflow.read_text(), workflow.name
+    assert f"python -m pip install '{written}'" in (target / "README.md").read_text()
+
+
+def test_init_keeps_a_spec_for_another_distribution_and_says_it_adds_no_plugin(tmp_path: Path, cli):
+    target = tmp_path / "r"
+    result = cli(None, "init", str(target), "--remote=gs://b/e", "--evalreg-spec=acme-evalreg==2.0")
+    assert (
+        'EVALREG_SPEC: "acme-evalreg==2.0"'
+        in (target / ".github/workflows/evalreg-pr.yml").read_text()
+    )
+    assert "cannot add the [gs] extra" in result.err
+    assert "dvc-gs" in result.err
+
+
+def test_commands_that_need_a_remote_without_its_plugin_name_the_extra(tmp_path: Path, cli):
+    target = tmp_path / "r"
+    assert cli(None, "init", str(target)).code == 0
+    _commit(target, "Start an eval registry")
+    config = target / ".dvc/config"
+    config.write_text(config.read_text().replace("../dvc-storage", "gs://team-bucket/evalreg"))
+    (target / "dvc-storage").rename(tmp_path / "elsewhere")  # nothing read from beside it
+
+    checked = cli(target, "check", "--remote")
+    assert checked.code == 2, checked.out + checked.err
+    assert "pip install 'evalreg[gs]'" in checked.err
+    # A run stops before it buys what it could not push.
+    ran = cli(target, "run")
+    assert ran.code == 2, ran.out + ran.err
+    assert "pip install 'evalreg[gs]'" in ran.err
+    assert not list((target / "reports").rglob("*.jsonl"))
 
 
 def test_init_with_a_remote_pushes_the_example_so_a_fresh_clone_can_pull_it(tmp_path: Path, cli):
@@ -154,6 +219,65 @@ def test_init_pins_the_evalreg_ci_installs_to_this_version_by_default(tmp_path: 
         assert f'EVALREG_SPEC: "{spec}"' in text, workflow.name
         assert "@EVALREG_SPEC@" not in text and "pip install evalreg\n" not in text
     assert f"python -m pip install '{spec}'" in (target / "README.md").read_text()
+
+
+def test_init_from_an_editable_install_warns_that_ci_cannot_install_it_yet(tmp_path: Path, cli):
+    # This checkout is installed in editable mode: no index serves what is running.
+    result = cli(None, "init", str(tmp_path / "r"))
+    assert result.code == 0, result.err
+    assert "installed in editable mode" in result.err
+    assert "--evalreg-spec" in result.err
+    assert "until that version is published" in result.err
+
+
+def _installed(tmp_path: Path, direct_url: dict[str, object]):
+    from importlib import metadata
+
+    info = tmp_path / "evalreg-0.1.0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: evalreg\nVersion: 0.1.0\n")
+    (info / "direct_url.json").write_text(json.dumps(direct_url))
+    return metadata.PathDistribution(info)
+
+
+def test_an_evalreg_installed_from_git_is_pinned_at_its_commit(tmp_path: Path):
+    from evalreg.scaffold.install import running_build
+
+    sha = "0123456789abcdef0123456789abcdef01234567"
+    dist = _installed(
+        tmp_path,
+        {
+            "url": "https://github.com/acme/evalreg.git",
+            "vcs_info": {"vcs": "git", "commit_id": sha},
+        },
+    )
+    assert running_build(dist).spec == f"git+https://github.com/acme/evalreg.git@{sha}"
+    assert running_build(dist).warnings == ()
+
+
+@pytest.mark.parametrize(
+    ("direct_url", "how"),
+    [
+        ({"url": "file:///home/dana/evalreg", "dir_info": {"editable": True}}, "editable mode"),
+        ({"url": "file:///home/dana/evalreg", "dir_info": {}}, "from a local path"),
+        (
+            {
+                "url": "file:///home/dana/evalreg",
+                "vcs_info": {"vcs": "git", "commit_id": "ab" * 20},
+            },
+            "from a local path",
+        ),
+    ],
+)
+def test_an_evalreg_installed_from_this_machine_is_pinned_by_version_with_a_warning(
+    direct_url: dict[str, object], how: str, tmp_path: Path
+):
+    from evalreg.scaffold.install import running_build
+
+    build = running_build(_installed(tmp_path, direct_url))
+    assert build.spec == "evalreg==0.1.0"
+    (warning,) = build.warnings
+    assert how in warning and "--evalreg-spec" in warning
 
 
 def test_init_writes_the_evalreg_spec_it_is_given(tmp_path: Path, cli):

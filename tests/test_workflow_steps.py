@@ -11,6 +11,7 @@ equivalents (``tests/support/actions.py``) and the GitHub API stand-in on loopba
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -251,6 +252,7 @@ def _run(
     sha: str,
     api: GitHubAPI,
     artifacts: Path,
+    extra_env: dict[str, str] | None = None,
 ) -> Job:
     # The workflows `evalreg init` wrote into the registry, spec filled in.
     workflow = _workflow(registry.author / ".github" / "workflows" / name)
@@ -270,6 +272,7 @@ def _run(
         path=str(runner.bin),
         uses=Actions(registry.origin, sha, artifacts),
         secrets={"GITHUB_TOKEN": TOKEN},
+        extra_env=extra_env,
     )
 
 
@@ -453,6 +456,154 @@ def test_the_drift_job_installs_pulls_and_re_asks(
     # Whatever it found, the report reached the summary and the artifact.
     assert (artifacts / "evalreg-drift" / "drift.md").is_file(), drift.log
     assert drift.summary.strip()
+
+
+# --- a team's remote in object storage ---------------------------------------------------
+
+BUCKET = "team-evals"
+# What a team's CI gives the jobs that read its bucket (a secret in GitHub, fake here).
+AWS = {
+    "AWS_ACCESS_KEY_ID": "AKIAEVALREGTEST",
+    "AWS_SECRET_ACCESS_KEY": "evalreg-test-secret",
+    "AWS_DEFAULT_REGION": "us-east-1",
+    "AWS_EC2_METADATA_DISABLED": "true",  # never ask a cloud instance for credentials
+}
+
+
+@pytest.fixture(scope="module")
+def s3() -> Iterator[str]:
+    """A real S3 API (moto's server) on a loopback port, with an empty bucket: its URL."""
+    import boto3
+    from moto.server import ThreadedMotoServer
+
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    try:
+        host, port = server.get_host_and_port()
+        url = f"http://{host}:{port}"
+        boto3.client(
+            "s3",
+            endpoint_url=url,
+            region_name=AWS["AWS_DEFAULT_REGION"],
+            aws_access_key_id=AWS["AWS_ACCESS_KEY_ID"],
+            aws_secret_access_key=AWS["AWS_SECRET_ACCESS_KEY"],
+        ).create_bucket(Bucket=BUCKET)
+        yield url
+    finally:
+        server.stop()
+
+
+def _in(cwd: Path, *command: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    proc = subprocess.run(
+        command, cwd=cwd, env={**os.environ, **env}, capture_output=True, text=True
+    )
+    assert proc.returncode == 0, f"{command}: {proc.stdout}{proc.stderr}"
+    return proc
+
+
+def test_an_s3_remote_is_bought_into_by_shards_and_reproduced_by_the_workflow(
+    runner: Runner, s3: str, api: GitHubAPI, tmp_path: Path
+):
+    evalreg, dvc = [sys.executable, "-m", "evalreg"], [sys.executable, "-m", "dvc"]
+    author = tmp_path / "author"
+    # `init` pushes the example eval set to the bucket (this once through boto's endpoint
+    # variable: the endpoint is in no config yet).
+    _in(
+        tmp_path,
+        *evalreg,
+        "init",
+        str(author),
+        f"--remote=s3://{BUCKET}/evalreg",
+        f"--evalreg-spec={runner.wheel}",
+        env={**AWS, "AWS_ENDPOINT_URL": s3},
+    )
+    # Every install CI runs brings DVC's S3 plugin with evalreg.
+    spec = f"{runner.wheel}[s3]"
+    workflows = sorted((author / ".github/workflows").glob("*.yml"))
+    assert len(workflows) == 4
+    for workflow in workflows:
+        assert f'EVALREG_SPEC: "{spec}"' in workflow.read_text(), workflow.name
+    assert f'install: "{spec}"' in (author / "registry/evalreg.yaml").read_text()
+    # The team's S3-compatible endpoint, committed as a team using MinIO would.
+    _in(author, *dvc, "remote", "modify", "storage", "endpointurl", s3, env=AWS)
+    _git(author, "add", "-A")
+    _git(author, "commit", "-qm", "Start an eval registry")
+    origin = tmp_path / "origin.git"
+    subprocess.run(["git", "clone", "-q", "--bare", str(author), str(origin)], check=True)
+
+    # A CI matrix: each shard buys its share in its own clone and process, and pushes it.
+    shards = [tmp_path / f"shard{i}" for i in (1, 2)]
+    for shard in shards:
+        subprocess.run(["git", "clone", "-q", str(origin), str(shard)], check=True)
+    procs = [
+        subprocess.Popen(
+            [*evalreg, "run", "--candidate", "keyword-router", "--shard", f"{i}/2"],
+            cwd=shard,
+            env={**os.environ, **AWS},
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        for i, shard in enumerate(shards, start=1)
+    ]
+    for proc in procs:
+        out, _ = proc.communicate()
+        assert proc.returncode == 0, out
+    # The author takes the shards' segment pointers, pulls the segments and grades them.
+    store = author / "reports/store"
+    store.mkdir(parents=True, exist_ok=True)
+    pointers = [p for shard in shards for p in (shard / "reports/store").glob("*.jsonl.dvc")]
+    assert len(pointers) == 2, pointers
+    for pointer in pointers:
+        shutil.copyfile(pointer, store / pointer.name)
+    _in(author, *dvc, "pull", env=AWS)
+    _in(author, *evalreg, "run", "--offline", "--candidate", "keyword-router", env=AWS)
+    _in(
+        author,
+        *evalreg,
+        "select",
+        "faq-routing",
+        "keyword-router",
+        "--reason",
+        "baseline until a model is approved",
+        "--approver",
+        "dana",
+        env=AWS,
+    )
+    _in(author, *evalreg, "report", env=AWS)
+    _git(author, "add", "-A")
+    _git(author, "commit", "-qm", "First results")
+    sha = _git(author, "rev-parse", "HEAD")
+    _git(author, "push", "-q", str(origin), "main")
+
+    # The push-to-main job: a fresh clone, the workflow's own install, pull and reproduce.
+    registry = Registry(origin, author, sha, sha, sha, sha)
+    event = {
+        "ref": "refs/heads/main",
+        "before": sha,
+        "after": sha,
+        "repository": {"full_name": REPO, "default_branch": "main"},
+        "head_commit": {"id": sha},
+    }
+    main = _run(
+        runner,
+        registry,
+        tmp_path,
+        "evalreg-main.yml",
+        event_name="push",
+        event=event,
+        ref="main",
+        sha=sha,
+        api=api,
+        artifacts=tmp_path / "artifacts",
+        extra_env=AWS,
+    )
+    assert main.step("Install evalreg").outcome == "success", main.log
+    pulled = main.step("Fetch eval sets, responses and per-item records (DVC)")
+    assert pulled.outcome == "success", main.log
+    assert main.step("evalreg check").outcome == "success", main.log
+    assert main.step("evalreg reproduce HEAD").outcome == "success", main.log
+    assert "identical" in main.step("evalreg reproduce HEAD").stdout
 
 
 # --- this repository's own workflows ----------------------------------------------------

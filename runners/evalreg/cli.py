@@ -709,7 +709,8 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="SPEC",
         help=f"the pip requirement CI installs evalreg from: evalreg==X.Y.Z on an index you "
         f"control, git+https://host/org/evalreg@<commit>, or a wheel URL "
-        f"(default: evalreg=={__version__}, the version writing the results)",
+        f"(default: the evalreg running now: the git commit it was installed from, else "
+        f"evalreg=={__version__}); a --remote in s3://, gs:// or azure:// adds its extra",
     )
     snippets = p.add_mutually_exclusive_group()
     snippets.add_argument(

@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
-from evalreg.errors import DataMissingError, UsageError
+from evalreg.errors import DataMissingError, MissingPluginError, UsageError
 from evalreg.ignores import ensure_ignored
 
 IN_REPO_REMOTE = "dvc-storage"
@@ -144,7 +144,8 @@ def push(root: Path, paths: list[str]) -> str | None:
             finally:
                 repo.close()
     except Exception as exc:
-        return f"{type(exc).__name__}: {exc}"
+        plugin = _missing_plugin(exc, root)
+        return str(plugin) if plugin else f"{type(exc).__name__}: {exc}"
     return None
 
 
@@ -329,7 +330,9 @@ def _read_tracked(root: Path, rel: str, md5: str, rev: str | None) -> bytes:
         with quiet():
             data = dvc.api.read(rel, repo=str(root), rev=rev, mode="rb")
     except Exception as exc:  # DVC raises many unrelated types for "not available"
-        raise DataMissingError(_missing_message(root, rel, md5, exc)) from None
+        raise _missing_plugin(exc, root) or DataMissingError(
+            _missing_message(root, rel, md5, exc)
+        ) from None
     if not isinstance(data, bytes):
         raise DataMissingError(f"{rel}: DVC returned no data")
     return data
@@ -359,21 +362,28 @@ def _local_remote(root: Path) -> Path | None:
 @functools.lru_cache(maxsize=16)
 def _remote_of(root: Path, stamps: tuple[tuple[int, int, int, int] | None, ...]) -> Path | None:
     """``_local_remote`` for config files in the state ``stamps`` records (None: absent)."""
+    url = default_remote_url(root, [r for r, stamp in zip(_CONFIGS, stamps, strict=True) if stamp])
+    if url is None or re.match(r"^[A-Za-z][A-Za-z0-9+.-]*://", url):
+        return None  # s3://, gs://, https://, ssh://…: DVC's own clients read those
+    return (root / ".dvc" / url).resolve()
+
+
+def default_remote_url(root: Path, configs: Iterable[str] = _CONFIGS) -> str | None:
+    """The default DVC remote's URL as ``.dvc/config.local`` and ``.dvc/config`` set it
+    (read as text, without starting DVC), or None."""
     import configobj
 
-    configs = []
-    for rel, stamp in zip(_CONFIGS, stamps, strict=True):
-        if stamp is not None and (root / rel).is_file():
+    read = []
+    for rel in configs:
+        if (root / rel).is_file():
             try:
-                configs.append(configobj.ConfigObj(str(root / rel), encoding="utf-8"))
+                read.append(configobj.ConfigObj(str(root / rel), encoding="utf-8"))
             except (configobj.ConfigObjError, OSError, UnicodeDecodeError):
                 return None
     # The local file wins, key by key, as in DVC.
-    name = next((n for c in configs if (n := (c.get("core") or {}).get("remote"))), None)
-    url = next((u for c in configs if (u := (c.get(f'remote "{name}"') or {}).get("url"))), None)
-    if not isinstance(url, str) or not url or re.match(r"^[A-Za-z][A-Za-z0-9+.-]*://", url):
-        return None  # s3://, gs://, https://, ssh://…: DVC's own clients read those
-    return (root / ".dvc" / url).resolve()
+    name = next((n for c in read if (n := (c.get("core") or {}).get("remote"))), None)
+    url = next((u for c in read if (u := (c.get(f'remote "{name}"') or {}).get("url"))), None)
+    return url if isinstance(url, str) and url else None
 
 
 def _from_local_remote(root: Path, md5: str) -> bytes | None:
@@ -423,7 +433,7 @@ def missing_on_remote(root: Path, md5s: list[str]) -> list[str]:
             finally:
                 repo.close()
     except Exception as exc:  # DVC raises many unrelated types for "cannot read the remote"
-        raise DataMissingError(
+        raise _missing_plugin(exc, root) or DataMissingError(
             f"the {remote_description(root)} could not be read ({type(exc).__name__}: {exc})"
         ) from None
     return sorted(wanted - found)
@@ -464,7 +474,9 @@ def track_files(root: Path, rels: list[str], *, push: bool) -> None:
     except UsageError:
         raise
     except Exception as exc:
-        raise UsageError(f"DVC could not track {', '.join(rels)}: {exc}") from None
+        raise _missing_plugin(exc, root) or UsageError(
+            f"DVC could not track {', '.join(rels)}: {exc}"
+        ) from None
 
 
 def add_and_push(root: Path, rel: str, *, push: bool) -> str:
@@ -482,8 +494,73 @@ def add_and_push(root: Path, rel: str, *, push: bool) -> str:
     except UsageError:
         raise
     except Exception as exc:
-        raise UsageError(f"DVC could not track {rel}: {exc}") from None
+        raise _missing_plugin(exc, root) or UsageError(
+            f"DVC could not track {rel}: {exc}"
+        ) from None
     md5 = pointer_md5((root / f"{rel}.dvc").read_bytes())
     if md5 is None:
         raise UsageError(f"DVC wrote no md5 for {rel}")
     return md5
+
+
+REMOTE_EXTRAS = ("s3", "gs", "azure")
+"""Object stores whose DVC plugin an evalreg extra of the same name brings (DVC names its
+own extras so): ``pip install 'evalreg[s3]'``."""
+
+
+def remote_extra(url: str) -> str | None:
+    """The evalreg extra a DVC remote at ``url`` needs (``s3://…`` → ``s3``), or None."""
+    scheme, sep, _ = url.partition("://")
+    return scheme.lower() if sep and scheme.lower() in REMOTE_EXTRAS else None
+
+
+def require_remote_plugin(root: Path) -> None:
+    """Raise ``MissingPluginError`` when the default remote is in an object store whose DVC
+    plugin is not installed, before a command does work that ends in a push (a run would
+    otherwise buy responses it cannot share). Asked without starting DVC; anything else
+    about the remote (none configured, unreachable) is left to the step that uses it."""
+    import importlib.util
+
+    url = default_remote_url(root)
+    extra = remote_extra(url) if url else None
+    if url and extra and importlib.util.find_spec(f"dvc_{extra}") is None:
+        raise MissingPluginError(_plugin_message(url, extra))
+
+
+def _plugin_message(url: str, protocol: str) -> str:
+    if protocol not in REMOTE_EXTRAS:
+        return (
+            f"the DVC remote {url} needs DVC's {protocol} plugin, which is not installed "
+            f"here. Install it with `pip install 'dvc[{protocol}]'`."
+        )
+    return (
+        f"the DVC remote {url} needs DVC's {protocol} plugin (dvc-{protocol}), which is not "
+        f"installed here. Install it with `pip install 'evalreg[{protocol}]'`; CI installs "
+        f"it when registry/evalreg.yaml's install and the workflows' EVALREG_SPEC name the "
+        f"extra (evalreg[{protocol}]==X.Y.Z)."
+    )
+
+
+def _missing_plugin(exc: BaseException, root: Path) -> MissingPluginError | None:
+    """``exc`` (or what it wraps) as DVC's "this remote needs a plugin" in evalreg's words.
+
+    DVC says so two ways: ``RemoteMissingDepsError``, and, for a filesystem it only knows
+    by name, an ``ImportError`` in its own words ("gs is supported, but requires 'dvc-gs' to
+    be installed")."""
+    from dvc.fs import RemoteMissingDepsError
+
+    seen: set[int] = set()
+    cause: BaseException | None = exc
+    while cause is not None and id(cause) not in seen:
+        if isinstance(cause, RemoteMissingDepsError):
+            return MissingPluginError(_plugin_message(str(cause.url), str(cause.protocol)))
+        named = _NEEDS_PLUGIN.match(str(cause)) if isinstance(cause, ImportError) else None
+        if named is not None:
+            url = default_remote_url(root) or f"{named[1]}://…"
+            return MissingPluginError(_plugin_message(url, named[1]))
+        seen.add(id(cause))
+        cause = cause.__cause__ or cause.__context__
+    return None
+
+
+_NEEDS_PLUGIN = re.compile(r"^([a-z0-9]+) is supported, but requires 'dvc-\1' to be installed")

@@ -33,6 +33,11 @@ class DataMissingError(EvalregError):
     """DVC-tracked data is neither in the workspace nor in the local cache."""
 
 
+class MissingPluginError(UsageError):
+    """The DVC remote is in object storage whose DVC plugin is not installed here (exit 2):
+    the message names the evalreg extra that brings it."""
+
+
 class PromptError(EvalregError):
     """An item's prompt cannot be rendered: the run stops before anything is sent."""
 

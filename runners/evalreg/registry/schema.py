@@ -974,6 +974,7 @@ class Selection(VersionedFile):
 # path. No whitespace, quotes, ``$``, backticks, ``;``, ``|``, ``&``, ``<``, ``>`` or
 # newlines, and no leading ``-`` (pip would read it as an option).
 _INSTALL_SPEC = re.compile(r"^[A-Za-z0-9./][A-Za-z0-9._+\-=@:/#%\[\],]{0,499}$")
+_DIRECT_REFERENCE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*(\[[A-Za-z0-9._,-]+\])?@(?=[a-z+]+://)")
 _PINNED_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*(\[[A-Za-z0-9._,-]+\])?==[A-Za-z0-9.+!_-]+$")
 
 
@@ -990,8 +991,11 @@ def install_spec_problem(spec: str) -> str | None:
             "digits and . _ + - = @ : / # % [ ] , only (no spaces, quotes or shell "
             "characters), not starting with '-'"
         )
-    if spec.startswith(("git+", "hg+", "svn+", "bzr+")):
-        if "@" not in spec.partition("://")[2].rpartition("/")[2]:
+    # PEP 508's direct reference, ``evalreg[s3]@git+https://…``: the URL is checked alike.
+    direct = _DIRECT_REFERENCE.match(spec)
+    url = spec[direct.end() :] if direct else spec
+    if url.startswith(("git+", "hg+", "svn+", "bzr+")):
+        if "@" not in url.partition("://")[2].rpartition("/")[2]:
             return f"{spec!r} names no commit: add @<commit sha> (or a tag) after the repository"
         return None
     if "://" in spec or "/" in spec or spec.startswith("."):

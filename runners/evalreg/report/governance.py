@@ -1024,7 +1024,9 @@ def _reproduce(ev: SelectionEvidence, install: str) -> str:
     # so the commands work as written from a clean clone of the registry.
     return (
         "## 8. How to reproduce\n\n"
-        "From a clean clone of this repository, offline:\n\n"
+        f"From a clean clone of this repository. The install needs {_install_source(install)} "
+        "and `dvc pull` read access to the DVC remote; the two evalreg commands then run "
+        "offline and call no model:\n\n"
         "```sh\n"
         f"python -m pip install '{install}'\n"
         "dvc pull\n"
@@ -1032,6 +1034,17 @@ def _reproduce(ev: SelectionEvidence, install: str) -> str:
         f"evalreg run --offline --force --task {ev.selection.task}\n"
         "```\n"
     )
+
+
+def _install_source(install: str) -> str:
+    """What ``pip install`` of ``install`` reaches over the network."""
+    url = install.partition("@")[2] if "]@" in install else install
+    if "://" in url:
+        host = url.partition("://")[2].partition("/")[0]
+        return f"{host} (which holds evalreg) and the package index (its dependencies)"
+    if "/" in install or install.startswith("."):
+        return "the package index for evalreg's dependencies (evalreg itself is built from a path)"
+    return "the package index"
 
 
 def index(evidences: Sequence[SelectionEvidence], digest: str) -> str:

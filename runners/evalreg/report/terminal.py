@@ -517,6 +517,8 @@ def print_init(created: Scaffolded, path: str, *, snippets: bool) -> None:
             "in registry/evalreg.yaml (or `evalreg init --no-snippets`)",
             markup=False,
         )
+    for warning in created.warnings:
+        error_console().print(f"warning: {shown(warning)}")
     if created.push_failed is not None:
         error_console().print(
             f"warning: the example eval set was not pushed to {shown(created.remote)}: "

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
+from evalreg.dvcrepo import require_remote_plugin
 from evalreg.registry.loader import load_registry
 from evalreg.runner._dvcworker import Tracker
 from evalreg.runner.run import CellPlan, RunOptions, RunResult, prepare, run
@@ -66,6 +67,9 @@ def run_command(
         return RunVerdict(run(root, options))
     if lock is None:
         raise ValueError("a run that writes needs the repository lock")
+    if options.push:
+        # Before anything is bought: responses the remote cannot receive reach no teammate.
+        require_remote_plugin(root)
     registry = load_registry(root)
     # DVC gets ready on another core while the cells are planned (a run with nothing to
     # do dismisses it).

@@ -8,10 +8,10 @@ from importlib import resources
 from pathlib import Path
 
 from evalreg import dvcrepo
-from evalreg._version import __version__
 from evalreg.errors import UsageError
 from evalreg.registry.schema import SCHEMA_VERSION, SETTINGS_FILE, install_spec_problem
 from evalreg.report import reference
+from evalreg.scaffold.install import InstallSpec, running_build, with_remote_extra
 
 _RENAMES = {"gitignore": ".gitignore", "gitattributes": ".gitattributes", "github": ".github"}
 EXAMPLE_EVALSET = "evalsets/faq-routing.jsonl"
@@ -26,16 +26,13 @@ class Scaffolded:
     evalreg_spec: str
     push_failed: str | None = None
     """Why the example eval set could not be pushed to the remote, or None."""
+    warnings: tuple[str, ...] = ()
+    """What the user should know about ``evalreg_spec`` (CI may not be able to install it)."""
 
     @property
     def exit_code(self) -> int:
         """1 when the example eval set is not on the remote yet (CI cannot read it)."""
         return 0 if self.push_failed is None else 1
-
-
-def default_spec() -> str:
-    """The exact release of the evalreg running now, which writes the results."""
-    return f"evalreg=={__version__}"
 
 
 def init_registry(
@@ -50,14 +47,18 @@ def init_registry(
     ``target`` must be absent or an empty directory. The example eval set is tracked by
     DVC and pushed to the remote (the team's, with ``remote``), so the new repository
     passes ``evalreg check`` and a fresh clone's ``dvc pull`` finds it. ``evalreg_spec``
-    is the pip requirement CI installs evalreg from (default: this exact version); it is
-    validated before anything is written.
+    is the pip requirement CI installs evalreg from (default: the build running now, see
+    ``install.running_build``); a remote in object storage adds the extra that brings its
+    DVC plugin. The spec is validated before anything is written.
     Without ``snippets``, pull-request comments show no item text or model output.
     """
-    spec = default_spec() if evalreg_spec is None else evalreg_spec
-    problem = install_spec_problem(spec)
-    if problem is not None:
+    if evalreg_spec is not None and (problem := install_spec_problem(evalreg_spec)):
         raise UsageError(f"--evalreg-spec: {problem}")
+    build = running_build() if evalreg_spec is None else InstallSpec(evalreg_spec)
+    install = with_remote_extra(build.spec, remote)
+    spec = install.spec
+    if (problem := install_spec_problem(spec)) is not None:
+        raise UsageError(f"the install spec {spec!r} cannot be written: {problem}")
     if target.exists() and (not target.is_dir() or any(target.iterdir())):
         raise UsageError(f"{target} exists and is not an empty directory")
     import git
@@ -91,7 +92,7 @@ def init_registry(
     # Pushed to the team's remote too, not only the in-repository one: the first CI run on
     # main pulls it. A remote not reachable from here keeps the scaffold; the caller says so.
     failed = dvcrepo.push(root, [EXAMPLE_EVALSET])
-    return Scaffolded(root, where, spec, failed)
+    return Scaffolded(root, where, spec, failed, build.warnings + install.warnings)
 
 
 def _settings_privacy(path: Path) -> None:
