@@ -600,8 +600,9 @@ def print_compaction(done: Compaction) -> None:
         console().print(
             f"Compacted {plural(done.before, 'segment')} into {done.segment}: "
             f"{plural(done.records, 'response')}"
-            f", {done.dropped} duplicate or torn lines dropped. Commit reports/store/."
+            f", {done.dropped} duplicate or torn lines dropped."
         )
+        print_to_commit("To commit", list(done.to_commit), done.objects)
 
 
 def print_resolution(done: Resolution) -> None:
