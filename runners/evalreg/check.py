@@ -46,6 +46,10 @@ class RemoteObjects:
     introduced: dict[str, Introduced] = field(default_factory=dict)
     """By pointer in ``missing``: the first-parent commit (and pull request) that brought
     that version of it in."""
+    in_repo: dict[str, str] = field(default_factory=dict)
+    """With a remote inside the repository: where it keeps each missing md5 (relative to
+    the root). Such a remote reaches a clone through git, so a missing object is one that
+    was never committed."""
 
     def as_dict(self) -> dict[str, object]:
         return {
@@ -143,6 +147,7 @@ def check(root: str | Path | Tree = ".", *, remote: bool = False) -> CheckResult
                 + _data_findings(registry)
                 + _result_findings(registry)
                 + _workspace_findings(registry)
+                + _in_repo_object_findings(registry)
                 + _raw_output_in_git(registry)
             )
     objects = _remote_objects(registry) if remote else None
@@ -169,21 +174,32 @@ def _remote_objects(registry: Registry) -> RemoteObjects | None:
     if not isinstance(tree, WorkspaceTree):
         return None
     root = tree.root
+    pointers = _pointers(root)
+    where = remote_description(root)
+    try:
+        missing = set(missing_on_remote(root, sorted(set(pointers.values()))))
+    except DataMissingError as exc:
+        return RemoteObjects(where, len(pointers), [], error=str(exc))
+    in_repo = {m: p for m in missing if (p := dvcrepo.remote_object(root, m)) is not None}
+    lacking = [(p, m) for p, m in sorted(pointers.items()) if m in missing]
+    return RemoteObjects(
+        where,
+        len(pointers),
+        lacking,
+        introduced=introduced(root, [p for p, _ in lacking]),
+        in_repo=in_repo,
+    )
+
+
+def _pointers(root: Path) -> dict[str, str]:
+    """The md5 each DVC pointer under ``POINTER_DIRS`` names, by the pointer's path."""
     pointers: dict[str, str] = {}
     for top in POINTER_DIRS:
         for path in sorted((root / top).rglob("*.dvc")):
             md5 = pointer_md5(path.read_bytes()) if path.is_file() else None
             if md5 is not None:
                 pointers[path.relative_to(root).as_posix()] = md5
-    where = remote_description(root)
-    try:
-        missing = set(missing_on_remote(root, sorted(set(pointers.values()))))
-    except DataMissingError as exc:
-        return RemoteObjects(where, len(pointers), [], error=str(exc))
-    lacking = [(p, m) for p, m in sorted(pointers.items()) if m in missing]
-    return RemoteObjects(
-        where, len(pointers), lacking, introduced=introduced(root, [p for p, _ in lacking])
-    )
+    return pointers
 
 
 def _remote_findings(objects: RemoteObjects) -> list[Finding]:
@@ -199,22 +215,65 @@ def _remote_findings(objects: RemoteObjects) -> list[Finding]:
             )
         ]
     return [
-        Finding(
-            path,
-            0,
-            0,
-            f"its DVC object (md5 {md5}) is not on the {objects.remote}"
-            + (
-                f"; {objects.introduced[path].describe()} brought it in"
-                if path in objects.introduced
-                else ""
-            )
-            + ": main cannot reproduce it. Run `evalreg run` (and `dvc push`) where it was "
-            "produced; once merged, `evalreg run` on main buys its responses again",
-            Severity.FINDING,
-        )
+        Finding(path, 0, 0, _missing_object(objects, path, md5), Severity.FINDING)
         for path, md5 in objects.missing
     ]
+
+
+def _missing_object(objects: RemoteObjects, path: str, md5: str) -> str:
+    """Why a pointer's object is missing from the remote, and the fix."""
+    where = objects.in_repo.get(md5)
+    if where is None:
+        brought = objects.introduced.get(path)
+        return (
+            f"its DVC object (md5 {md5}) is not on the {objects.remote}"
+            + (f"; {brought.describe()} brought it in" if brought is not None else "")
+            + ": main cannot reproduce it. Run `evalreg run` (and `dvc push`) where it was "
+            "produced; once merged, `evalreg run` on main buys its responses again"
+        )
+    return (
+        f"its DVC object (md5 {md5}) is not in the {objects.remote}, a folder of the "
+        f"repository that clones receive through git: {where} was never committed. Where "
+        f"it was produced, `git add {where}` (after `dvc push`, if it was never pushed) and "
+        "commit; `evalreg check` there names every such object"
+    )
+
+
+def _in_repo_object_findings(registry: Registry) -> list[Finding]:
+    """Objects of an in-repository remote that pointers name and git does not track: a
+    clone gets the pointer and not the object, so its ``dvc pull`` fails."""
+    from evalreg.registry.tree import WorkspaceTree
+    from evalreg.store.journal import live_run
+
+    tree = registry.tree
+    if not isinstance(tree, WorkspaceTree) or dvcrepo.in_repo_remote(tree.root) is None:
+        return []
+    root = tree.root
+    live = live_run(root)
+    pointers = {
+        p: m
+        for p, m in _pointers(root).items()
+        if live is None or p.removesuffix(".dvc") not in live.files  # staged when it ends
+    }
+    out = []
+    for obj in dvcrepo.untracked_objects(root, pointers.values()):
+        if obj.ignored_by is None:
+            fix = f"`git add {obj.path}` and commit it"
+        else:
+            fix = f"git ignores it ({obj.ignored_by}): remove that rule, then `git add {obj.path}`"
+        out += [
+            Finding(
+                pointer,
+                0,
+                0,
+                f"its DVC object {obj.path}, in the repository's DVC remote, is not tracked by "
+                f"git, so a clone's `dvc pull` cannot find it: {fix}",
+                Severity.FINDING,
+            )
+            for pointer, md5 in pointers.items()
+            if md5 == obj.md5
+        ]
+    return out
 
 
 def _merge_findings(root: Path) -> list[Finding]:

@@ -13,6 +13,7 @@ import logging
 import os
 import re
 from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -564,3 +565,152 @@ def _missing_plugin(exc: BaseException, root: Path) -> MissingPluginError | None
 
 
 _NEEDS_PLUGIN = re.compile(r"^([a-z0-9]+) is supported, but requires 'dvc-\1' to be installed")
+
+
+# ------------------------------------------------ a remote inside the repository
+# A remote that is a folder of the git work tree (the scaffold's ``dvc-storage/``) reaches
+# a clone only through git: its objects are committed like the pointers that name them.
+
+
+def in_repo_remote(root: Path) -> Path | None:
+    """The default remote's directory when it lies inside ``root``'s git work tree (and
+    outside ``.git``), else None: a remote elsewhere, or one a URL names."""
+    remote = _local_remote(root)
+    if remote is None:
+        return None
+    top = _work_tree(root)
+    if top is None or remote == top or not remote.is_relative_to(top):
+        return None
+    return None if ".git" in remote.relative_to(top).parts else remote
+
+
+def _work_tree(root: Path) -> Path | None:
+    import subprocess
+
+    done = subprocess.run(
+        ["git", "rev-parse", "--show-toplevel"], cwd=root, capture_output=True, text=True
+    )
+    return Path(done.stdout.strip()).resolve() if done.returncode == 0 else None
+
+
+def remote_object(root: Path, md5: str) -> str | None:
+    """Where an in-repository remote holds ``md5``'s object, relative to ``root`` (DVC 3's
+    layout, or the legacy one where only that exists); None without such a remote."""
+    remote = in_repo_remote(root)
+    if remote is None:
+        return None
+    new, legacy = _in_layouts(remote, md5)
+    path = legacy if legacy.is_file() and not new.is_file() else new
+    return Path(os.path.relpath(path, root.resolve())).as_posix()
+
+
+@dataclass(frozen=True)
+class UntrackedObject:
+    """An object of the in-repository remote that git does not track."""
+
+    path: str
+    """Relative to the repository's root."""
+    md5: str
+    ignored_by: str | None = None
+    """The ignore rule that keeps it out of ``git add`` (``FILE:LINE:PATTERN``), if one does."""
+
+
+def untracked_objects(root: Path, md5s: Iterable[str]) -> list[UntrackedObject]:
+    """The objects of ``md5s`` that an in-repository remote holds and git does not track
+    (neither committed nor staged), by path; [] without such a remote, or when git cannot
+    tell."""
+    try:
+        return _untracked(root, md5s)
+    except _GitFailed:
+        return []
+
+
+def _untracked(root: Path, md5s: Iterable[str]) -> list[UntrackedObject]:
+    paths = {p: md5 for md5 in set(md5s) if (p := remote_object(root, md5)) is not None}
+    present = {p: md5 for p, md5 in paths.items() if (root / p).is_file()}
+    if not present:
+        return []
+    tracked = set(_git(root, "ls-files", "-z", "--", *sorted(present)).split("\0"))
+    untracked = sorted(set(present) - tracked)
+    ignored = _ignore_rules(root, untracked)
+    return [UntrackedObject(p, present[p], ignored.get(p)) for p in untracked]
+
+
+@dataclass(frozen=True)
+class StagedObjects:
+    """What ``stage_objects`` did: the objects it staged, and those it could not."""
+
+    staged: tuple[str, ...] = ()
+    ignored: tuple[UntrackedObject, ...] = ()
+    """Objects a ``.gitignore`` rule keeps out: not forced past it (say so instead)."""
+    error: str | None = None
+    """Why ``git add`` failed, if it did (``evalreg check`` lists what is left)."""
+
+
+def stage_objects(root: Path, rels: Iterable[str]) -> StagedObjects:
+    """After a push: ``git add`` the in-repository remote's objects that the pointers of
+    the tracked paths ``rels`` name and git does not track yet.
+
+    Only those objects, not every untracked file of the remote: the objects of another
+    branch's pointers stay out of this branch, as its segments do. An object git ignores
+    is left unstaged and reported (adding it with ``-f`` would hide the rule from the
+    team). Nothing is staged without an in-repository remote.
+    """
+    if in_repo_remote(root) is None:
+        return StagedObjects()
+    md5s = []
+    for rel in rels:
+        pointer = root / f"{rel}.dvc"
+        md5 = pointer_md5(pointer.read_bytes()) if pointer.is_file() else None
+        if md5 is not None:
+            md5s.append(md5)
+    try:
+        untracked = _untracked(root, md5s)
+        staged = tuple(o.path for o in untracked if o.ignored_by is None)
+        if staged:
+            _git(root, "add", "--", *staged)
+    except _GitFailed as exc:
+        return StagedObjects(error=str(exc))
+    return StagedObjects(staged, tuple(o for o in untracked if o.ignored_by is not None))
+
+
+def to_commit(root: Path, tracked: Iterable[str], others: Iterable[str] = ()) -> list[str]:
+    """What to commit after tracking ``tracked`` (and writing ``others``): each pointer, the
+    ``.gitignore`` beside it, then ``others``, as far as git sees them new or changed."""
+    wanted: dict[str, None] = {}
+    for rel in tracked:
+        wanted[f"{rel}.dvc"] = None
+        wanted[Path(rel).with_name(".gitignore").as_posix()] = None
+    wanted.update(dict.fromkeys(others))
+    try:
+        out = _git(root, "status", "--porcelain", "-z", "--untracked-files=all", "--", *wanted)
+    except _GitFailed:
+        return list(wanted)
+    # Each entry is "XY path"; a rename adds its old path as the next field.
+    changed = {entry[3:] for entry in out.split("\0") if len(entry) > 3}
+    return [rel for rel in wanted if rel in changed]
+
+
+class _GitFailed(Exception):
+    pass
+
+
+def _git(root: Path, *args: str, ok: tuple[int, ...] = (0,), stdin: str | None = None) -> str:
+    import subprocess
+
+    done = subprocess.run(["git", *args], cwd=root, capture_output=True, text=True, input=stdin)
+    if done.returncode not in ok:
+        raise _GitFailed(f"git {args[0]}: {done.stderr.strip() or f'exit {done.returncode}'}")
+    return done.stdout
+
+
+def _ignore_rules(root: Path, paths: list[str]) -> dict[str, str]:
+    """The ignore rule (``FILE:LINE:PATTERN``) that ignores each of ``paths`` git ignores."""
+    if not paths:
+        return {}
+    # -z: fields NUL-separated, four a path (source, line, pattern, path); exit 1: none.
+    listed = "".join(f"{p}\0" for p in paths)
+    fields = _git(root, "check-ignore", "-v", "-z", "--stdin", ok=(0, 1), stdin=listed).split("\0")
+    rules = [fields[i : i + 4] for i in range(0, len(fields) - 3, 4)]
+    # A negated pattern (``!…``) that matched last is shown too: it un-ignores the path.
+    return {path: f"{src}:{line}:{pat}" for src, line, pat, path in rules if pat[:1] != "!"}

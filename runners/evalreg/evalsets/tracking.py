@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from evalreg import dvcrepo
@@ -50,6 +50,11 @@ class AddedEvalSet:
     same content, or replaced without reading the old version)."""
     attachments: tuple[str, ...] = ()
     """The attached files tracked (or tracked again, changed) with the eval set."""
+    to_commit: tuple[str, ...] = ()
+    """The files that record this version in git: pointers, ``.gitignore`` files and the
+    objects pushed to an in-repository remote (staged)."""
+    objects: dvcrepo.StagedObjects = field(default_factory=dvcrepo.StagedObjects)
+    """The objects pushed to an in-repository remote, staged for commit."""
 
 
 def item_changes(old: EvalSet, old_data: bytes, new: EvalSet, new_data: bytes) -> ItemChanges:
@@ -102,8 +107,17 @@ def add_evalset(
     if attachments:
         dvcrepo.track_files(root, list(attachments), push=push)
     md5 = dvcrepo.add_and_push(root, rel, push=push)
+    tracked = [*attachments, rel]
+    objects = dvcrepo.stage_objects(root, tracked) if push else dvcrepo.StagedObjects()
     return AddedEvalSet(
-        rel, len(evalset.items), md5, dvcrepo.remote_description(root), changes, attachments
+        rel,
+        len(evalset.items),
+        md5,
+        dvcrepo.remote_description(root),
+        changes,
+        attachments,
+        tuple(dvcrepo.to_commit(root, [rel, *attachments], objects.staged)),
+        objects,
     )
 
 

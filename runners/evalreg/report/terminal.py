@@ -37,6 +37,7 @@ from evalreg.store.purge_log import PURGE_LOG
 
 if TYPE_CHECKING:
     from evalreg.check import CheckResult
+    from evalreg.dvcrepo import StagedObjects
     from evalreg.evalsets.sampling import SampleResult
     from evalreg.evalsets.slice_sizes import ItemsNeeded, SliceStats
     from evalreg.evalsets.tracking import AddedEvalSet
@@ -377,6 +378,8 @@ def print_run(result: RunResult, *, dry_run: bool = False) -> None:
                 )
             )
         )
+    if not dry_run:
+        print_to_commit("To commit with the run", result.to_commit, result.objects)
 
 
 def _error_kinds(reports: list[FetchReport]) -> str:
@@ -544,10 +547,49 @@ def print_evalset_added(added: AddedEvalSet, *, pushed: bool) -> None:
             out.print(f"  {plain(line)}", markup=False)
     if added.attachments:
         out.print(
-            f"Tracked {plural(len(added.attachments), 'attached file')} with DVC too: commit "
-            "their .dvc pointers with it."
+            f"Tracked {plural(len(added.attachments), 'attached file')} with DVC too: their "
+            ".dvc pointers are listed below."
         )
-    out.print(f"Commit {shown(added.path)}.dvc (and .gitignore) to record this version.")
+    print_to_commit("To record this version, commit", list(added.to_commit), added.objects)
+
+
+def print_to_commit(lead: str, files: list[str], objects: StagedObjects) -> None:
+    """The files a command leaves to commit, one a line (`git add` them, then commit), and
+    what became of the objects it pushed to a remote inside the repository."""
+    out = console()
+    if files:
+        out.print(Text(f"{lead}:"))
+        for rel in files:
+            out.print(Text(f"  {plain(rel)}"), soft_wrap=True)
+    if objects.staged:
+        out.print(
+            Text(
+                f"({plural(len(objects.staged), 'object')} of the in-repository DVC remote "
+                "staged with them: a clone's `dvc pull` reads them from git)"
+            )
+        )
+    err = error_console()
+    for ignored in objects.ignored:
+        err.print(
+            Text(
+                plain(
+                    f"warning: git ignores {ignored.path} ({ignored.ignored_by}), the object "
+                    "a pointer names in the in-repository remote: a clone's `dvc pull` cannot "
+                    f"find it. Remove that rule, then `git add {ignored.path}`"
+                )
+            ),
+            soft_wrap=True,
+        )
+    if objects.error is not None:
+        err.print(
+            Text(
+                plain(
+                    "warning: the objects pushed to the in-repository remote are not staged "
+                    f"({objects.error}): `evalreg check` names each with its `git add`"
+                )
+            ),
+            soft_wrap=True,
+        )
 
 
 def print_compaction(done: Compaction) -> None:
@@ -560,8 +602,9 @@ def print_compaction(done: Compaction) -> None:
         console().print(
             f"Compacted {plural(done.before, 'segment')} into {done.segment}: "
             f"{plural(done.records, 'response')}"
-            f", {done.dropped} duplicate or torn lines dropped. Commit reports/store/."
+            f", {done.dropped} duplicate or torn lines dropped."
         )
+        print_to_commit("To commit", list(done.to_commit), done.objects)
 
 
 def print_resolution(done: Resolution) -> None:

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from evalreg import forked
+from evalreg import dvcrepo, forked
 from evalreg.cells import Cell
 from evalreg.graders.levels import applies
 from evalreg.graders.llm_judge import JudgeFailed, Judges
@@ -159,6 +159,11 @@ class RunResult:
     """The judges' requests, bought after the candidates' outputs exist."""
     pushed: list[str] = field(default_factory=list)
     push_error: str | None = None
+    objects: dvcrepo.StagedObjects = field(default_factory=dvcrepo.StagedObjects)
+    """The objects pushed to a remote inside the repository, staged for commit."""
+    to_commit: list[str] = field(default_factory=list)
+    """What the run leaves to commit: pointers, summaries, metrics, ``dvc.yaml``, and the
+    objects of an in-repository remote."""
     batches: BatchReport | None = None
     """What the batch APIs did (a run with ``--batch``, or one that found batches)."""
     notes: list[str] = field(default_factory=list)
@@ -956,6 +961,8 @@ def run(
             result.outcomes.append(outcome)
             if outcome.written and stream is not None and stream.writer.staged is not None:
                 staged.append(stream.writer.staged)
+        tracked: list[str] = []
+        results: list[str] = []
         if journal is not None:
             assert tracker is not None
             metrics: list[Staged] = []
@@ -983,7 +990,7 @@ def run(
             # The closing step runs to its end whatever signal arrives (but SIGKILL, which
             # the journal repairs): results in place, everything tracked.
             with interrupts.deferred():
-                journal.commit(
+                tracked = journal.commit(
                     [items for items, _ in staged],
                     [*(s for _, s in staged), *metrics],
                     index,
@@ -994,14 +1001,20 @@ def run(
                 # again: a pointer left behind would name an object no revision can read.
                 for lost in planned.lost.segments:
                     (root / lost.path).unlink(missing_ok=True)
+            results = [s.path for _, s in staged] + [s.path for s in metrics]
+            results += ["dvc.yaml"] if index is not None else []
         owed = unpushed(root) if options.push else []
         if owed:
             result.push_error = (
                 tracker.push(owed) if tracker is not None else _push_here(root, owed)
             )
             if result.push_error is None:
+                # Staged before the push is marked done: a kill in between leaves the push
+                # owed, and the next run's push (a no-op) stages them.
+                result.objects = dvcrepo.stage_objects(root, owed)
                 mark_pushed(root, owed)
                 result.pushed = owed
+        result.to_commit = dvcrepo.to_commit(root, tracked, [*results, *result.objects.staged])
     return result
 
 

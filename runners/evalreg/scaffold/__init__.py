@@ -92,6 +92,8 @@ def init_registry(
     # Pushed to the team's remote too, not only the in-repository one: the first CI run on
     # main pulls it. A remote not reachable from here keeps the scaffold; the caller says so.
     failed = dvcrepo.push(root, [EXAMPLE_EVALSET])
+    if failed is None:  # staged like the pointer DVC staged: the in-repository remote's object
+        dvcrepo.stage_objects(root, [EXAMPLE_EVALSET])
     return Scaffolded(root, where, spec, failed, build.warnings + install.warnings)
 
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import contextlib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from evalreg import dvcrepo
@@ -18,6 +18,10 @@ class Compaction:
     dropped: int
     """Duplicate or torn lines not carried over."""
     segment: str | None
+    to_commit: tuple[str, ...] = ()
+    """The pointers added and removed, and the objects staged with them."""
+    objects: dvcrepo.StagedObjects = field(default_factory=dvcrepo.StagedObjects)
+    """The new segment's object, pushed to an in-repository remote and staged."""
 
     @property
     def compacted(self) -> bool:
@@ -55,7 +59,10 @@ def compact(root: Path, *, push: bool = True) -> Compaction:
     for name in old:
         with contextlib.suppress(FileNotFoundError):
             (directory / name).unlink()
-    dvcrepo.track(root, [f"{STORE_DIR}/{writer.name}"], push=False)
-    if push:
-        dvcrepo.push(root, [f"{STORE_DIR}/{writer.name}"])
-    return Compaction(len(old), len(store), dropped, writer.name)
+    new = f"{STORE_DIR}/{writer.name}"
+    dvcrepo.track(root, [new], push=False)
+    objects = dvcrepo.StagedObjects()
+    if push and dvcrepo.push(root, [new]) is None:
+        objects = dvcrepo.stage_objects(root, [new])
+    to_commit = dvcrepo.to_commit(root, [new], [*pointers, *objects.staged])
+    return Compaction(len(old), len(store), dropped, writer.name, tuple(to_commit), objects)

@@ -151,9 +151,10 @@ def purge_item(
     written: str | None = None
     objects: list[str] = []
     push_error: str | None = None
+    staged: tuple[str, ...] = ()
     if kept:
         data = b"".join(kept[name] for name in sorted(kept))
-        written, objects, push_error = _replace_segments(
+        written, objects, push_error, staged = _replace_segments(
             root, sorted(kept), data, label="purge", push=push
         )
     notes = _notes(target, item_id, item is not None, objects, unread)
@@ -169,7 +170,9 @@ def purge_item(
         purged_objects=objects,
         evalreg_version=__version__,
         at=at,
-        next_steps=_next_steps(item_id, written, objects, pushed=push and push_error is None),
+        next_steps=_next_steps(
+            item_id, written, objects, staged, pushed=push and push_error is None
+        ),
         notes=notes,
         removed={kind: sum(1 for k in removed.values() if k == kind) for kind in KINDS},
         push_error=push_error,
@@ -499,11 +502,12 @@ def _is_judge(request: dict[str, Any]) -> bool:
 
 def _replace_segments(
     root: Path, old: Sequence[str], data: bytes, *, label: str, push: bool
-) -> tuple[str | None, list[str], str | None]:
+) -> tuple[str | None, list[str], str | None, tuple[str, ...]]:
     """Write ``data`` (complete store lines) to one new segment and verify it, then retire
     the ``old`` segments: their DVC pointers and files go, while their cached and pushed
     objects stay. Return the new segment's name (None when ``data`` is empty), the md5s of
-    the retired objects, and why the push failed, if it did."""
+    the retired objects, why the push failed, if it did, and the new object as staged in
+    an in-repository remote."""
     from evalreg import dvcrepo
 
     directory = root / STORE_DIR
@@ -524,17 +528,19 @@ def _replace_segments(
         with contextlib.suppress(FileNotFoundError):
             (directory / name).unlink()
     if not writer.written:
-        return None, objects, None
+        return None, objects, None, ()
     new = f"{STORE_DIR}/{writer.name}"
     dvcrepo.track(root, [new], push=False)
-    return writer.name, objects, dvcrepo.push(root, [new]) if push else None
+    failed = dvcrepo.push(root, [new]) if push else None
+    staged = dvcrepo.stage_objects(root, [new]).staged if push and failed is None else ()
+    return writer.name, objects, failed, staged
 
 
 def _next_steps(
-    item_id: str, written: str | None, objects: list[str], *, pushed: bool
+    item_id: str, written: str | None, objects: list[str], staged: tuple[str, ...], *, pushed: bool
 ) -> list[str]:
     steps = [
-        f"git add {PURGE_LOG} {STORE_DIR}",
+        " ".join(["git add", PURGE_LOG, STORE_DIR, *staged]),
         f"git commit -m 'Purge the stored responses of item {item_id}'",
     ]
     if written is not None and not pushed:
