@@ -673,7 +673,7 @@ def test_check_remote_finds_objects_the_remote_lacks_and_the_comment_says_so(
     [missing] = checked["remote"]["missing"]
     assert (missing["path"], missing["md5"]) == ("reports/results/labels/mini.items.jsonl.dvc", md5)
     assert missing["introduced"]["commit"] == branch.git("rev-parse", "HEAD").strip()
-    assert any("is not on the remote" in f["message"] for f in checked["findings"])
+    assert any(f"its DVC object (md5 {md5}) is not" in f["message"] for f in checked["findings"])
     plain = cli(branch, "check")
     assert "is not on the" not in plain.out  # only asked for
     (tmp_path / "check.json").write_text(result.out)

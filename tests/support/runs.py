@@ -79,6 +79,13 @@ def env() -> dict[str, str]:
     return {**os.environ, "CRASH_TEST_KEY": KEY, "COLUMNS": "200"}
 
 
+def _as_from_a_terminal() -> None:
+    # A program started in the background by a shell without job control inherits SIGINT
+    # ignored, and so would every test run of a suite started that way: the program under
+    # test gets Ctrl-C's default, as it has when a user starts it.
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def start(repo: Repo, *args: str) -> subprocess.Popen[str]:
     """``evalreg -C repo ARGS`` as a real process, leader of its own process group."""
     return subprocess.Popen(
@@ -88,6 +95,7 @@ def start(repo: Repo, *args: str) -> subprocess.Popen[str]:
         stderr=subprocess.PIPE,
         text=True,
         start_new_session=True,
+        preexec_fn=_as_from_a_terminal,
     )
 
 
