@@ -5,11 +5,15 @@ from __future__ import annotations
 
 import json
 import shutil
+import signal
 from pathlib import Path
 
 import pytest
 
+from evalreg.report.escape import cell
+
 from conftest import Repo
+from support import runs
 
 MERGE = "Merge pull request #12 from fork/branch"
 
@@ -94,3 +98,100 @@ def test_run_buys_again_the_responses_no_remote_holds_and_main_reproduces(
     assert cli(merged, "reproduce", "HEAD").code == 0
     again = cli(merged, "run")
     assert again.code == 0 and "on no remote" not in again.err
+
+
+def test_the_merge_names_its_lost_evidence_and_the_commit_that_bought_it_again(merged: Repo, cli):
+    lost = _lost(merged)
+    merge = merged.git("rev-parse", "HEAD").strip()
+    assert cli(merged, "run").code == 0
+    pending = cli(merged, "reproduce", merge)
+    assert pending.code == 1 and "by a run not committed yet" in pending.out
+    merged.git("add", "-A")
+    merged.git("commit", "-q", "--author=Maintainer Mo <mo@example.com>", "-m", "buy again #12")
+    rebuy = merged.git("rev-parse", "HEAD").strip()
+
+    result = cli(merged, "reproduce", merge)
+    assert result.code == 1, result.err
+    assert "Traceback" not in result.err
+    for path, md5 in lost.items():
+        line = next(ln for ln in result.out.splitlines() if f"{path} (md5 {md5})" in ln)
+        assert f"at commit {rebuy[:12]} by Maintainer Mo on " in line
+        assert "reports/rebought.jsonl line 1" in line
+    assert f"reproduce {rebuy[:12]} instead" in result.out
+    assert "DIFFERENT" in result.out
+    assert cli(merged, "reproduce", rebuy).code == 0
+
+    record = cli(merged, "audit", "--no-verify")
+    assert record.code == 0, record.err
+    section = record.out.split("## Evidence bought again", 1)[1].split("\n## ", 1)[0]
+    [row] = [ln for ln in section.splitlines() if ln.startswith("| ") and rebuy[:12] in ln]
+    assert "Maintainer Mo" in row and "labels/mini" in row
+    for path, md5 in lost.items():
+        assert f"{cell(path)} (md5 {md5})" in row
+    assert f"#12, `{merge[:12]}`, 20" in row
+    flags = record.out.split("## Flags", 1)[1].split("\n## ", 1)[0]
+    assert cell("labels/mini, merged by pull request #12") in flags
+    assert cell(f"bought again in {rebuy[:12]} by Maintainer Mo") in flags
+
+    # The audit of the merge itself: its evidence did not reproduce, and says why.
+    at_merge = cli(merged, "audit", merge)
+    assert at_merge.code == 1
+    assert "None: reports/rebought.jsonl records no run" in at_merge.out
+
+
+def test_an_audit_without_a_rebuy_says_so(live: Repo, cli):
+    record = cli(live, "audit", "--no-verify")
+    assert record.code == 0
+    assert "## Evidence bought again\n\nNone: reports/rebought.jsonl records no run" in record.out
+
+
+def test_a_run_stopped_before_it_removed_a_lost_pointer_leaves_it_to_the_next(
+    merged: Repo, cli, server
+):
+    """The state a run leaves when stopped between putting its results in place and
+    removing the pointer of the lost store segment: the next run removes it, buys nothing,
+    and lists the removal to commit."""
+    segment = next(p for p in _lost(merged) if p.startswith("reports/store/"))
+    assert cli(merged, "run").code == 0
+    merged.git("checkout", "HEAD", "--", segment)  # the pointer, as the stopped run left it
+    before = server.count()
+    again = cli(merged, "run")
+    assert again.code == 0, again.err
+    assert server.count() == before
+    assert not (merged.root / segment).exists()
+    assert segment in again.out + again.err
+    merged.commit("buy again the responses of #12")
+    assert merged.git("status", "--porcelain") == ""
+    assert cli(merged, "reproduce", "HEAD").code == 0
+
+
+RE_BUY_MOMENTS = [
+    m
+    for m in runs.MOMENTS
+    if m.name in ("closing step begins", "first pointer written", "journal closed (pushing)")
+]
+
+
+@pytest.mark.parametrize("moment", RE_BUY_MOMENTS, ids=[m.name for m in RE_BUY_MOMENTS])
+def test_a_re_buy_killed_at_any_moment_of_its_closing_resumes_to_one_record(
+    merged: Repo, server, moment: runs.Moment
+):
+    """SIGKILL to the whole process group of the run that buys the fork's evidence again,
+    at each moment of its closing step; the next run ends the work: the fork's four
+    responses bought once in all, one line in the re-bought log, the lost segment's pointer
+    gone, and the results reproduce."""
+    lost = _lost(merged)
+    merge = merged.git("rev-parse", "HEAD").strip()
+    before = server.count()
+    err, code = runs.signal_at(merged, server, moment, signal.SIGKILL)
+    assert code == -signal.SIGKILL, f"the run ended before {moment.name}: {err}"
+    resumed = runs.evalreg(merged, "run")
+    assert resumed.returncode == 0, resumed.stderr
+    assert server.count() - before == 4
+    [line] = merged.read("reports/rebought.jsonl").splitlines()
+    assert {o["path"] for o in json.loads(line)["objects"]} == set(lost)
+    assert not any((merged.root / p).exists() for p in lost if p.startswith("reports/store/"))
+    assert runs.untracked_data(merged) == []
+    merged.commit("buy again the evidence of #12")
+    assert runs.evalreg(merged, "reproduce", "HEAD").returncode == 0
+    assert runs.evalreg(merged, "reproduce", merge).returncode == 1

@@ -23,7 +23,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from evalreg import dvcrepo
+from evalreg.compare.drift_log import DRIFT_LOG
 from evalreg.store.lock import state_dir
+from evalreg.store.purge_log import PURGE_LOG
+from evalreg.store.rebought_log import REBOUGHT_LOG
 from evalreg.store.segments import STORE_DIR, ResponseStore, request_key
 
 from conftest import PIN_OPENAI, Repo, items_jsonl
@@ -239,12 +242,16 @@ def raw_in_git(repo: Repo) -> list[str]:
     ]
 
 
+GIT_LOGS = {DRIFT_LOG, PURGE_LOG, REBOUGHT_LOG}
+"""The logs under ``reports/`` that git keeps, not DVC."""
+
+
 def untracked_data(repo: Repo) -> list[str]:
     """Data files in the working tree without a DVC pointer beside them."""
     out = []
     for path in (repo.root / "reports").rglob("*"):
         rel = str(path.relative_to(repo.root))
-        data = rel.endswith(".jsonl") or rel.endswith(".tmp")
+        data = (rel.endswith(".jsonl") and rel not in GIT_LOGS) or rel.endswith(".tmp")
         if path.is_file() and data and not Path(str(path) + ".dvc").is_file():
             out.append(rel)
     return sorted(out)

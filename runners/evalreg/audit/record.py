@@ -39,6 +39,7 @@ from evalreg.audit.changes import (
     describe_evalset,
 )
 from evalreg.audit.introduced import PrSource, pull_request_in
+from evalreg.audit.rebuys import Rebuy, RebuyTrail
 from evalreg.canonical import digest
 from evalreg.cells import RESULTS_DIR
 from evalreg.dvcrepo import cached_file, pointer_md5
@@ -59,7 +60,11 @@ SELECTIONS_DIR = f"{REGISTRY_DIR}/selections"
 ChangeKind = Literal["selected", "policy", "candidates", "waivers", "task", "removed"]
 FileKind = Literal["rubric", "task", "pin", "evalset"]
 FlagKind = Literal[
-    "criteria_after_evidence", "selected_without_evidence", "unreadable", "waiver_unapproved"
+    "criteria_after_evidence",
+    "selected_without_evidence",
+    "unreadable",
+    "waiver_unapproved",
+    "evidence_rebought",
 ]
 VerdictStatus = Literal["identical", "different", "nothing", "error"]
 WaiverStatus = Literal[
@@ -267,6 +272,8 @@ class AuditRecord:
     """None when no review source was given: approvals not checked."""
     lookup_errors: tuple[str, ...] = ()
     """Commit→pull-request lookups that failed."""
+    rebuys: tuple[Rebuy, ...] = ()
+    """Runs that bought again evidence no DVC remote held, in first-parent order."""
 
     @property
     def exit_code(self) -> int:
@@ -301,11 +308,15 @@ def build_audit(
         commits = list(repo.iter_commits(tree.rev, first_parent=True))[::-1]
         trackers = [_SelectionTrail(ident, history) for ident in ids]
         files = _Files(history, tree.root)
+        rebuys = RebuyTrail(history)
         for position, commit in enumerate(commits, 1):
             for tracker in trackers:
                 tracker.step(commit, position)
             files.step(commit, position, {t.ident: t.state for t in trackers})
-        selections = tuple(t.result(files.changes) for t in trackers)
+            rebuys.step(commit, position)
+        selections = tuple(
+            _rebought(t.result(files.changes), t.state, rebuys.rebuys) for t in trackers
+        )
         head, first = history.info(commits[-1], len(commits)), history.info(commits[0], 1)
     approvals = checks = None
     if github is not None:
@@ -326,7 +337,43 @@ def build_audit(
         files=tuple(files.changes),
         waiver_checks=checks,
         lookup_errors=tuple(history.errors),
+        rebuys=tuple(rebuys.rebuys),
     )
+
+
+def _rebought(
+    audit: SelectionAudit, state: schema.Selection | None, rebuys: list[Rebuy]
+) -> SelectionAudit:
+    """``audit`` flagged for each re-buy of one of its cells at REV."""
+    if state is None or not rebuys:
+        return audit
+    mine = {f"{state.task}/{c.id}" for c in state.candidates}
+    flags = []
+    for rebuy in rebuys:
+        cells = sorted(mine.intersection(rebuy.cells))
+        if not cells:
+            continue
+        came = sorted({o.introduced.sha for o in rebuy.objects if o.introduced is not None})
+        prs = ", ".join(f"#{n}" for n in rebuy.pull_requests)
+        source = f"merged by pull request {prs}" if prs else "merged"
+        if came:
+            source += f" (commit {', '.join(sha[:12] for sha in came)})"
+        flags.append(
+            Flag(
+                "evidence_rebought",
+                f"the evidence of {', '.join(cells)}, {source}, was on no DVC remote: bought "
+                f"again in {rebuy.commit.sha[:12]} by {_names(rebuy)} "
+                f"({rebuy.commit.committed_at}); results recorded before that commit cannot "
+                "be reproduced",
+                (*came, rebuy.commit.sha),
+            )
+        )
+    return replace(audit, flags=(*audit.flags, *flags)) if flags else audit
+
+
+def _names(rebuy: Rebuy) -> str:
+    people = rebuy.authors or (rebuy.commit.author,)
+    return ", ".join(p.name for p in people)
 
 
 def _selection_ids(names: Iterable[str]) -> list[str]:

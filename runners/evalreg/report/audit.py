@@ -8,6 +8,7 @@ from pathlib import Path
 
 from markdown_it import MarkdownIt
 
+from evalreg.audit.rebuys import Rebuy
 from evalreg.audit.record import (
     AuditRecord,
     Change,
@@ -24,6 +25,7 @@ from evalreg.report.escape import cell
 from evalreg.report.governance import chart, headline
 from evalreg.report.numbers import plural
 from evalreg.selection.evidence import SelectionEvidence
+from evalreg.store.rebought_log import REBOUGHT_LOG
 
 MAX_CELL_CHARS = 600
 
@@ -32,6 +34,7 @@ _FLAG_LABELS = {
     "selected_without_evidence": "a declaration without results",
     "unreadable": "unreadable file",
     "waiver_unapproved": "waiver approval not verified",
+    "evidence_rebought": "evidence bought again",
 }
 _WAIVER_LABELS = {
     "approved": "approved on the final head",
@@ -44,6 +47,15 @@ _WAIVER_LABELS = {
     "pr_author": "approver is the author",
 }
 _FILE_LABELS = {"rubric": "rubric", "task": "task", "pin": "pin", "evalset": "eval set"}
+_REBUY_HEADER = (
+    "date (UTC)",
+    "commit",
+    "PR",
+    "bought again by",
+    "cells",
+    "lost objects",
+    "lost objects brought in by",
+)
 _FILE_HEADER = ("date (UTC)", "commit", "PR", "author", "file", "use cases", "change", "subject")
 _NOT_CHECKED = (
     "Approvals not checked: no GitHub token was given, so no review was read and no "
@@ -127,6 +139,8 @@ def _history(record: AuditRecord) -> str:
     lines += _changes(record.selections)
     lines += ["", "## Rubrics, tasks, pins and eval sets", ""]
     lines += _file_changes(record.files)
+    lines += ["", "## Evidence bought again", ""]
+    lines += _rebuys(record.rebuys)
     lines += ["", "## Approvals", ""]
     if record.approvals is None:
         lines.append(_NOT_CHECKED)
@@ -250,6 +264,38 @@ def _file_changes(files: tuple[FileChange, ...]) -> list[str]:
         for f in files
     ]
     return _table(_FILE_HEADER, rows)
+
+
+def _rebuys(rebuys: tuple[Rebuy, ...]) -> list[str]:
+    if not rebuys:
+        return [f"None: {REBOUGHT_LOG} records no run that bought evidence again."]
+    lines = [
+        "Results whose responses or per-item records were in DVC objects no remote held "
+        "(a fork's run that never pushed, merged) cannot be reproduced; a later run bought "
+        "that evidence again. Results recorded before the re-buy rest on the lost objects.",
+        "",
+    ]
+    rows = [
+        [
+            r.commit.committed_at,
+            f"`{r.commit.sha[:12]}`",
+            f"#{r.commit.pr}" if r.commit.pr else "—",
+            _person_list(r.authors, r.commit.author),
+            _cell(", ".join(r.cells)),
+            "; ".join(f"{_cell(o.path)} (md5 {_cell(o.md5)})" for o in r.objects),
+            "; ".join(sorted({_came(o.introduced) for o in r.objects})),
+        ]
+        for r in rebuys
+    ]
+    return lines + _table(_REBUY_HEADER, rows)
+
+
+def _came(commit: CommitInfo | None) -> str:
+    """A commit from git (hex SHA, UTC date, a PR number) as Markdown: nothing to escape."""
+    if commit is None:
+        return "unknown"
+    pr = f"#{commit.pr}, " if commit.pr else ""
+    return f"{pr}`{commit.sha[:12]}`, {commit.committed_at}"
 
 
 def _waivers(record: AuditRecord) -> list[str]:

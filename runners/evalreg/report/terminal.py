@@ -420,6 +420,15 @@ def print_reproduction(rep: Reproduction) -> None:
             f"this clone: {shown(', '.join(rep.segments_missing))}; read what the purge kept "
             "of them instead.[/yellow]"
         )
+    for lost in rep.lost:
+        out.print(f"[yellow]Evidence lost: {shown(lost.describe())}.[/yellow]")
+    if rep.lost:
+        at = sorted({lost.commit[:12] for lost in rep.lost if lost.commit})
+        where = f"reproduce {shown(', '.join(at))} instead" if at else "commit them"
+        out.print(
+            f"Results at {shown(rep.rev[:12])} rest on DVC objects that never reached a remote, "
+            f"so they cannot be reproduced; the results bought again can: {where}."
+        )
     if rep.purges and rep.identical:
         out.print(
             "The purged records were read from segments the purge retired, still in this "

@@ -2,7 +2,9 @@
 
 Everything is read as of REV (registry and code from git, eval sets, stored responses
 and recorded results through DVC); nothing is checked out and nothing is bought. Responses
-that ``evalreg store purge`` removed since are named with the purge that removed them.
+that ``evalreg store purge`` removed since are named with the purge that removed them, and
+objects no DVC remote ever held (a fork's ``--no-push`` run, merged) with the run that
+bought their evidence again (``reports/rebought.jsonl``).
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from evalreg import forked
 from evalreg._version import __version__
 from evalreg.canonical import digest
 from evalreg.cells import METRICS_DIR, RESULTS_DIR, Cell, cells, fingerprint, fingerprint_parts
+from evalreg.dvcrepo import pointer_md5
 from evalreg.errors import DataMissingError, RegistryError, UsageError
 from evalreg.providers import all_providers
 from evalreg.registry import schema
@@ -41,6 +44,8 @@ from evalreg.runner._revisionstores import RevisionStore, Segment, SegmentCache
 from evalreg.runner.grading import CellGrader, cell_grader
 from evalreg.runner.run import cell_jobs
 from evalreg.store.purge_log import PURGE_LOG, LoggedPurge, read_log
+from evalreg.store.rebought_log import LostAt, LostObject, Rebought, lost_objects, rebought_at
+from evalreg.store.rebought_log import read_log as read_rebought
 from evalreg.store.segments import STORE_DIR, load_json, segment_names
 
 MAX_DIFFERENCES_PER_CELL = 50
@@ -67,10 +72,12 @@ class Reproduction:
     store segments REV reads (then read from the segment the purge wrote, when it is here)."""
     segments_missing: list[str] = field(default_factory=list)
     """REV's store segments that purges retired and that are gone from this clone."""
+    lost: list[LostAt] = field(default_factory=list)
+    """Objects REV's results rest on that no copy holds and a later run bought again."""
 
     @property
     def identical(self) -> bool:
-        return all(c.identical for c in self.cells) and not self.segments_missing
+        return all(c.identical for c in self.cells) and not self.segments_missing and not self.lost
 
 
 def reproduce(root: Path, rev: str, shared: Shared | None = None) -> Reproduction:
@@ -82,7 +89,11 @@ def reproduce(root: Path, rev: str, shared: Shared | None = None) -> Reproductio
     tree = GitTree(root, rev)
     registry = load_registry(tree)
     purges = read_log(WorkspaceTree(root))
-    store, used, missing = _store(tree, WorkspaceTree(root), purges, shared.segments)
+    rebought = lost_objects(read_rebought(WorkspaceTree(root)))
+    lost: list[tuple[LostObject, Rebought]] = []
+    store, used, missing = _store(
+        tree, WorkspaceTree(root), purges, shared.segments, rebought, lost
+    )
     versions: set[str] = set()
     outcomes = []
     all_cells = cells(registry) + cells(registry, "holdout")
@@ -102,19 +113,33 @@ def reproduce(root: Path, rev: str, shared: Shared | None = None) -> Reproductio
                 continue
             before = set(used)
             renders = _renders(registry, cell, parts)
-            outcome, keys = _reproduce_cell(
-                tree,
-                registry,
-                store,
-                cell,
-                parts,
-                recorded,
-                providers[cell.pin.provider],
-                shared.keys.get(renders),
-                code_root,
-                purges,
-                used,
-            )
+            try:
+                outcome, keys = _reproduce_cell(
+                    tree,
+                    registry,
+                    store,
+                    cell,
+                    parts,
+                    recorded,
+                    providers[cell.pin.provider],
+                    shared.keys.get(renders),
+                    code_root,
+                    purges,
+                    used,
+                    bool(lost),
+                )
+            except _Lost as gone:
+                if (entry := rebought.get(gone.object.md5)) is None:
+                    raise gone.error from None
+                lost.append((gone.object, entry))
+                outcomes.append(
+                    CellReproduction(
+                        cell.id,
+                        False,
+                        [f"per-item records {cell.items_path}: {gone.object.md5} is on no remote"],
+                    )
+                )
+                continue
             outcomes.append(outcome)
             shared.keys[renders] = keys
             shared.verdicts[evidence] = _Verdict(
@@ -127,6 +152,7 @@ def reproduce(root: Path, rev: str, shared: Shared | None = None) -> Reproductio
         outcomes,
         [p for p in purges if p.line in used],
         missing,
+        rebought_at(root, lost) if lost else [],
     )
 
 
@@ -200,10 +226,16 @@ def _evidence(tree: Tree, cell: Cell, parts: dict[str, Any]) -> str:
 
 
 def _store(
-    tree: Tree, here: Tree, purges: list[LoggedPurge], cache: SegmentCache
+    tree: Tree,
+    here: Tree,
+    purges: list[LoggedPurge],
+    cache: SegmentCache,
+    rebought: dict[str, Rebought],
+    lost: list[tuple[LostObject, Rebought]],
 ) -> tuple[RevisionStore, set[int], list[str]]:
     """REV's response store; the purges (log lines) that retired one of its segments; and
-    the retired segments that are gone.
+    the retired segments that are gone. A segment no copy holds whose evidence a later run
+    bought again (by md5, in ``rebought``) is left out and appended to ``lost``.
 
     A segment a purge retired reads from this clone's cache while ``dvc gc`` has not
     removed it; once it is gone, the segment the purge wrote in its place (which holds
@@ -220,7 +252,12 @@ def _store(
             continue
         except DataMissingError:
             if not retired:
-                raise
+                pointer = f"{STORE_DIR}/{name}.dvc"
+                md5 = pointer_md5(tree.read(pointer)) if tree.is_file(pointer) else None
+                if md5 is None or md5 not in rebought:
+                    raise
+                lost.append((LostObject(pointer, md5), rebought[md5]))
+                continue
         missing.append(name)
         successor = retired[0].segment_written
         while successor is not None and not here.is_file(f"{STORE_DIR}/{successor}.dvc"):
@@ -244,13 +281,22 @@ def _reproduce_cell(
     code_root: Path,
     purges: list[LoggedPurge],
     used: set[int],
+    segments_lost: bool,
 ) -> tuple[CellReproduction, tuple[str, ...]]:
     """The cell's reproduction, and the store keys of its requests (``known_keys``, when an
-    earlier revision rendered the same requests; else rendered here by ``provider``)."""
+    earlier revision rendered the same requests; else rendered here by ``provider``).
+    Raises ``_Lost`` when its recorded per-item records are in a DVC object no copy holds."""
     out = CellReproduction(cell.id, True)
     evalset = registry.evalset_of(cell.task_id, cell.split)
-    has_items = tree.is_file(cell.items_path + ".dvc") or tree.is_file(cell.items_path)
-    recorded_data = tree.read_data(cell.items_path) if has_items else b""
+    pointer = cell.items_path + ".dvc"
+    has_items = tree.is_file(pointer) or tree.is_file(cell.items_path)
+    try:
+        recorded_data = tree.read_data(cell.items_path) if has_items else b""
+    except DataMissingError as exc:
+        md5 = pointer_md5(tree.read(pointer)) if tree.is_file(pointer) else None
+        if md5 is None:
+            raise
+        raise _Lost(LostObject(pointer, md5), exc) from None
     # The errors the run recorded are all the grading needs of the recorded records; the
     # rest are read only to list differences, when the items file is not the one graded.
     recorded_failed = _records(recorded_data, cell.items_path, failed_only=True)
@@ -264,6 +310,7 @@ def _reproduce_cell(
         known_keys,
         failed,
         {p.item: p for p in purges if p.evalset == evalset.path},
+        segments_lost,
     )
     graded = grading.all()
     keys = tuple(k for g in graded for k in _split_keys(g.keys))
@@ -301,6 +348,14 @@ def _reproduce_cell(
     return out, keys
 
 
+class _Lost(Exception):
+    """A cell's recorded per-item records are in ``object``, which no copy holds."""
+
+    def __init__(self, lost: LostObject, error: DataMissingError) -> None:
+        self.object = lost
+        self.error = error
+
+
 _MIN_PART = 5_000
 """Samples a forked worker must get to grade a share of a cell: forking this process,
 which holds every revision's store so far, costs some tens of milliseconds."""
@@ -333,6 +388,8 @@ class _Grading:
     known_keys: tuple[str, ...] | None
     failed: dict[str | None, str | None]
     purged: dict[str, LoggedPurge]
+    segments_lost: bool = False
+    """Some of the revision's store segments are on no DVC remote (``Reproduction.lost``)."""
     spans: list[range] = field(default_factory=list)
 
     def all(self) -> list[_Graded]:
@@ -371,6 +428,11 @@ class _Grading:
                     differences.append(
                         f"{item.id}#{sample}: no stored response: purged ({PURGE_LOG} line "
                         f"{purge.line})"
+                    )
+                elif self.segments_lost:
+                    differences.append(
+                        f"{item.id}#{sample}: no stored response (its store segment is on no "
+                        "DVC remote)"
                     )
                 else:
                     differences.append(f"{item.id}#{sample}: no stored response (offline miss)")

@@ -44,6 +44,7 @@ from evalreg.providers.pricing import cost_micro_usd, rates
 from evalreg.providers.tools import toolset
 from evalreg.registry import schema
 from evalreg.registry.loader import Registry, load_registry
+from evalreg.registry.tree import WorkspaceTree
 from evalreg.report.numbers import plural
 from evalreg.results.freshness import CellStatus, status
 from evalreg.results.records import ItemRecord, coverage_counts, spend_micro_usd
@@ -57,7 +58,8 @@ from evalreg.runner.rebuy import LostEvidence, lost_evidence, open_store, rerun
 from evalreg.store.batches import BatchJournal
 from evalreg.store.journal import Journal, Staged, mark_pushed, unpushed
 from evalreg.store.keycolumn import KEY_BYTES, KeyColumn
-from evalreg.store.rebought_log import REBOUGHT_LOG, rebought_line
+from evalreg.store.rebought_log import REBOUGHT_LOG, lost_objects, rebought_line
+from evalreg.store.rebought_log import read_log as read_rebought
 from evalreg.store.segments import STORE_DIR, ResponseStore, SegmentWriter, segment_name
 
 DEFAULT_OUTPUT_TOKENS = 256
@@ -996,13 +998,9 @@ def run(
                     index,
                     track,
                 )
-            if rebought and set(planned.lost.cells) <= {p.status.cell.id for p in written}:
-                # Their data is nowhere and every response of theirs a cell used is bought
-                # again: a pointer left behind would name an object no revision can read.
-                for lost in planned.lost.segments:
-                    (root / lost.path).unlink(missing_ok=True)
             results = [s.path for _, s in staged] + [s.path for s in metrics]
             results += ["dvc.yaml"] if index is not None else []
+        results += _forget_lost_segments(root, planned.lost, result.outcomes)
         owed = unpushed(root) if options.push else []
         if owed:
             result.push_error = (
@@ -1016,6 +1014,23 @@ def run(
                 result.pushed = owed
         result.to_commit = dvcrepo.to_commit(root, tracked, [*results, *result.objects.staged])
     return result
+
+
+def _forget_lost_segments(root: Path, lost: LostEvidence, outcomes: list[CellRun]) -> list[str]:
+    """Remove the pointers of lost store segments once the re-bought log names them and no
+    cell resting on them is left to buy again: a pointer left behind would name an object
+    no revision can read. Done after the results are in place, so a run stopped before it
+    leaves them to the next run, which removes them; returns the pointers removed."""
+    if not lost.segments:
+        return []
+    written = {o.plan.status.cell.id for o in outcomes if o.written}
+    if not set(lost.cells) <= written:
+        return []
+    logged = lost_objects(read_rebought(WorkspaceTree(root)))
+    gone = [o.path for o in lost.segments if o.md5 in logged and (root / o.path).is_file()]
+    for rel in gone:
+        (root / rel).unlink()
+    return gone
 
 
 def _rebought(
