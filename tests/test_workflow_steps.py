@@ -124,6 +124,8 @@ class Registry:
     pr_sha: str
     broken_sha: str
     main_after_merge: str
+    main_after_fork: str
+    """Main once a fork's pull request (#9) whose run never pushed is merged."""
 
 
 def _evalreg(cwd: Path, *args: str) -> None:
@@ -176,10 +178,23 @@ def registry(runner: Runner, tmp_path_factory: pytest.TempPathFactory) -> Regist
     _git(author, "checkout", "-qb", "merged", "main")
     _git(author, "merge", "-q", "--no-ff", "better-router", "-m", "Merge pull request #7")
     main_after_merge = _git(author, "rev-parse", "HEAD")
+    # A fork's pull request whose results were bought with --no-push, merged anyway.
+    _git(author, "checkout", "-qb", "fork-no-push", base_sha)
+    router.write_text(text + "\n# Also route returns.\n")
+    _evalreg(author, "run", "--allow-pending", "--no-push")
+    _evalreg(author, "report")
+    _git(author, "add", "-A")
+    _git(author, "commit", "-qm", "Keyword router: note on returns")
+    _git(author, "checkout", "-qb", "merged-fork", "main")
+    _git(author, "merge", "-q", "--no-ff", "fork-no-push", "-m", FORK_MERGE)
+    main_after_fork = _git(author, "rev-parse", "HEAD")
     _git(author, "checkout", "-q", "main")
     origin = base / "origin.git"
     subprocess.run(["git", "clone", "-q", "--bare", str(author), str(origin)], check=True)
-    return Registry(origin, author, base_sha, pr_sha, broken_sha, main_after_merge)
+    return Registry(origin, author, base_sha, pr_sha, broken_sha, main_after_merge, main_after_fork)
+
+
+FORK_MERGE = "Merge pull request #9 from outsider/registry"
 
 
 def _workflow(path: Path) -> dict[str, Any]:
@@ -433,6 +448,91 @@ def test_the_push_to_main_reverifies_and_writes_the_audit_record(
     assert explorers and all(b"explorer-data" in p.read_bytes() for p in explorers)
 
 
+def test_the_push_to_main_of_a_fork_merged_without_its_objects_fails_naming_them(
+    runner: Runner, registry: Registry, api: GitHubAPI, tmp_path: Path
+):
+    """The fork's pointers name objects its run never pushed: main's job stops at `check
+    --remote`, which names each object and pull request #9, before anything reads them."""
+    sha = registry.main_after_fork
+    event = {
+        "ref": "refs/heads/main",
+        "before": registry.base_sha,
+        "after": sha,
+        "repository": {"full_name": REPO, "default_branch": "main"},
+        "head_commit": {"id": sha},
+    }
+    main = _run(
+        runner,
+        registry,
+        tmp_path,
+        "evalreg-main.yml",
+        event_name="push",
+        event=event,
+        ref="main",
+        sha=sha,
+        api=api,
+        artifacts=tmp_path / "artifacts",
+    )
+    assert main.conclusion == "failure", main.log
+    step = main.step("evalreg check --remote")
+    assert step.outcome == "failure", main.log
+    lost = subprocess.run(
+        ["git", "diff", "--name-only", f"{sha}^1", sha, "--", "reports"],
+        cwd=registry.author,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split()
+    pointers = [p for p in lost if p.endswith(".dvc")]
+    assert pointers
+    for pointer in pointers:
+        line = next((ln for ln in main.log.splitlines() if pointer in ln), "")
+        assert "pull request #9" in line and sha[:12] in line, main.log
+    # The record is still written, and says the results did not reproduce.
+    assert main.step("evalreg reproduce HEAD").outcome == "failure"
+    assert "`evalreg run` buys its evidence again" in main.step("evalreg reproduce HEAD").stdout
+    audit = (tmp_path / "artifacts" / "evalreg-audit" / "audit.md").read_text()
+    assert "## Reproduction" in audit and "Could not reproduce" in audit, audit
+
+    # A maintainer's `evalreg run` on main buys the fork's evidence again; its files
+    # committed as the run lists them and pushed, main's job passes.
+    fix = tmp_path / "maintainer"
+    subprocess.run(["git", "clone", "-q", str(registry.origin), str(fix)], check=True)
+    _git(fix, "checkout", "-q", "-b", "rebought", sha)
+    done = subprocess.run(
+        [sys.executable, "-m", "evalreg", "run", "--allow-pending"],
+        cwd=fix,
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "their responses are bought again" in done.stderr, done.stderr
+    listed = done.stdout.split("To commit with the run:\n", 1)[1].split("\n\n", 1)[0].splitlines()
+    files = [ln.strip() for ln in listed if ln.startswith("  ")]
+    assert "reports/rebought.jsonl" in files
+    _git(fix, "add", "--", *files)
+    _git(fix, "commit", "-qm", "Buy again the evidence of #9")
+    assert _git(fix, "status", "--porcelain") == ""
+    _git(fix, "push", "-q", "origin", "rebought")
+    fixed = _git(fix, "rev-parse", "HEAD")
+    event = {**event, "before": sha, "after": fixed, "head_commit": {"id": fixed}}
+    again = _run(
+        runner,
+        registry,
+        tmp_path / "after",
+        "evalreg-main.yml",
+        event_name="push",
+        event=event,
+        ref="main",
+        sha=fixed,
+        api=api,
+        artifacts=tmp_path / "artifacts-after",
+    )
+    assert again.conclusion == "success", again.log
+    audit = (tmp_path / "artifacts-after" / "evalreg-audit" / "audit.md").read_text()
+    assert "## Evidence bought again" in audit and "#9" in audit
+
+
 def test_the_drift_job_installs_pulls_and_re_asks(
     runner: Runner, registry: Registry, api: GitHubAPI, tmp_path: Path
 ):
@@ -577,7 +677,7 @@ def test_an_s3_remote_is_bought_into_by_shards_and_reproduced_by_the_workflow(
     _git(author, "push", "-q", str(origin), "main")
 
     # The push-to-main job: a fresh clone, the workflow's own install, pull and reproduce.
-    registry = Registry(origin, author, sha, sha, sha, sha)
+    registry = Registry(origin, author, sha, sha, sha, sha, sha)
     event = {
         "ref": "refs/heads/main",
         "before": sha,

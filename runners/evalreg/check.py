@@ -223,19 +223,24 @@ def _remote_findings(objects: RemoteObjects) -> list[Finding]:
 def _missing_object(objects: RemoteObjects, path: str, md5: str) -> str:
     """Why a pointer's object is missing from the remote, and the fix."""
     where = objects.in_repo.get(md5)
+    brought = objects.introduced.get(path)
+    came = f"; {brought.describe()} brought it in" if brought is not None else ""
     if where is None:
-        brought = objects.introduced.get(path)
         return (
-            f"its DVC object (md5 {md5}) is not on the {objects.remote}"
-            + (f"; {brought.describe()} brought it in" if brought is not None else "")
-            + ": main cannot reproduce it. Run `evalreg run` (and `dvc push`) where it was "
-            "produced; once merged, `evalreg run` on main buys its responses again"
+            f"its DVC object (md5 {md5}) is not on the {objects.remote}{came}: main cannot "
+            "reproduce it. Run `evalreg run` (and `dvc push`) where it was produced; once "
+            "merged, `evalreg run` on main buys its responses again"
         )
     return (
         f"its DVC object (md5 {md5}) is not in the {objects.remote}, a folder of the "
-        f"repository that clones receive through git: {where} was never committed. Where "
-        f"it was produced, `git add {where}` (after `dvc push`, if it was never pushed) and "
-        "commit; `evalreg check` there names every such object"
+        f"repository that clones receive through git: {where} was never committed{came}. "
+        f"Where it was produced, `git add {where}` (after `dvc push`, if it was never "
+        "pushed) and commit; `evalreg check` there names every such object"
+        + (
+            ". A pull request merged without it: `evalreg run` on main buys its responses again"
+            if brought is not None and brought.pr is not None
+            else ""
+        )
     )
 
 

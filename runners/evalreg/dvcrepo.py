@@ -454,7 +454,9 @@ def _missing_message(root: Path, rel: str, md5: str, exc: Exception) -> str:
         where = f"is in neither the working tree, the DVC cache nor the {remote}"
     return (
         f"{rel} (md5 {md5}) {where}. Fetch it with `dvc pull {rel}.dvc`; if the remote lacks "
-        f"it, run `dvc push` where it was produced. ({type(exc).__name__})"
+        "it, run `dvc push` where it was produced, or, when that was a merged pull request "
+        "whose run never pushed (`evalreg check --remote` names it), `evalreg run` buys its "
+        f"evidence again. ({type(exc).__name__})"
     )
 
 
