@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import shutil
 import signal
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -14,19 +15,38 @@ from evalreg.report.escape import cell
 
 from conftest import Repo
 from support import runs
+from support.s3 import AWS, s3_server
 
 MERGE = "Merge pull request #12 from fork/branch"
 
 
-@pytest.fixture
-def merged(live: Repo, cli, tmp_path: Path) -> Repo:
-    """Main with its results on a team remote outside the repository, and a fork's pull
-    request merged into it whose new responses and records were never pushed."""
-    remote = tmp_path / "team-remote"
-    shutil.copytree(live.root / "dvc-storage", remote)
-    live.write(
-        ".dvc/config", live.read(".dvc/config").replace("url = ../dvc-storage", f"url = {remote}")
-    )
+BUCKET = "team-evals"
+
+
+@pytest.fixture(scope="module")
+def s3() -> Iterator[str]:
+    with s3_server(BUCKET) as url:
+        yield url
+
+
+@pytest.fixture(params=["folder"])
+def merged(request, live: Repo, cli, tmp_path: Path, monkeypatch) -> Repo:
+    """Main with its results on a team remote outside the repository (a folder, or with
+    ``"s3"`` a bucket behind a real S3 API), and a fork's pull request merged into it whose
+    new responses and records were never pushed."""
+    if request.param == "s3":
+        url = request.getfixturevalue("s3")
+        for name, value in AWS.items():
+            monkeypatch.setenv(name, value)
+        prefix = f"evalreg/{tmp_path.name}"
+        _upload(live.root / "dvc-storage", url, prefix)
+        remote = f"s3://{BUCKET}/{prefix}\n    endpointurl = {url}"
+    else:
+        remote = str(tmp_path / "team-remote")
+        shutil.copytree(live.root / "dvc-storage", remote)
+    config = live.read(".dvc/config")
+    assert "url = ../dvc-storage" in config
+    live.write(".dvc/config", config.replace("url = ../dvc-storage", f"url = {remote}"))
     assert cli(live, "run").code == 0
     assert cli(live, "report").code == 0
     live.commit("results")
@@ -43,6 +63,25 @@ def merged(live: Repo, cli, tmp_path: Path) -> Repo:
     return live
 
 
+def _upload(folder: Path, url: str, prefix: str) -> None:
+    """The objects of a DVC remote folder, into the bucket under ``prefix``."""
+    import boto3
+
+    client = boto3.client(
+        "s3",
+        endpoint_url=url,
+        region_name=AWS["AWS_DEFAULT_REGION"],
+        aws_access_key_id=AWS["AWS_ACCESS_KEY_ID"],
+        aws_secret_access_key=AWS["AWS_SECRET_ACCESS_KEY"],
+    )
+    for path in sorted(p for p in folder.rglob("*") if p.is_file()):
+        client.put_object(
+            Bucket=BUCKET,
+            Key=f"{prefix}/{path.relative_to(folder).as_posix()}",
+            Body=path.read_bytes(),
+        )
+
+
 def _lost(repo: Repo) -> dict[str, str]:
     """The fork's pointers (path: md5) that the merge brought in."""
     out = {}
@@ -53,6 +92,10 @@ def _lost(repo: Repo) -> dict[str, str]:
     return out
 
 
+BOTH_REMOTES = pytest.mark.parametrize("merged", ["folder", "s3"], indirect=True)
+
+
+@BOTH_REMOTES
 def test_check_remote_names_each_missing_object_and_the_pull_request_that_merged_it(
     merged: Repo, cli
 ):
@@ -72,6 +115,7 @@ def test_check_remote_names_each_missing_object_and_the_pull_request_that_merged
         assert md5 in line and "pull request #12" in line and merge[:12] in line
 
 
+@BOTH_REMOTES
 def test_run_buys_again_the_responses_no_remote_holds_and_main_reproduces(
     merged: Repo, cli, server
 ):

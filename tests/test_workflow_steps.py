@@ -26,6 +26,7 @@ from ruamel.yaml import YAML
 
 from support.actions import Job, run_job
 from support.github_api import GitHubAPI
+from support.s3 import AWS, s3_server
 
 ROOT = Path(__file__).resolve().parents[1]
 REPO = "acme/registry"
@@ -561,36 +562,14 @@ def test_the_drift_job_installs_pulls_and_re_asks(
 # --- a team's remote in object storage ---------------------------------------------------
 
 BUCKET = "team-evals"
+
+
 # What a team's CI gives the jobs that read its bucket (a secret in GitHub, fake here).
-AWS = {
-    "AWS_ACCESS_KEY_ID": "AKIAEVALREGTEST",
-    "AWS_SECRET_ACCESS_KEY": "evalreg-test-secret",
-    "AWS_DEFAULT_REGION": "us-east-1",
-    "AWS_EC2_METADATA_DISABLED": "true",  # never ask a cloud instance for credentials
-}
-
-
 @pytest.fixture(scope="module")
 def s3() -> Iterator[str]:
     """A real S3 API (moto's server) on a loopback port, with an empty bucket: its URL."""
-    import boto3
-    from moto.server import ThreadedMotoServer
-
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    server.start()
-    try:
-        host, port = server.get_host_and_port()
-        url = f"http://{host}:{port}"
-        boto3.client(
-            "s3",
-            endpoint_url=url,
-            region_name=AWS["AWS_DEFAULT_REGION"],
-            aws_access_key_id=AWS["AWS_ACCESS_KEY_ID"],
-            aws_secret_access_key=AWS["AWS_SECRET_ACCESS_KEY"],
-        ).create_bucket(Bucket=BUCKET)
+    with s3_server(BUCKET) as url:
         yield url
-    finally:
-        server.stop()
 
 
 def _in(cwd: Path, *command: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
