@@ -84,7 +84,11 @@ def test_a_policy_edited_beside_the_first_results_is_flagged(live: Repo, cli):
         repo.read("registry/selections/labels.yaml").replace("min: 0.5", "min: 0.25"),
     )
     text = _criteria(_page(repo))
-    assert "**⚠ Criteria changed after the evidence:** the policy changed" in text
+    assert (
+        "**⚠ Criteria changed after the evidence:** criteria changed after the evidence they "
+        "judge first existed: results first in the working tree; policy changed in the "
+        "working tree (not committed yet)"
+    ) in text
     repo.commit("results and a lower gate")
     assert "**⚠ Criteria changed after the evidence:**" in _criteria(_page(repo))
 

@@ -1,7 +1,9 @@
 """When each use case's criteria were fixed, from git: the commits that last changed its
 policy and its rubric, and whether that came before the first evidence they judge.
 
-The rule for "after the evidence" is the audit record's (``audit/record.py``). The report is
+The rule for "after the evidence" is ``audit/fixed.py``'s, which the audit record applies
+to history and this module to the working tree: the report and the audit say the same
+thing in the same words. The report is
 written from the working tree, usually before the commit that records it, so what is said
 here must stay true once that commit is made: the first evidence is not named by its commit
 (it may be the one being made), and criteria that differ from HEAD's are "not committed
@@ -11,13 +13,15 @@ yet", judged as the audit will judge them once they are.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import TypeVar
 
 import git
 
+from evalreg.audit.fixed import Edit, Moment, criteria_after_evidence, declared_after_evidence
 from evalreg.audit.record import AuditRecord, CommitInfo, SelectionAudit, build_audit, parse_version
-from evalreg.cells import cells, use_cases_of
+from evalreg.cells import RESULTS_DIR, cells, use_cases_of
 from evalreg.errors import UsageError
 from evalreg.registry import schema
 from evalreg.registry.loader import Registry
@@ -47,6 +51,8 @@ class CriteriaDates:
     parts: tuple[Dated, ...]
     late: str | None = None
     """Why the criteria count as changed after the evidence, when they do."""
+    declared: str | None = None
+    """Why the selection counts as declared after its evidence, when it does."""
     unknown: str | None = None
     """Why git cannot date anything here (no repository, no commit)."""
 
@@ -78,8 +84,41 @@ def criteria_dates(registry: Registry) -> dict[str, CriteriaDates]:
         rubric = registry.tasks[selection.task].rubric
         changed = {} if rev else _uncommitted(registry, at, sid, rubric)
         audit = by_id.get(sid)
-        out[sid] = _dates(audit, record, rubric, changed, sid in results)
+        dates = _dates(audit, record, rubric, changed, sid in results)
+        declared = next(
+            (
+                f.message
+                for f in (audit.flags if audit else ())
+                if f.kind == "declared_after_evidence"
+            ),
+            None,
+        )
+        if declared is None and not rev and "policy" in changed and not changed["policy"]:
+            declared = _declared_here(root, record, selection)
+        out[sid] = CriteriaDates(dates.parts, dates.late, declared)
     return out
+
+
+def _declared_here(root: Path, record: AuditRecord, selection: schema.Selection) -> str | None:
+    """A selection created in the working tree over results HEAD already holds."""
+    paths = [f"{RESULTS_DIR}/{selection.task}/{c.id}.json" for c in selection.candidates]
+    with git.Repo(root) as repo:
+        found = [
+            (p, repo.git.log("--diff-filter=A", "--format=%H %ct", "HEAD", "--", p)) for p in paths
+        ]
+    added = [(p, line.split()) for p, out in found for line in out.splitlines()[-1:]]
+    if not added:
+        return None
+    cells = [p.removeprefix(f"{RESULTS_DIR}/").removesuffix(".json") for p, _ in added]
+    sha, when = min((fields for _, fields in added), key=lambda f: int(f[1]))
+    at = datetime.fromtimestamp(int(when), tz=UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    evidence = Moment(record.history, sha[:12], at)
+    return declared_after_evidence(_here(record), evidence, cells)
+
+
+def _here(record: AuditRecord) -> Moment:
+    """The working tree: after HEAD."""
+    return Moment(record.history + 1, "the working tree")
 
 
 def _unborn(root: Path) -> bool:
@@ -118,20 +157,21 @@ def _dates(
         (f.message for f in (audit.flags if audit else ()) if f.kind == "criteria_after_evidence"),
         None,
     )
-    names = {"policy": "the policy", "rubric": f"the rubric {rubric}"}
-    # Created beside the first results, criteria are fixed with them; edited, they are not.
-    edited = [names[what] for what, existed in uncommitted.items() if existed]
-    evidence = audit.evidence if audit else None
-    if late is None and uncommitted and evidence is not None:
-        late = (
-            f"{' and '.join(names[w] for w in uncommitted)} changed (not committed yet) after "
-            f"the first results were committed in {evidence.sha[:12]} ({evidence.committed_at})"
+    here = _here(record)
+    parts_changed = {"policy": "policy", "rubric": f"rubric {rubric}"}
+    edits = [
+        Edit(here, parts_changed[what], not existed, "the working tree (not committed yet)")
+        for what, existed in uncommitted.items()
+    ]
+    committed = audit.evidence if audit else None
+    if committed is not None:
+        evidence: Moment | None = Moment(
+            committed.position, committed.sha[:12], committed.committed_at
         )
-    elif late is None and edited and has_results:
-        late = (
-            f"{' and '.join(edited)} changed (not committed yet) beside the first results, "
-            "with those results in the working tree"
-        )
+    else:
+        evidence = here if has_results else None
+    if late is None and edits and evidence is not None:
+        late = criteria_after_evidence(evidence, edits)
     return CriteriaDates(parts, late)
 
 

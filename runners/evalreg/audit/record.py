@@ -38,6 +38,13 @@ from evalreg.audit.changes import (
     describe,
     describe_evalset,
 )
+from evalreg.audit.fixed import (
+    Edit,
+    Moment,
+    criteria_after_evidence,
+    declared_after_evidence,
+)
+from evalreg.audit.fixed import late as late_edits
 from evalreg.audit.introduced import PrSource, pull_request_in
 from evalreg.audit.rebuys import Rebuy, RebuyTrail
 from evalreg.canonical import digest
@@ -61,6 +68,7 @@ ChangeKind = Literal["selected", "policy", "candidates", "waivers", "task", "rem
 FileKind = Literal["rubric", "task", "pin", "evalset"]
 FlagKind = Literal[
     "criteria_after_evidence",
+    "declared_after_evidence",
     "selected_without_evidence",
     "unreadable",
     "waiver_unapproved",
@@ -274,6 +282,9 @@ class AuditRecord:
     """Commit→pull-request lookups that failed."""
     rebuys: tuple[Rebuy, ...] = ()
     """Runs that bought again evidence no DVC remote held, in first-parent order."""
+    unchecked: tuple[str, ...] = ()
+    """Squash-merged pull requests whose own commits this clone lacks: the order of their
+    criteria and results inside them was not checked."""
 
     @property
     def exit_code(self) -> int:
@@ -306,6 +317,7 @@ def build_audit(
     with git.Repo(tree.root) as repo:
         history = _History(repo, github)
         commits = list(repo.iter_commits(tree.rev, first_parent=True))[::-1]
+        history.positions = {c.hexsha: i for i, c in enumerate(commits, 1)}
         trackers = [_SelectionTrail(ident, history) for ident in ids]
         files = _Files(history, tree.root)
         rebuys = RebuyTrail(history)
@@ -314,6 +326,9 @@ def build_audit(
                 tracker.step(commit, position)
             files.step(commit, position, {t.ident: t.state for t in trackers})
             rebuys.step(commit, position)
+        unchecked: list[str] = []
+        for tracker in trackers:
+            _inside_pull_request(tracker, files.changes, history, tree.root, unchecked)
         selections = tuple(
             _rebought(t.result(files.changes), t.state, rebuys.rebuys) for t in trackers
         )
@@ -338,7 +353,65 @@ def build_audit(
         waiver_checks=checks,
         lookup_errors=tuple(history.errors),
         rebuys=tuple(rebuys.rebuys),
+        unchecked=tuple(dict.fromkeys(unchecked)),
     )
+
+
+def _inside_pull_request(
+    trail: _SelectionTrail,
+    main_files: list[FileChange],
+    history: _History,
+    root: Path,
+    unchecked: list[str],
+) -> None:
+    """When a selection's first results came with a merged pull request, apply the rule
+    of ``audit/fixed.py`` to that pull request's own commits too, and add what it finds to
+    ``trail``'s flags: main's first-parent line sees only the merge, where criteria edited
+    after the pull request's first results look created with them. A squash merge's commits
+    are read from ``refs/pull/N/head``; without it the pull request is named in
+    ``unchecked``."""
+    evidence = trail.evidence
+    if evidence is None:
+        return
+    commit = history.repo.commit(evidence.sha)
+    if len(commit.parents) > 1:
+        head: git.Commit = commit.parents[1]
+    elif evidence.pr is not None and evidence.pr_source == "squash":
+        try:
+            head = history.repo.commit(f"refs/pull/{evidence.pr}/head")
+        except (git.BadName, ValueError):
+            unchecked.append(
+                f"pull request #{evidence.pr} (squashed in {evidence.sha[:12]}): its own "
+                f"commits are not in this clone (fetch refs/pull/{evidence.pr}/head), so the "
+                "order of its criteria and results inside it was not checked"
+            )
+            return
+    else:
+        return
+    side = list(
+        history.repo.iter_commits(f"{commit.parents[0].hexsha}..{head.hexsha}", first_parent=True)
+    )[::-1]
+    if not side or not side[0].parents:
+        return
+    inner = _PullRequestHistory(history.repo, evidence)
+    inside = _SelectionTrail(trail.ident, inner)
+    files = _Files(inner, root)
+    for place, c in enumerate([side[0].parents[0], *side]):
+        inner.positions[c.hexsha] = place
+        inside.step(c, place)
+        files.step(c, place, {inside.ident: inside.state})
+    where = f" (inside pull request #{evidence.pr}" if evidence.pr else " (inside the branch"
+    where += f" merged in {evidence.sha[:12]})"
+    found = [
+        (evidence.position, replace(f, message=f.message + where))
+        for place, f in inside.flags
+        if place >= 1 and f.kind == "declared_after_evidence"
+    ]
+    if inside.evidence is not None and trail._late_criteria(evidence, main_files) is None:
+        late = inside._late_criteria(inside.evidence, files.changes)
+        if late is not None:
+            found.append((evidence.position, replace(late[1], message=late[1].message + where)))
+    trail.flags += found
 
 
 def _rebought(
@@ -545,6 +618,8 @@ class _History:
         self.errors: list[str] = []
         self._infos: dict[str, CommitInfo] = {}
         self._merged: dict[tuple[str, str], tuple[Person, ...]] = {}
+        self.positions: dict[str, int] = {}
+        """Each placed commit's position (``build_audit``'s first-parent line)."""
 
     def info(self, commit: git.Commit, position: int) -> CommitInfo:
         if commit.hexsha not in self._infos:
@@ -575,6 +650,21 @@ class _History:
             return None, None
         return (number, "api") if number is not None else (None, None)
 
+    def first_added(self, commit: git.Commit, paths: list[str]) -> CommitInfo | None:
+        """The earliest commit of ``commit``'s first-parent line (up to it) that added one
+        of ``paths``, when it is a commit this history has placed."""
+        try:
+            out = self.repo.git.log(
+                "--first-parent", "--diff-filter=A", "--format=%H", commit.hexsha, "--", *paths
+            ).split()
+        except git.GitCommandError:
+            return None
+        placed = [sha for sha in out if sha in self.positions]
+        if not placed:
+            return None
+        sha = placed[-1]
+        return self.info(self.repo.commit(sha), self.positions[sha])
+
     def merged_authors(self, commit: git.Commit, path: str) -> tuple[Person, ...]:
         """Authors of the commits a merge brought in that touched ``path``."""
         if len(commit.parents) < 2:
@@ -589,6 +679,18 @@ class _History:
             }
             self._merged[key] = tuple(sorted(people, key=lambda p: (p.name, p.email)))
         return self._merged[key]
+
+
+class _PullRequestHistory(_History):
+    """The commits of one merged pull request, placed in their own order (the base first,
+    at 0), each credited to the pull request of the commit that merged them."""
+
+    def __init__(self, repo: git.Repo, merged: CommitInfo) -> None:
+        super().__init__(repo)
+        self.merged = merged
+
+    def _pull_request(self, sha: str, subject: str) -> tuple[int | None, PrSource | None]:
+        return self.merged.pr, self.merged.pr_source
 
 
 class _SelectionTrail:
@@ -657,6 +759,8 @@ class _SelectionTrail:
             w: self.waiver_since[w] if w in kept and w in self.waiver_since else info
             for w in parsed.waivers
         }
+        if self.state is None:
+            self._declared(commit, info, parsed)
         differences = _differences(self.state, parsed)
         merged = self.history.merged_authors(commit, self.path) if differences else ()
         for kind, before, after, parts in differences:
@@ -670,6 +774,28 @@ class _SelectionTrail:
                 flag = Flag("selected_without_evidence", message, (info.sha,))
                 self.flags.append((position, flag))
         self.state = parsed
+
+    def _declared(self, commit: git.Commit, info: CommitInfo, created: schema.Selection) -> None:
+        """Flag a selection created over results its cells already had before ``commit``."""
+        if not commit.parents:
+            return
+        parent = commit.parents[0]
+        cells = [
+            f"{created.task}/{c.id}"
+            for c in created.candidates
+            if _has_summary(parent, created.task, c.id)
+        ]
+        if not cells:
+            return
+        paths = [f"{RESULTS_DIR}/{cell}.json" for cell in cells]
+        first = self.history.first_added(parent, paths)
+        evidence = Moment(info.position - 1, parent.hexsha[:12], _utc(parent.committed_date))
+        if first is not None:
+            evidence = _moment(first)
+        message = declared_after_evidence(_moment(info), evidence, cells)
+        if message is not None:
+            shas = (first.sha, info.sha) if first is not None else (info.sha,)
+            self.flags.append((info.position, Flag("declared_after_evidence", message, shas)))
 
     def result(self, files: list[FileChange]) -> SelectionAudit:
         flags = list(self.flags)
@@ -704,47 +830,44 @@ class _SelectionTrail:
     def _late_criteria(
         self, evidence: CommitInfo, files: list[FileChange]
     ) -> tuple[int, Flag] | None:
-        """The "criteria changed after the evidence" flag (rule: the module docstring)."""
-
-        def late(position: int, created: bool) -> bool:
-            return position > evidence.position or (position == evidence.position and not created)
-
-        policy = [
-            c
+        """The "criteria changed after the evidence" flag (rule: ``audit/fixed.py``)."""
+        edits = [
+            (
+                c.commit,
+                Edit(
+                    _moment(c.commit),
+                    "policy",
+                    c.before is None,
+                    _where(c.commit, ", ".join(c.parts)),
+                ),
+            )
             for c in self.changes
-            if c.kind == "policy" and late(c.commit.position, c.before is None)
-        ]
-        rulers = [
-            f
+            if c.kind == "policy"
+        ] + [
+            (
+                f.commit,
+                Edit(
+                    _moment(f.commit),
+                    f"{f.kind} {f.id}",
+                    f.created,
+                    _where(f.commit, "; ".join(f.summary)),
+                ),
+            )
             for f in files
-            if f.criteria and self.ident in f.selections and late(f.commit.position, f.created)
+            if f.criteria and self.ident in f.selections
         ]
-        if not policy and not rulers:
+        moment = _moment(evidence)
+        message = criteria_after_evidence(moment, [e for _, e in edits])
+        if message is None:
             return None
-        parts = []
-        if policy:
-            parts.append(
-                "policy changed in "
-                + ", ".join(_where(c.commit, ", ".join(c.parts)) for c in policy)
-            )
-        parts += [
-            f"{f.kind} {f.id} changed in {_where(f.commit, '; '.join(f.summary))}" for f in rulers
-        ]
-        message = (
-            "criteria changed after the evidence they judge first existed: results first "
-            f"in {evidence.sha[:12]} ({evidence.committed_at}); " + "; ".join(parts)
-        )
-        positions = [c.commit.position for c in policy] + [f.commit.position for f in rulers]
-        if evidence.position in positions:
-            message += (
-                f" (a change in {evidence.sha[:12]} itself counts: its results were in the "
-                "working tree when the criteria were edited)"
-            )
-        ordered = sorted(
-            [*(c.commit for c in policy), *(f.commit for f in rulers)], key=lambda c: c.position
-        )
+        counted = [c for c, e in edits if e in late_edits(moment, [e])]
+        ordered = sorted(counted, key=lambda c: c.position)
         commits = tuple(dict.fromkeys(c.sha for c in ordered))
-        return min(positions), Flag("criteria_after_evidence", message, commits)
+        return ordered[0].position, Flag("criteria_after_evidence", message, commits)
+
+
+def _moment(commit: CommitInfo) -> Moment:
+    return Moment(commit.position, commit.sha[:12], commit.committed_at)
 
 
 def _where(commit: CommitInfo, what: str) -> str:

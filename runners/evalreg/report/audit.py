@@ -31,6 +31,7 @@ MAX_CELL_CHARS = 600
 
 _FLAG_LABELS = {
     "criteria_after_evidence": "criteria changed after the evidence",
+    "declared_after_evidence": "selection declared after its evidence",
     "selected_without_evidence": "a declaration without results",
     "unreadable": "unreadable file",
     "waiver_unapproved": "waiver approval not verified",
@@ -135,6 +136,9 @@ def _history(record: AuditRecord) -> str:
     lines += [f"- **{_cell(sid)}** — {_cell(flag.message)}" for sid, flag in flags] or [
         "None: every policy predates its evidence and every declared candidate had results."
     ]
+    if record.unchecked:
+        lines += ["", "Not checked:", ""]
+        lines += [f"- {_cell(note)}" for note in record.unchecked]
     lines += ["", "## Changes", ""]
     lines += _changes(record.selections)
     lines += ["", "## Rubrics, tasks, pins and eval sets", ""]

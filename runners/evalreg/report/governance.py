@@ -307,8 +307,15 @@ def _when_fixed(ev: SelectionEvidence, dates: CriteriaDates | None) -> str:
         return "When the criteria were fixed was not looked up in git for this page.\n"
     if dates.unknown is not None:
         return f"When the criteria were fixed cannot be told from git: {inline(dates.unknown)}.\n"
-    if dates.late is not None:
-        verdict = f"**⚠ Criteria changed after the evidence:** {prose(dates.late, limit=1000)}."
+    if dates.late is not None or dates.declared is not None:
+        verdict = "\n\n".join(
+            f"**⚠ {title}:** {prose(message, limit=1000)}."
+            for title, message in (
+                ("Criteria changed after the evidence", dates.late),
+                ("Selection declared after its evidence", dates.declared),
+            )
+            if message is not None
+        )
     elif not ev.metrics:
         verdict = "**Criteria fixed before evidence:** no candidate has results yet."
     else:
