@@ -282,6 +282,7 @@ def run_job(
         "token": (secrets or {}).get("GITHUB_TOKEN", ""),
         "workspace": str(workspace),
         "api_url": api_url,
+        "server_url": "https://github.com",
         **(extra or {}),
     }
     env: dict[str, str] = {
@@ -299,6 +300,7 @@ def run_job(
         "GITHUB_HEAD_REF": github["head_ref"],
         "GITHUB_WORKSPACE": str(workspace),
         "GITHUB_API_URL": api_url,
+        "GITHUB_SERVER_URL": "https://github.com",
         "RUNNER_TEMP": str(runner_temp),
         # No network in tests: an install that tries to reach an index fails here.
         "PIP_NO_INDEX": "1",

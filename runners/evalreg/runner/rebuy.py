@@ -40,8 +40,8 @@ class LostEvidence:
         return (
             f"{', '.join(sorted(self.cells))}: results rest on DVC objects that are on no "
             f"remote and not in the local cache ({named}), so they cannot be reproduced; "
-            "their responses are bought again and the results replaced. Commit them with "
-            "reports/rebought.jsonl, which records the re-buy"
+            "their responses are bought again and the results replaced. Run `evalreg report` "
+            "and commit them with reports/rebought.jsonl, which records the re-buy"
         )
 
 
