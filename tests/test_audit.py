@@ -720,7 +720,7 @@ def waived(history: History) -> WaivedHistory:
 @pytest.fixture
 def gh(waived: WaivedHistory) -> Iterator[GitHubAPI]:
     with GitHubAPI(tokens={AUDITOR_TOKEN: "auditor"}) as api:
-        api.add_pull(21, waived.final_head, author="frank", merge_commit_sha=waived.merge)
+        api.add_pull(21, waived.final_head, author="frank", merged_as=waived.merge)
         yield api
 
 
@@ -790,7 +790,7 @@ def test_an_approver_login_that_is_the_pr_author_is_flagged(
         WAIVED.replace("approver: Erin\n", "approver: Frank\n    approver_login: Frank\n"),
     )
     commit(repo, "Name the approver's login (#22)", "frank", "2026-01-10T00:00:00Z")
-    gh.add_pull(22, "e" * 40, author="frank", merge_commit_sha="f" * 40)
+    gh.add_pull(22, "e" * 40, author="frank", merged_as="f" * 40)
     gh.add_review(22, "frank", "COMMENTED", commit_id="e" * 40)
 
     [check] = audit_with(gh, repo).waiver_checks or ()
@@ -822,7 +822,7 @@ def test_a_commit_without_a_pull_request_subject_gets_one_from_github_across_pag
         # A hundred open pull requests also contain the commit; the merged one is on page 2.
         for number in range(2, 102):
             api.add_pull(number, "a" * 40, commits=(rebased,))
-        api.add_pull(1, "b" * 40, commits=(rebased,), merge_commit_sha=rebased)
+        api.add_pull(1, "b" * 40, commits=(rebased,), merged_as=rebased)
         record = audit_with(api, repo)
         lookups = [r.query for r in api.requests if r.path.endswith(f"/commits/{rebased}/pulls")]
 
