@@ -831,3 +831,116 @@ def test_a_commit_without_a_pull_request_subject_gets_one_from_github_across_pag
     assert lookups == [{"per_page": "100"}, {"per_page": "100", "page": "2"}]
     [late] = [f for f in record.selections[0].flags if f.kind == "criteria_after_evidence"]
     assert f"rubric labels changed in {rebased[:12]} (#1, " in late.message
+
+
+# What GitHub can answer besides a plain approval: dismissals, commits and accounts that no
+# longer exist, pull requests closed without merging, more than a page of reviews.
+
+
+def test_a_dismissed_approval_does_not_count(waived: WaivedHistory, gh: GitHubAPI) -> None:
+    # GitHub turns a dismissed review's state into DISMISSED; what it was is not said.
+    gh.add_review(21, "erin", "DISMISSED", commit_id=waived.final_head)
+
+    record = audit_with(gh, waived.repo)
+
+    [check] = record.waiver_checks or ()
+    assert (check.status, check.login) == ("not_approved", "erin")
+    assert check.message.endswith(
+        "erin's last review of #21 was dismissed and no approval followed it"
+    )
+    assert "waiver_unapproved" in {f.kind for f in record.selections[0].flags}
+
+
+def test_an_approval_given_again_after_a_dismissal_counts(
+    waived: WaivedHistory, gh: GitHubAPI
+) -> None:
+    gh.add_review(21, "erin", "DISMISSED", commit_id=waived.first_head)
+    gh.add_review(21, "erin", "APPROVED", commit_id=waived.final_head)
+
+    [check] = audit_with(gh, waived.repo).waiver_checks or ()
+
+    assert check.status == "approved"
+
+
+def test_an_approval_on_a_commit_github_no_longer_has_is_not_on_the_final_head(
+    waived: WaivedHistory, gh: GitHubAPI
+) -> None:
+    # commit_id is null when the reviewed commit was force-pushed away and collected.
+    gh.add_review(21, "erin", "APPROVED", commit_id=None)
+
+    record = audit_with(gh, waived.repo)
+
+    [check] = record.waiver_checks or ()
+    assert check.status == "earlier_commit"
+    assert check.message.endswith(
+        f"erin approved #21 on a commit GitHub no longer has, not on its final head "
+        f"{waived.final_head[:12]}: what was pushed after the approval was not approved"
+    )
+    assert "| erin | approved | " in audit_markdown(record)
+
+
+def test_a_review_by_a_deleted_account_is_left_out(waived: WaivedHistory, gh: GitHubAPI) -> None:
+    gh.add_review(21, None, "APPROVED", commit_id=waived.final_head)
+    gh.add_review(21, "erin", "APPROVED", commit_id=waived.final_head)
+
+    record = audit_with(gh, waived.repo)
+
+    [check] = record.waiver_checks or ()
+    assert check.status == "approved"
+    [pull] = [p for p in record.approvals or () if p.number == 21]
+    assert [r.reviewer for r in pull.reviews] == ["erin"]
+
+
+def test_an_approver_whose_account_was_deleted_is_not_found(
+    waived: WaivedHistory, gh: GitHubAPI
+) -> None:
+    gh.add_review(21, None, "APPROVED", commit_id=waived.final_head)
+
+    [check] = audit_with(gh, waived.repo).waiver_checks or ()
+
+    assert (check.status, check.login) == ("no_reviewer", None)
+
+
+def test_an_approval_past_the_first_hundred_reviews_is_found(
+    waived: WaivedHistory, gh: GitHubAPI
+) -> None:
+    for _ in range(120):
+        gh.add_review(21, "carol", "COMMENTED", commit_id=waived.final_head)
+    gh.add_review(21, "erin", "APPROVED", commit_id=waived.final_head)
+
+    [check] = audit_with(gh, waived.repo).waiver_checks or ()
+
+    assert check.status == "approved"
+    pages = [r.query.get("page") for r in gh.requests if r.path.endswith("/pulls/21/reviews")]
+    assert pages == [None, "2"]
+
+
+def test_a_pull_request_closed_without_merging_is_not_the_one_that_merged_a_commit(
+    history: History,
+) -> None:
+    repo = history.repo
+    repo.write("registry/rubrics/labels.yaml", LENIENT_RUBRIC)
+    rebased = commit(repo, "Grade only JSON validity", "carol", "2026-01-08T00:00:00Z")
+    with GitHubAPI(tokens={AUDITOR_TOKEN: "auditor"}) as api:
+        # The first attempt was closed unmerged; the second was rebased onto main.
+        api.add_pull(30, rebased, state="closed")
+        api.add_pull(31, "b" * 40, commits=(rebased,), merged_as=rebased)
+        record = audit_with(api, repo)
+
+    [change] = [f for f in record.files if f.commit.sha == rebased]
+    assert (change.commit.pr, change.commit.pr_source) == (31, "api")
+
+
+def test_a_commit_only_a_closed_unmerged_pull_request_holds_came_through_none(
+    history: History,
+) -> None:
+    repo = history.repo
+    repo.write("registry/rubrics/labels.yaml", LENIENT_RUBRIC)
+    pushed = commit(repo, "Grade only JSON validity", "carol", "2026-01-08T00:00:00Z")
+    with GitHubAPI(tokens={AUDITOR_TOKEN: "auditor"}) as api:
+        api.add_pull(30, pushed, state="closed", commits=(pushed,))
+        api.add_pull(32, pushed)
+        record = audit_with(api, repo)
+
+    [change] = [f for f in record.files if f.commit.sha == pushed]
+    assert (change.commit.pr, change.commit.pr_source) == (None, None)
