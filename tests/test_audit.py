@@ -3,13 +3,10 @@ approvals over loopback HTTP, escaping, determinism and the offline HTML page.""
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
-import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
@@ -372,78 +369,37 @@ def test_the_html_page_is_offline_and_holds_the_tables(history: History, tmp_pat
 # Approvals over HTTP
 
 
-class ReviewsAPI(ThreadingHTTPServer):
-    """Serves pull request reviews the way GitHub does: paginated, after one rate limit."""
-
-    def __init__(self) -> None:
-        super().__init__(("127.0.0.1", 0), ReviewsHandler)
-        self.authorizations: list[str] = []
-        self.paths: list[str] = []
-        self.rate_limited = False
-        self.next_host = "127.0.0.1"
-        self.url = f"http://127.0.0.1:{self.server_address[1]}"
-
-
-class ReviewsHandler(BaseHTTPRequestHandler):
-    server: ReviewsAPI
-
-    def do_GET(self) -> None:
-        self.server.authorizations.append(self.headers.get("authorization", ""))
-        self.server.paths.append(self.path)
-        if not self.server.rate_limited:
-            self.server.rate_limited = True
-            return self._send(429, [], {"retry-after": "0"})
-        if self.path == "/repos/o/r/pulls/7/reviews?per_page=100":
-            host = f"http://{self.server.next_host}:{self.server.server_address[1]}"
-            link = f'<{host}/repos/o/r/pulls/7/reviews?page=2>; rel="next"'
-            page = [review("carol", "COMMENTED", "2026-01-04T10:00:00Z")]
-            return self._send(200, page, {"link": link})
-        if self.path == "/repos/o/r/pulls/7/reviews?page=2":
-            page = [review("erin", "APPROVED", "2026-01-05T09:00:00+01:00")]
-            return self._send(200, page, {})
-        if self.path == "/repos/o/r/pulls/9/reviews?per_page=100":
-            page = [
-                review("alice", "CHANGES_REQUESTED", "2026-01-07T10:00:00Z"),
-                review("alice", "APPROVED", "2026-01-07T12:00:00Z"),
-                {"user": {"login": "bob"}, "state": "PENDING", "submitted_at": None},
-            ]
-            return self._send(200, page, {})
-        return self._send(404, {"message": "Not Found"}, {})
-
-    def _send(self, status: int, body: object, headers: dict[str, str]) -> None:
-        data = json.dumps(body).encode()
-        self.send_response(status)
-        for name, value in {**headers, "content-type": "application/json"}.items():
-            self.send_header(name, value)
-        self.send_header("content-length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
-    def log_message(self, format: str, *args: object) -> None:
-        pass
-
-
-def review(login: str, state: str, submitted: str) -> dict[str, object]:
-    return {
-        "user": {"login": login},
-        "state": state,
-        "submitted_at": submitted,
-        "commit_id": "c" * 40,
-    }
+REVIEWED = "c" * 40
 
 
 @pytest.fixture
-def api() -> Iterator[ReviewsAPI]:
-    server = ReviewsAPI()
-    thread = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)
-    thread.start()
-    yield server
-    server.shutdown()
-    server.server_close()
+def api(history: History) -> Iterator[GitHubAPI]:
+    """GitHub with the reviews of #7 and #9 (one of them pending)."""
+    with GitHubAPI(tokens={TOKEN: "auditor"}, repository="o/r") as gh:
+        gh.add_pull(7, history.shas["gate"], author="carol", merged_as=history.shas["merge"])
+        gh.add_pull(9, REVIEWED, author="frank", merged_as=history.shas["pick"])
+        gh.add_review(
+            7, "carol", "COMMENTED", commit_id=REVIEWED, submitted_at="2026-01-04T10:00:00Z"
+        )
+        # Any offset is a date-time; the record keeps UTC.
+        gh.add_review(
+            7, "erin", "APPROVED", commit_id=REVIEWED, submitted_at="2026-01-05T09:00:00+01:00"
+        )
+        gh.add_review(
+            9, "alice", "CHANGES_REQUESTED", commit_id=REVIEWED, submitted_at="2026-01-07T10:00:00Z"
+        )
+        gh.add_review(
+            9, "alice", "APPROVED", commit_id=REVIEWED, submitted_at="2026-01-07T12:00:00Z"
+        )
+        gh.add_review(9, "bob", "PENDING", commit_id=REVIEWED)
+        yield gh
 
 
-def test_approvals_are_read_across_pages(history: History, api: ReviewsAPI, tmp_path: Path) -> None:
+def test_approvals_are_read_after_a_rate_limit(
+    history: History, api: GitHubAPI, tmp_path: Path
+) -> None:
     sleeps: list[float] = []
+    api.rate_limit_next(status=429, retry_after=0)
     with GitHubReviews(TOKEN, "o/r", api.url, sleep=sleeps.append) as github:
         record = build_audit(history.repo.root, "main", github=github, verify=False)
         shown = repr(github)
@@ -458,7 +414,7 @@ def test_approvals_are_read_across_pages(history: History, api: ReviewsAPI, tmp_
     ]
     assert nine.standing == (("alice", "APPROVED"),)
     assert sleeps == [1.0]  # a rate limit is waited out (never for less than a second)
-    assert set(api.authorizations) == {f"Bearer {TOKEN}"}
+    assert {r.headers["authorization"] for r in api.requests} == {f"Bearer {TOKEN}"}
     assert "| #9 | alice (approved) |" in markdown
     assert "| #7 | erin | approved | 2026-01-05T08:00:00Z | `cccccccccccc` |" in markdown
     for text in (markdown, page.read_text(encoding="utf-8"), repr(record), shown):
@@ -466,9 +422,8 @@ def test_approvals_are_read_across_pages(history: History, api: ReviewsAPI, tmp_
 
 
 def test_unreadable_reviews_are_recorded_without_the_token(
-    history: History, api: ReviewsAPI
+    history: History, api: GitHubAPI
 ) -> None:
-    api.rate_limited = True
     with GitHubReviews(TOKEN, "o/other", api.url) as github:
         record = build_audit(history.repo.root, "main", github=github, verify=False)
 
@@ -489,8 +444,10 @@ def test_unreadable_reviews_are_recorded_without_the_token(
     assert TOKEN not in repr(record)
 
 
-def test_a_next_page_on_another_host_gets_no_token(history: History, api: ReviewsAPI) -> None:
-    api.rate_limited, api.next_host = True, "localhost"
+def test_a_next_page_on_another_host_gets_no_token(history: History, api: GitHubAPI) -> None:
+    for _ in range(100):
+        api.add_review(7, "carol", "COMMENTED", commit_id=REVIEWED)
+    api.link_base = api.url.replace("127.0.0.1", "localhost")
     with GitHubReviews(TOKEN, "o/r", api.url) as github:
         record = build_audit(history.repo.root, "main", github=github, verify=False)
 
@@ -500,10 +457,10 @@ def test_a_next_page_on_another_host_gets_no_token(history: History, api: Review
         "refusing to send the token there: check GITHUB_API_URL and any proxy between this "
         "job and GitHub"
     )
-    reviews = [p for p in api.paths if "/reviews" in p]
+    reviews = [(r.path, r.query) for r in api.requests if "/reviews" in r.path]
     assert reviews == [  # the first pages of #7 and #9, nothing more
-        "/repos/o/r/pulls/7/reviews?per_page=100",
-        "/repos/o/r/pulls/9/reviews?per_page=100",
+        ("/repos/o/r/pulls/7/reviews", {"per_page": "100"}),
+        ("/repos/o/r/pulls/9/reviews", {"per_page": "100"}),
     ]
 
 
