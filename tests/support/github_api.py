@@ -61,7 +61,7 @@ from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
 from typing import Any, cast
-from urllib.parse import parse_qsl, urlencode, urlsplit
+from urllib.parse import SplitResult, parse_qsl, urlencode, urlsplit
 
 from support.github_openapi import OPERATIONS, description
 
@@ -356,7 +356,9 @@ class GitHubAPI:
                 self.violations.extend(f"{method} {split.path}: {p}" for p in problems)
         return answer
 
-    def _answer(self, method: str, split: Any, headers: dict[str, str], raw: bytes) -> _Answer:
+    def _answer(
+        self, method: str, split: SplitResult, headers: dict[str, str], raw: bytes
+    ) -> _Answer:
         query = dict(parse_qsl(split.query))
         try:
             body = json.loads(raw) if raw else None

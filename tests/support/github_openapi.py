@@ -90,7 +90,7 @@ class Description:
     def __init__(self, document: dict[str, Any]) -> None:
         self.document = document
         self.source = str(document["source"])
-        resource = referencing.Resource(document, referencing.jsonschema.DRAFT4)
+        resource = referencing.jsonschema.DRAFT4.create_resource(document)
         self._registry: referencing.Registry[Any] = referencing.Registry().with_resource(
             _URI, resource
         )
