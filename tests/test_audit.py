@@ -878,10 +878,13 @@ def test_a_pull_request_closed_without_merging_is_not_the_one_that_merged_a_comm
     repo = history.repo
     repo.write("registry/rubrics/labels.yaml", LENIENT_RUBRIC)
     rebased = commit(repo, "Grade only JSON validity", "carol", "2026-01-08T00:00:00Z")
+    repo.write("registry/systems/rules.py", SYSTEM + "\n# tweak\n")
+    last = commit(repo, "Tweak the baseline", "carol", "2026-01-08T00:01:00Z")
     with GitHubAPI(tokens={AUDITOR_TOKEN: "auditor"}) as api:
-        # The first attempt was closed unmerged; the second was rebased onto main.
+        # The first attempt was closed unmerged; the second was rebased onto main, and
+        # GitHub names its last rebased commit as the one that merged it.
         api.add_pull(30, rebased, state="closed")
-        api.add_pull(31, "b" * 40, commits=(rebased,), merged_as=rebased)
+        api.add_pull(31, "b" * 40, commits=(rebased, last), merged_as=last)
         record = audit_with(api, repo)
 
     [change] = [f for f in record.files if f.commit.sha == rebased]
