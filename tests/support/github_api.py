@@ -152,7 +152,8 @@ class _Answer:
 
 
 class GitHubAPI:
-    """The stand-in server; use as a context manager, or ``start()`` and ``stop()``."""
+    """The stand-in server; use as a context manager (which fails on leaving it when any
+    answer broke GitHub's description), or ``start()``, ``stop()`` and ``check()``."""
 
     def __init__(self, tokens: Mapping[str, str], *, repository: str = "acme/registry") -> None:
         self.tokens = dict(tokens)
