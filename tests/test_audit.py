@@ -3,13 +3,10 @@ approvals over loopback HTTP, escaping, determinism and the offline HTML page.""
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
-import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
@@ -372,78 +369,37 @@ def test_the_html_page_is_offline_and_holds_the_tables(history: History, tmp_pat
 # Approvals over HTTP
 
 
-class ReviewsAPI(ThreadingHTTPServer):
-    """Serves pull request reviews the way GitHub does: paginated, after one rate limit."""
-
-    def __init__(self) -> None:
-        super().__init__(("127.0.0.1", 0), ReviewsHandler)
-        self.authorizations: list[str] = []
-        self.paths: list[str] = []
-        self.rate_limited = False
-        self.next_host = "127.0.0.1"
-        self.url = f"http://127.0.0.1:{self.server_address[1]}"
-
-
-class ReviewsHandler(BaseHTTPRequestHandler):
-    server: ReviewsAPI
-
-    def do_GET(self) -> None:
-        self.server.authorizations.append(self.headers.get("authorization", ""))
-        self.server.paths.append(self.path)
-        if not self.server.rate_limited:
-            self.server.rate_limited = True
-            return self._send(429, [], {"retry-after": "0"})
-        if self.path == "/repos/o/r/pulls/7/reviews?per_page=100":
-            host = f"http://{self.server.next_host}:{self.server.server_address[1]}"
-            link = f'<{host}/repos/o/r/pulls/7/reviews?page=2>; rel="next"'
-            page = [review("carol", "COMMENTED", "2026-01-04T10:00:00Z")]
-            return self._send(200, page, {"link": link})
-        if self.path == "/repos/o/r/pulls/7/reviews?page=2":
-            page = [review("erin", "APPROVED", "2026-01-05T09:00:00+01:00")]
-            return self._send(200, page, {})
-        if self.path == "/repos/o/r/pulls/9/reviews?per_page=100":
-            page = [
-                review("alice", "CHANGES_REQUESTED", "2026-01-07T10:00:00Z"),
-                review("alice", "APPROVED", "2026-01-07T12:00:00Z"),
-                {"user": {"login": "bob"}, "state": "PENDING", "submitted_at": None},
-            ]
-            return self._send(200, page, {})
-        return self._send(404, {"message": "Not Found"}, {})
-
-    def _send(self, status: int, body: object, headers: dict[str, str]) -> None:
-        data = json.dumps(body).encode()
-        self.send_response(status)
-        for name, value in {**headers, "content-type": "application/json"}.items():
-            self.send_header(name, value)
-        self.send_header("content-length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
-    def log_message(self, format: str, *args: object) -> None:
-        pass
-
-
-def review(login: str, state: str, submitted: str) -> dict[str, object]:
-    return {
-        "user": {"login": login},
-        "state": state,
-        "submitted_at": submitted,
-        "commit_id": "c" * 40,
-    }
+REVIEWED = "c" * 40
 
 
 @pytest.fixture
-def api() -> Iterator[ReviewsAPI]:
-    server = ReviewsAPI()
-    thread = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)
-    thread.start()
-    yield server
-    server.shutdown()
-    server.server_close()
+def api(history: History) -> Iterator[GitHubAPI]:
+    """GitHub with the reviews of #7 and #9 (one of them pending)."""
+    with GitHubAPI(tokens={TOKEN: "auditor"}, repository="o/r") as gh:
+        gh.add_pull(7, history.shas["gate"], author="carol", merged_as=history.shas["merge"])
+        gh.add_pull(9, REVIEWED, author="frank", merged_as=history.shas["pick"])
+        gh.add_review(
+            7, "carol", "COMMENTED", commit_id=REVIEWED, submitted_at="2026-01-04T10:00:00Z"
+        )
+        # Any offset is a date-time; the record keeps UTC.
+        gh.add_review(
+            7, "erin", "APPROVED", commit_id=REVIEWED, submitted_at="2026-01-05T09:00:00+01:00"
+        )
+        gh.add_review(
+            9, "alice", "CHANGES_REQUESTED", commit_id=REVIEWED, submitted_at="2026-01-07T10:00:00Z"
+        )
+        gh.add_review(
+            9, "alice", "APPROVED", commit_id=REVIEWED, submitted_at="2026-01-07T12:00:00Z"
+        )
+        gh.add_review(9, "bob", "PENDING", commit_id=REVIEWED)
+        yield gh
 
 
-def test_approvals_are_read_across_pages(history: History, api: ReviewsAPI, tmp_path: Path) -> None:
+def test_approvals_are_read_after_a_rate_limit(
+    history: History, api: GitHubAPI, tmp_path: Path
+) -> None:
     sleeps: list[float] = []
+    api.rate_limit_next(status=429, retry_after=0)
     with GitHubReviews(TOKEN, "o/r", api.url, sleep=sleeps.append) as github:
         record = build_audit(history.repo.root, "main", github=github, verify=False)
         shown = repr(github)
@@ -458,7 +414,7 @@ def test_approvals_are_read_across_pages(history: History, api: ReviewsAPI, tmp_
     ]
     assert nine.standing == (("alice", "APPROVED"),)
     assert sleeps == [1.0]  # a rate limit is waited out (never for less than a second)
-    assert set(api.authorizations) == {f"Bearer {TOKEN}"}
+    assert {r.headers["authorization"] for r in api.requests} == {f"Bearer {TOKEN}"}
     assert "| #9 | alice (approved) |" in markdown
     assert "| #7 | erin | approved | 2026-01-05T08:00:00Z | `cccccccccccc` |" in markdown
     for text in (markdown, page.read_text(encoding="utf-8"), repr(record), shown):
@@ -466,9 +422,8 @@ def test_approvals_are_read_across_pages(history: History, api: ReviewsAPI, tmp_
 
 
 def test_unreadable_reviews_are_recorded_without_the_token(
-    history: History, api: ReviewsAPI
+    history: History, api: GitHubAPI
 ) -> None:
-    api.rate_limited = True
     with GitHubReviews(TOKEN, "o/other", api.url) as github:
         record = build_audit(history.repo.root, "main", github=github, verify=False)
 
@@ -489,8 +444,10 @@ def test_unreadable_reviews_are_recorded_without_the_token(
     assert TOKEN not in repr(record)
 
 
-def test_a_next_page_on_another_host_gets_no_token(history: History, api: ReviewsAPI) -> None:
-    api.rate_limited, api.next_host = True, "localhost"
+def test_a_next_page_on_another_host_gets_no_token(history: History, api: GitHubAPI) -> None:
+    for _ in range(100):
+        api.add_review(7, "carol", "COMMENTED", commit_id=REVIEWED)
+    api.link_base = api.url.replace("127.0.0.1", "localhost")
     with GitHubReviews(TOKEN, "o/r", api.url) as github:
         record = build_audit(history.repo.root, "main", github=github, verify=False)
 
@@ -500,10 +457,10 @@ def test_a_next_page_on_another_host_gets_no_token(history: History, api: Review
         "refusing to send the token there: check GITHUB_API_URL and any proxy between this "
         "job and GitHub"
     )
-    reviews = [p for p in api.paths if "/reviews" in p]
+    reviews = [(r.path, r.query) for r in api.requests if "/reviews" in r.path]
     assert reviews == [  # the first pages of #7 and #9, nothing more
-        "/repos/o/r/pulls/7/reviews?per_page=100",
-        "/repos/o/r/pulls/9/reviews?per_page=100",
+        ("/repos/o/r/pulls/7/reviews", {"per_page": "100"}),
+        ("/repos/o/r/pulls/9/reviews", {"per_page": "100"}),
     ]
 
 
@@ -720,7 +677,7 @@ def waived(history: History) -> WaivedHistory:
 @pytest.fixture
 def gh(waived: WaivedHistory) -> Iterator[GitHubAPI]:
     with GitHubAPI(tokens={AUDITOR_TOKEN: "auditor"}) as api:
-        api.add_pull(21, waived.final_head, author="frank", merge_commit_sha=waived.merge)
+        api.add_pull(21, waived.final_head, author="frank", merged_as=waived.merge)
         yield api
 
 
@@ -790,7 +747,7 @@ def test_an_approver_login_that_is_the_pr_author_is_flagged(
         WAIVED.replace("approver: Erin\n", "approver: Frank\n    approver_login: Frank\n"),
     )
     commit(repo, "Name the approver's login (#22)", "frank", "2026-01-10T00:00:00Z")
-    gh.add_pull(22, "e" * 40, author="frank", merge_commit_sha="f" * 40)
+    gh.add_pull(22, "e" * 40, author="frank", merged_as="f" * 40)
     gh.add_review(22, "frank", "COMMENTED", commit_id="e" * 40)
 
     [check] = audit_with(gh, repo).waiver_checks or ()
@@ -822,7 +779,7 @@ def test_a_commit_without_a_pull_request_subject_gets_one_from_github_across_pag
         # A hundred open pull requests also contain the commit; the merged one is on page 2.
         for number in range(2, 102):
             api.add_pull(number, "a" * 40, commits=(rebased,))
-        api.add_pull(1, "b" * 40, commits=(rebased,), merge_commit_sha=rebased)
+        api.add_pull(1, "b" * 40, commits=(rebased,), merged_as=rebased)
         record = audit_with(api, repo)
         lookups = [r.query for r in api.requests if r.path.endswith(f"/commits/{rebased}/pulls")]
 
@@ -831,3 +788,119 @@ def test_a_commit_without_a_pull_request_subject_gets_one_from_github_across_pag
     assert lookups == [{"per_page": "100"}, {"per_page": "100", "page": "2"}]
     [late] = [f for f in record.selections[0].flags if f.kind == "criteria_after_evidence"]
     assert f"rubric labels changed in {rebased[:12]} (#1, " in late.message
+
+
+# What GitHub can answer besides a plain approval: dismissals, commits and accounts that no
+# longer exist, pull requests closed without merging, more than a page of reviews.
+
+
+def test_a_dismissed_approval_does_not_count(waived: WaivedHistory, gh: GitHubAPI) -> None:
+    # GitHub turns a dismissed review's state into DISMISSED; what it was is not said.
+    gh.add_review(21, "erin", "DISMISSED", commit_id=waived.final_head)
+
+    record = audit_with(gh, waived.repo)
+
+    [check] = record.waiver_checks or ()
+    assert (check.status, check.login) == ("not_approved", "erin")
+    assert check.message.endswith(
+        "erin's last review of #21 was dismissed and no approval followed it"
+    )
+    assert "waiver_unapproved" in {f.kind for f in record.selections[0].flags}
+
+
+def test_an_approval_given_again_after_a_dismissal_counts(
+    waived: WaivedHistory, gh: GitHubAPI
+) -> None:
+    gh.add_review(21, "erin", "DISMISSED", commit_id=waived.first_head)
+    gh.add_review(21, "erin", "APPROVED", commit_id=waived.final_head)
+
+    [check] = audit_with(gh, waived.repo).waiver_checks or ()
+
+    assert check.status == "approved"
+
+
+def test_an_approval_on_a_commit_github_no_longer_has_is_not_on_the_final_head(
+    waived: WaivedHistory, gh: GitHubAPI
+) -> None:
+    # commit_id is null when the reviewed commit was force-pushed away and collected.
+    gh.add_review(21, "erin", "APPROVED", commit_id=None)
+
+    record = audit_with(gh, waived.repo)
+
+    [check] = record.waiver_checks or ()
+    assert check.status == "earlier_commit"
+    assert check.message.endswith(
+        f"erin approved #21 on a commit GitHub no longer has, not on its final head "
+        f"{waived.final_head[:12]}: what was pushed after the approval was not approved"
+    )
+    assert "| erin | approved | " in audit_markdown(record)
+
+
+def test_a_review_by_a_deleted_account_is_left_out(waived: WaivedHistory, gh: GitHubAPI) -> None:
+    gh.add_review(21, None, "APPROVED", commit_id=waived.final_head)
+    gh.add_review(21, "erin", "APPROVED", commit_id=waived.final_head)
+
+    record = audit_with(gh, waived.repo)
+
+    [check] = record.waiver_checks or ()
+    assert check.status == "approved"
+    [pull] = [p for p in record.approvals or () if p.number == 21]
+    assert [r.reviewer for r in pull.reviews] == ["erin"]
+
+
+def test_an_approver_whose_account_was_deleted_is_not_found(
+    waived: WaivedHistory, gh: GitHubAPI
+) -> None:
+    gh.add_review(21, None, "APPROVED", commit_id=waived.final_head)
+
+    [check] = audit_with(gh, waived.repo).waiver_checks or ()
+
+    assert (check.status, check.login) == ("no_reviewer", None)
+
+
+def test_an_approval_past_the_first_hundred_reviews_is_found(
+    waived: WaivedHistory, gh: GitHubAPI
+) -> None:
+    for _ in range(120):
+        gh.add_review(21, "carol", "COMMENTED", commit_id=waived.final_head)
+    gh.add_review(21, "erin", "APPROVED", commit_id=waived.final_head)
+
+    [check] = audit_with(gh, waived.repo).waiver_checks or ()
+
+    assert check.status == "approved"
+    pages = [r.query.get("page") for r in gh.requests if r.path.endswith("/pulls/21/reviews")]
+    assert pages == [None, "2"]
+
+
+def test_a_pull_request_closed_without_merging_is_not_the_one_that_merged_a_commit(
+    history: History,
+) -> None:
+    repo = history.repo
+    repo.write("registry/rubrics/labels.yaml", LENIENT_RUBRIC)
+    rebased = commit(repo, "Grade only JSON validity", "carol", "2026-01-08T00:00:00Z")
+    repo.write("registry/systems/rules.py", SYSTEM + "\n# tweak\n")
+    last = commit(repo, "Tweak the baseline", "carol", "2026-01-08T00:01:00Z")
+    with GitHubAPI(tokens={AUDITOR_TOKEN: "auditor"}) as api:
+        # The first attempt was closed unmerged; the second was rebased onto main, and
+        # GitHub names its last rebased commit as the one that merged it.
+        api.add_pull(30, rebased, state="closed")
+        api.add_pull(31, "b" * 40, commits=(rebased, last), merged_as=last)
+        record = audit_with(api, repo)
+
+    [change] = [f for f in record.files if f.commit.sha == rebased]
+    assert (change.commit.pr, change.commit.pr_source) == (31, "api")
+
+
+def test_a_commit_only_a_closed_unmerged_pull_request_holds_came_through_none(
+    history: History,
+) -> None:
+    repo = history.repo
+    repo.write("registry/rubrics/labels.yaml", LENIENT_RUBRIC)
+    pushed = commit(repo, "Grade only JSON validity", "carol", "2026-01-08T00:00:00Z")
+    with GitHubAPI(tokens={AUDITOR_TOKEN: "auditor"}) as api:
+        api.add_pull(30, pushed, state="closed", commits=(pushed,))
+        api.add_pull(32, pushed)
+        record = audit_with(api, repo)
+
+    [change] = [f for f in record.files if f.commit.sha == pushed]
+    assert (change.commit.pr, change.commit.pr_source) == (None, None)

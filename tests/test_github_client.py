@@ -385,6 +385,45 @@ def test_pull_head_sha_reads_the_current_head(gh: GitHubAPI, client: GitHubClien
         client.pull_head_sha(6)
 
 
+def test_pull_for_sha_ignores_pulls_closed_with_or_without_merging(
+    gh: GitHubAPI, client: GitHubClient
+) -> None:
+    gh.add_pull(3, SHA, state="closed")
+    gh.add_pull(4, SHA, merged_as=OTHER_SHA)
+
+    assert client.pull_for_sha(SHA) is None
+
+
+def test_a_commits_pull_requests_are_read_past_the_first_hundred(
+    gh: GitHubAPI, client: GitHubClient
+) -> None:
+    for number in range(1, 131):
+        gh.add_pull(number, SHA, state="closed" if number % 2 else "open")
+
+    pulls = client.commit_pulls(SHA)
+
+    assert sorted(p["number"] for p in pulls) == list(range(1, 131))
+    assert [r.query.get("page") for r in gh.requests] == [None, "2"]
+
+
+def test_a_pull_requests_reviews_are_read_past_the_first_hundred(
+    gh: GitHubAPI, client: GitHubClient
+) -> None:
+    gh.add_pull(5, SHA)
+    for _ in range(100):
+        gh.add_review(5, "carol", "COMMENTED", commit_id=SHA)
+    gh.add_review(5, None, "DISMISSED", commit_id=None)
+
+    reviews = client.pull_reviews(5)
+
+    assert len(reviews) == 101
+    assert (reviews[-1]["user"], reviews[-1]["state"], reviews[-1]["commit_id"]) == (
+        None,
+        "DISMISSED",
+        None,
+    )
+
+
 # The Actions environment
 
 

@@ -500,7 +500,8 @@ def check_waiver(
     The approver is ``approver_login`` when the waiver gives one, else the ``approver``
     text (without a leading ``@``) read as a login; logins compare case-insensitively.
     Only the approver's last review that is not a comment counts: it must be an approval
-    given on the pull request's head commit, and the approver must not be its author.
+    (not one dismissed) given on the pull request's head commit, and the approver must not
+    be its author. Reviews by deleted accounts (GitHub's ``user: null``) name no one.
     ``pull`` is the pull request, or why it could not be read.
     """
     pr = waiver.commit.pr
@@ -561,10 +562,17 @@ def check_waiver(
             login,
         )
     if last.state != "APPROVED":
-        return result("not_approved", f"{login}'s approval of #{pr} was dismissed", login)
+        # GitHub turns a dismissed review's state into DISMISSED and no longer says what it
+        # was: an approval or a request for changes.
+        return result(
+            "not_approved",
+            f"{login}'s last review of #{pr} was dismissed and no approval followed it",
+            login,
+        )
     head = pull.head_sha
     if head is None or last.commit is None or last.commit.lower() != head.lower():
-        given = last.commit[:12] if last.commit else "an unknown commit"
+        # GitHub's commit_id is null once the reviewed commit is gone (force-pushed away).
+        given = last.commit[:12] if last.commit else "a commit GitHub no longer has"
         final = head[:12] if head else "unknown"
         return result(
             "earlier_commit",
