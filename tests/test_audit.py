@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from evalreg.audit.record import AuditRecord, GitHubReviews, Person, build_audit
+from evalreg.audit.commits import Person
+from evalreg.audit.record import AuditRecord, GitHubReviews, build_audit
 from evalreg.errors import UsageError
 from evalreg.report.audit import audit_markdown, write_html
 from evalreg.report.escape import cell

@@ -19,8 +19,9 @@ from typing import TypeVar
 
 import git
 
+from evalreg.audit.commits import CommitInfo
 from evalreg.audit.fixed import Edit, Moment, criteria_after_evidence, declared_after_evidence
-from evalreg.audit.record import AuditRecord, CommitInfo, SelectionAudit, build_audit, parse_version
+from evalreg.audit.record import AuditRecord, SelectionAudit, build_audit, parse_version
 from evalreg.cells import RESULTS_DIR, cells, use_cases_of
 from evalreg.errors import UsageError
 from evalreg.registry import schema

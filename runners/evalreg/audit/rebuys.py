@@ -7,14 +7,12 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol
+from typing import Protocol
 
 import git
 
+from evalreg.audit.commits import CommitInfo, Person
 from evalreg.store.rebought_log import NOT_A_LINE, REBOUGHT_LOG, LostObject, parse_line
-
-if TYPE_CHECKING:
-    from evalreg.audit.record import CommitInfo, Person
 
 
 class Commits(Protocol):

@@ -38,6 +38,7 @@ from evalreg.audit.changes import (
     describe,
     describe_evalset,
 )
+from evalreg.audit.commits import CommitInfo, Person
 from evalreg.audit.fixed import (
     Edit,
     Moment,
@@ -93,31 +94,6 @@ _POLICY_PARTS = ("pass_level", "confidence", "gates", "objective", "non_inferior
 
 
 # ---------------------------------------------------------------- the record
-@dataclass(frozen=True)
-class Person:
-    name: str
-    email: str
-
-
-@dataclass(frozen=True)
-class CommitInfo:
-    """One commit on the first-parent line; ``position`` 1 is the root commit."""
-
-    sha: str
-    position: int
-    subject: str
-    author: Person
-    authored_at: str
-    committed_at: str
-    """When the commit was made on this line (UTC): the date that orders events."""
-    pr: int | None
-    """The pull request the commit came through, if known (see ``pr_source``)."""
-    merge: bool
-    pr_source: PrSource | None = None
-    """How ``pr`` was found: a merge commit's or squash commit's subject, or GitHub's
-    commit→pull-request lookup."""
-
-
 @dataclass(frozen=True)
 class Change:
     """One field of a selection changed at one first-parent commit.

@@ -8,13 +8,12 @@ from pathlib import Path
 
 from markdown_it import MarkdownIt
 
+from evalreg.audit.commits import CommitInfo, Person
 from evalreg.audit.rebuys import Rebuy
 from evalreg.audit.record import (
     AuditRecord,
     Change,
-    CommitInfo,
     FileChange,
-    Person,
     PullRequestReviews,
     ReproduceVerdict,
     SelectionAudit,

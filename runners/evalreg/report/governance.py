@@ -12,8 +12,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from evalreg.audit.commits import CommitInfo
 from evalreg.audit.criteria import CriteriaDates
-from evalreg.audit.record import CommitInfo
 from evalreg.compare.config import config_changes
 from evalreg.compare.drift_log import DRIFT_LOG, DriftCheck, DriftWorkflow
 from evalreg.evalsets.slice_sizes import evalset_stats
