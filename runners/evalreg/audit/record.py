@@ -40,6 +40,7 @@ from evalreg.audit.changes import (
 )
 from evalreg.audit.introduced import PrSource, pull_request_in
 from evalreg.audit.rebuys import Rebuy, RebuyTrail
+from evalreg.audit.remotes import RemoteChange, RemoteTrail
 from evalreg.canonical import digest
 from evalreg.cells import RESULTS_DIR
 from evalreg.dvcrepo import cached_file, pointer_md5
@@ -274,6 +275,8 @@ class AuditRecord:
     """Commit→pull-request lookups that failed."""
     rebuys: tuple[Rebuy, ...] = ()
     """Runs that bought again evidence no DVC remote held, in first-parent order."""
+    remotes: tuple[RemoteChange[CommitInfo, Person], ...] = ()
+    """Changes of the default DVC remote, in first-parent order."""
 
     @property
     def exit_code(self) -> int:
@@ -309,11 +312,13 @@ def build_audit(
         trackers = [_SelectionTrail(ident, history) for ident in ids]
         files = _Files(history, tree.root)
         rebuys = RebuyTrail(history)
+        remotes = RemoteTrail(history)
         for position, commit in enumerate(commits, 1):
             for tracker in trackers:
                 tracker.step(commit, position)
             files.step(commit, position, {t.ident: t.state for t in trackers})
             rebuys.step(commit, position)
+            remotes.step(commit, position)
         selections = tuple(
             _rebought(t.result(files.changes), t.state, rebuys.rebuys) for t in trackers
         )
@@ -323,6 +328,7 @@ def build_audit(
         numbers = sorted(
             {c.commit.pr for s in selections for c in s.changes if c.commit.pr}
             | {f.commit.pr for f in files.changes if f.commit.pr}
+            | {r.commit.pr for r in remotes.changes if r.commit.pr}
         )
         approvals = tuple(_reviews_of(github, n) for n in numbers)
         selections, checks = _check_waivers(github, selections, approvals)
@@ -338,6 +344,7 @@ def build_audit(
         waiver_checks=checks,
         lookup_errors=tuple(history.errors),
         rebuys=tuple(rebuys.rebuys),
+        remotes=tuple(remotes.changes),
     )
 
 
