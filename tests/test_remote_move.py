@@ -204,3 +204,10 @@ def test_the_audit_lists_a_merged_remote_move_with_its_credentials_redacted(
 )
 def test_a_remote_url_is_written_without_its_credentials(url: str, shown: str):
     assert url_without_credentials(url) == shown
+
+
+def test_check_refuses_a_dvc_config_it_cannot_read_naming_its_line(main: tuple[Repo, str], cli):
+    repo, base = main
+    repo.write(".dvc/config", repo.read(".dvc/config") + "[core\n")
+    err = assert_refused(repo, cli, "check", "--base", base)
+    assert ".dvc/config:6: cannot be read" in err

@@ -709,7 +709,7 @@ def test_an_s3_remote_is_bought_into_by_shards_and_reproduced_by_the_workflow(
     _git(author, "push", "-q", str(origin), "main")
 
     # The push-to-main job: a fresh clone, the workflow's own install, pull and reproduce.
-    registry = Registry(origin, author, sha, sha, sha, sha, sha)
+    registry = Registry(origin, author, sha, sha, sha, sha, sha, sha)
     event = {
         "ref": "refs/heads/main",
         "before": sha,

@@ -171,18 +171,19 @@ def remote_move(root: Path, base: str) -> RemoteMove | None:
     except ConfigUnreadable:
         return None  # nothing to compare with; `evalreg check` on BASE names the error
     config = root / DVC_CONFIG
-    text = config.read_text(encoding="utf-8") if config.is_file() else None
+    text = config.read_text(encoding="utf-8", errors="replace") if config.is_file() else None
     after = default_remote(text)
     if before is None or (after is not None and after.location == before.location):
         return None
-    changed = runner.diff("--name-only", "--relative", merge_base).splitlines()
-    changed += runner.ls_files("--others", "--exclude-standard").splitlines()
+    # NUL-separated: git would quote a path with unusual characters otherwise.
+    changed = runner.diff("-z", "--name-only", "--relative", merge_base).split("\0")
+    changed += runner.ls_files("-z", "--others", "--exclude-standard").split("\0")
     return RemoteMove(
         base=base,
         merge_base=merge_base,
         before=before,
         after=after,
-        evidence=_by_kind(p for p in changed if p != DVC_CONFIG),
+        evidence=_by_kind(changed),
         line=_url_line(text or "", after.name) if after is not None else 0,
     )
 
