@@ -127,6 +127,8 @@ class Registry:
     main_after_merge: str
     main_after_fork: str
     """Main once a fork's pull request (#9) whose run never pushed is merged."""
+    moved_sha: str
+    """A pull request that moves the DVC remote to a copy holding its new results."""
 
 
 def _evalreg(cwd: Path, *args: str) -> None:
@@ -175,6 +177,17 @@ def registry(runner: Runner, tmp_path_factory: pytest.TempPathFactory) -> Regist
     config.write_text(config.read_text().replace("../dvc-storage", "../no-such-remote"))
     _git(author, "commit", "-qam", "Move the DVC remote")
     broken_sha = _git(author, "rev-parse", "HEAD")
+    # A pull request that points the remote at a copy and buys its new results into it.
+    copy = base / "copy-remote"
+    shutil.copytree(author / "dvc-storage", copy)
+    _git(author, "checkout", "-qb", "moved-remote", base_sha)
+    config.write_text(config.read_text().replace("../dvc-storage", str(copy)))
+    router.write_text(text + "\n# Also route invoices.\n")
+    _evalreg(author, "run", "--allow-pending")
+    _evalreg(author, "report")
+    _git(author, "add", "-A")
+    _git(author, "commit", "-qm", "Keyword router: note on invoices, on our copy of the remote")
+    moved_sha = _git(author, "rev-parse", "HEAD")
     # What main becomes when the pull request merges (for the push-to-main job).
     _git(author, "checkout", "-qb", "merged", "main")
     _git(author, "merge", "-q", "--no-ff", "better-router", "-m", "Merge pull request #7")
@@ -192,7 +205,9 @@ def registry(runner: Runner, tmp_path_factory: pytest.TempPathFactory) -> Regist
     _git(author, "checkout", "-q", "main")
     origin = base / "origin.git"
     subprocess.run(["git", "clone", "-q", "--bare", str(author), str(origin)], check=True)
-    return Registry(origin, author, base_sha, pr_sha, broken_sha, main_after_merge, main_after_fork)
+    return Registry(
+        origin, author, base_sha, pr_sha, broken_sha, main_after_merge, main_after_fork, moved_sha
+    )
 
 
 FORK_MERGE = "Merge pull request #9 from outsider/registry"
@@ -384,9 +399,47 @@ def test_a_same_repository_pull_request_that_cannot_be_reproduced_fails(
     diff = json.loads((artifacts / "evalreg-diff" / "diff.json").read_text())
     assert diff["reproduction"]["status"] == "failed"
     assert "dvc pull could not read the DVC remote" in diff["reproduction"]["reason"]
-    # `check --remote` cannot find the objects either: the comment states that failure.
+    # `check --remote` cannot find the objects either: the comment states that failure,
+    # naming the move of the remote that lost them.
     assert pr.step("evalreg check").outcome == "failure"
     assert diff["check"]["ok"] is False
+    moved = [f for f in diff["check"]["findings"] if "this change moves to" in f["message"]]
+    assert moved and all("no-such-remote" in f["message"] for f in moved)
+
+
+def test_a_pull_request_that_moves_the_remote_and_changes_results_fails(
+    runner: Runner, registry: Registry, api: GitHubAPI, tmp_path: Path
+):
+    artifacts = tmp_path / "artifacts"
+    event = _pull_request_event(registry, registry.moved_sha, "moved-remote", fork=False)
+    pr = _run(
+        runner,
+        registry,
+        tmp_path,
+        "evalreg-pr.yml",
+        event_name="pull_request",
+        event=event,
+        ref="moved-remote",
+        sha=registry.moved_sha,
+        api=api,
+        artifacts=artifacts,
+    )
+    assert pr.conclusion == "failure", pr.log
+    # Its copy holds its new responses, so its numbers reproduce: the move is what fails.
+    assert pr.step("evalreg reproduce HEAD").outcome == "success", pr.log
+    assert pr.step("evalreg check").outcome == "failure"
+    said = " ".join(pr.step("evalreg check").stdout.split())  # however the terminal wrapped it
+    assert "move the remote in a pull request of its own" in said
+    diff = json.loads((artifacts / "evalreg-diff" / "diff.json").read_text())
+    assert diff["check"]["ok"] is False
+    [finding] = [
+        f
+        for f in diff["check"]["findings"]
+        if "move the remote in a pull request of its own" in f["message"]
+    ]
+    assert finding["path"] == ".dvc/config"
+    assert "moves the default DVC remote from 'storage' (../dvc-storage) to" in finding["message"]
+    assert "results (reports/" in finding["message"]
 
 
 def test_a_fork_pull_request_is_labelled_as_its_own_unreproduced_claims(
@@ -659,7 +712,7 @@ def test_an_s3_remote_is_bought_into_by_shards_and_reproduced_by_the_workflow(
     _git(author, "push", "-q", str(origin), "main")
 
     # The push-to-main job: a fresh clone, the workflow's own install, pull and reproduce.
-    registry = Registry(origin, author, sha, sha, sha, sha, sha)
+    registry = Registry(origin, author, sha, sha, sha, sha, sha, sha)
     event = {
         "ref": "refs/heads/main",
         "before": sha,

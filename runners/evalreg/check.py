@@ -114,9 +114,15 @@ class CheckResult:
         }
 
 
-def check(root: str | Path | Tree = ".", *, remote: bool = False) -> CheckResult:
+def check(
+    root: str | Path | Tree = ".", *, remote: bool = False, base: str | None = None
+) -> CheckResult:
     """Load the registry at ``root`` and run every check that needs no results; with
-    ``remote``, also ask the default DVC remote for every object the pointers name."""
+    ``remote``, also ask the default DVC remote for every object the pointers name.
+
+    With ``base`` (a pull request's base branch), a change of the default remote since the
+    merge-base must come alone, and with ``remote`` the new remote must hold every object
+    ``base``'s pointers name (``compare.remote``)."""
     running = None
     if isinstance(root, str | Path):
         from evalreg.store.journal import live_run
@@ -150,9 +156,13 @@ def check(root: str | Path | Tree = ".", *, remote: bool = False) -> CheckResult
                 + _in_repo_object_findings(registry)
                 + _raw_output_in_git(registry)
             )
+    moved = _moved_remote_findings(root, base, lookup=remote) if base is not None else []
     objects = _remote_objects(registry) if remote else None
     if objects is not None:
-        findings = findings + _remote_findings(objects)
+        # A pointer the move's findings name is not named twice.
+        named = {f.path for f in moved}
+        findings = findings + [f for f in _remote_findings(objects) if f.path not in named]
+    findings = findings + moved
     return CheckResult(
         sorted(set(findings)),
         _counts(registry),
@@ -163,6 +173,22 @@ def check(root: str | Path | Tree = ".", *, remote: bool = False) -> CheckResult
 
 
 POINTER_DIRS = ("evalsets", "reports")
+
+
+def _moved_remote_findings(root: str | Path | Tree, base: str, *, lookup: bool) -> list[Finding]:
+    """What a move of the default remote since ``base`` needs: to come alone, and (with
+    ``lookup``) a new remote that holds ``base``'s objects."""
+    from evalreg.compare.remote import DVC_CONFIG, ConfigUnreadable, move_findings, remote_move
+
+    if not isinstance(root, str | Path):
+        return []
+    try:
+        move = remote_move(Path(root), base)
+    except ConfigUnreadable as exc:
+        return [Finding(DVC_CONFIG, exc.line, 0, f"cannot be read: {exc}", Severity.ERROR)]
+    if move is None:
+        return []
+    return move_findings(Path(root), move, dirs=POINTER_DIRS, lookup=lookup)
 
 
 def _remote_objects(registry: Registry) -> RemoteObjects | None:

@@ -132,7 +132,9 @@ def cmd_check(args: argparse.Namespace) -> int:
     from evalreg.check import check
     from evalreg.report.terminal import print_check
 
-    result = check(_repaired(_registry_root(args), quiet_if_live=True), remote=args.remote)
+    result = check(
+        _repaired(_registry_root(args), quiet_if_live=True), remote=args.remote, base=args.base
+    )
     for note in result.notes():
         _note(note)
     if args.json:
@@ -693,6 +695,13 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="also fail when an object the results or eval sets point at is not on the "
         "default DVC remote (needs read access to it)",
+    )
+    p.add_argument(
+        "--base",
+        metavar="REV",
+        help="a pull request's base: fail when the default DVC remote moved since the "
+        "merge-base together with results, selections, criteria, pins or eval sets; with "
+        "--remote, also when the new remote lacks an object REV's pointers name",
     )
     p.set_defaults(handler=cmd_check)
 

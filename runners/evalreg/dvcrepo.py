@@ -19,6 +19,7 @@ from typing import Any
 
 from evalreg.errors import DataMissingError, MissingPluginError, UsageError
 from evalreg.ignores import ensure_ignored
+from evalreg.redaction import url_without_credentials
 
 IN_REPO_REMOTE = "dvc-storage"
 REMOTE_NAME = "storage"
@@ -403,7 +404,8 @@ def _from_local_remote(root: Path, md5: str) -> bytes | None:
 
 
 def remote_description(root: Path) -> str:
-    """Name and URL of the default DVC remote, for messages."""
+    """Name and URL of the default DVC remote, for messages (a credential in the URL
+    replaced by ``[redacted]``)."""
     try:
         repo = open_repo(root)
         try:
@@ -413,7 +415,9 @@ def remote_description(root: Path) -> str:
             repo.close()
     except Exception:
         return "no DVC remote"
-    return f"remote '{name}' ({url})" if name else "no default DVC remote configured"
+    if not name:
+        return "no default DVC remote configured"
+    return f"remote '{name}' ({url_without_credentials(url) if isinstance(url, str) else url})"
 
 
 def missing_on_remote(root: Path, md5s: list[str]) -> list[str]:

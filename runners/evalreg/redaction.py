@@ -148,3 +148,41 @@ def _proxy_password(url: str | None) -> str | None:
 def redact(text: str) -> str:
     """``text`` with every watched secret replaced by ``[redacted]``."""
     return current().text(text)
+
+
+# Schemes whose URL names a login, not a credential, before the "@" (``ssh://git@host``).
+_LOGIN_SCHEMES = frozenset({"ssh", "sftp", "hdfs", "webhdfs", "webhdfss"})
+
+
+def url_without_credentials(url: str) -> str:
+    """``url`` as it may be written down: a password in it (``user:password@``), every
+    query value (a SAS token, a signature) and, outside schemes where it names a login, a
+    user name standing alone (``https://TOKEN@host``) replaced by ``[redacted]``.
+
+    For URLs committed by someone else (a DVC remote's), which no watched variable holds.
+    Text that is not a URL comes back as it is: a path carries no credentials.
+    """
+    try:
+        parts = urlsplit(url)
+        password, user = parts.password, parts.username
+    except ValueError:
+        return url
+    netloc = parts.netloc
+    if user is not None or password is not None:
+        host = netloc.rpartition("@")[2]
+        if password is not None:
+            who = f"{user}:{REDACTED}" if user else REDACTED
+        elif user and parts.scheme.lower() in _LOGIN_SCHEMES:
+            who = user
+        else:
+            who = REDACTED
+        netloc = f"{who}@{host}"
+    query = parts.query
+    if query:
+        query = "&".join(
+            f"{name}={REDACTED}" if sep else name
+            for name, sep, _ in (pair.partition("=") for pair in query.split("&"))
+        )
+    if netloc == parts.netloc and query == parts.query:
+        return url
+    return parts._replace(netloc=netloc, query=query).geturl()

@@ -48,6 +48,7 @@ from evalreg.audit.fixed import (
 from evalreg.audit.fixed import late as late_edits
 from evalreg.audit.introduced import PrSource, pull_request_in
 from evalreg.audit.rebuys import Rebuy, RebuyTrail
+from evalreg.audit.remotes import RemoteChange, RemoteTrail
 from evalreg.canonical import digest
 from evalreg.cells import RESULTS_DIR
 from evalreg.dvcrepo import cached_file, pointer_md5
@@ -261,6 +262,8 @@ class AuditRecord:
     unchecked: tuple[str, ...] = ()
     """Squash-merged pull requests whose own commits this clone lacks: the order of their
     criteria and results inside them was not checked."""
+    remotes: tuple[RemoteChange, ...] = ()
+    """Changes of the default DVC remote, in first-parent order."""
 
     @property
     def exit_code(self) -> int:
@@ -297,11 +300,13 @@ def build_audit(
         trackers = [_SelectionTrail(ident, history) for ident in ids]
         files = _Files(history, tree.root)
         rebuys = RebuyTrail(history)
+        remotes = RemoteTrail(history)
         for position, commit in enumerate(commits, 1):
             for tracker in trackers:
                 tracker.step(commit, position)
             files.step(commit, position, {t.ident: t.state for t in trackers})
             rebuys.step(commit, position)
+            remotes.step(commit, position)
         unchecked: list[str] = []
         for tracker in trackers:
             _inside_pull_request(tracker, files.changes, history, tree.root, unchecked)
@@ -314,6 +319,7 @@ def build_audit(
         numbers = sorted(
             {c.commit.pr for s in selections for c in s.changes if c.commit.pr}
             | {f.commit.pr for f in files.changes if f.commit.pr}
+            | {r.commit.pr for r in remotes.changes if r.commit.pr}
         )
         approvals = tuple(_reviews_of(github, n) for n in numbers)
         selections, checks = _check_waivers(github, selections, approvals)
@@ -330,6 +336,7 @@ def build_audit(
         lookup_errors=tuple(history.errors),
         rebuys=tuple(rebuys.rebuys),
         unchecked=tuple(dict.fromkeys(unchecked)),
+        remotes=tuple(remotes.changes),
     )
 
 

@@ -19,6 +19,8 @@ from evalreg.audit.record import (
     SelectionAudit,
     WaiverCheck,
 )
+from evalreg.audit.remotes import RemoteChange
+from evalreg.compare.remote import DefaultRemote
 from evalreg.redaction import redact
 from evalreg.report.escape import cell
 from evalreg.report.governance import chart, headline
@@ -56,6 +58,7 @@ _REBUY_HEADER = (
     "lost objects",
     "lost objects brought in by",
 )
+_REMOTE_HEADER = ("date (UTC)", "commit", "PR", "changed by", "from", "to", "subject")
 _FILE_HEADER = ("date (UTC)", "commit", "PR", "author", "file", "use cases", "change", "subject")
 _NOT_CHECKED = (
     "Approvals not checked: no GitHub token was given, so no review was read and no "
@@ -144,6 +147,8 @@ def _history(record: AuditRecord) -> str:
     lines += _file_changes(record.files)
     lines += ["", "## Evidence bought again", ""]
     lines += _rebuys(record.rebuys)
+    lines += ["", "## DVC remote", ""]
+    lines += _remotes(record.remotes)
     lines += ["", "## Approvals", ""]
     if record.approvals is None:
         lines.append(_NOT_CHECKED)
@@ -291,6 +296,41 @@ def _rebuys(rebuys: tuple[Rebuy, ...]) -> list[str]:
         for r in rebuys
     ]
     return lines + _table(_REBUY_HEADER, rows)
+
+
+def _remotes(changes: tuple[RemoteChange, ...]) -> list[str]:
+    if not changes:
+        return ["No default DVC remote is set in .dvc/config at any commit of this history."]
+    lines = [
+        "Where the evidence behind the results' pointers is kept: the default remote of "
+        ".dvc/config, each time it was set, moved or removed (credentials in its settings "
+        "are redacted).",
+        "",
+    ]
+    rows = [
+        [
+            r.commit.committed_at,
+            f"`{r.commit.sha[:12]}`",
+            f"#{r.commit.pr}" if r.commit.pr else "—",
+            _person_list(r.authors, r.commit.author),
+            _remote(r.before),
+            _remote(r.after),
+            _cell(r.commit.subject),
+        ]
+        for r in changes
+    ]
+    return lines + _table(_REMOTE_HEADER, rows)
+
+
+def _remote(remote: DefaultRemote | None) -> str:
+    """A remote as committed by anyone: escaped, its credentials already redacted."""
+    if remote is None:
+        return "none"
+    text = _cell(remote.describe())
+    if remote.credentials:
+        names = ", ".join(remote.credentials)
+        text += f"; credentials committed in .dvc/config: {_cell(names)} (values redacted)"
+    return text
 
 
 def _came(commit: CommitInfo | None) -> str:
