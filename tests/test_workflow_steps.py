@@ -205,6 +205,8 @@ def registry(runner: Runner, tmp_path_factory: pytest.TempPathFactory) -> Regist
     _git(author, "checkout", "-q", "main")
     origin = base / "origin.git"
     subprocess.run(["git", "clone", "-q", "--bare", str(author), str(origin)], check=True)
+    # GitHub keeps each pull request's head under refs/pull/N/head; a plain clone lacks it.
+    subprocess.run(["git", "-C", str(origin), "update-ref", "refs/pull/7/head", pr_sha], check=True)
     return Registry(
         origin, author, base_sha, pr_sha, broken_sha, main_after_merge, main_after_fork, moved_sha
     )
@@ -495,6 +497,10 @@ def test_the_push_to_main_reverifies_and_writes_the_audit_record(
     assert main.conclusion == "success", main.log
     assert main.step("evalreg check --remote").outcome == "success", main.log
     assert main.step("evalreg reproduce HEAD").outcome == "success"
+    # The audit can read the pull requests' own commits (a squash leaves only its squash).
+    assert main.step("Fetch the pull requests' own commits").outcome == "success", main.log
+    fetched = _git(tmp_path / "work-evalreg-main.yml", "rev-parse", "refs/pull/7/head")
+    assert fetched == registry.pr_sha
     assert (artifacts / "evalreg-audit" / "index.html").is_file()
     assert (artifacts / "evalreg-audit" / "audit.md").is_file()
     assert main.step("evalreg view").outcome == "success", main.log
