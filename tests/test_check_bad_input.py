@@ -588,15 +588,30 @@ def test_a_template_using_what_a_prompt_may_not_is_refused_where_it_is(
         ),
     ],
 )
-def test_a_template_that_cannot_render_is_refused_at_each_item(repo, cli, template, message):
+def test_a_template_over_a_bound_is_refused_at_its_first_item_and_rendered_no_further(
+    repo, cli, template, message
+):
     set_template(repo, template)
     err = assert_rejected(
         repo,
         cli,
         "evalsets/messages.jsonl:1: item 'm-000': the prompt template of "
         f"registry/tasks/labels.yaml:6 cannot be rendered for it: {message}",
+        "3 more items not rendered for labels/",
+        "its template exceeded a bound on what rendering may cost",
     )
-    assert "evalsets/messages.jsonl:4: item 'm-003'" in err
+    assert "item 'm-001'" not in err  # as `run` does: the first item over a bound ends it
+
+
+def test_check_renders_a_stalling_template_once_however_many_items(repo, cli):
+    """Nested loops that exceed the per-item bound on every item: `check` pays the bound
+    once, as `run` does, not once an item (120 items here)."""
+    repo.write("evalsets/messages.jsonl", items_jsonl(120))
+    set_template(
+        repo, "{% for i in range(1000) %}{% for j in range(1000) %}{% endfor %}{% endfor %}"
+    )
+    err = assert_rejected(repo, cli, "119 more items not rendered for labels/")
+    assert err.count("more than 250,000 loop iterations and calls") == 1  # one per template
 
 
 def test_a_template_that_fails_for_one_item_names_only_that_item(repo, cli):

@@ -412,12 +412,12 @@ def _prompt_findings(registry: Registry) -> list[Finding]:
             continue
         seen.add((prompt, evalset.path))
         failed = 0
-        for item in evalset.items:
+        for index, item in enumerate(evalset.items):
             try:
                 render_messages(cell.task, variant, item, cell=cell.id)
             except PromptError as exc:
                 failed += 1
-                if failed <= MAX_TEMPLATE_FINDINGS:
+                if failed <= MAX_TEMPLATE_FINDINGS or exc.over_budget:
                     out.append(
                         Finding(
                             evalset.path,
@@ -428,6 +428,21 @@ def _prompt_findings(registry: Registry) -> list[Finding]:
                             f"it: {exc.problem}",
                         )
                     )
+                if exc.over_budget:
+                    # As `run` does: the bound is the template's, and every further item
+                    # would pay it again before failing.
+                    left = len(evalset.items) - index - 1
+                    if left:
+                        out.append(
+                            Finding(
+                                evalset.path,
+                                0,
+                                0,
+                                f"{left} more items not rendered for {cell.id}: its template "
+                                "exceeded a bound on what rendering may cost",
+                            )
+                        )
+                    break
         if failed > MAX_TEMPLATE_FINDINGS:
             out.append(
                 Finding(

@@ -41,9 +41,13 @@ class MissingPluginError(UsageError):
 class PromptError(EvalregError):
     """An item's prompt cannot be rendered: the run stops before anything is sent."""
 
-    def __init__(self, cell: str, item: str, part: str, what: str, problem: str) -> None:
-        super().__init__(cell, item, part, what, problem)  # the arguments, for pickling
+    def __init__(
+        self, cell: str, item: str, part: str, what: str, problem: str, over_budget: bool = False
+    ) -> None:
+        super().__init__(cell, item, part, what, problem, over_budget)  # for pickling
         self.cell, self.item, self.problem = cell, item, problem
+        self.over_budget = over_budget
+        """The template exceeded a bound on what rendering may cost (``templating``)."""
         self.part = part
         """Which part of the prompt: "system" or "template"."""
         self.what = what

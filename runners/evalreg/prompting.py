@@ -10,7 +10,7 @@ from evalreg.errors import PromptError
 from evalreg.providers.attachments import neutral_part
 from evalreg.providers.base import Messages
 from evalreg.registry.schema import Item, Message, PromptVariant, Task
-from evalreg.templating import RenderError, render
+from evalreg.templating import OverBudget, RenderError, render
 
 PARTS = {"system": "system prompt", "template": "prompt template"}
 """What messages call each part of a prompt."""
@@ -136,4 +136,5 @@ def _render(source: str, context: dict[str, object], cell: str, item: Item, part
     try:
         return render(source, context)
     except RenderError as exc:
-        raise PromptError(cell, item.id, part, PARTS[part], str(exc)) from None
+        over = isinstance(exc, OverBudget)
+        raise PromptError(cell, item.id, part, PARTS[part], str(exc), over) from None

@@ -57,7 +57,12 @@ class TemplateProblem(Exception):
 
 class RenderError(Exception):
     """A template could not be rendered with one context: an undefined field, an error in
-    one of its expressions, or a bound it exceeded."""
+    one of its expressions, or a bound it exceeded (``OverBudget``)."""
+
+
+class OverBudget(RenderError):
+    """A rendering exceeded one of the bounds on what it may cost: a property of the
+    template more than of the item, so rendering it for further items would pay again."""
 
 
 class _Budget:
@@ -76,13 +81,13 @@ def _step() -> None:
     if budget is not None:
         budget.steps += 1
         if budget.steps > MAX_STEPS:
-            raise RenderError(f"more than {MAX_STEPS:,} loop iterations and calls")
+            raise OverBudget(f"more than {MAX_STEPS:,} loop iterations and calls")
 
 
 def _fits(size: int, what: str) -> None:
     """Refuse to build ``what`` if it would hold more than MAX_CHARS characters."""
     if size > MAX_CHARS:
-        raise RenderError(f"{what} would be {size:,} characters long; at most {MAX_CHARS:,}")
+        raise OverBudget(f"{what} would be {size:,} characters long; at most {MAX_CHARS:,}")
 
 
 def _built(value: Any) -> Any:
@@ -94,7 +99,7 @@ def _built(value: Any) -> Any:
         if budget is not None:
             budget.built += size
             if budget.built > MAX_BUILT:
-                raise RenderError(f"the template built more than {MAX_BUILT:,} characters in all")
+                raise OverBudget(f"the template built more than {MAX_BUILT:,} characters in all")
     return value
 
 
@@ -229,7 +234,7 @@ class PromptEnvironment(ImmutableSandboxedEnvironment):
                     _fits(_weight(seq, MAX_CHARS // times) * times, "a repeated value")
         elif operator == "**" and isinstance(left, int) and isinstance(right, int):
             if abs(left) > 1 and right > 0 and right * left.bit_length() > MAX_POWER_BITS:
-                raise RenderError(f"{left} ** {right} is too large a number")
+                raise OverBudget(f"{left} ** {right} is too large a number")
         elif operator == "+" and isinstance(left, (str, list, tuple)):
             _fits(
                 len(left) + (len(right) if isinstance(right, (str, list, tuple)) else 0),
@@ -308,7 +313,7 @@ def _range(*args: int) -> range:
     """``range``, no longer than the sandbox's MAX_RANGE (100,000)."""
     numbers = range(*args)
     if len(numbers) > MAX_RANGE:
-        raise RenderError(f"range() of {len(numbers):,} numbers; at most {MAX_RANGE:,}")
+        raise OverBudget(f"range() of {len(numbers):,} numbers; at most {MAX_RANGE:,}")
     return numbers
 
 
@@ -414,7 +419,7 @@ def render(source: str, context: dict[str, Any]) -> str:
         for part in template.generate(context):
             size += len(part)
             if size > MAX_CHARS:
-                raise RenderError(f"the prompt would be longer than {MAX_CHARS:,} characters")
+                raise OverBudget(f"the prompt would be longer than {MAX_CHARS:,} characters")
             parts.append(part)
         return "".join(parts)
     except RenderError:
