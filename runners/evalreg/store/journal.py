@@ -338,7 +338,7 @@ def live_run(root: Path) -> LiveRun | None:
     if not (state_dir(root) / JOURNAL).exists():
         return None
     running = holder(root)
-    if running is None:
+    if running is None or running.elsewhere(root):
         return None
     journal = Journal.load(root)
     return LiveRun(running, frozenset(journal.files() if journal is not None else ()))

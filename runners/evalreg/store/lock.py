@@ -1,8 +1,10 @@
 """One writer at a time per repository: an advisory lock that names its holder.
 
 Every command that writes results, store segments or registry files holds it for as
-long as it writes. The lock is ``flock`` on a file in the repository's git directory
-(outside the working tree, so taking it changes nothing a commit could see); the kernel
+long as it writes. The lock is ``flock`` on a file in the repository's common git
+directory (outside the working tree, so taking it changes nothing a commit could see, and
+one for all the repository's worktrees: two of them running at once would each buy every
+response, since neither sees the other's store); the kernel
 releases it when the holder dies, however it dies, so a killed run never leaves a stale
 lock behind. The file's content says who holds it, for the message the next writer sees.
 """
@@ -33,6 +35,8 @@ class Holder:
     command: str | None = None
     started: str | None = None
     """When it took the lock, in UTC (``2026-01-02 03:04:05 UTC``)."""
+    worktree: str | None = None
+    """The working tree it writes to (one repository may have several)."""
 
     @classmethod
     def parse(cls, text: str) -> Holder:
@@ -44,7 +48,7 @@ class Holder:
         if not isinstance(info, dict):
             return cls()
         pid = info.get("pid")
-        fields = [info.get(name) for name in ("host", "command", "started")]
+        fields = [info.get(name) for name in ("host", "command", "started", "worktree")]
         return cls(
             pid if isinstance(pid, int) else None,
             *(value if isinstance(value, str) else None for value in fields),
@@ -60,6 +64,10 @@ class Holder:
         if self.started:
             parts.append(f"started {self.started}")
         return ", ".join(parts)
+
+    def elsewhere(self, root: Path) -> bool:
+        """It writes to another worktree of the repository than ``root``."""
+        return self.worktree is not None and Path(self.worktree) != root.resolve()
 
 
 class LockedError(EvalregError):
@@ -85,6 +93,21 @@ def state_dir(root: Path) -> Path:
     return root / ".evalreg"
 
 
+def lock_dir(root: Path) -> Path:
+    """Where the lock is: the state directory of the repository's main worktree, which
+    every linked worktree shares (git's ``commondir``); else ``state_dir(root)``."""
+    state = state_dir(root)
+    common = state.parent / "commondir"
+    if state.parent.name != ".git" and common.is_file():
+        text = common.read_text(encoding="utf-8", errors="replace").strip()
+        if text:
+            shared = Path(text)
+            return (
+                shared if shared.is_absolute() else state.parent / shared
+            ).resolve() / state.name
+    return state
+
+
 class RepositoryLock:
     """Held from ``acquire`` (or ``with``) until ``release``; raises ``LockedError`` at once
     when another process holds it, naming that process.
@@ -95,7 +118,8 @@ class RepositoryLock:
     """
 
     def __init__(self, root: Path, *, command: str | None = None) -> None:
-        self.path = state_dir(root) / LOCK_NAME
+        self.path = lock_dir(root) / LOCK_NAME
+        self.root = root
         self.command = command or "evalreg " + " ".join(sys.argv[1:])
         self.fd = -1
 
@@ -107,9 +131,10 @@ class RepositoryLock:
         except BlockingIOError:
             holder = _written(fd)
             os.close(fd)
+            where = f" in its worktree {holder.worktree}" if holder.elsewhere(self.root) else ""
             raise LockedError(
-                f"another evalreg process is writing to this repository ({holder.describe()}); "
-                f"wait for it to finish, or stop it (the lock is {self.path})",
+                f"another evalreg process is writing to this repository ({holder.describe()})"
+                f"{where}; wait for it to finish, or stop it (the lock is {self.path})",
                 holder,
             ) from None
         except BaseException:
@@ -120,6 +145,7 @@ class RepositoryLock:
             "host": socket.gethostname(),
             "command": self.command,
             "started": datetime.now(UTC).strftime("%Y-%m-%d %H:%M:%S UTC"),
+            "worktree": str(self.root.resolve()),
         }
         os.ftruncate(fd, 0)
         os.pwrite(fd, json.dumps(info).encode(), 0)
@@ -152,7 +178,7 @@ def holder(root: Path) -> Holder | None:
     holder, which has ended). Asked without taking the lock or writing anything, for
     commands that only read."""
     try:
-        fd = os.open(state_dir(root) / LOCK_NAME, os.O_RDONLY)
+        fd = os.open(lock_dir(root) / LOCK_NAME, os.O_RDONLY)
     except FileNotFoundError:
         return None
     try:
