@@ -20,7 +20,7 @@ RESULTS_DIR = "reports/results"
 METRICS_DIR = "reports/metrics"
 """Where each cell's DVC metrics file goes (``results.dvc_metrics``), beside no summary, so a
 candidate id never names another cell's file."""
-_IGNORED_FOR_RESULTS = {"description", "benchmarks", "limits", "redact"}
+_IGNORED_FOR_RESULTS = {"description", "benchmarks", "limits", "redact", "allow_insecure_http"}
 
 
 @dataclass(frozen=True)

@@ -7,6 +7,7 @@ forbid unknown keys. Cross-file references are checked by the loader, not here.
 from __future__ import annotations
 
 import dataclasses
+import ipaddress
 import re
 from collections.abc import Callable, Mapping
 from datetime import date
@@ -189,6 +190,17 @@ _NEEDS_KEY_ENV = (
 _USE_THE_ENV = "name the environment variable holding the key in 'api_key_env' instead"
 
 
+def is_loopback(host: str) -> bool:
+    """Whether ``host`` (a URL's hostname, brackets removed) names this machine: requests to
+    it never leave it, so a credential may travel there over plain HTTP."""
+    if host.casefold() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
 def _is_credential_name(name: str) -> bool:
     """Whether a param, header or query parameter called ``name`` would hold a credential."""
     folded = _NAME_NOISE.sub("", name).casefold()
@@ -233,6 +245,9 @@ class Pin(VersionedFile):
     model: Annotated[str, Field(min_length=1, max_length=256)] | None = None
     base_url: str | None = None
     api_key_env: str | None = None
+    allow_insecure_http: bool = False
+    """Let this pin send its credential over plain ``http://`` to a host other than loopback:
+    only for a service inside a private network. The report and the audit record show it."""
     callable: Annotated[str, Field(pattern=r"^[^:\s]+\.py:[A-Za-z_][A-Za-z0-9_]*$")] | None = None
     files: list[RelPath] = Field(default_factory=_empty_list)
     params: dict[str, Any] = Field(default_factory=_empty_dict)
@@ -325,6 +340,7 @@ class Pin(VersionedFile):
                 self._check_azure()
             else:
                 self._check_auth()
+            self._check_transport()
         for key, given in (("params", self.params), ("extra_params", self.extra_params)):
             reserved = sorted(set(given) & _RESERVED_PARAMS)
             if reserved:
@@ -370,6 +386,41 @@ class Pin(VersionedFile):
             return
         if self.api_key_env is None:
             raise ValueError(_NEEDS_KEY_ENV)
+
+    def credential(self) -> str | None:
+        """What authenticates this pin's requests, for a reader (None: a ``python`` pin,
+        which sends nothing)."""
+        if self.provider == "python":
+            return None
+        if self.api_key_env is not None:
+            return f"the key in {self.api_key_env}"
+        if self.azure is not None:
+            return "a Microsoft Entra ID token"
+        if self.vertex is not None:
+            return "a Google Cloud access token"
+        return "AWS credentials (a SigV4-signed request)"
+
+    def cleartext_host(self) -> str | None:
+        """The host this pin's credential travels to in clear text: that of an ``http://``
+        base_url other than loopback (None: over TLS, to this machine, or nothing sent)."""
+        if self.base_url is None or self.credential() is None:
+            return None
+        parts = urlsplit(self.base_url)
+        host = parts.hostname or ""
+        return host if parts.scheme == "http" and not is_loopback(host) else None
+
+    def _check_transport(self) -> None:
+        """Refuse a credential over plain HTTP to another machine unless the pin says so."""
+        host = self.cleartext_host()
+        if host is None or self.allow_insecure_http:
+            return
+        raise PydanticCustomError(
+            "insecure_http",
+            "{credential} would travel in clear text to {host} (plain http://): use "
+            "https://, or set 'allow_insecure_http: true' for a service inside a private "
+            "network",
+            {"at": ("base_url",), "credential": self.credential(), "host": host},
+        )
 
     def _check_params(self) -> None:
         """Each of ``params`` must be a well-known parameter of the provider, of its type;

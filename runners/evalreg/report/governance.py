@@ -385,6 +385,7 @@ def _candidates(ev: SelectionEvidence) -> str:
             rows,
         )
     )
+    out += _cleartext(ev)
     variants = [(cid, c) for cid, c in ev.candidates.items() if c.candidate.prompt is not None]
     for cid, c in variants:
         prompt = c.candidate.prompt
@@ -418,6 +419,22 @@ def _candidates(ev: SelectionEvidence) -> str:
             + ".\n"
         )
     return "\n".join(out)
+
+
+def _cleartext(ev: SelectionEvidence) -> list[str]:
+    """A line for each candidate whose pin sends its credential over plain HTTP (its
+    ``allow_insecure_http: true``, for a service inside a private network)."""
+    lines = []
+    for cid, c in ev.candidates.items():
+        pin = c.cell.pin
+        host = pin.cleartext_host()
+        if host is not None:
+            lines.append(
+                f"- {code(cid)} sends {inline(pin.credential() or '')} over plain HTTP, "
+                f"unencrypted, to {code(host)} (pin {code(c.candidate.pin)} says "
+                "`allow_insecure_http: true`: a service inside a private network)."
+            )
+    return ["Credentials sent in clear text:\n\n" + "\n".join(lines) + "\n"] if lines else []
 
 
 def _latency(m: SliceMetrics) -> str:
