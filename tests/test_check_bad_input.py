@@ -796,3 +796,18 @@ def test_a_literal_value_needs_nothing_from_expected(repo, cli):
     repo.commit("no answers needed")
     result = cli(repo, "check")
     assert result.code == 0, result.err
+
+
+@pytest.mark.parametrize("path", ["/etc/passwd", "../outside.jsonl", "other.jsonl"])
+@pytest.mark.parametrize("data", ["present", "absent"])
+def test_a_pointer_naming_another_file_is_refused_where_it_says_so(live, cli, path, data):
+    pointer = "evalsets/messages.jsonl.dvc"
+    text = live.read(pointer)
+    assert "  path: messages.jsonl\n" in text
+    live.write(pointer, text.replace("path: messages.jsonl", f"path: {path}"))
+    if data == "absent":
+        (live.root / "evalsets/messages.jsonl").unlink()
+    live.commit("a pointer that names another file")
+    message = f"{pointer}:5:3: the pointer names {path!r}, not 'messages.jsonl'"
+    assert_refused(live, cli, "check", expect=(message,))
+    assert_refused(live, cli, "run", "--offline", expect=(message,))

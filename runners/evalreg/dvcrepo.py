@@ -167,6 +167,28 @@ def pointer_md5(data: bytes) -> str | None:
     return _parsed_pointer_md5(data)
 
 
+def pointer_path(data: bytes) -> str | None:
+    """The ``path`` a single-output ``.dvc`` pointer names, or None when it names none (or
+    is not one). What DVC writes holds a plain word there (the file beside the pointer);
+    anything else is parsed as YAML."""
+    written = _AS_DVC_WRITES.fullmatch(data)
+    if written is not None:
+        found = re.search(rb"^  path: (\S+)\n", written[2], re.M)
+        return found[1].decode() if found else None
+    from ruamel.yaml import YAML
+    from ruamel.yaml.error import YAMLError
+
+    try:
+        doc = YAML(typ="safe", pure=True).load(data)
+    except (YAMLError, RecursionError):
+        return None
+    outs = doc.get("outs") if isinstance(doc, dict) else None
+    if not isinstance(outs, list) or len(outs) != 1 or not isinstance(outs[0], dict):
+        return None
+    path = outs[0].get("path")
+    return None if path is None else str(path)
+
+
 def _parsed_pointer_md5(data: bytes) -> str | None:
     """``pointer_md5`` by parsing ``data`` as YAML, whatever its shape."""
     from ruamel.yaml import YAML

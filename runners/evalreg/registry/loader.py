@@ -15,14 +15,13 @@ from typing import TypeVar
 from pydantic import BaseModel
 
 from evalreg import redaction
-from evalreg.dvcrepo import pointer_md5
 from evalreg.errors import DataMissingError, RegistryError
 from evalreg.evalsets.evalset import EvalSet, evalset_data, parse_evalset
 from evalreg.prompting import ATTACHMENT_CALL, PARTS
 from evalreg.registry import schema
 from evalreg.registry.diagnostics import Finding, Severity
 from evalreg.registry.migrations import upgrade
-from evalreg.registry.tree import PathEscapes, Tree, WorkspaceTree, clean_relpath
+from evalreg.registry.tree import PathEscapes, Tree, WorkspaceTree, clean_relpath, pointer_md5_of
 from evalreg.registry.validation import validate
 from evalreg.registry.yamlio import Document, Loc, parse_yaml
 from evalreg.templating import TemplateProblem, variables
@@ -530,7 +529,11 @@ class _Loader:
         path, pointer = evalset.path, evalset.path + ".dvc"
         if not self.tree.is_file(pointer):
             return  # not tracked by DVC: `check` warns
-        md5 = pointer_md5(self.tree.read(pointer))
+        try:
+            md5 = pointer_md5_of(self.tree, path)
+        except RegistryError as exc:
+            self.findings.extend(exc.findings)
+            return
         if md5 is None:
             self.findings.append(
                 Finding(

@@ -189,12 +189,40 @@ class GitTree:
 _SYMLINK_MODE = 0o120000
 
 
+def pointer_md5_of(tree: Tree, rel: str) -> str | None:
+    """The md5 ``rel.dvc`` names in ``tree``, once its ``path`` is known to be ``rel``'s
+    own name: a pointer whose path leads anywhere else (``/etc/passwd``, ``../x``) would
+    have ``dvc pull`` write there, so it is refused where it says so (``RegistryError``)."""
+    pointer = rel + ".dvc"
+    data = tree.read(pointer)
+    path = dvcrepo.pointer_path(data)
+    name = rel.rpartition("/")[2]
+    if path is not None and path != name:
+        text = data.decode("utf-8", "replace")
+        line = next(
+            (n for n, ln in enumerate(text.splitlines(), 1) if "path:" in ln and path in ln), 0
+        )
+        column = text.splitlines()[line - 1].index("path:") + 1 if line else 0
+        raise RegistryError(
+            [
+                Finding(
+                    pointer,
+                    line,
+                    column,
+                    f"the pointer names {path!r}, not {name!r}, the file beside it: a DVC "
+                    "pointer here must name its own file, or `dvc pull` would write elsewhere",
+                )
+            ]
+        )
+    return dvcrepo.pointer_md5(data)
+
+
 def _read_pointed(tree: Tree, root: Path, rel: str, rev: str | None) -> bytes:
     """Read a DVC-tracked file through its ``.dvc`` pointer in ``tree``."""
     pointer = rel + ".dvc"
     if not tree.is_file(pointer):
         raise FileNotFoundError(rel)
-    md5 = dvcrepo.pointer_md5(tree.read(pointer))
+    md5 = pointer_md5_of(tree, rel)
     if md5 is None:
         raise DataMissingError(f"{pointer} is not a single-file DVC pointer with an md5")
     return dvcrepo.read_tracked(root, rel, md5, rev)
@@ -204,7 +232,7 @@ def _pointed_copy(tree: Tree, root: Path, rel: str) -> Path | None:
     """The local copy (DVC cache, or a remote that is a directory here) of the file that
     ``rel.dvc`` points at in ``tree``, verified; None if there is no such pointer or copy."""
     pointer = rel + ".dvc"
-    md5 = dvcrepo.pointer_md5(tree.read(pointer)) if tree.is_file(pointer) else None
+    md5 = pointer_md5_of(tree, rel) if tree.is_file(pointer) else None
     return None if md5 is None else dvcrepo.local_copy(root, md5)
 
 
