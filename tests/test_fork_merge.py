@@ -15,7 +15,7 @@ from evalreg.report.escape import cell
 
 from conftest import Repo
 from support import runs
-from support.s3 import AWS, s3_server
+from support.s3 import AWS, s3_client, s3_server
 
 MERGE = "Merge pull request #12 from fork/branch"
 
@@ -65,15 +65,7 @@ def merged(request, live: Repo, cli, tmp_path: Path, monkeypatch) -> Repo:
 
 def _upload(folder: Path, url: str, prefix: str) -> None:
     """The objects of a DVC remote folder, into the bucket under ``prefix``."""
-    import boto3
-
-    client = boto3.client(
-        "s3",
-        endpoint_url=url,
-        region_name=AWS["AWS_DEFAULT_REGION"],
-        aws_access_key_id=AWS["AWS_ACCESS_KEY_ID"],
-        aws_secret_access_key=AWS["AWS_SECRET_ACCESS_KEY"],
-    )
+    client = s3_client(url)
     for path in sorted(p for p in folder.rglob("*") if p.is_file()):
         client.put_object(
             Bucket=BUCKET,

@@ -4,7 +4,18 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import git
+
 from evalreg.audit.introduced import PrSource
+
+
+def blob_at(commit: git.Commit, path: str) -> git.Blob | None:
+    """The file at ``path`` in ``commit``, if there is one."""
+    try:
+        found = commit.tree / path
+    except KeyError:
+        return None
+    return found if isinstance(found, git.Blob) else None
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,7 @@ from typing import Protocol
 
 import git
 
-from evalreg.audit.commits import CommitInfo, Person
+from evalreg.audit.commits import CommitInfo, Person, blob_at
 from evalreg.store.rebought_log import NOT_A_LINE, REBOUGHT_LOG, LostObject, parse_line
 
 
@@ -67,15 +67,12 @@ class RebuyTrail:
 
     def step(self, commit: git.Commit, position: int) -> None:
         self.positions[commit.hexsha] = (commit, position)
-        try:
-            blob = commit.tree / REBOUGHT_LOG
-        except KeyError:
-            blob = None
-        sha = blob.hexsha if isinstance(blob, git.Blob) else None
+        blob = blob_at(commit, REBOUGHT_LOG)
+        sha = blob.hexsha if blob is not None else None
         if sha == self.blob:
             return
         self.blob = sha
-        data = blob.data_stream.read() if isinstance(blob, git.Blob) else b""
+        data = blob.data_stream.read() if blob is not None else b""
         lines = Counter(line.strip() for line in data.splitlines() if line.strip())
         new = lines - self.lines
         self.lines = lines

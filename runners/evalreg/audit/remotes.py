@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import git
 
-from evalreg.audit.commits import CommitInfo, Person
+from evalreg.audit.commits import CommitInfo, Person, blob_at
 from evalreg.audit.rebuys import Commits
 from evalreg.compare.remote import DVC_CONFIG, ConfigUnreadable, DefaultRemote, default_remote
 
@@ -39,19 +39,12 @@ class RemoteTrail:
         self.changes: list[RemoteChange] = []
 
     def step(self, commit: git.Commit, position: int) -> None:
-        try:
-            blob = commit.tree / DVC_CONFIG
-        except KeyError:
-            blob = None
-        sha = blob.hexsha if isinstance(blob, git.Blob) else None
+        blob = blob_at(commit, DVC_CONFIG)
+        sha = blob.hexsha if blob is not None else None
         if sha == self.blob:
             return
         self.blob = sha
-        text = (
-            blob.data_stream.read().decode("utf-8", "replace")
-            if isinstance(blob, git.Blob)
-            else None
-        )
+        text = blob.data_stream.read().decode("utf-8", "replace") if blob is not None else None
         try:
             remote = default_remote(text)
         except ConfigUnreadable:
