@@ -309,6 +309,17 @@ def _run(
     )
 
 
+def _push_event(before: str, after: str) -> dict[str, Any]:
+    """The payload of a push to main from ``before`` to ``after``."""
+    return {
+        "ref": "refs/heads/main",
+        "before": before,
+        "after": after,
+        "repository": {"full_name": REPO, "default_branch": "main"},
+        "head_commit": {"id": after},
+    }
+
+
 @pytest.fixture
 def api() -> Iterator[GitHubAPI]:
     with GitHubAPI(tokens={TOKEN: BOT}, repository=REPO) as gh:
@@ -475,13 +486,7 @@ def test_the_push_to_main_reverifies_and_writes_the_audit_record(
     runner: Runner, registry: Registry, api: GitHubAPI, tmp_path: Path
 ):
     artifacts = tmp_path / "artifacts"
-    event = {
-        "ref": "refs/heads/main",
-        "before": registry.base_sha,
-        "after": registry.main_after_merge,
-        "repository": {"full_name": REPO, "default_branch": "main"},
-        "head_commit": {"id": registry.main_after_merge},
-    }
+    event = _push_event(registry.base_sha, registry.main_after_merge)
     main = _run(
         runner,
         registry,
@@ -514,13 +519,7 @@ def test_the_push_to_main_of_a_fork_merged_without_its_objects_fails_naming_them
     """The fork's pointers name objects its run never pushed: main's job stops at `check
     --remote`, which names each object and pull request #9, before anything reads them."""
     sha = registry.main_after_fork
-    event = {
-        "ref": "refs/heads/main",
-        "before": registry.base_sha,
-        "after": sha,
-        "repository": {"full_name": REPO, "default_branch": "main"},
-        "head_commit": {"id": sha},
-    }
+    event = _push_event(registry.base_sha, sha)
     main = _run(
         runner,
         registry,
@@ -578,7 +577,7 @@ def test_the_push_to_main_of_a_fork_merged_without_its_objects_fails_naming_them
     assert _git(fix, "status", "--porcelain") == ""
     _git(fix, "push", "-q", "origin", "rebought")
     fixed = _git(fix, "rev-parse", "HEAD")
-    event = {**event, "before": sha, "after": fixed, "head_commit": {"id": fixed}}
+    event = _push_event(sha, fixed)
     again = _run(
         runner,
         registry,
@@ -719,13 +718,7 @@ def test_an_s3_remote_is_bought_into_by_shards_and_reproduced_by_the_workflow(
 
     # The push-to-main job: a fresh clone, the workflow's own install, pull and reproduce.
     registry = Registry(origin, author, sha, sha, sha, sha, sha, sha)
-    event = {
-        "ref": "refs/heads/main",
-        "before": sha,
-        "after": sha,
-        "repository": {"full_name": REPO, "default_branch": "main"},
-        "head_commit": {"id": sha},
-    }
+    event = _push_event(sha, sha)
     main = _run(
         runner,
         registry,
