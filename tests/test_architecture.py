@@ -52,7 +52,15 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("cells", ("evalreg.cells",)),
     ("results", ("evalreg.results",)),
     ("metrics", ("evalreg.metrics",)),
-    ("runner", ("evalreg.runner", "evalreg.store.purge")),
+    (
+        "runner",
+        (
+            "evalreg.runner",
+            "evalreg.store.purge",
+            "evalreg.store.compaction",
+            "evalreg.store.recovery",
+        ),
+    ),
     ("selection", ("evalreg.selection",)),
     ("compare", ("evalreg.compare",)),
     ("gitops and audit", ("evalreg.gitops", "evalreg.audit")),

@@ -90,8 +90,8 @@ def _note(text: str) -> None:
 def _writing(root: Path) -> RepositoryLock:
     """Take the repository lock for a command that writes (``LockedError`` names the
     holder when another process has it), after repairing any interrupted run."""
-    from evalreg.store.journal import recover_locked
     from evalreg.store.lock import RepositoryLock
+    from evalreg.store.recovery import recover_locked
 
     lock = RepositoryLock(root).acquire()
     try:
@@ -99,19 +99,21 @@ def _writing(root: Path) -> RepositoryLock:
     except BaseException:
         lock.release()
         raise
-    if repaired is not None:
-        _note(repaired.describe())
+    for done in repaired:
+        _note(done.describe())
     return lock
 
 
 def _repaired(root: Path, *, quiet_if_live: bool = False) -> Path:
     """For a command that only reads: repair an interrupted run first, unless one is live
     (which is said, unless ``quiet_if_live``: the command says so itself)."""
-    from evalreg.store.journal import recover
+    from evalreg.store.journal import Recovery
+    from evalreg.store.recovery import recover
 
-    repaired = recover(root)
-    if repaired is not None and not (quiet_if_live and repaired.action == "in progress"):
-        _note(repaired.describe())
+    for done in recover(root):
+        live = isinstance(done, Recovery) and done.action == "in progress"
+        if not (quiet_if_live and live):
+            _note(done.describe())
     return root
 
 
@@ -371,11 +373,12 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
 
 def cmd_store_compact(args: argparse.Namespace) -> int:
     from evalreg.report.terminal import print_compaction
+    from evalreg.runner.interrupts import deferred
     from evalreg.store.compaction import compact
 
     root = _registry_root(args)
     with _writing(root):
-        done = compact(root, push=not args.no_push)
+        done = compact(root, push=not args.no_push, guard=deferred)
     print_compaction(done)
     return 0
 
@@ -658,14 +661,19 @@ def cmd_store_purge(args: argparse.Namespace) -> int:
 
     root = _registry_root(args)
     with _writing(root):
-        record = purge_item(
-            root,
-            args.item,
-            reason=args.reason,
-            evalset=args.evalset,
-            at=args.date,
-            push=not args.no_push,
-        )
+        try:
+            record = purge_item(
+                root,
+                args.item,
+                reason=args.reason,
+                evalset=args.evalset,
+                at=args.date,
+                push=not args.no_push,
+            )
+        except KeyboardInterrupt:
+            # An erasure asked for is never dropped: its journal stays.
+            _note("the purge is journalled: the next evalreg command finishes it")
+            raise
     print_purge(record)
     return 0
 

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
-import contextlib
+from collections.abc import Callable
+from contextlib import AbstractContextManager as ContextManager
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from evalreg import dvcrepo
-from evalreg.store.segments import STORE_DIR, ResponseStore, SegmentWriter
+from evalreg.store.rewrite import Rewrite
+from evalreg.store.segments import STORE_DIR, ResponseStore
 
 
 @dataclass(frozen=True)
@@ -29,40 +32,39 @@ class Compaction:
         return self.segment is not None and (self.before > 1 or self.dropped > 0)
 
 
-def compact(root: Path, *, push: bool = True) -> Compaction:
+def compact(
+    root: Path, *, push: bool = True, guard: Callable[[], ContextManager[object]] = nullcontext
+) -> Compaction:
     """Merge every segment of the working tree's store into one new segment.
 
     The new segment is written (records in key order), synced and verified before any old
     segment is removed; old segments stay in the DVC cache and remote, so older revisions
-    that point at them still reproduce.
+    that point at them still reproduce. The rewrite is journalled (``store.rewrite``):
+    stopped before the new segment is complete, it is undone by the next command; after,
+    it is finished. ``guard`` wraps the replacing step (``interrupts.deferred``).
     """
     store = ResponseStore.open(root)
-    directory = root / STORE_DIR
     old = sorted(n for n in store.names if n)
     dropped = store.stats.duplicates + store.stats.torn
     if len(old) <= 1 and not dropped:
         return Compaction(len(old), len(store), 0, old[0] if old else None)
-    writer = SegmentWriter(root, label="compact")
-    with writer:
-        for key in sorted(store.keys()):
-            line = store.line(key)
-            assert line is not None, "a key the store lists has a line"
-            writer.put(line + b"\n")
-    merged = ResponseStore()
-    merged.add_segment(writer.name, writer.path)
-    if set(merged.keys()) != set(store.keys()) or merged.stats.torn:
-        writer.path.unlink()
-        raise RuntimeError("compaction verification failed; the store is unchanged")
-    pointers = [f"{STORE_DIR}/{n}.dvc" for n in old if (directory / f"{n}.dvc").exists()]
-    if pointers:
-        dvcrepo.untrack(root, pointers)
-    for name in old:
-        with contextlib.suppress(FileNotFoundError):
-            (directory / name).unlink()
+    rewrite = Rewrite.begin(root, "compact", push=push, request={})
+    try:
+        writer = rewrite.writer("compact")
+        with writer:
+            for key in sorted(store.keys()):
+                line = store.line(key)
+                assert line is not None, "a key the store lists has a line"
+                writer.put(line + b"\n")
+        merged = ResponseStore()
+        merged.add_segment(writer.name, writer.path)
+        if set(merged.keys()) != set(store.keys()) or merged.stats.torn:
+            raise RuntimeError("compaction verification failed; the store is unchanged")
+    except BaseException:
+        rewrite.discard()
+        raise
+    with guard():
+        done = rewrite.replace(old, written=True)
     new = f"{STORE_DIR}/{writer.name}"
-    dvcrepo.track(root, [new], push=False)
-    objects = dvcrepo.StagedObjects()
-    if push and dvcrepo.push(root, [new]) is None:
-        objects = dvcrepo.stage_objects(root, [new])
-    to_commit = dvcrepo.to_commit(root, [new], [*pointers, *objects.staged])
-    return Compaction(len(old), len(store), dropped, writer.name, tuple(to_commit), objects)
+    to_commit = dvcrepo.to_commit(root, [new], [*done.pointers, *done.stage.staged])
+    return Compaction(len(old), len(store), dropped, writer.name, tuple(to_commit), done.stage)

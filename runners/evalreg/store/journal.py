@@ -25,8 +25,8 @@ which stage the run had reached and what it wrote:
 
 Once a run's files are tracked the journal is removed. Paths still to push are kept in
 ``unpushed.json`` until a push succeeds. Every command that reads or writes results
-calls ``recover`` first; it does nothing unless a journal is there and nobody holds the
-repository lock. While a run holds it, its journal says which files are its own
+repairs first (``store.recovery``); that does nothing unless a journal is there and nobody
+holds the repository lock. While a run holds it, its journal says which files are its own
 (``live_run``): a command that only reads leaves them alone, and does not count them.
 """
 
@@ -42,7 +42,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from evalreg import dvcrepo
-from evalreg.store.lock import Holder, LockedError, RepositoryLock, holder, state_dir
+from evalreg.store.lock import Holder, holder, state_dir
 from evalreg.store.segments import keepable
 
 JOURNAL = "journal.json"
@@ -309,17 +309,9 @@ def recover_locked(root: Path, add: Add | None = None) -> Recovery | None:
     return Recovery("rolled back", tracked=tuple(journal._roll_back(add)))
 
 
-def recover(root: Path) -> Recovery | None:
-    """For commands that do not write: repair an interrupted run if there is one and no
-    run is live (cheap when there is nothing to do: one ``stat``)."""
-    if not (state_dir(root) / JOURNAL).exists():
-        return None
-    try:
-        lock = RepositoryLock(root).acquire()
-    except LockedError as exc:
-        return Recovery("in progress", holder=exc.holder)
-    with lock:
-        return recover_locked(root)
+def pending(root: Path) -> bool:
+    """Whether a run's journal is there (one ``stat``): ``store.recovery`` finishes it."""
+    return (state_dir(root) / JOURNAL).exists()
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,8 @@ from evalreg.errors import DataMissingError, EvalregError, UsageError
 from evalreg.registry.schema import ID_PATTERN, Item
 from evalreg.registry.tree import GitTree, PathEscapes, Tree, WorkspaceTree, clean_relpath
 from evalreg.store.purge_log import PURGE_LOG
-from evalreg.store.segments import STORE_DIR, ResponseStore, SegmentKeys, SegmentWriter
+from evalreg.store.rewrite import Replaced, Rewrite
+from evalreg.store.segments import STORE_DIR, ResponseStore, SegmentKeys
 
 if TYPE_CHECKING:
     from evalreg.registry.loader import Registry
@@ -120,14 +121,45 @@ def purge_item(
     ``next_steps`` give the exact commands and its ``notes`` what else holds the item.
     ``at`` (e.g. the date of the request) is recorded as given; the clock is never read.
     """
-    from evalreg.registry.loader import load_registry
-
     root = root.resolve()
     reason = " ".join(reason.split())
     if not reason:
         raise UsageError("a purge needs a reason: it is logged for auditors")
     if not re.match(ID_PATTERN, item_id):
         raise UsageError(f"{item_id!r} is not an item id")
+    request = {"item": item_id, "reason": reason, "evalset": evalset, "at": at}
+    return _purge(Rewrite.begin(root, "purge", push=push, request=request))
+
+
+def finish_purge(rewrite: Rewrite) -> PurgeRecord:
+    """Finish a purge that was interrupted (its journal is ``rewrite``): done again from
+    the start if it had not begun replacing segments, else rolled forward."""
+    if rewrite.phase == "plan":
+        rewrite.discard_segment()
+        return _purge(rewrite)
+    entry = rewrite.entry or {}
+    done = rewrite.finish(_log_line)
+    return _record(entry, done)
+
+
+def _purge(rewrite: Rewrite) -> PurgeRecord:
+    """The purge ``rewrite`` journals: planned, then segments replaced. A request that
+    names nothing to purge changes nothing (the journal goes); anything else that stops
+    it leaves the journal for the next command to finish the purge."""
+    try:
+        return _plan_and_replace(rewrite)
+    except EvalregError:
+        rewrite.discard()
+        raise
+
+
+def _plan_and_replace(rewrite: Rewrite) -> PurgeRecord:
+    from evalreg.registry.loader import load_registry
+    from evalreg.runner.interrupts import deferred
+
+    root = rewrite.root
+    item_id, reason = str(rewrite.request["item"]), str(rewrite.request["reason"])
+    evalset, at = rewrite.request.get("evalset"), rewrite.request.get("at")
     registry = load_registry(root)
     held = {
         path: next(item for item in es.items if item.id == item_id)
@@ -148,40 +180,76 @@ def purge_item(
     store = ResponseStore.open(root)
     judge_keys = _judge_keys(root, registry, store, target, item_id, samples) - keys
     kept, removed = _without(store, keys, judge_keys, item)
-    written: str | None = None
-    objects: list[str] = []
-    push_error: str | None = None
-    staged: tuple[str, ...] = ()
-    if kept:
-        data = b"".join(kept[name] for name in sorted(kept))
-        written, objects, push_error, staged = _replace_segments(
-            root, sorted(kept), data, label="purge", push=push
+    old = sorted(kept)
+    written = _write_segment(rewrite, b"".join(kept[name] for name in old)) if kept else None
+    objects = _objects(root, old)
+    entry = {
+        "item": item_id,
+        "evalset": target,
+        "reason": reason,
+        "keys_removed": len(removed),
+        "cells": sorted(keys_by_cell),
+        "results": _results(root, keys_by_cell),
+        "segments_removed": old,
+        "segment_written": written,
+        "purged_objects": objects,
+        "evalreg_version": __version__,
+        "at": at,
+        "notes": _notes(target, item_id, item is not None, objects, unread),
+        "removed": {kind: sum(1 for k in removed.values() if k == kind) for kind in KINDS},
+    }
+    with deferred():
+        done = rewrite.replace(
+            old, written=written is not None, log=PURGE_LOG, entry=entry, line=_log_line
         )
-    notes = _notes(target, item_id, item is not None, objects, unread)
-    record = PurgeRecord(
-        item=item_id,
-        evalset=target,
-        reason=reason,
-        keys_removed=len(removed),
-        cells=sorted(keys_by_cell),
-        results=_results(root, keys_by_cell),
-        segments_removed=sorted(kept),
-        segment_written=written,
-        purged_objects=objects,
-        evalreg_version=__version__,
-        at=at,
-        next_steps=_next_steps(
-            item_id, written, objects, staged, pushed=push and push_error is None
-        ),
-        notes=notes,
-        removed={kind: sum(1 for k in removed.values() if k == kind) for kind in KINDS},
-        push_error=push_error,
+    return _record(entry, done)
+
+
+def _write_segment(rewrite: Rewrite, data: bytes) -> str | None:
+    """Write ``data`` (complete store lines) to the rewrite's new segment and verify it;
+    return its name, or None when there was nothing to keep."""
+    writer = rewrite.writer("purge")
+    with writer:
+        for line in data.splitlines(keepends=True):
+            writer.put(line)
+    if writer.written and writer.path.read_bytes() != data:
+        raise RuntimeError("the new segment did not verify; the store is unchanged")
+    return writer.name if writer.written else None
+
+
+def _objects(root: Path, old: Sequence[str]) -> list[str]:
+    """md5s of the DVC objects that the segments ``old`` are (the purged responses stay
+    in them until ``dvc gc``)."""
+    from evalreg import dvcrepo
+
+    directory = root / STORE_DIR
+    return sorted(
+        md5
+        for name in old
+        if (pointer := directory / f"{name}.dvc").is_file()
+        and (md5 := dvcrepo.pointer_md5(pointer.read_bytes())) is not None
     )
-    log = root / PURGE_LOG
-    log.parent.mkdir(parents=True, exist_ok=True)
-    with log.open("ab") as f:
-        f.write(canonical_bytes(record.log_entry()) + b"\n")
-    return record
+
+
+def _next_steps_of(entry: dict[str, Any], done: Replaced) -> list[str]:
+    return _next_steps(
+        str(entry["item"]),
+        entry["segment_written"],
+        list(entry["purged_objects"]),
+        done.stage.staged,
+        pushed=done.pushed,
+    )
+
+
+def _log_line(entry: dict[str, Any], done: Replaced) -> str:
+    """The purge's line in :data:`PURGE_LOG` (canonical JSON)."""
+    return canonical_bytes({**entry, "next_steps": _next_steps_of(entry, done)}).decode()
+
+
+def _record(entry: dict[str, Any], done: Replaced) -> PurgeRecord:
+    return PurgeRecord(
+        **{**entry, "next_steps": _next_steps_of(entry, done)}, push_error=done.push_error
+    )
 
 
 def _target(item_id: str, evalset: str | None, found: set[str]) -> str:
@@ -498,42 +566,6 @@ def _is_judge(request: dict[str, Any]) -> bool:
         if isinstance(m, dict) and m.get("role") == "system"
     ]
     return JUDGE_INSTRUCTIONS in [*system, request.get("system")]
-
-
-def _replace_segments(
-    root: Path, old: Sequence[str], data: bytes, *, label: str, push: bool
-) -> tuple[str | None, list[str], str | None, tuple[str, ...]]:
-    """Write ``data`` (complete store lines) to one new segment and verify it, then retire
-    the ``old`` segments: their DVC pointers and files go, while their cached and pushed
-    objects stay. Return the new segment's name (None when ``data`` is empty), the md5s of
-    the retired objects, why the push failed, if it did, and the new object as staged in
-    an in-repository remote."""
-    from evalreg import dvcrepo
-
-    directory = root / STORE_DIR
-    writer = SegmentWriter(root, label=label)
-    with writer:
-        for line in data.splitlines(keepends=True):
-            writer.put(line)
-    if writer.written and writer.path.read_bytes() != data:
-        writer.path.unlink()
-        raise RuntimeError("the new segment did not verify; the store is unchanged")
-    pointers = [f"{STORE_DIR}/{n}.dvc" for n in old if (directory / f"{n}.dvc").exists()]
-    objects = sorted(
-        md5 for p in pointers if (md5 := dvcrepo.pointer_md5((root / p).read_bytes())) is not None
-    )
-    if pointers:
-        dvcrepo.untrack(root, pointers)
-    for name in old:
-        with contextlib.suppress(FileNotFoundError):
-            (directory / name).unlink()
-    if not writer.written:
-        return None, objects, None, ()
-    new = f"{STORE_DIR}/{writer.name}"
-    dvcrepo.track(root, [new], push=False)
-    failed = dvcrepo.push(root, [new]) if push else None
-    staged = dvcrepo.stage_objects(root, [new]).staged if push and failed is None else ()
-    return writer.name, objects, failed, staged
 
 
 def _next_steps(
