@@ -649,8 +649,9 @@ def _workspace_findings(registry: Registry) -> list[Finding]:
                 rel,
                 0,
                 0,
-                "not tracked by DVC, here or on any branch (never commit it to git): "
-                f"`dvc add {rel}` and commit its pointer to keep it, or delete it",
+                "not tracked by DVC, here or on any branch, so it may be the only copy of "
+                f"what it holds: `dvc add {rel}` and commit its pointer (never commit the "
+                "file itself to git)",
                 Severity.FINDING,
             )
         )

@@ -214,11 +214,11 @@ def signal_at(
             os.killpg(proc.pid, signum)
     _, err = proc.communicate(timeout=120)
     # The group's other members (the DVC child) are gone too before anything is checked.
-    _wait_group_gone(proc.pid)
+    wait_group_gone(proc.pid)
     return err, proc.returncode if hit else None
 
 
-def _wait_group_gone(pgid: int) -> None:
+def wait_group_gone(pgid: int) -> None:
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         try:

@@ -116,6 +116,10 @@ def purge_item(
     responses, so ``evalreg run --offline --force`` reports each one as missing and
     ``evalreg reproduce`` names the purge.
 
+    The purge is journalled (:mod:`evalreg.store.rewrite`): stopped anywhere, SIGKILL
+    included, it is finished by the next command (:func:`finish_purge`), never rolled
+    back, and ends as it would have uninterrupted.
+
     This is not yet an erasure: the old segments stay in the DVC cache and on the remote,
     reachable from older commits, until ``dvc gc`` removes them; the record's
     ``next_steps`` give the exact commands and its ``notes`` what else holds the item.
@@ -136,7 +140,7 @@ def finish_purge(rewrite: Rewrite) -> PurgeRecord:
     the start if it had not begun replacing segments, else rolled forward."""
     if rewrite.phase == "plan":
         rewrite.discard_segment()
-        return _purge(rewrite)
+        return _plan_and_replace(rewrite)  # whatever stops it, the journal stays
     entry = rewrite.entry or {}
     done = rewrite.finish(_log_line)
     return _record(entry, done)
