@@ -6,7 +6,8 @@ part of what is stored). A Vertex AI pin authenticates with application-default
 credentials through ``google-auth`` (the ``google`` extra): ``gcloud auth
 application-default login``, ``GOOGLE_APPLICATION_CREDENTIALS``, workload identity or the
 metadata server; the access token is refreshed, when it is about to expire, before an
-attempt and sent in its ``authorization`` header only.
+attempt and sent in its ``authorization`` header only, and redacted like a key
+(``redaction.watch_value``).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from __future__ import annotations
 import threading
 from typing import Any, ClassVar
 
+from evalreg import redaction
 from evalreg.errors import UsageError
 from evalreg.providers.attachments import gemini
 from evalreg.providers.base import Completion, Messages, ProviderError, api_key, register
@@ -115,6 +117,12 @@ class GeminiProvider:
                     raise ProviderError(
                         "auth", f"refreshing Google credentials failed: {exc}"
                     ) from None
+            # Each new access token, before the request that carries it (a server may quote
+            # it back), and the user credentials' refresh token and client secret, where
+            # application-default credentials hold them.
+            for name in ("token", "refresh_token", "client_secret"):
+                value = getattr(credentials, name, None)
+                redaction.watch_value(value if isinstance(value, str) else None)
             signed = dict(headers)
             # The bearer token, and the quota project of user credentials where one is set.
             credentials.apply(signed)
