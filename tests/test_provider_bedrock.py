@@ -17,12 +17,13 @@ from evalreg.registry.schema import Pin
 
 from conftest import Repo
 from support.cloud_servers import BedrockServer, Request
+from support.clouds import BEDROCK_MODEL, aws_environment, bedrock_pin
 
 ACCESS_KEY = "AKIALOOPBACK7EXAMPLE"
 SECRET_KEY = "wJalrXUtnFEMI-loopback-secret-9Qx2"
 SESSION_TOKEN = "IQoJb3JpZ2luX2VjEloopback-session-4Tz8"
 BEARER = "ABSKbedrock-api-key-loopback-6Wn1"
-MODEL = "arn:aws:bedrock:eu-west-1:123456789012:inference-profile/eu.anthropic.claude-haiku"
+MODEL = BEDROCK_MODEL
 PIN = "registry/models/mini.yaml"
 
 
@@ -34,13 +35,9 @@ def converse_label(request: Request) -> str:
 @pytest.fixture
 def aws_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
     """Credentials in the environment; no config files, profile or instance metadata."""
-    for name in ("AWS_PROFILE", "AWS_DEFAULT_PROFILE", "AWS_SESSION_TOKEN", "AWS_ROLE_ARN"):
-        monkeypatch.delenv(name, raising=False)
+    aws_environment(monkeypatch, tmp_path)
     monkeypatch.setenv("AWS_ACCESS_KEY_ID", ACCESS_KEY)
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", SECRET_KEY)
-    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "aws-config"))
-    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "aws-credentials"))
-    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
     return tmp_path
 
 
@@ -50,29 +47,6 @@ def bedrock() -> Iterator[BedrockServer]:
         access_key=ACCESS_KEY, secret_key=SECRET_KEY, region="eu-west-1", responder=converse_label
     ) as srv:
         yield srv
-
-
-def bedrock_pin(base_url: str, extra: str = "") -> str:
-    return f"""\
-schema_version: 1
-provider: bedrock
-model: {MODEL}
-aws:
-  region: eu-west-1
-base_url: {base_url}
-params:
-  maxTokens: 64
-  temperature: 0
-  stopSequences: ["\\n\\n"]
-extra_params:
-  top_k: 5
-limits:
-  max_retries: 2
-price:
-  input_per_mtok: 0.8
-  output_per_mtok: 4.0
-  as_of: 2026-11-01
-{extra}"""
 
 
 @pytest.fixture

@@ -10,17 +10,15 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from cryptography.hazmat.primitives import serialization
-from cryptography.hazmat.primitives.asymmetric import rsa
 
 from evalreg.providers import get_provider
 from evalreg.registry.schema import Pin
 
 from conftest import Repo
 from support.cloud_servers import GeminiServer, Request
+from support.clouds import VERTEX, gemini_pin, service_account_adc
 
 API_KEY = "AIzaSy-loopback-gemini-key-3Hq7Vd"
-EMAIL = "evals@audit-project.iam.gserviceaccount.com"
 PIN = "registry/models/mini.yaml"
 
 
@@ -33,33 +31,6 @@ def gemini_label(request: Request) -> str:
 def gemini() -> Iterator[GeminiServer]:
     with GeminiServer(api_key=API_KEY, responder=gemini_label) as srv:
         yield srv
-
-
-def gemini_pin(base_url: str, auth: str = "api_key_env: GEMINI_API_KEY\n") -> str:
-    return f"""\
-schema_version: 1
-provider: gemini
-model: gemini-2.5-flash
-base_url: {base_url}
-{auth}params:
-  maxOutputTokens: 128
-  temperature: 0
-  topK: 8
-  thinkingConfig:
-    thinkingBudget: 256
-  safetySettings:
-    - category: HARM_CATEGORY_HARASSMENT
-      threshold: BLOCK_ONLY_HIGH
-limits:
-  max_retries: 2
-price:
-  input_per_mtok: 0.3
-  output_per_mtok: 2.5
-  as_of: 2026-11-01
-"""
-
-
-VERTEX = "vertex:\n  project: audit-project\n  location: europe-west4\n"
 
 
 @pytest.fixture
@@ -75,35 +46,7 @@ def on_gemini(live: Repo, gemini: GeminiServer, monkeypatch) -> Repo:
 def adc(gemini: GeminiServer, monkeypatch, tmp_path: Path) -> str:
     """Application-default credentials: a service account key file (outside the repository)
     whose tokens come from the stand-in's token endpoint. Returns the private key."""
-    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
-    private = key.private_bytes(
-        serialization.Encoding.PEM,
-        serialization.PrivateFormat.PKCS8,
-        serialization.NoEncryption(),
-    ).decode()
-    public = (
-        key.public_key()
-        .public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo)
-        .decode()
-    )
-    gemini.service_account = (EMAIL, public)
-    path = tmp_path / "adc.json"
-    path.write_text(
-        json.dumps(
-            {
-                "type": "service_account",
-                "project_id": "audit-project",
-                "private_key_id": "loopback1",
-                "private_key": private,
-                "client_email": EMAIL,
-                "client_id": "1234567890",
-                "token_uri": f"{gemini.root_url}/token",
-            }
-        )
-    )
-    monkeypatch.setenv("GOOGLE_APPLICATION_CREDENTIALS", str(path))
-    monkeypatch.setenv("NO_GCE_CHECK", "True")
-    return private
+    return service_account_adc(gemini, monkeypatch, tmp_path)
 
 
 @pytest.fixture
