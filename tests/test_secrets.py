@@ -393,6 +393,28 @@ def on_vertex(live: Repo, monkeypatch, tmp_path: Path, stack: ExitStack) -> Sign
     return Signed(server, "permission_denied", lambda: list(server.issued), held)
 
 
+def on_vertex_user(live: Repo, monkeypatch, tmp_path: Path, stack: ExitStack) -> Signed:
+    """A user's application-default credentials (``gcloud auth application-default
+    login``) that still hold a valid access token: sent as it is, never refreshed."""
+    server = stack.enter_context(GeminiServer())
+    token = "ya29.a0AfB_user-canary-Hd5Jf1Ks0Lq9Rt2Uv"
+    server.issued.append(token)
+    user = {
+        "type": "authorized_user",
+        "client_id": "764086051850-loopback.apps.googleusercontent.com",
+        "client_secret": "GOCSPX-canary-Wb6Y7Qm2Zp9L",
+        "refresh_token": "1//0gcanary-refresh-Lx4Vr8Tn3Wb6Y",
+        "token": token,
+        "expiry": "2099-01-01T00:00:00Z",
+    }
+    (tmp_path / "adc.json").write_text(json.dumps(user))
+    monkeypatch.setenv("GOOGLE_APPLICATION_CREDENTIALS", str(tmp_path / "adc.json"))
+    monkeypatch.setenv("NO_GCE_CHECK", "True")
+    live.write(PIN, gemini_pin(server.root_url, VERTEX))
+    held = (user["client_secret"], user["refresh_token"])
+    return Signed(server, "permission_denied", lambda: [token], held)
+
+
 def on_entra(live: Repo, monkeypatch, server: LLMServer) -> Signed:
     """Microsoft Entra ID tokens from azure-identity, a new one for every attempt (each
     near its expiry at once)."""
@@ -408,7 +430,8 @@ def on_entra(live: Repo, monkeypatch, server: LLMServer) -> Signed:
 
 
 @pytest.mark.parametrize(
-    "where", ["bedrock-environment", "bedrock-profile", "vertex-adc", "azure-entra"]
+    "where",
+    ["bedrock-environment", "bedrock-profile", "vertex-adc", "vertex-user-adc", "azure-entra"],
 )
 def test_no_credential_a_provider_resolves_reaches_disk_or_the_terminal(
     live: Repo, cli, server, monkeypatch, tmp_path, where
@@ -418,6 +441,8 @@ def test_no_credential_a_provider_resolves_reaches_disk_or_the_terminal(
             signed = on_bedrock(live, monkeypatch, tmp_path, stack, where.endswith("profile"))
         elif where == "vertex-adc":
             signed = on_vertex(live, monkeypatch, tmp_path, stack)
+        elif where == "vertex-user-adc":
+            signed = on_vertex_user(live, monkeypatch, tmp_path, stack)
         else:
             signed = on_entra(live, monkeypatch, server)
         live.commit(f"mini on {where}")
