@@ -164,6 +164,18 @@ def test_the_redactor_follows_what_the_watched_variables_hold(monkeypatch):
     assert redaction.redact(CANARY_2) == CANARY_2
 
 
+def test_a_credential_resolved_at_run_time_is_redacted_from_then_on():
+    token = "ya29.resolved-at-run-time-5Hq7Vd2Kx"
+    assert redaction.redact(token) == token
+    unchanged = redaction.current()
+    assert redaction.current() is unchanged  # nothing changed: nothing rebuilt
+    redaction.watch_value(token)
+    assert redaction.redact(f"Bearer {token}") == f"Bearer {REDACTED}"
+    watched = redaction.current()
+    redaction.watch_value(token)  # a provider registers what it sends before each request
+    assert redaction.current() is watched
+
+
 def test_a_provider_error_is_redacted_before_it_is_cut(monkeypatch):
     redaction.watch(["EVALREG_TEST_SECRET"])
     monkeypatch.setenv("EVALREG_TEST_SECRET", CANARY)
