@@ -1,5 +1,6 @@
 """Secrets reach no path: ``check`` refuses credentials in pins, and what the variables a
-registry names hold is redacted from everything evalreg stores, writes and prints."""
+registry names hold, and every credential a provider resolves itself, is redacted from
+everything evalreg stores, writes and prints."""
 
 from __future__ import annotations
 
