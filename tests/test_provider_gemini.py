@@ -11,12 +11,14 @@ from pathlib import Path
 
 import pytest
 
+from evalreg import redaction
 from evalreg.providers import get_provider
+from evalreg.redaction import REDACTED
 from evalreg.registry.schema import Pin
 
 from conftest import Repo
 from support.cloud_servers import GeminiServer, Request
-from support.clouds import VERTEX, gemini_pin, service_account_adc
+from support.clouds import VERTEX, authorized_user_adc, gemini_pin, service_account_adc
 
 API_KEY = "AIzaSy-loopback-gemini-key-3Hq7Vd"
 PIN = "registry/models/mini.yaml"
@@ -230,6 +232,22 @@ def test_a_token_about_to_expire_is_refreshed_before_the_next_attempt(on_vertex:
     sent = [r.headers["authorization"].removeprefix("Bearer ") for r in gemini.requests]
     assert len(sent) == 5 and len(set(sent)) == 5  # the retry too carries a new token
     assert sent == gemini.issued
+
+
+def test_a_users_refresh_token_and_client_secret_are_redacted_once_loaded(monkeypatch, tmp_path):
+    user = authorized_user_adc(monkeypatch, tmp_path, "ya29.a0AfB_loaded-token-3Hq7", "loaded")
+    pin = Pin.model_validate(
+        {
+            "schema_version": 1,
+            "provider": "gemini",
+            "model": "gemini-2.5-flash",
+            "vertex": {"project": "audit-project", "location": "europe-west4"},
+        }
+    )
+    assert get_provider("gemini").credentials_problem(pin) is None  # looked up, not sent
+    # Before any refresh, whose error could quote what it sent to the token endpoint.
+    for secret in (user["refresh_token"], user["client_secret"]):
+        assert redaction.redact(f"sent {secret}") == f"sent {REDACTED}"
 
 
 def test_no_application_default_credentials_says_how_to_get_them(

@@ -27,6 +27,7 @@ from support.cloud_servers import BedrockServer, GeminiServer
 from support.clouds import (
     VERTEX,
     EntraTokens,
+    authorized_user_adc,
     aws_environment,
     bedrock_pin,
     gemini_pin,
@@ -407,22 +408,11 @@ def on_vertex(live: Repo, monkeypatch, tmp_path: Path, stack: ExitStack) -> Sign
 
 
 def on_vertex_user(live: Repo, monkeypatch, tmp_path: Path, stack: ExitStack) -> Signed:
-    """A user's application-default credentials (``gcloud auth application-default
-    login``) that still hold a valid access token: sent as it is, never refreshed."""
+    """A user's application-default credentials that still hold a valid access token."""
     server = stack.enter_context(GeminiServer())
     token = "ya29.a0AfB_user-canary-Hd5Jf1Ks0Lq9Rt2Uv"
     server.issued.append(token)
-    user = {
-        "type": "authorized_user",
-        "client_id": "764086051850-loopback.apps.googleusercontent.com",
-        "client_secret": "GOCSPX-canary-Wb6Y7Qm2Zp9L",
-        "refresh_token": "1//0gcanary-refresh-Lx4Vr8Tn3Wb6Y",
-        "token": token,
-        "expiry": "2099-01-01T00:00:00Z",
-    }
-    (tmp_path / "adc.json").write_text(json.dumps(user))
-    monkeypatch.setenv("GOOGLE_APPLICATION_CREDENTIALS", str(tmp_path / "adc.json"))
-    monkeypatch.setenv("NO_GCE_CHECK", "True")
+    user = authorized_user_adc(monkeypatch, tmp_path, token)
     live.write(PIN, gemini_pin(server.root_url, VERTEX))
     held = (user["client_secret"], user["refresh_token"])
     return Signed(server, "permission_denied", lambda: [token], held)

@@ -125,6 +125,27 @@ def service_account_adc(
     return private
 
 
+def authorized_user_adc(
+    monkeypatch: pytest.MonkeyPatch, directory: Path, token: str, tag: str = "canary"
+) -> dict[str, str]:
+    """A user's application-default credentials (``gcloud auth application-default
+    login``) in ``directory``, holding ``token`` valid for years: sent as it is, never
+    refreshed. Returns what the file holds (``tag`` makes its secrets this test's own)."""
+    user = {
+        "type": "authorized_user",
+        "client_id": "764086051850-loopback.apps.googleusercontent.com",
+        "client_secret": f"GOCSPX-{tag}-Wb6Y7Qm2Zp9L",
+        "refresh_token": f"1//0g{tag}-refresh-Lx4Vr8Tn3Wb6Y",
+        "token": token,
+        "expiry": "2099-01-01T00:00:00Z",
+    }
+    path = directory / "adc.json"
+    path.write_text(json.dumps(user))
+    monkeypatch.setenv("GOOGLE_APPLICATION_CREDENTIALS", str(path))
+    monkeypatch.setenv("NO_GCE_CHECK", "True")
+    return user
+
+
 class EntraTokens:
     """Stands in for ``DefaultAzureCredential.get_token``: numbered tokens (``prefix`` and
     the number), each valid for ``lifetime`` seconds, accepted by the server while

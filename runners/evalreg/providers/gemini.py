@@ -117,12 +117,9 @@ class GeminiProvider:
                     raise ProviderError(
                         "auth", f"refreshing Google credentials failed: {exc}"
                     ) from None
-            # Each new access token, before the request that carries it (a server may quote
-            # it back), and the user credentials' refresh token and client secret, where
-            # application-default credentials hold them.
-            for name in ("token", "refresh_token", "client_secret"):
-                value = getattr(credentials, name, None)
-                redaction.watch_value(value if isinstance(value, str) else None)
+            # Each new access token, before the request that carries it: a server may
+            # quote it back.
+            redaction.watch_value(credentials.token)
             signed = dict(headers)
             # The bearer token, and the quota project of user credentials where one is set.
             credentials.apply(signed)
@@ -148,6 +145,11 @@ class GeminiProvider:
                     f"{pin.model}: run `gcloud auth application-default login` or set "
                     f"GOOGLE_APPLICATION_CREDENTIALS ({exc})"
                 ) from None
+            # A user's refresh token and client secret, where the credentials hold them:
+            # watched before any refresh, whose error may quote what it sent.
+            for name in ("refresh_token", "client_secret"):
+                value = getattr(credentials, name, None)
+                redaction.watch_value(value if isinstance(value, str) else None)
             self._credentials = credentials
             return credentials
 
