@@ -12,8 +12,10 @@ import pytest
 from azure.core.credentials import AccessToken
 from azure.core.exceptions import ClientAuthenticationError
 
+from evalreg import redaction
 from evalreg.providers import azure_openai
 from evalreg.providers.base import ProviderError
+from evalreg.redaction import REDACTED
 
 from conftest import Repo, assert_refused
 from support.clouds import EntraTokens
@@ -177,6 +179,17 @@ def test_a_retry_is_signed_afresh_with_a_new_token_once_the_old_one_nears_expiry
     assert reply.attempts == 3
     sent = [r.headers["authorization"] for r in azure_server.requests]
     assert sent == [f"Bearer eyJ0eXAi.entra-token-{n:03d}.sig" for n in (1, 2, 3)]
+
+
+def test_a_service_principals_secret_in_the_environment_is_redacted_with_its_tokens(
+    azure_server, monkeypatch
+):
+    secret = "Xy8Q~service-principal-secret-4Tz8Wb6Y"
+    monkeypatch.setenv("AZURE_CLIENT_SECRET", secret)
+    EntraTokens(azure_server, lifetime=3600).install(monkeypatch)
+    send(entra_pin(azure_server))
+    token = azure_server.requests[0].headers["authorization"].removeprefix("Bearer ")
+    assert redaction.redact(f"{secret} {token}") == f"{REDACTED} {REDACTED}"
 
 
 def test_a_token_still_fresh_is_reused_across_retries(azure_server, monkeypatch):
