@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 from test_batch import POLL, _records, _summary
-from test_provider_gemini import API_KEY, PIN, VERTEX, adc, gemini_label, gemini_pin
+from test_provider_gemini import API_KEY, PIN, adc, gemini_label
 
 from evalreg.cells import cells
 from evalreg.providers import batch, get_provider
@@ -25,6 +25,7 @@ from evalreg.store.batches import BatchJournal
 
 from conftest import Repo
 from support.cloud_servers import GeminiServer
+from support.clouds import VERTEX, gemini_pin
 
 __all__ = ["adc"]  # the Vertex AI test's credentials fixture
 

@@ -12,10 +12,13 @@ import pytest
 from azure.core.credentials import AccessToken
 from azure.core.exceptions import ClientAuthenticationError
 
+from evalreg import redaction
 from evalreg.providers import azure_openai
 from evalreg.providers.base import ProviderError
+from evalreg.redaction import REDACTED
 
 from conftest import Repo, assert_refused
+from support.clouds import EntraTokens
 from support.llm_server import LLMServer
 from support.provider_calls import completion, pin_of, send
 from support.runs import everything_written
@@ -65,31 +68,9 @@ def stored(repo: Repo) -> list[dict]:
     return lines
 
 
-class Tokens:
-    """Stands in for ``DefaultAzureCredential.get_token``: numbered tokens, each valid for
-    ``lifetime`` seconds, accepted by the server while ``accepted``."""
-
-    def __init__(self, server: LLMServer, lifetime: float) -> None:
-        self.server, self.lifetime = server, lifetime
-        self.scopes: list[tuple[str, ...]] = []
-        self.accepted = True
-
-    def install(self, monkeypatch: pytest.MonkeyPatch) -> Tokens:
-        def get_token(credential: object, *scopes: str, **_: object) -> AccessToken:
-            assert isinstance(credential, azure.identity.DefaultAzureCredential)
-            self.scopes.append(scopes)
-            token = f"eyJ0eXAi.entra-token-{len(self.scopes):03d}.sig"
-            if self.accepted:
-                self.server.entra_tokens.add(token)
-            return AccessToken(token, int(time.time() + self.lifetime))
-
-        monkeypatch.setattr(azure.identity.DefaultAzureCredential, "get_token", get_token)
-        return self
-
-
 @pytest.fixture
 def entra(monkeypatch, server):
-    return Tokens(server, lifetime=3600).install(monkeypatch)
+    return EntraTokens(server, lifetime=3600).install(monkeypatch)
 
 
 # ---------------------------------------------------------------- end to end
@@ -191,7 +172,7 @@ def entra_pin(server: LLMServer, **limits: object):
 def test_a_retry_is_signed_afresh_with_a_new_token_once_the_old_one_nears_expiry(
     azure_server, monkeypatch
 ):
-    Tokens(azure_server, lifetime=azure_openai.REFRESH_BEFORE_S - 1).install(monkeypatch)
+    EntraTokens(azure_server, lifetime=azure_openai.REFRESH_BEFORE_S - 1).install(monkeypatch)
     azure_server.fail_next("500")
     azure_server.fail_next("429", retry_after=0.01)
     reply = send(entra_pin(azure_server))
@@ -200,8 +181,19 @@ def test_a_retry_is_signed_afresh_with_a_new_token_once_the_old_one_nears_expiry
     assert sent == [f"Bearer eyJ0eXAi.entra-token-{n:03d}.sig" for n in (1, 2, 3)]
 
 
+def test_a_service_principals_secret_in_the_environment_is_redacted_with_its_tokens(
+    azure_server, monkeypatch
+):
+    secret = "Xy8Q~service-principal-secret-4Tz8Wb6Y"
+    monkeypatch.setenv("AZURE_CLIENT_SECRET", secret)
+    EntraTokens(azure_server, lifetime=3600).install(monkeypatch)
+    send(entra_pin(azure_server))
+    token = azure_server.requests[0].headers["authorization"].removeprefix("Bearer ")
+    assert redaction.redact(f"{secret} {token}") == f"{REDACTED} {REDACTED}"
+
+
 def test_a_token_still_fresh_is_reused_across_retries(azure_server, monkeypatch):
-    tokens = Tokens(azure_server, lifetime=3600).install(monkeypatch)
+    tokens = EntraTokens(azure_server, lifetime=3600).install(monkeypatch)
     azure_server.fail_next("503")
     assert send(entra_pin(azure_server)).attempts == 2
     assert {r.headers["authorization"] for r in azure_server.requests} == {
@@ -211,7 +203,7 @@ def test_a_token_still_fresh_is_reused_across_retries(azure_server, monkeypatch)
 
 
 def test_a_revoked_token_is_an_auth_error_not_retried(azure_server, monkeypatch):
-    tokens = Tokens(azure_server, lifetime=3600).install(monkeypatch)
+    tokens = EntraTokens(azure_server, lifetime=3600).install(monkeypatch)
     send(entra_pin(azure_server))
     tokens.accepted = False  # the principal lost its role: no token of it is accepted
     azure_server.entra_tokens.clear()

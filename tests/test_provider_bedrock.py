@@ -9,20 +9,24 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from urllib.parse import quote
 
 import pytest
 
+from evalreg import redaction
 from evalreg.providers import get_provider
+from evalreg.redaction import REDACTED
 from evalreg.registry.schema import Pin
 
 from conftest import Repo
 from support.cloud_servers import BedrockServer, Request
+from support.clouds import BEDROCK_MODEL, aws_environment, bedrock_pin
 
 ACCESS_KEY = "AKIALOOPBACK7EXAMPLE"
 SECRET_KEY = "wJalrXUtnFEMI-loopback-secret-9Qx2"
 SESSION_TOKEN = "IQoJb3JpZ2luX2VjEloopback-session-4Tz8"
 BEARER = "ABSKbedrock-api-key-loopback-6Wn1"
-MODEL = "arn:aws:bedrock:eu-west-1:123456789012:inference-profile/eu.anthropic.claude-haiku"
+MODEL = BEDROCK_MODEL
 PIN = "registry/models/mini.yaml"
 
 
@@ -34,13 +38,9 @@ def converse_label(request: Request) -> str:
 @pytest.fixture
 def aws_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
     """Credentials in the environment; no config files, profile or instance metadata."""
-    for name in ("AWS_PROFILE", "AWS_DEFAULT_PROFILE", "AWS_SESSION_TOKEN", "AWS_ROLE_ARN"):
-        monkeypatch.delenv(name, raising=False)
+    aws_environment(monkeypatch, tmp_path)
     monkeypatch.setenv("AWS_ACCESS_KEY_ID", ACCESS_KEY)
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", SECRET_KEY)
-    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "aws-config"))
-    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "aws-credentials"))
-    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
     return tmp_path
 
 
@@ -50,29 +50,6 @@ def bedrock() -> Iterator[BedrockServer]:
         access_key=ACCESS_KEY, secret_key=SECRET_KEY, region="eu-west-1", responder=converse_label
     ) as srv:
         yield srv
-
-
-def bedrock_pin(base_url: str, extra: str = "") -> str:
-    return f"""\
-schema_version: 1
-provider: bedrock
-model: {MODEL}
-aws:
-  region: eu-west-1
-base_url: {base_url}
-params:
-  maxTokens: 64
-  temperature: 0
-  stopSequences: ["\\n\\n"]
-extra_params:
-  top_k: 5
-limits:
-  max_retries: 2
-price:
-  input_per_mtok: 0.8
-  output_per_mtok: 4.0
-  as_of: 2026-11-01
-{extra}"""
 
 
 @pytest.fixture
@@ -201,6 +178,53 @@ def test_a_named_profile_of_the_shared_credentials_file_signs(
     result = cli(on_bedrock, "run", "--candidate", "mini")
     assert result.code == 0, result.out + result.err
     assert len(stored(on_bedrock)) == 4
+
+
+ROTATING = """\
+import datetime, json, pathlib
+count = pathlib.Path(__file__).with_suffix(".count")
+n = int(count.read_text()) + 1 if count.exists() else 1
+count.write_text(str(n))
+# Inside botocore's advisory refresh window: new credentials for every signature.
+expires = datetime.datetime.now(datetime.UTC) + datetime.timedelta(minutes=12)
+print(json.dumps({
+    "Version": 1,
+    "AccessKeyId": f"ASIAROTATING{n:08d}",
+    "SecretAccessKey": f"rotating-secret-{n:04d}-Lx4Vr8Tn3",
+    "SessionToken": f"IQoJrotating-session-{n:04d}+Tz8=",
+    "Expiration": expires.isoformat(),
+}))
+"""
+
+
+def test_credentials_refreshed_by_the_chain_are_redacted_before_they_are_sent(aws_env, monkeypatch):
+    monkeypatch.delenv("AWS_ACCESS_KEY_ID")
+    monkeypatch.delenv("AWS_SECRET_ACCESS_KEY")
+    script = aws_env / "rotating.py"
+    script.write_text(ROTATING)
+    (aws_env / "aws-config").write_text(
+        f"[profile rotating]\ncredential_process = {sys.executable} {script}\n"
+    )
+    pin = Pin.model_validate(
+        {
+            "schema_version": 1,
+            "provider": "bedrock",
+            "model": MODEL,
+            "aws": {"region": "eu-west-1", "profile": "rotating"},
+        }
+    )
+    provider = get_provider("bedrock")
+    url = provider.endpoint(pin)
+    sent = []
+    for _ in range(3):
+        signed = {k.lower(): v for k, v in provider.sign(pin, url, {}, b"{}").items()}
+        token = signed["x-amz-security-token"]
+        sent.append(token)
+        n = int(token.removeprefix("IQoJrotating-session-")[:4])
+        shown = redaction.redact(f"{signed['authorization']} {token} {quote(token, safe='')}")
+        assert f"ASIAROTATING{n:08d}" not in shown and "rotating-session" not in shown
+        assert redaction.redact(f"rotating-secret-{n:04d}-Lx4Vr8Tn3") == REDACTED
+    assert len(set(sent)) == 3  # each signature made with credentials the chain refreshed
 
 
 def test_no_aws_credentials_at_all_says_how_to_provide_them(on_bedrock: Repo, cli, monkeypatch):

@@ -10,17 +10,17 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from cryptography.hazmat.primitives import serialization
-from cryptography.hazmat.primitives.asymmetric import rsa
 
+from evalreg import redaction
 from evalreg.providers import get_provider
+from evalreg.redaction import REDACTED
 from evalreg.registry.schema import Pin
 
 from conftest import Repo
 from support.cloud_servers import GeminiServer, Request
+from support.clouds import VERTEX, authorized_user_adc, gemini_pin, service_account_adc
 
 API_KEY = "AIzaSy-loopback-gemini-key-3Hq7Vd"
-EMAIL = "evals@audit-project.iam.gserviceaccount.com"
 PIN = "registry/models/mini.yaml"
 
 
@@ -33,33 +33,6 @@ def gemini_label(request: Request) -> str:
 def gemini() -> Iterator[GeminiServer]:
     with GeminiServer(api_key=API_KEY, responder=gemini_label) as srv:
         yield srv
-
-
-def gemini_pin(base_url: str, auth: str = "api_key_env: GEMINI_API_KEY\n") -> str:
-    return f"""\
-schema_version: 1
-provider: gemini
-model: gemini-2.5-flash
-base_url: {base_url}
-{auth}params:
-  maxOutputTokens: 128
-  temperature: 0
-  topK: 8
-  thinkingConfig:
-    thinkingBudget: 256
-  safetySettings:
-    - category: HARM_CATEGORY_HARASSMENT
-      threshold: BLOCK_ONLY_HIGH
-limits:
-  max_retries: 2
-price:
-  input_per_mtok: 0.3
-  output_per_mtok: 2.5
-  as_of: 2026-11-01
-"""
-
-
-VERTEX = "vertex:\n  project: audit-project\n  location: europe-west4\n"
 
 
 @pytest.fixture
@@ -75,35 +48,7 @@ def on_gemini(live: Repo, gemini: GeminiServer, monkeypatch) -> Repo:
 def adc(gemini: GeminiServer, monkeypatch, tmp_path: Path) -> str:
     """Application-default credentials: a service account key file (outside the repository)
     whose tokens come from the stand-in's token endpoint. Returns the private key."""
-    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
-    private = key.private_bytes(
-        serialization.Encoding.PEM,
-        serialization.PrivateFormat.PKCS8,
-        serialization.NoEncryption(),
-    ).decode()
-    public = (
-        key.public_key()
-        .public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo)
-        .decode()
-    )
-    gemini.service_account = (EMAIL, public)
-    path = tmp_path / "adc.json"
-    path.write_text(
-        json.dumps(
-            {
-                "type": "service_account",
-                "project_id": "audit-project",
-                "private_key_id": "loopback1",
-                "private_key": private,
-                "client_email": EMAIL,
-                "client_id": "1234567890",
-                "token_uri": f"{gemini.root_url}/token",
-            }
-        )
-    )
-    monkeypatch.setenv("GOOGLE_APPLICATION_CREDENTIALS", str(path))
-    monkeypatch.setenv("NO_GCE_CHECK", "True")
-    return private
+    return service_account_adc(gemini, monkeypatch, tmp_path)
 
 
 @pytest.fixture
@@ -287,6 +232,22 @@ def test_a_token_about_to_expire_is_refreshed_before_the_next_attempt(on_vertex:
     sent = [r.headers["authorization"].removeprefix("Bearer ") for r in gemini.requests]
     assert len(sent) == 5 and len(set(sent)) == 5  # the retry too carries a new token
     assert sent == gemini.issued
+
+
+def test_a_users_refresh_token_and_client_secret_are_redacted_once_loaded(monkeypatch, tmp_path):
+    user = authorized_user_adc(monkeypatch, tmp_path, "ya29.a0AfB_loaded-token-3Hq7", "loaded")
+    pin = Pin.model_validate(
+        {
+            "schema_version": 1,
+            "provider": "gemini",
+            "model": "gemini-2.5-flash",
+            "vertex": {"project": "audit-project", "location": "europe-west4"},
+        }
+    )
+    assert get_provider("gemini").credentials_problem(pin) is None  # looked up, not sent
+    # Before any refresh, whose error could quote what it sent to the token endpoint.
+    for secret in (user["refresh_token"], user["client_secret"]):
+        assert redaction.redact(f"sent {secret}") == f"sent {REDACTED}"
 
 
 def test_no_application_default_credentials_says_how_to_get_them(

@@ -1,11 +1,17 @@
 """Secrets reach no path: ``check`` refuses credentials in pins, and what the variables a
-registry names hold is redacted from everything evalreg stores, writes and prints."""
+registry names hold, and every credential a provider resolves itself, is redacted from
+everything evalreg stores, writes and prints."""
 
 from __future__ import annotations
 
 import asyncio
 import base64
 import json
+from collections.abc import Callable
+from contextlib import ExitStack
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
 from urllib.parse import quote
 
 import pytest
@@ -17,7 +23,18 @@ from evalreg.redaction import REDACTED, Redactor
 from evalreg.registry.schema import Limits
 
 from conftest import Repo
+from support.cloud_servers import BedrockServer, GeminiServer
+from support.clouds import (
+    VERTEX,
+    EntraTokens,
+    authorized_user_adc,
+    aws_environment,
+    bedrock_pin,
+    gemini_pin,
+    service_account_adc,
+)
 from support.github_api import GitHubAPI
+from support.leaks import leaks
 from support.llm_server import LLMServer
 from support.runs import everything_written
 
@@ -149,6 +166,18 @@ def test_the_redactor_follows_what_the_watched_variables_hold(monkeypatch):
     assert redaction.redact(CANARY_2) == CANARY_2
 
 
+def test_a_credential_resolved_at_run_time_is_redacted_from_then_on():
+    token = "ya29.resolved-at-run-time-5Hq7Vd2Kx"
+    assert redaction.redact(token) == token
+    unchanged = redaction.current()
+    assert redaction.current() is unchanged  # nothing changed: nothing rebuilt
+    redaction.watch_value(token)
+    assert redaction.redact(f"Bearer {token}") == f"Bearer {REDACTED}"
+    watched = redaction.current()
+    redaction.watch_value(token)  # a provider registers what it sends before each request
+    assert redaction.current() is watched
+
+
 def test_a_provider_error_is_redacted_before_it_is_cut(monkeypatch):
     redaction.watch(["EVALREG_TEST_SECRET"])
     monkeypatch.setenv("EVALREG_TEST_SECRET", CANARY)
@@ -186,15 +215,6 @@ price:
   output_per_mtok: 15
   as_of: 2026-01-01
 """
-
-
-def forms(key: str) -> list[bytes]:
-    """The key as it was sent and as the server echoed it."""
-    return [
-        key.encode(),
-        base64.b64encode(key.encode()),
-        base64.b64encode(f"user:{key}".encode()),
-    ]
 
 
 ITEM_2 = '"Message: message 2","role":"user"}],'
@@ -299,11 +319,164 @@ def test_no_key_reaches_disk_the_terminal_or_the_comment(live: Repo, cli, server
         ("diff.json", diff_file.read_bytes()),
         ("printed", "".join(printed).encode()),
     ]
-    leaks = [
-        (where, form)
-        for key in (CANARY, CANARY_2)
-        for form in forms(key)
-        for where, data in haystacks
-        if form in data
-    ]
-    assert leaks == []
+    assert leaks(haystacks, (CANARY, CANARY_2)) == []
+
+
+# ---------------------------------------------------------------- credentials providers resolve
+AZURE_ENTRA_PIN = """\
+schema_version: 1
+provider: azure_openai
+model: mini-prod
+base_url: {url}
+azure:
+  endpoint: v1
+  auth: entra
+params:
+  temperature: 0
+"""
+
+
+@dataclass
+class Signed:
+    """The ``mini`` pin on a provider that resolves its own credentials, the server it
+    calls, and the credentials: ``carried`` those its requests carried (known once they
+    are sent), ``held`` those resolved but sent elsewhere or not at all."""
+
+    server: Any
+    fault: str
+    """An error of the server's API that a retry cannot fix, for item 2."""
+    carried: Callable[[], list[str]]
+    held: tuple[str, ...] = ()
+
+
+def prompt_of(request: Any) -> str:
+    if "contents" in request.body:  # Gemini
+        return str(request.body["contents"][-1]["parts"][0]["text"])
+    content = request.body["messages"][-1]["content"]
+    return str(content if isinstance(content, str) else content[0]["text"])
+
+
+def label(request: Any) -> str:
+    return "a" if prompt_of(request).endswith(("1", "3", "5")) else "b"
+
+
+def quoted(request: Any) -> str:
+    """The credentials a request carried, as a gateway quoting them back writes them."""
+    headers = ("authorization", "x-amz-security-token")
+    sent = " ".join(request.headers[h] for h in headers if h in request.headers)
+    basic = base64.b64encode(f"user:{sent}".encode()).decode()
+    return f"{sent} (Basic {basic}; {quote(sent, safe='')})"
+
+
+def on_bedrock(live: Repo, monkeypatch, tmp_path: Path, stack: ExitStack, profile: bool) -> Signed:
+    """Temporary credentials from a profile of the shared credentials file, or from the
+    environment variables."""
+    where = "profile" if profile else "environment"
+    access_key = f"ASIA{where.upper()}CANARY7Q2ZP9"[:20]
+    secret_key = f"wJalrXUt/{where}+secret=Lx4Vr8Tn3Wb6Y"
+    token = f"IQoJb3JpZ2luX2VjE+{where}/session=Tn3Wb6Y+Lq9Rt2Uv=="
+    aws_environment(monkeypatch, tmp_path)
+    server = stack.enter_context(
+        BedrockServer(
+            access_key=access_key, secret_key=secret_key, session_token=token, region="eu-west-1"
+        )
+    )
+    pin = bedrock_pin(server.root_url)
+    if profile:
+        (tmp_path / "aws-credentials").write_text(
+            f"[audit]\naws_access_key_id = {access_key}\naws_secret_access_key = {secret_key}\n"
+            f"aws_session_token = {token}\n"
+        )
+        pin = pin.replace("  region: eu-west-1\n", "  region: eu-west-1\n  profile: audit\n")
+    else:
+        monkeypatch.setenv("AWS_ACCESS_KEY_ID", access_key)
+        monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", secret_key)
+        monkeypatch.setenv("AWS_SESSION_TOKEN", token)
+    live.write(PIN, pin)
+    return Signed(server, "access_denied", lambda: [access_key, token], (secret_key,))
+
+
+def on_vertex(live: Repo, monkeypatch, tmp_path: Path, stack: ExitStack) -> Signed:
+    """Application-default credentials of a service account (its key file outside the
+    repository), a new access token for every attempt."""
+    server = stack.enter_context(GeminiServer())
+    private_key = service_account_adc(server, monkeypatch, tmp_path)
+    server.token_lifetime_s = 60  # inside google-auth's refresh margin
+    live.write(PIN, gemini_pin(server.root_url, VERTEX))
+    held = (private_key.splitlines()[1],)
+    return Signed(server, "permission_denied", lambda: list(server.issued), held)
+
+
+def on_vertex_user(live: Repo, monkeypatch, tmp_path: Path, stack: ExitStack) -> Signed:
+    """A user's application-default credentials that still hold a valid access token."""
+    server = stack.enter_context(GeminiServer())
+    token = "ya29.a0AfB_user-canary-Hd5Jf1Ks0Lq9Rt2Uv"
+    server.issued.append(token)
+    user = authorized_user_adc(monkeypatch, tmp_path, token)
+    live.write(PIN, gemini_pin(server.root_url, VERTEX))
+    held = (user["client_secret"], user["refresh_token"])
+    return Signed(server, "permission_denied", lambda: [token], held)
+
+
+def on_entra(live: Repo, monkeypatch, server: LLMServer) -> Signed:
+    """Microsoft Entra ID tokens from azure-identity, a new one for every attempt (each
+    near its expiry at once)."""
+    tokens = EntraTokens(server, lifetime=1, prefix="eyJ0eXAi.entra-canary-7Qm2Zp9L-")
+    tokens.install(monkeypatch)
+    live.write(PIN, AZURE_ENTRA_PIN.format(url=server.root_url))
+    server.deployments = {"mini-prod": "gpt-4o-mini-2024-07-18"}
+
+    def carried() -> list[str]:
+        return [f"{tokens.prefix}{n:03d}.sig" for n in range(1, len(tokens.scopes) + 1)]
+
+    return Signed(server, "401", carried)
+
+
+@pytest.mark.parametrize(
+    "where",
+    ["bedrock-environment", "bedrock-profile", "vertex-adc", "vertex-user-adc", "azure-entra"],
+)
+def test_no_credential_a_provider_resolves_reaches_disk_or_the_terminal(
+    live: Repo, cli, server, monkeypatch, tmp_path, where
+):
+    with ExitStack() as stack:
+        if where.startswith("bedrock"):
+            signed = on_bedrock(live, monkeypatch, tmp_path, stack, where.endswith("profile"))
+        elif where == "vertex-adc":
+            signed = on_vertex(live, monkeypatch, tmp_path, stack)
+        elif where == "vertex-user-adc":
+            signed = on_vertex_user(live, monkeypatch, tmp_path, stack)
+        else:
+            signed = on_entra(live, monkeypatch, server)
+        live.commit(f"mini on {where}")
+        signed.server.responder = lambda r: json.dumps({"label": label(r), "note": quoted(r)})
+        signed.server.error_text = lambda r: f"Invalid credentials: {quoted(r)}"
+        printed: list[str] = []
+
+        def run(*args: str, code: int = 0) -> str:
+            result = cli(live, *args)
+            printed.append(result.out + result.err)
+            assert result.code == code, (args, result.out, result.err)
+            return result.out + result.err
+
+        signed.server.fail_matching('"Message: message 2"', signed.fault, times=1)
+        first = run("run", code=1)  # an error of its cell, retried by the next run
+        assert "Invalid credentials: " in first and REDACTED in first
+        run("run")
+        run("report")
+        live.commit("results")
+        run("view", "--with-text")
+        run("show", "m-002")
+        run("status")
+        carried = signed.carried()
+
+    # The credentials did reach the server and come back, in answers and in an error, ...
+    sent = " ".join(quoted(r) for r in signed.server.requests)
+    assert carried and all(value in sent for value in carried)
+    # ... and what came back was stored, reported and shown, redacted.
+    segments = list((live.root / "reports/store").glob("*.jsonl"))
+    assert segments and all(REDACTED.encode() in p.read_bytes() for p in segments)
+    assert REDACTED in (live.root / "reports/explorer/labels.html").read_text()
+    assert any(p.is_file() for p in (live.root / "dvc-storage").rglob("*"))
+    haystacks = [*everything_written(live.root), ("printed", "".join(printed).encode())]
+    assert leaks(haystacks, [*carried, *signed.held]) == []

@@ -2,9 +2,12 @@
 variables a registry names, replaced by ``[redacted]``.
 
 The loader names the variables of every registry it loads (``watch``): each pin's
-``api_key_env`` and any other ``*_env`` field of a pin. ``current()`` is a ``Redactor``
-for what they hold in the environment now, and for the passwords in the proxy variables'
-URLs (``PROXY_VARIABLES``). It is applied where text is made from what a
+``api_key_env`` and any other ``*_env`` field of a pin. A provider that resolves a
+credential itself (an AWS access key id and session token from the credential chain, a
+Google or Microsoft Entra ID access token) registers each value it will send before the
+request that carries it (``watch_value``). ``current()`` is a ``Redactor`` for what the
+variables hold in the environment now, for those values, and for the passwords in the
+proxy variables' URLs (``PROXY_VARIABLES``). It is applied where text is made from what a
 provider sent (provider errors, stored records), before stored text is cut for display,
 and where text leaves the process (the terminal, report files, diffs, comments). Results
 are graded from the redacted store, so they need no redaction of their own and stay the
@@ -16,6 +19,7 @@ from __future__ import annotations
 import base64
 import json
 import os
+import threading
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 from urllib.parse import quote, unquote, urlsplit
@@ -96,7 +100,11 @@ def env_names(model: BaseModel) -> list[str]:
 
 
 _watched: set[str] = set()
-_values: set[str] = set()
+_values: list[str] = []
+"""Watched values in the order they came: a value is never removed, so how many there
+are says whether the set changed."""
+_value_set: set[str] = set()
+_values_lock = threading.Lock()
 PROXY_VARIABLES = (
     "HTTPS_PROXY",
     "https_proxy",
@@ -106,7 +114,7 @@ PROXY_VARIABLES = (
     "all_proxy",
 )
 """The proxy variables the HTTP layer honours: credentials in their URLs are secrets too."""
-_current: tuple[tuple[str | None, ...], Redactor] = ((), Redactor())
+_current: tuple[tuple[str | int | None, ...], Redactor] = ((), Redactor())
 
 
 def watch(names: Iterable[str]) -> None:
@@ -114,10 +122,17 @@ def watch(names: Iterable[str]) -> None:
     _watched.update(names)
 
 
-def watch_value(value: str) -> None:
-    """Treat ``value`` as a secret from now on: a credential made at run time (an access
-    token from a credential chain), which no watched variable holds."""
-    _values.add(value)
+def watch_value(value: str | None) -> None:
+    """Treat ``value`` as a secret from now on: a credential resolved at run time (an
+    access key id or session token from a credential chain, an access token), which no
+    watched variable holds. Cheap for a value already watched: a provider calls it before
+    every request with what that request carries, refreshed credentials included."""
+    if not value or value in _value_set:
+        return
+    with _values_lock:
+        if value not in _value_set:
+            _value_set.add(value)
+            _values.append(value)
 
 
 def current() -> Redactor:
@@ -125,12 +140,12 @@ def current() -> Redactor:
     only when those change)."""
     global _current
     values = (
-        tuple(os.environ.get(name) for name in sorted(_watched))
-        + tuple(sorted(_values))
-        + tuple(_proxy_password(os.environ.get(name)) for name in PROXY_VARIABLES)
+        *(os.environ.get(name) for name in sorted(_watched)),
+        len(_values),
+        *(_proxy_password(os.environ.get(name)) for name in PROXY_VARIABLES),
     )
     if values != _current[0]:
-        _current = (values, Redactor(v for v in values if v))
+        _current = (values, Redactor([*(v for v in values if isinstance(v, str)), *_values]))
     return _current[1]
 
 

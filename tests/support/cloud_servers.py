@@ -25,7 +25,8 @@ metadata key), ``batch_answered`` those answered: what was bought in batches, be
 live ``generateContent`` requests in ``requests``.
 
 Faults, in the style of ``llm_server.LLMServer``: ``fail_next(name, times)`` and
-``fail_matching(substring, name, times)`` (a substring of the raw body), the queue first.
+``fail_matching(substring, name, times)`` (a substring of the raw body), the queue first;
+``error_text``, when set, writes the message of a fault's error from the request.
 Each server's ``FAULTS`` names the error shapes of its API (throttling, quota, context
 length, auth, content filters). Everything received is recorded in ``requests``.
 """
@@ -88,6 +89,9 @@ class _Server:
         #: Tool calls to answer with, from the request (``[{"name", "arguments"}]``);
         #: an empty list answers with text.
         self.tool_caller: Callable[[Request], list[dict[str, Any]]] | None = None
+        #: Writes the message of every injected error, from the request (a gateway that
+        #: quotes the credentials it was sent, say); None keeps the API's own words.
+        self.error_text: Callable[[Request], str] | None = None
         self.requests: list[Request] = []
         self._next: deque[list[Any]] = deque()
         self._matching: list[list[Any]] = []
@@ -280,6 +284,8 @@ class BedrockServer(_Server):
             request.fault = fault[0]
             reply = self._fault(*fault)
             if reply is not None:
+                if self.error_text is not None:
+                    reply.body["message"] = self.error_text(request)
                 return reply
         body = request.body
         if not isinstance(body, dict) or not isinstance(body.get("messages"), list):
@@ -704,6 +710,8 @@ class GeminiServer(_Server):
             request.fault = fault[0]
             reply = self._fault(fault[0])
             if reply is not None:
+                if self.error_text is not None:
+                    reply.body["error"]["message"] = self.error_text(request)
                 return reply
         body = request.body
         if not isinstance(body, dict) or not isinstance(body.get("contents"), list):

@@ -21,6 +21,14 @@ REFRESH_BEFORE_S = 300.0
 with a token that lapses in flight."""
 
 
+_ENVIRONMENT_SECRETS = (
+    "AZURE_CLIENT_SECRET",
+    "AZURE_CLIENT_CERTIFICATE_PASSWORD",
+    "AZURE_PASSWORD",
+)
+"""The variables azure-identity's environment credential reads secrets from."""
+
+
 class _AccessToken(Protocol):
     @property
     def token(self) -> str: ...
@@ -73,6 +81,9 @@ class EntraTokens:
                 "an Azure OpenAI pin with 'auth: entra' needs azure-identity: "
                 "pip install 'evalreg[azure]'"
             ) from None
+        # A service principal's secret or a certificate's password, where the credential
+        # reads one from the environment: a credential the run holds, redacted like a key.
+        redaction.watch(_ENVIRONMENT_SECRETS)
         credential: _Credential = DefaultAzureCredential()
         return credential
 

@@ -6,7 +6,8 @@ A pin without ``api_key_env`` signs every attempt with botocore's SigV4 signer (
 shared config and credentials files (``aws.profile`` or ``AWS_PROFILE``), SSO, container
 and instance roles. A pin with ``api_key_env`` (``AWS_BEARER_TOKEN_BEDROCK``) sends that
 Bedrock API key as a bearer token instead. The signature and the key live in headers
-only: the stored request is the body and the URL.
+only: the stored request is the body and the URL. The access key id, secret key and
+session token the chain resolves are redacted like keys (``redaction.watch_value``).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import threading
 from typing import Any, ClassVar
 from urllib.parse import quote
 
+from evalreg import redaction
 from evalreg.errors import UsageError
 from evalreg.providers.attachments import bedrock
 from evalreg.providers.base import Completion, Messages, ProviderError, api_key, register
@@ -101,6 +103,12 @@ class BedrockProvider:
             credentials = self._chain(pin).get_frozen_credentials()
         except BotoCoreError as exc:
             raise ProviderError("auth", f"refreshing AWS credentials failed: {exc}") from None
+        # Whatever the chain resolved them from (variables, a profile, SSO, a role, a
+        # web-identity token): the key id and session token travel in headers a server
+        # may quote back, and each refresh brings new ones. Not the account id, which
+        # model ARNs name.
+        for value in (credentials.access_key, credentials.secret_key, credentials.token):
+            redaction.watch_value(value)
         request = AWSRequest(method="POST", url=url, data=content, headers=dict(headers))
         SigV4Auth(credentials, SERVICE, pin.aws.region).add_auth(request)
         return dict(request.headers.items())

@@ -6,7 +6,8 @@ part of what is stored). A Vertex AI pin authenticates with application-default
 credentials through ``google-auth`` (the ``google`` extra): ``gcloud auth
 application-default login``, ``GOOGLE_APPLICATION_CREDENTIALS``, workload identity or the
 metadata server; the access token is refreshed, when it is about to expire, before an
-attempt and sent in its ``authorization`` header only.
+attempt and sent in its ``authorization`` header only, and redacted like a key
+(``redaction.watch_value``).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from __future__ import annotations
 import threading
 from typing import Any, ClassVar
 
+from evalreg import redaction
 from evalreg.errors import UsageError
 from evalreg.providers.attachments import gemini
 from evalreg.providers.base import Completion, Messages, ProviderError, api_key, register
@@ -115,6 +117,9 @@ class GeminiProvider:
                     raise ProviderError(
                         "auth", f"refreshing Google credentials failed: {exc}"
                     ) from None
+            # Each new access token, before the request that carries it: a server may
+            # quote it back.
+            redaction.watch_value(credentials.token)
             signed = dict(headers)
             # The bearer token, and the quota project of user credentials where one is set.
             credentials.apply(signed)
@@ -140,6 +145,11 @@ class GeminiProvider:
                     f"{pin.model}: run `gcloud auth application-default login` or set "
                     f"GOOGLE_APPLICATION_CREDENTIALS ({exc})"
                 ) from None
+            # A user's refresh token and client secret, where the credentials hold them:
+            # watched before any refresh, whose error may quote what it sent.
+            for name in ("refresh_token", "client_secret"):
+                value = getattr(credentials, name, None)
+                redaction.watch_value(value if isinstance(value, str) else None)
             self._credentials = credentials
             return credentials
 
