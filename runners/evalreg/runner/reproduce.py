@@ -43,6 +43,7 @@ from evalreg.results.tally import CellTally
 from evalreg.runner._revisionstores import RevisionStore, Segment, SegmentCache
 from evalreg.runner.grading import CellGrader, cell_grader
 from evalreg.runner.run import cell_jobs
+from evalreg.store.hashes import refuse_altered
 from evalreg.store.purge_log import PURGE_LOG, LoggedPurge, read_log
 from evalreg.store.rebought_log import LostAt, LostObject, Rebought, lost_objects, rebought_at
 from evalreg.store.rebought_log import read_log as read_rebought
@@ -227,7 +228,7 @@ def _evidence(tree: Tree, cell: Cell, parts: dict[str, Any]) -> str:
 
 def _store(
     tree: Tree,
-    here: Tree,
+    here: WorkspaceTree,
     purges: list[LoggedPurge],
     cache: SegmentCache,
     rebought: dict[str, Rebought],
@@ -265,6 +266,8 @@ def _store(
             used |= {p.line for p in later}
             successor = later[0].segment_written if later else None
         if successor is not None and successor not in {s.name for s in segments}:
+            # Read from the working tree: only as the version its pointer names.
+            refuse_altered(here.root, [f"{STORE_DIR}/{successor}"])
             segments.append(cache.segment(here, successor))
     return RevisionStore(segments), used, missing
 
