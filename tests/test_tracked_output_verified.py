@@ -158,8 +158,8 @@ def test_reproduce_refuses_a_copy_altered_in_the_dvc_cache(ran: Repo, cli):
     result = cli(ran, "reproduce", "HEAD")
     assert result.code == 2, result.out + result.err
     assert "identical" not in result.out
-    assert f"{rel}: the copy DVC read holds md5 " in result.err
-    assert f"not {md5}, the md5 its pointer names" in result.err
+    assert f"{rel}.dvc: names md5 {md5}, but the copy of {rel} DVC read" in result.err
+    assert "a copy was altered after DVC stored it" in result.err
 
 
 def test_a_hand_edited_records_file_is_an_error_that_names_it(ran: Repo, cli):

@@ -28,7 +28,7 @@ from evalreg.providers import all_providers
 from evalreg.registry import schema
 from evalreg.registry.diagnostics import Finding
 from evalreg.registry.loader import load_registry
-from evalreg.registry.tree import GitTree, Tree, WorkspaceTree
+from evalreg.registry.tree import GitTree, Tree, WorkspaceTree, committed_data
 from evalreg.results.dvc_metrics import metrics_bytes, metrics_of
 from evalreg.results.records import (
     CellSummary,
@@ -294,7 +294,7 @@ def _reproduce_cell(
     pointer = cell.items_path + ".dvc"
     has_items = tree.is_file(pointer) or tree.is_file(cell.items_path)
     try:
-        recorded_data = tree.read_data(cell.items_path) if has_items else b""
+        recorded_data = committed_data(tree, cell.items_path) if has_items else b""
     except DataMissingError as exc:
         md5 = pointer_md5(tree.read(pointer)) if tree.is_file(pointer) else None
         if md5 is None:
