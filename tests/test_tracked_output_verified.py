@@ -10,6 +10,7 @@ a person would (a response's text changed, the JSON still valid) and restored wi
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import subprocess
@@ -54,7 +55,7 @@ def edit_first_line(repo: Repo, rel: str, change) -> str:
     change(record)
     lines[0] = json.dumps(record).encode() + b"\n"
     path.write_bytes(b"".join(lines))
-    return dvcrepo.hashlib.md5(path.read_bytes()).hexdigest()
+    return hashlib.md5(path.read_bytes()).hexdigest()
 
 
 def forge_response(record: dict) -> None:

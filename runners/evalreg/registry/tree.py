@@ -225,7 +225,7 @@ def committed_data(tree: Tree, rel: str) -> bytes:
 
     data = tree.read_data(rel)
     if tree.is_file(rel) or not tree.is_file(rel + ".dvc"):
-        return data  # in git: git's own object
+        return data  # git's own object, or a working tree's file (``store.hashes`` checks it)
     md5 = pointer_md5_of(tree, rel)
     got = hashlib.md5(data, usedforsecurity=False).hexdigest()
     if md5 is not None and got != md5:
