@@ -620,10 +620,12 @@ def _result_findings(registry: Registry) -> list[Finding]:
 
 
 def _workspace_findings(registry: Registry) -> list[Finding]:
-    """Run output in the working tree that DVC does not track, and pushes still owed."""
+    """Run output in the working tree that DVC does not track or that is not the version
+    its pointer names, and pushes still owed."""
     from evalreg.cells import RESULTS_DIR
     from evalreg.ignores import missing_patterns
     from evalreg.registry.tree import WorkspaceTree
+    from evalreg.store.hashes import altered, file_md5s
     from evalreg.store.journal import live_run, unpushed
     from evalreg.store.segments import SEGMENT_SUFFIX, STORE_DIR
 
@@ -635,15 +637,18 @@ def _workspace_findings(registry: Registry) -> list[Finding]:
     data = [*(root / STORE_DIR).glob(f"*{SEGMENT_SUFFIX}"), *(root / RESULTS_DIR).glob("*/*.jsonl")]
     # Asked after listing: a run's journal names each of its files before it exists.
     live = live_run(root)
+    tracked: list[str] = []
+    untracked: list[str] = []
     for path in sorted(data):
         rel = path.relative_to(root).as_posix()
         if live is not None and rel in live.files:
             continue  # a live run's own, tracked when it ends
-        try:
-            if path.with_name(path.name + ".dvc").is_file() or _tracked_elsewhere(root, path):
-                continue
-        except FileNotFoundError:
-            continue  # gone since it was listed (a run removes an empty segment of its own)
+        (tracked if path.with_name(path.name + ".dvc").is_file() else untracked).append(rel)
+    # A file gone since it was listed (a run removes an empty segment of its own) has no md5.
+    held = file_md5s(root, untracked)
+    for rel in untracked:
+        if rel not in held or _tracked_elsewhere(root, held[rel]):
+            continue
         out.append(
             Finding(
                 rel,
@@ -655,6 +660,7 @@ def _workspace_findings(registry: Registry) -> list[Finding]:
                 Severity.FINDING,
             )
         )
+    out += [Finding(a.path, 0, 0, a.describe(), Severity.ERROR) for a in altered(root, tracked)]
     if (root / ".dvc").is_dir():
         missing = missing_patterns(root)
         if missing:
@@ -684,13 +690,9 @@ def _workspace_findings(registry: Registry) -> list[Finding]:
     return out
 
 
-def _tracked_elsewhere(root: Path, path: Path) -> bool:
-    """Whether DVC's cache holds ``path``'s content: another branch or revision tracks it
-    (its pointer stayed there; the ignored file stays in the working tree)."""
-    import hashlib
-
-    with path.open("rb") as f:
-        md5 = hashlib.file_digest(f, lambda: hashlib.md5(usedforsecurity=False)).hexdigest()
+def _tracked_elsewhere(root: Path, md5: str) -> bool:
+    """Whether DVC's cache holds a file's content (``md5``): another branch or revision
+    tracks it (its pointer stayed there; the ignored file stays in the working tree)."""
     return dvcrepo.cached_file(root, md5) is not None
 
 

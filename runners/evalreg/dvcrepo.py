@@ -271,6 +271,30 @@ def cached_file(root: Path, md5: str) -> Path | None:
     return _verified_file(_in_layouts(root / ".dvc" / "cache", md5), md5)
 
 
+def state_md5s(root: Path, rels: Iterable[str]) -> dict[str, str]:
+    """The md5 of each of ``rels`` (files in the working tree at ``root``) as DVC hashes
+    it, through its state database: a file ``dvc add``, ``dvc pull`` or ``dvc checkout``
+    hashed, and has not changed since, is not read again. Files DVC cannot answer for
+    (no DVC repository, a file gone, a legacy hash) are left out, for the caller to hash."""
+    from dvc_data.hashfile.hash import hash_file
+
+    out: dict[str, str] = {}
+    try:
+        with quiet():
+            repo = open_repo(root)
+            try:
+                for rel in rels:
+                    with contextlib.suppress(OSError):
+                        _, info = hash_file(str(root / rel), repo.fs, "md5", state=repo.state)
+                        if info.name == "md5" and isinstance(info.value, str):
+                            out[rel] = info.value
+            finally:
+                repo.close()
+    except Exception:  # DVC raises many unrelated types: the caller hashes what is left
+        return out
+    return out
+
+
 def _verified_file(paths: Iterable[Path], md5: str) -> Path | None:
     """The first of ``paths`` that is a file whose content is ``md5`` (hashed in blocks)."""
     for path in paths:

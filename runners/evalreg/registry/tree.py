@@ -217,6 +217,35 @@ def pointer_md5_of(tree: Tree, rel: str) -> str | None:
     return dvcrepo.pointer_md5(data)
 
 
+def committed_data(tree: Tree, rel: str) -> bytes:
+    """``tree.read_data(rel)``, refused (``RegistryError`` at ``rel.dvc``) unless it is
+    the content the pointer names: for evidence graded as the committed version, since
+    DVC reads its cache and remote without hashing what it reads there."""
+    import hashlib
+
+    data = tree.read_data(rel)
+    if tree.is_file(rel) or not tree.is_file(rel + ".dvc"):
+        return data  # git's own object, or a working tree's file (``store.hashes`` checks it)
+    md5 = pointer_md5_of(tree, rel)
+    got = hashlib.md5(data, usedforsecurity=False).hexdigest()
+    if md5 is not None and got != md5:
+        raise RegistryError(
+            [
+                Finding(
+                    rel + ".dvc",
+                    0,
+                    0,
+                    f"names md5 {md5}, but the copy of {rel} DVC read (from its cache or the "
+                    f"remote) holds {got}: a copy was altered after DVC stored it, and none "
+                    "here holds the committed content. Restore the DVC cache's copy "
+                    f"(.dvc/cache/files/md5/{md5[:2]}/{md5[2:]}) or the remote's from an intact "
+                    "clone",
+                )
+            ]
+        )
+    return data
+
+
 def _read_pointed(tree: Tree, root: Path, rel: str, rev: str | None) -> bytes:
     """Read a DVC-tracked file through its ``.dvc`` pointer in ``tree``."""
     pointer = rel + ".dvc"

@@ -13,7 +13,7 @@ import hashlib
 from collections.abc import Sequence
 from typing import Any
 
-from evalreg.registry.tree import Tree
+from evalreg.registry.tree import Tree, committed_data
 from evalreg.store.segments import STORE_DIR, ResponseStore, collection_paused
 
 
@@ -81,6 +81,6 @@ class SegmentCache:
             identity = hashlib.md5(data, usedforsecurity=False).digest()
         found = self._segments.get((name, identity))
         if found is None:
-            found = Segment(name, data if data is not None else tree.read_data(rel))
+            found = Segment(name, data if data is not None else committed_data(tree, rel))
             self._segments[(name, identity)] = found
         return found

@@ -13,8 +13,9 @@ from evalreg.errors import DataMissingError
 from evalreg.registry.tree import WorkspaceTree
 from evalreg.results.freshness import CellStatus
 from evalreg.results.records import read_records
+from evalreg.store.hashes import refuse_altered
 from evalreg.store.rebought_log import LostObject
-from evalreg.store.segments import STORE_DIR, ResponseStore, segment_source
+from evalreg.store.segments import STORE_DIR, ResponseStore, segment_names, segment_source
 
 
 @dataclass
@@ -47,9 +48,11 @@ class LostEvidence:
 
 def open_store(root: Path) -> tuple[ResponseStore, list[LostObject]]:
     """The working tree's response store, without the segments no copy holds (named
-    second). A segment that cannot be read for another reason (the remote cannot be
-    reached, or holds it but would not give it) stops the run as before."""
+    second), once its tracked segments are known to be what their pointers name. A
+    segment that cannot be read for another reason (the remote cannot be reached, or
+    holds it but would not give it) stops the run as before."""
     tree = WorkspaceTree(root)
+    refuse_altered(tree.root, [f"{STORE_DIR}/{name}" for name in segment_names(tree)])
     unreadable: list[str] = []
     store = ResponseStore.load(tree, unreadable=unreadable)
     if not unreadable:

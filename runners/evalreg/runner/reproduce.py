@@ -28,7 +28,7 @@ from evalreg.providers import all_providers
 from evalreg.registry import schema
 from evalreg.registry.diagnostics import Finding
 from evalreg.registry.loader import load_registry
-from evalreg.registry.tree import GitTree, Tree, WorkspaceTree
+from evalreg.registry.tree import GitTree, Tree, WorkspaceTree, committed_data
 from evalreg.results.dvc_metrics import metrics_bytes, metrics_of
 from evalreg.results.records import (
     CellSummary,
@@ -43,6 +43,7 @@ from evalreg.results.tally import CellTally
 from evalreg.runner._revisionstores import RevisionStore, Segment, SegmentCache
 from evalreg.runner.grading import CellGrader, cell_grader
 from evalreg.runner.run import cell_jobs
+from evalreg.store.hashes import refuse_altered
 from evalreg.store.purge_log import PURGE_LOG, LoggedPurge, read_log
 from evalreg.store.rebought_log import LostAt, LostObject, Rebought, lost_objects, rebought_at
 from evalreg.store.rebought_log import read_log as read_rebought
@@ -227,7 +228,7 @@ def _evidence(tree: Tree, cell: Cell, parts: dict[str, Any]) -> str:
 
 def _store(
     tree: Tree,
-    here: Tree,
+    here: WorkspaceTree,
     purges: list[LoggedPurge],
     cache: SegmentCache,
     rebought: dict[str, Rebought],
@@ -265,6 +266,8 @@ def _store(
             used |= {p.line for p in later}
             successor = later[0].segment_written if later else None
         if successor is not None and successor not in {s.name for s in segments}:
+            # Read from the working tree: only as the version its pointer names.
+            refuse_altered(here.root, [f"{STORE_DIR}/{successor}"])
             segments.append(cache.segment(here, successor))
     return RevisionStore(segments), used, missing
 
@@ -291,7 +294,7 @@ def _reproduce_cell(
     pointer = cell.items_path + ".dvc"
     has_items = tree.is_file(pointer) or tree.is_file(cell.items_path)
     try:
-        recorded_data = tree.read_data(cell.items_path) if has_items else b""
+        recorded_data = committed_data(tree, cell.items_path) if has_items else b""
     except DataMissingError as exc:
         md5 = pointer_md5(tree.read(pointer)) if tree.is_file(pointer) else None
         if md5 is None:

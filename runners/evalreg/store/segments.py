@@ -34,6 +34,7 @@ from typing import Any, NamedTuple, Protocol
 from evalreg import dvcrepo
 from evalreg.errors import DataMissingError
 from evalreg.registry.tree import Tree, WorkspaceTree
+from evalreg.store.hashes import refuse_altered
 from evalreg.store.keycolumn import KEY_BYTES, KeyColumn
 
 STORE_DIR = "reports/store"
@@ -449,7 +450,11 @@ class ResponseStore:
 
     @classmethod
     def open(cls, root: Path) -> ResponseStore:
-        return cls.load(WorkspaceTree(root))
+        """The working tree's store, once every tracked segment on disk is known to be the
+        version its pointer names (``hashes.refuse_altered``)."""
+        tree = WorkspaceTree(root)
+        refuse_altered(tree.root, [f"{STORE_DIR}/{name}" for name in segment_names(tree)])
+        return cls.load(tree)
 
     def add_segment(self, name: str, source: Source) -> None:
         """Index segment ``name``: its lines are read from ``source`` when asked for (a
