@@ -16,7 +16,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 from evalreg.errors import DataMissingError, DvcLockedError, MissingPluginError, UsageError
 from evalreg.ignores import ensure_ignored
@@ -24,8 +24,6 @@ from evalreg.redaction import url_without_credentials
 
 IN_REPO_REMOTE = "dvc-storage"
 REMOTE_NAME = "storage"
-
-T = TypeVar("T")
 
 
 @contextlib.contextmanager
@@ -88,12 +86,8 @@ def add(repo: Any, root: Path, paths: list[str]) -> None:
 def track(root: Path, paths: list[str], *, push: bool = True) -> None:
     """``dvc add`` each path (relative to ``root``) and, by default, push it to the remote."""
 
-    def work(repo: Any) -> None:
-        add(repo, root, paths)
-        if push:
-            repo.push([str(root / p) for p in paths])
-
-    with_repo(root, work)
+    pushed = (lambda repo: repo.push([str(root / p) for p in paths]),) if push else ()
+    with_repo(root, lambda repo: add(repo, root, paths), *pushed)
 
 
 def clear_torn_rwlock(root: Path) -> bool:
@@ -137,12 +131,13 @@ def _pause(seconds: float) -> None:
     time.sleep(seconds)
 
 
-def with_repo(root: Path, work: Callable[[Any], T]) -> T:
-    """``work(repo)`` on the DVC repository at ``root``, opened quietly, holding DVC's lock.
+def with_repo(root: Path, *steps: Callable[[Any], object]) -> None:
+    """Each of ``steps`` (``step(repo)``) on the DVC repository at ``root``, opened quietly,
+    each holding DVC's lock (released in between: DVC reads its stages afresh).
 
-    DVC's ``LockError`` (its lock, or its lock table's record of a path ``work`` writes) is
-    waited out while a live process holds it, up to ``LOCK_PATIENCE`` seconds, then
-    ``work`` runs again from the start (what DVC does is idempotent). What a process that
+    DVC's ``LockError`` (its lock, or its lock table's record of a path a step writes) is
+    waited out while a live process holds it, up to ``LOCK_PATIENCE`` seconds, then the
+    step runs again from its start (what DVC does is idempotent). What a process that
     has ended left behind is cleared at once: its records in the lock table, and a hardlink
     lock an evalreg process took (``_LOCK_NOTE``). Callers hold evalreg's repository lock,
     so no other evalreg process clears the same. Still held: ``DvcLockedError``, naming
@@ -150,18 +145,25 @@ def with_repo(root: Path, work: Callable[[Any], T]) -> T:
     from dvc.lock import HardlinkLock, LockError
     from dvc.repo import Repo
 
-    waited, pause, swept, unnamed = 0.0, 0.05, 0, False
+    pause, swept, unnamed, since = 0.05, 0, False, None
+    todo = list(steps)
     while True:
+        tried = time.monotonic()
         with quiet():
             repo = Repo(str(root))
             hardlink = isinstance(repo.lock, HardlinkLock)
             try:
-                with holding_lock(repo):
-                    return work(repo)
+                while todo:
+                    with holding_lock(repo):
+                        todo[0](repo)
+                    todo.pop(0)
+                return
             except LockError as exc:
                 error = str(exc)
             finally:
                 repo.close()
+        since = tried if since is None else since  # DVC itself tries for a few seconds
+        waited = time.monotonic() - since
         holders, cleared = _lock_holders(root, hardlink=hardlink)
         if cleared and swept < 3:
             swept += 1
@@ -173,8 +175,7 @@ def with_repo(root: Path, work: Callable[[Any], T]) -> T:
         else:
             raise DvcLockedError(_locked_message(holders, waited, error)) from None
         _pause(pause)
-        waited += pause
-        pause = min(pause * 2, 4.0)
+        pause = min(pause * 2, 2.0)
 
 
 @contextlib.contextmanager
@@ -326,17 +327,18 @@ def _written_pid(path: Path) -> list[int]:
 
 
 def _hardlink_holder(tmp: Path) -> tuple[DvcLockHolder | None, bool]:
-    """Who holds a hardlink lock at ``tmp/lock``, and whether it was cleared: left by an
-    evalreg process that has ended (its note says so), or by DVC's default lock (a plain
-    file naming a process that has ended, which a hardlink lock never takes over)."""
+    """Who holds the hardlink lock ``tmp/lock``, and whether what an ended process left was
+    cleared: the lock of an evalreg process that has ended (its note says so), or files of
+    DVC's default lock, which a hardlink lock never takes over (``_plain_leftover``)."""
     import json
     import socket
 
+    cleared = [_plain_leftover(tmp / name) for name in ("lock", "rwlock.lock")]
     lock = tmp / "lock"
     try:
         st = lock.stat()
     except FileNotFoundError:
-        return None, False
+        return None, any(cleared)
     try:
         note = json.loads((tmp / _LOCK_NOTE).read_bytes())
     except (OSError, ValueError):
@@ -351,12 +353,24 @@ def _hardlink_holder(tmp: Path) -> tuple[DvcLockHolder | None, bool]:
         lock.unlink(missing_ok=True)
         (tmp / _LOCK_NOTE).unlink(missing_ok=True)
         return None, True
-    if pid is None and st.st_nlink == 1 and not _flock_pids(lock):
-        written = lock.read_text(errors="replace").strip()
-        if written.isdigit() and not _alive(int(written)):
-            lock.unlink(missing_ok=True)
-            return None, True
-    return DvcLockHolder(".dvc/tmp/lock", pid, _command(pid) if pid else None), False
+    return DvcLockHolder(".dvc/tmp/lock", pid, _command(pid) if pid else None), any(cleared)
+
+
+def _plain_leftover(path: Path) -> bool:
+    """Remove ``path`` if it is a file DVC's default lock left (it never removes them: a
+    pid in a file with no other link), which no process locks now; return whether.
+
+    With ``core.hardlink_lock`` turned on in a repository DVC has used before, such a file
+    would otherwise refuse DVC's hardlink lock for good."""
+    try:
+        st = path.stat()
+        written = path.read_text(errors="replace").strip()
+    except (OSError, ValueError):
+        return False
+    if st.st_nlink != 1 or not written.isdigit() or _flock_pids(path) != []:
+        return False
+    path.unlink(missing_ok=True)
+    return True
 
 
 def _sweep_rwlock(tmp: Path, *, hardlink: bool) -> tuple[list[DvcLockHolder], bool]:
