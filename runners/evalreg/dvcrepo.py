@@ -1,7 +1,9 @@
 """In-process DVC: initialise, configure the remote, track and push data, all silently.
 
 DVC is imported only here and only when a command needs it (it costs ~0.6 s to import).
-Its console output and logging are silenced: evalreg reports in its own words.
+Its console output and logging are silenced: evalreg reports in its own words. Every
+call that takes DVC's lock goes through ``with_repo``, which waits for a live holder and
+names one that does not let go.
 """
 
 from __future__ import annotations
@@ -346,14 +348,28 @@ def _hardlink_holder(tmp: Path) -> tuple[DvcLockHolder | None, bool]:
     note = note if isinstance(note, dict) and note.get("inode") == st.st_ino else {}
     pid = note.get("pid") if isinstance(note.get("pid"), int) else None
     if pid is not None and note.get("host") == socket.gethostname() and not _alive(pid):
-        for claim in tmp.glob("*.lock"):
-            with contextlib.suppress(OSError):
-                if claim.stat().st_ino == st.st_ino:
-                    claim.unlink()
-        lock.unlink(missing_ok=True)
+        # Its lock table's lock too, if taken while it held the lock: a DVC process edits
+        # the table only under the lock, so that one was its own, cut off mid-edit.
+        table = tmp / "rwlock.lock"
+        with contextlib.suppress(OSError):
+            taken = table.stat()
+            if taken.st_nlink > 1 and taken.st_ctime >= (tmp / _LOCK_NOTE).stat().st_mtime:
+                _remove_hardlink_lock(table)
+        _remove_hardlink_lock(lock)
         (tmp / _LOCK_NOTE).unlink(missing_ok=True)
         return None, True
     return DvcLockHolder(".dvc/tmp/lock", pid, _command(pid) if pid else None), any(cleared)
+
+
+def _remove_hardlink_lock(lock: Path) -> None:
+    """Remove a hardlink lock: its claim file (the other name of the same file), then it."""
+    with contextlib.suppress(OSError):
+        inode = lock.stat().st_ino
+        for claim in lock.parent.glob("*.lock"):
+            with contextlib.suppress(OSError):
+                if claim != lock and claim.stat().st_ino == inode:
+                    claim.unlink()
+    lock.unlink(missing_ok=True)
 
 
 def _plain_leftover(path: Path) -> bool:
