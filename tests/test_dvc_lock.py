@@ -90,6 +90,12 @@ def _rwlock(repo: Repo) -> str:
         return ""
 
 
+def _hardlink_lock(repo: Repo) -> None:
+    """``dvc config core.hardlink_lock true`` in ``repo``."""
+    config = [sys.executable, "-m", "dvc", "config", "core.hardlink_lock", "true"]
+    assert subprocess.run(config, cwd=repo.root, check=False).returncode == 0
+
+
 def _dvc_adding(repo: Repo) -> bool:
     """The closing step's ``dvc add`` is under way: DVC's lock table records the DVC child
     writing a path (the moment a kill leaves the most of DVC's locks behind)."""
@@ -105,10 +111,7 @@ def test_the_command_after_a_kill_in_the_closing_step_finishes_it_despite_dvcs_l
     hardlink: bool,
 ):
     if hardlink:
-        done = subprocess.run(
-            ["dvc", "config", "core.hardlink_lock", "true"], cwd=registry.root, check=False
-        )
-        assert done.returncode == 0
+        _hardlink_lock(registry)
         registry.commit("DVC's hardlink lock")
         for name in ("lock", "rwlock.lock"):  # as in a repository never used without it
             (registry.root / ".dvc" / "tmp" / name).unlink()
@@ -225,7 +228,7 @@ def test_dvcs_lock_table_records_of_a_process_that_has_ended_are_cleared(on_dvc:
 
 
 def test_a_hardlink_lock_nothing_names_is_left_in_place_with_what_to_do(on_dvc: Repo, cli):
-    assert subprocess.run(["dvc", "config", "core.hardlink_lock", "true"], cwd=on_dvc.root)
+    _hardlink_lock(on_dvc)
     tmp = on_dvc.root / ".dvc" / "tmp"
     tmp.mkdir(parents=True, exist_ok=True)
     claim = tmp / "0123456789abcdef0123456789abcdef.lock"
@@ -243,8 +246,7 @@ def test_the_files_dvcs_default_lock_left_do_not_refuse_its_hardlink_lock(on_dvc
     on_dvc.write("data/earlier.txt", "tracked before\n")
     dvcrepo.track(on_dvc.root, ["data/earlier.txt"], push=False)  # with DVC's default lock
     assert (on_dvc.root / ".dvc" / "tmp" / "lock").is_file()  # which leaves its file
-    done = subprocess.run(["dvc", "config", "core.hardlink_lock", "true"], cwd=on_dvc.root)
-    assert done.returncode == 0
+    _hardlink_lock(on_dvc)
     added = cli(on_dvc, "evalset", "add", EVALSET, "--no-push")
     assert added.code == 0, added.err
     assert (on_dvc.root / f"{EVALSET}.dvc").is_file()
