@@ -202,7 +202,7 @@ def test_a_command_waits_for_a_live_holder_of_dvcs_lock_then_succeeds(
 def test_a_holder_of_dvcs_lock_beyond_the_wait_is_named_without_a_traceback(
     on_dvc: Repo, holder: subprocess.Popen[str], cli, monkeypatch: pytest.MonkeyPatch
 ):
-    monkeypatch.setattr(dvcrepo, "LOCK_PATIENCE", 0.0)  # the bound is past at DVC's first try
+    monkeypatch.setenv("EVALREG_DVC_LOCK_WAIT", "0")  # the bound is past at DVC's first try
     done = cli(on_dvc, "evalset", "add", EVALSET, "--no-push")
     assert done.code == 2
     assert "Traceback" not in done.err and "LockError" not in done.err

@@ -121,7 +121,8 @@ def clear_torn_rwlock(root: Path) -> bool:
 # Every DVC call evalreg makes that takes the lock goes through ``with_repo``.
 
 LOCK_PATIENCE = 30.0
-"""Seconds, in all, that a DVC call waits for DVC's lock while a live process holds it."""
+"""Seconds, in all, that a DVC call waits for DVC's lock while a live process holds it,
+unless ``EVALREG_DVC_LOCK_WAIT`` says otherwise (``_patience``)."""
 
 _LOCK_NOTE = "lock.evalreg"
 """Written in DVC's ``tmp`` directory while an evalreg process holds a hardlink lock: its
@@ -133,12 +134,22 @@ def _pause(seconds: float) -> None:
     time.sleep(seconds)
 
 
+def _patience() -> float:
+    """How long a DVC call waits for a live holder of DVC's lock: ``LOCK_PATIENCE``, or the
+    seconds ``EVALREG_DVC_LOCK_WAIT`` sets (a job sharing its repository with long DVC
+    commands may wait longer; 0 does not wait)."""
+    try:
+        return max(0.0, float(os.environ["EVALREG_DVC_LOCK_WAIT"]))
+    except (KeyError, ValueError):
+        return LOCK_PATIENCE
+
+
 def with_repo(root: Path, *steps: Callable[[Any], object]) -> None:
     """Each of ``steps`` (``step(repo)``) on the DVC repository at ``root``, opened quietly,
     each holding DVC's lock (released in between: DVC reads its stages afresh).
 
     DVC's ``LockError`` (its lock, or its lock table's record of a path a step writes) is
-    waited out while a live process holds it, up to ``LOCK_PATIENCE`` seconds, then the
+    waited out while a live process holds it, up to ``_patience()`` seconds, then the
     step runs again from its start (what DVC does is idempotent). What a process that
     has ended left behind is cleared at once: its records in the lock table, and a hardlink
     lock an evalreg process took (``_LOCK_NOTE``). Callers hold evalreg's repository lock,
@@ -170,7 +181,7 @@ def with_repo(root: Path, *steps: Callable[[Any], object]) -> None:
         if cleared and swept < 3:
             swept += 1
             continue
-        if holders and waited < LOCK_PATIENCE and not _unnamed_hardlink(holders):
+        if holders and waited < _patience() and not _unnamed_hardlink(holders):
             pass
         elif not holders and not unnamed:
             unnamed = True  # released meanwhile, or by a holder nothing names: once more
