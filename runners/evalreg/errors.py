@@ -38,6 +38,11 @@ class MissingPluginError(UsageError):
     the message names the evalreg extra that brings it."""
 
 
+class DvcLockedError(UsageError):
+    """DVC's lock on the repository is held by another process for longer than evalreg
+    waits (exit 2): the message names the holder when it can be found, and what to do."""
+
+
 class PromptError(EvalregError):
     """An item's prompt cannot be rendered: the run stops before anything is sent."""
 

@@ -162,9 +162,17 @@ def _import_ahead() -> None:
     ui.error_console  # noqa: B018 (a rich console, built once)
 
 
+_BUSY = "busy"
+"""``_add`` in the prepared repository met a path DVC's lock table gives to another
+process: done again in a fresh one, which waits for it (``dvcrepo.with_repo``)."""
+
+
 def _add(root: Path, paths: list[str], repo: Any) -> str | None:
     """``dvc add`` in the prepared repository (or a fresh one); why it failed, or None."""
+    from dvc.lock import LockError
+
     from evalreg import dvcrepo
+    from evalreg.errors import EvalregError
 
     try:
         if repo is None:
@@ -172,6 +180,10 @@ def _add(root: Path, paths: list[str], repo: Any) -> str | None:
         else:
             with dvcrepo.quiet():
                 dvcrepo.add(repo, root, paths)
+    except LockError:
+        return _BUSY
+    except EvalregError as exc:
+        return str(exc)
     except Exception as exc:
         return f"{type(exc).__name__}: {exc}"
     return None
@@ -221,11 +233,11 @@ def _serve(root: Path) -> None:
         repo = None
         try:
             with dvcrepo.quiet():
-                from dvc.repo import Repo, lock_repo
+                from dvc.repo import Repo
 
                 repo = Repo(str(root))
                 held.callback(repo.close)
-                held.enter_context(lock_repo(repo))
+                held.enter_context(dvcrepo.holding_lock(repo))
                 repo.index.outs_graph  # noqa: B018 (collects every stage: the costly part)
                 _import_ahead()
         except Exception:
@@ -239,6 +251,8 @@ def _serve(root: Path) -> None:
         # Asked: from here on the add runs to its end.
         signal.signal(DISMISS, signal.SIG_IGN)
         error = _add(root, paths, repo)
+    if error == _BUSY:
+        error = _add(root, paths, None)
     reply_to.write(json.dumps({"error": error}) + "\n")
     reply_to.flush()
     # The lock is released: a push takes it again, with the new stages in its index.
