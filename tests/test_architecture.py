@@ -36,6 +36,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "evalreg.ignores",
             "evalreg.redaction",
             "evalreg.templating",
+            "evalreg.dvclock",
             "evalreg.dvcrepo",
             "evalreg.stats",
             "evalreg.families",

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from evalreg import dvcrepo
+from evalreg import dvclock, dvcrepo
 from evalreg.store.lock import state_dir
 
 from conftest import Repo, registry_template, replace_tree
@@ -186,13 +186,13 @@ def _release(proc: subprocess.Popen[str]) -> None:
 def test_a_command_waits_for_a_live_holder_of_dvcs_lock_then_succeeds(
     on_dvc: Repo, holder: subprocess.Popen[str], cli, monkeypatch: pytest.MonkeyPatch
 ):
-    waits: list[list[dvcrepo.DvcLockHolder]] = []
+    waits: list[list[dvclock.DvcLockHolder]] = []
 
     def pause(seconds: float) -> None:  # the command waits: now the holder lets go
-        waits.append(dvcrepo._lock_holders(on_dvc.root, hardlink=False)[0])
+        waits.append(dvclock.lock_holders(on_dvc.root, hardlink=False)[0])
         _release(holder)
 
-    monkeypatch.setattr(dvcrepo, "_pause", pause)
+    monkeypatch.setattr(dvclock, "pause", pause)
     done = cli(on_dvc, "evalset", "add", EVALSET, "--no-push")
     assert done.code == 0, done.err
     assert [[h.pid for h in held] for held in waits] == [[holder.pid]]
@@ -249,4 +249,19 @@ def test_the_files_dvcs_default_lock_left_do_not_refuse_its_hardlink_lock(on_dvc
     _hardlink_lock(on_dvc)
     added = cli(on_dvc, "evalset", "add", EVALSET, "--no-push")
     assert added.code == 0, added.err
+    assert (on_dvc.root / f"{EVALSET}.dvc").is_file()
+
+
+def test_gits_index_lock_left_by_a_killed_process_is_named_not_removed(on_dvc: Repo, cli):
+    stale = on_dvc.root / ".git" / "index.lock"
+    stale.write_bytes(b"")
+    done = cli(on_dvc, "evalset", "add", EVALSET, "--no-push")
+    assert done.code == 2
+    assert "Traceback" not in done.err and "FileLocked" not in done.err
+    assert "git's index is locked (.git/index.lock)" in done.err
+    assert "If no git command is running, remove the file" in done.err
+    assert stale.exists()
+    stale.unlink()
+    again = cli(on_dvc, "evalset", "add", EVALSET, "--no-push")
+    assert again.code == 0, again.err
     assert (on_dvc.root / f"{EVALSET}.dvc").is_file()

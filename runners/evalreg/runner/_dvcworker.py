@@ -223,7 +223,7 @@ def _request(stdin: IO[bytes], verb: str) -> list[str] | None:
 
 
 def _serve(root: Path) -> None:
-    from evalreg import dvcrepo
+    from evalreg import dvclock, dvcrepo
 
     # The replies are this process's only output: whatever DVC might print goes nowhere.
     reply_to = os.fdopen(os.dup(1), "w", encoding="utf-8")
@@ -237,7 +237,7 @@ def _serve(root: Path) -> None:
 
                 repo = Repo(str(root))
                 held.callback(repo.close)
-                held.enter_context(dvcrepo.holding_lock(repo))
+                held.enter_context(dvclock.holding_lock(repo))
                 repo.index.outs_graph  # noqa: B018 (collects every stage: the costly part)
                 _import_ahead()
         except Exception:

@@ -41,7 +41,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from evalreg import dvcrepo
+from evalreg import dvclock, dvcrepo
 from evalreg.store.lock import Holder, holder, state_dir
 from evalreg.store.segments import keepable
 
@@ -302,7 +302,7 @@ def recover_locked(root: Path, add: Add | None = None) -> Recovery | None:
     if journal is None:
         return None
 
-    dvcrepo.clear_torn_rwlock(root)  # a `dvc add` killed mid-write of DVC's own lock table
+    dvclock.clear_torn_rwlock(root)  # a `dvc add` killed mid-write of DVC's own lock table
     if journal.phase == "commit":
         results = tuple(s.path for s in (*journal.items, *journal.summaries))
         return Recovery("completed", tracked=tuple(journal._roll_forward(add)), results=results)

@@ -60,9 +60,9 @@ def recover_locked(root: Path) -> list[Repaired]:
     pending = rewrite.Rewrite.load(root)
     if pending is None:
         return out
-    from evalreg import dvcrepo
+    from evalreg import dvclock
 
-    dvcrepo.clear_torn_rwlock(root)
+    dvclock.clear_torn_rwlock(root)
     if pending.kind == "compact":
         if pending.phase == "plan":
             pending.discard()
