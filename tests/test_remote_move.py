@@ -5,6 +5,8 @@ when, which pull request, old and new URL) with credentials redacted."""
 from __future__ import annotations
 
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -131,6 +133,13 @@ def test_a_move_is_checked_against_main_as_it_is_now(main: tuple[Repo, str], cli
     assert cli(repo, "report").code == 0
     repo.commit("mini at temperature 0.5")
     repo.git("checkout", "-q", "pull-request")
+    # The pull request's own run output, as its job checks it out (`dvc pull`).
+    subprocess.run(
+        [sys.executable, "-m", "dvc", "checkout", "-q", "--force"],
+        cwd=repo.root,
+        check=True,
+        capture_output=True,
+    )
 
     result = cli(repo, "check", "--base", base, "--remote")
     assert result.code == 1, result.out + result.err
