@@ -1,0 +1,42 @@
+"""The test suite against the dependencies a user may have: as CI installs them, at the
+lowest versions ``pyproject.toml`` allows, and at the newest.
+
+    nox -s tests     # the README's test command, in a fresh environment
+    nox -s lowest    # every direct dependency at its lower bound (uv's lowest-direct)
+    nox -s latest    # every dependency at the newest version its range allows
+
+Environments are made with uv when it is installed (``pip install nox uv``), else with
+virtualenv; ``lowest`` needs uv, whose resolver is the one that can pick lower bounds.
+"""
+
+from __future__ import annotations
+
+import nox
+
+nox.options.default_venv_backend = "uv|virtualenv"
+nox.options.sessions = ["tests"]
+
+PYTEST = ("python", "-m", "pytest", "-q", "-n", "auto")
+"""The README's test command (after its install step)."""
+
+
+@nox.session
+def tests(session: nox.Session) -> None:
+    """The README's test command: install with the test extra, run the suite."""
+    session.install("-e", ".[test]")
+    session.run(*PYTEST, *session.posargs)
+
+
+@nox.session(venv_backend="uv")
+def lowest(session: nox.Session) -> None:
+    """Each direct dependency (extras included) at the lowest version its range allows."""
+    session.install("--resolution", "lowest-direct", "-e", ".[test,azure,gs]")
+    session.run("uv", "pip", "list", silent=False, external=True)  # what was resolved
+    session.run(*PYTEST, *session.posargs)
+
+
+@nox.session
+def latest(session: nox.Session) -> None:
+    """Every dependency at the newest version its range allows."""
+    session.install("--upgrade", "-e", ".[test,azure,gs]")
+    session.run(*PYTEST, *session.posargs)
