@@ -335,3 +335,26 @@ def test_the_facade_exports_what_its_docstring_lists() -> None:
     assert {"load_registry", "run", "reproduce", "diff", "write_report"} <= set(listed)
     with pytest.raises(AttributeError):
         _ = evalreg.not_a_name  # type: ignore[attr-defined]
+
+
+def test_no_function_imports_again_what_its_module_imports_at_the_top() -> None:
+    """A function-level import is for start-up time (ARCHITECTURE.md): one of a name the
+    module already imports at its top saves nothing and misleads the reader."""
+    again = []
+    for module, path in module_files().items():
+        tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
+        top = {
+            (getattr(node, "module", None), alias.name)
+            for node in tree.body
+            if isinstance(node, ast.Import | ast.ImportFrom)
+            for alias in node.names
+        }
+        for function in ast.walk(tree):
+            if not isinstance(function, ast.FunctionDef | ast.AsyncFunctionDef):
+                continue
+            for node in ast.walk(function):
+                if isinstance(node, ast.Import | ast.ImportFrom):
+                    for alias in node.names:
+                        if (getattr(node, "module", None), alias.name) in top:
+                            again.append(f"{module}:{node.lineno} {alias.name}")
+    assert again == []

@@ -40,8 +40,6 @@ def _root(args: argparse.Namespace) -> Path:
     if args.directory is not None:
         path = Path(args.directory)
         if not path.is_dir():
-            from evalreg.errors import UsageError
-
             raise UsageError(f"-C {args.directory}: no such directory")
         return path.resolve()
     return find_root(Path.cwd())
@@ -235,7 +233,6 @@ def _positive_seconds(text: str) -> float:
 def _shard(text: str | None) -> tuple[int, int] | None:
     if text is None:
         return None
-    from evalreg.errors import UsageError
 
     try:
         index, count = (int(x) for x in text.split("/"))
@@ -294,8 +291,6 @@ def cmd_run(args: argparse.Namespace) -> int:
         batch_poll_s=args.batch_poll,
     )
     if args.no_wait and not args.batch:
-        from evalreg.errors import UsageError
-
         raise UsageError("--no-wait goes with --batch: a live run has nothing to wait for")
     if options.dry_run:
         verdict = run_command(_repaired(root), options)
@@ -449,7 +444,6 @@ def cmd_select(args: argparse.Namespace) -> int:
 
 
 def cmd_audit(args: argparse.Namespace) -> int:
-    import os
     from contextlib import nullcontext
 
     from evalreg.audit.record import build_audit, reviews_from_environment
@@ -569,7 +563,6 @@ def cmd_import_openai_evals(args: argparse.Namespace) -> int:
 
 
 def cmd_comment(args: argparse.Namespace) -> int:
-    import os
 
     from evalreg.gitops.github import (
         GitHubClient,

@@ -55,7 +55,6 @@ def holding_lock(repo: Any) -> Iterator[None]:
         tmp = Path(repo.tmp_dir)
         note = None
         if isinstance(repo.lock, HardlinkLock):
-            import json
             import socket
 
             note = tmp / _LOCK_NOTE

@@ -1,1 +1,6 @@
-"""Markdown writers: governance report, diff, audit record, and their escaping."""
+"""Every document evalreg writes, as pure renderers of data: the governance report
+(``governance``, written by ``writer``), the pull request's eval diff (``diff_markdown``),
+the audit record (``audit``), drift (``drift``), the per-item explorer (``explorer``), the
+registry's reference (``reference``) and SVG charts (``chart``); ``terminal`` prints
+command results. ``escape`` and ``numbers`` are the text helpers every writer, and some
+layers below, use for untrusted text and numbers."""

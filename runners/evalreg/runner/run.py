@@ -1121,7 +1121,6 @@ def _untracked_segments_used(
 
 
 def _push_here(root: Path, paths: list[str]) -> str | None:
-    from evalreg import dvcrepo
 
     return dvcrepo.push(root, paths)
 
@@ -1400,7 +1399,6 @@ def metrics_updates(
     not its summary's (written by an older evalreg, or taken from one side of a merge)."""
     from evalreg.cells import cells
     from evalreg.errors import RegistryError
-    from evalreg.registry.tree import WorkspaceTree
     from evalreg.results.dvc_metrics import metrics_bytes
     from evalreg.results.records import read_summary, summary_from_bytes
 

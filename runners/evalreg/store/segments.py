@@ -886,7 +886,6 @@ class Prefetch:
     """
 
     def __init__(self, trees: Sequence[Tree], root: Path) -> None:
-        import threading
 
         self.sources: dict[str, Callable[[], Path | None]] = {}
         self.names: list[dict[str, str]] = []
