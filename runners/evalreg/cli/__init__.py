@@ -11,6 +11,7 @@ library at the top.
 from __future__ import annotations
 
 import argparse
+import atexit
 import gc
 import os
 import sys
@@ -102,7 +103,8 @@ def _command(argv: Sequence[str] | None) -> int:
 
 
 def entry() -> NoReturn:
-    """The program: one command, then exit without a full collection of what it built.
+    """The program: one command, then exit without a full collection of what it built,
+    nor the teardown of every module (``_Ending``).
 
     Everything a command built lives until the process ends. Restoring the default
     thresholds, as ``main`` does for a library caller, would make the next allocation
@@ -119,37 +121,57 @@ def entry() -> NoReturn:
     """
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
     gc.set_threshold(*RARE_COLLECTIONS)
+    ending = _Ending()
+    atexit.register(ending.run)  # first, so that it is called last
     code = _command(None)
     gc.freeze()
-    _exit(code)
+    if _may_end_at_once():
+        ending.code = code
+    sys.exit(code)
 
 
-def _exit(code: int) -> NoReturn:
-    """End the process as ``sys.exit`` would, less the teardown of every module.
+class _Ending:
+    """The program's last exit handler: it ends the process before Python tears down its
+    modules.
 
     Python's finalisation clears each module and frees what it held one object at a time:
-    50 ms after a run, a fifth of ``evalreg check``, and it writes nothing. What the exit
-    must still do is done here: waiting for threads (there are none once a command has
-    returned, else the ordinary exit is taken), the ``atexit`` handlers (temporary
-    directories, multiprocessing's children, logging), and flushing stdout and stderr,
-    with the status Python gives when stdout cannot be flushed (a closed pipe). Under a
-    profiler or a tracer (``python -m cProfile``, coverage), which write what they found
-    once the program returns, the ordinary exit is taken too.
+    50 ms after a run, a fifth of ``evalreg check``, and it writes nothing. All the rest
+    of the exit still happens, as ``sys.exit`` does it: Python waits for the threads still
+    running, then calls the ``atexit`` handlers, the last registered first. This one is
+    registered as the program starts, before anything a command does registers its own
+    (temporary directories, multiprocessing's children, logging, a library's), so it is
+    called after all of them. Then it flushes stdout and stderr, with the status Python
+    gives when stdout cannot be flushed (a closed pipe: 120), and ends the process.
     """
-    import threading
 
-    if threading.active_count() > 1 or sys.getprofile() is not None or sys.gettrace() is not None:
-        sys.exit(code)
-    import atexit
+    def __init__(self) -> None:
+        self.code: int | None = None
+        """The status to end with; None: the ordinary exit goes on."""
 
-    atexit._run_exitfuncs()
-    for stream in (sys.stdout, sys.stderr):
-        try:
-            stream.flush()
-        except (OSError, ValueError):
-            if stream is sys.stdout and code == 0:
-                code = 120
-    os._exit(code)
+    def run(self) -> None:
+        if self.code is None:
+            return
+        code = self.code
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except (OSError, ValueError):
+                if stream is sys.stdout and code == 0:
+                    code = 120
+        os._exit(code)
+
+
+def _may_end_at_once() -> bool:
+    """Whether nothing needs the rest of the exit: a profiler, a tracer or a monitoring
+    tool (``python -m cProfile``, coverage) writes what it found once the program returns,
+    and a ``sitecustomize`` or ``usercustomize`` hook ran before the program could
+    register its handler, so exit work it registered would be called after it."""
+    if sys.getprofile() is not None or sys.gettrace() is not None:
+        return False
+    monitoring = getattr(sys, "monitoring", None)  # from Python 3.12
+    if monitoring is not None and any(monitoring.get_tool(t) is not None for t in range(6)):
+        return False
+    return not {"sitecustomize", "usercustomize"} & sys.modules.keys()
 
 
 def _print_error(exc: EvalregError) -> None:
