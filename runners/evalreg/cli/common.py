@@ -32,6 +32,8 @@ def find_root(start: Path) -> Path:
 
 
 def working_root(args: argparse.Namespace) -> Path:
+    """Where a command works: ``-C DIR``, else the repository root above the current
+    directory."""
     if args.directory is not None:
         path = Path(args.directory)
         if not path.is_dir():
