@@ -410,10 +410,12 @@ def test_the_program_exits_with_the_collector_still_spared(repo: Repo):
     from evalreg.cli import RARE_COLLECTIONS
 
     probe = (
-        "import atexit, gc, runpy, sys\n"
+        "import gc, runpy, sys\n"
         "sys.argv = ['evalreg', '-C', sys.argv[1], 'check']\n"
-        "atexit.register(lambda: print('EXIT', gc.get_freeze_count() > 0, *gc.get_threshold()))\n"
-        "runpy.run_module('evalreg', run_name='__main__')\n"
+        "try:\n"
+        "    runpy.run_module('evalreg', run_name='__main__')\n"
+        "finally:\n"
+        "    print('EXIT', gc.get_freeze_count() > 0, *gc.get_threshold())\n"
     )
     done = subprocess.run(
         [sys.executable, "-c", probe, str(repo.root)], capture_output=True, text=True
@@ -446,16 +448,20 @@ def _ended(body: str) -> tuple[int, str, str]:
 
 def test_the_program_exits_without_tearing_down_its_modules_yet_keeps_every_exit_duty():
     """The exit skips the finalisation that frees every module one object at a time, but
-    keeps what an exit owes: the status, the ``atexit`` handlers, buffered output."""
+    keeps what an exit owes: the status, the ``atexit`` handlers a command's work
+    registered (a temporary directory left to its finaliser is removed), buffered output."""
     body = (
-        "import os\n"
+        "import os, tempfile\n"
         "real_exit = os._exit\n"
         "def ending(code):\n"
         "    os.write(2, b'ended at once\\n')\n"
         "    real_exit(code)\n"
         "os._exit = ending\n"
-        "atexit.register(lambda: print('atexit ran'))\n"
+        "kept = []\n"
         "def handler():\n"
+        "    atexit.register(lambda: print('atexit ran'))\n"
+        "    kept.append(tempfile.TemporaryDirectory(prefix='evalreg-exit-'))\n"
+        "    print(kept[0].name)\n"
         "    sys.stdout.write('.' * 100_000)\n"
         "    print('last line')\n"
         "    return 3\n"
@@ -464,6 +470,22 @@ def test_the_program_exits_without_tearing_down_its_modules_yet_keeps_every_exit
     assert code == 3, err
     assert out.endswith("last line\natexit ran\n") and out.count(".") == 100_000
     assert err == "ended at once\n"
+    assert not Path(out.splitlines()[0]).exists()
+
+
+def test_a_site_hook_gets_the_ordinary_exit():
+    """Exit work a ``sitecustomize`` registered before the program began would be called
+    after the program's last handler: with one loaded, the exit tears down as Python's does."""
+    body = (
+        "import os, types\n"
+        "sys.modules['sitecustomize'] = types.ModuleType('sitecustomize')\n"
+        "os._exit = lambda code: os.write(2, b'ended at once\\n')\n"
+        "atexit.register(lambda: print('registered before the program ran'))\n"
+        "def handler():\n"
+        "    return 4\n"
+    )
+    code, out, err = _ended(body)
+    assert (code, out, err) == (4, "registered before the program ran\n", "")
 
 
 def test_a_thread_still_running_at_the_exit_is_waited_for():
@@ -517,14 +539,16 @@ def test_a_command_starts_up_without_a_collection():
     from evalreg.cli import RARE_COLLECTIONS
 
     probe = (
-        "import atexit, gc, runpy, sys\n"
+        "import gc, runpy, sys\n"
         "raised = []\n"
         "gc.callbacks.append(lambda phase, info: phase == 'start' and raised.append("
         "gc.get_threshold() == RARE))\n"
         f"RARE = {RARE_COLLECTIONS!r}\n"
         "sys.argv = ['evalreg', '-C', sys.argv[1], 'check']\n"
-        "atexit.register(lambda: print('EXIT', len(raised) > 0, sum(raised)))\n"
-        "runpy.run_module('evalreg', run_name='__main__')\n"
+        "try:\n"
+        "    runpy.run_module('evalreg', run_name='__main__')\n"
+        "finally:\n"
+        "    print('EXIT', len(raised) > 0, sum(raised))\n"
     )
     example = Path(__file__).resolve().parent.parent
     done = subprocess.run(

@@ -18,10 +18,12 @@ SOURCE = Path(__file__).resolve().parent.parent / "runners" / "evalreg"
 HTTPX_HOME = SOURCE / "providers" / "_httpx.py"
 
 PROBE = """\
-import atexit, runpy, sys
+import runpy, sys
 sys.argv = ["evalreg", *sys.argv[1:]]
-atexit.register(lambda: print("LOADED", *sorted(sys.modules)))
-runpy.run_module("evalreg", run_name="__main__")
+try:
+    runpy.run_module("evalreg", run_name="__main__")
+finally:
+    print("LOADED", *sorted(sys.modules))
 """
 
 HTTP_CLI = {"click", "pygments", "httpx._main"}
@@ -130,13 +132,15 @@ def test_httpx_is_imported_in_one_place():
 
 
 THREADS_PROBE = """\
-import atexit, os, runpy, sys
+import os, runpy, sys
 sys.argv = ["evalreg", *sys.argv[1:]]
-atexit.register(lambda: print(
-    "LOADED", "numpy" in sys.modules, len(os.listdir("/proc/self/task")),
-    os.environ.get("OPENBLAS_NUM_THREADS"),
-))
-runpy.run_module("evalreg", run_name="__main__")
+try:
+    runpy.run_module("evalreg", run_name="__main__")
+finally:
+    print(
+        "LOADED", "numpy" in sys.modules, len(os.listdir("/proc/self/task")),
+        os.environ.get("OPENBLAS_NUM_THREADS"),
+    )
 """
 
 
