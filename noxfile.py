@@ -2,6 +2,7 @@
 lowest versions ``pyproject.toml`` allows, and at the newest.
 
     nox -s tests     # the README's test command, in a fresh environment
+    nox -s slow      # the tests marked slow, which that command leaves out (CI runs both)
     nox -s lowest    # every direct dependency at its lower bound (uv's lowest-direct)
     nox -s latest    # every dependency at the newest version its range allows
 
@@ -25,6 +26,14 @@ def tests(session: nox.Session) -> None:
     """The README's test command: install with the test extra, run the suite."""
     session.install("-e", ".[test]")
     session.run(*PYTEST, *session.posargs)
+
+
+@nox.session
+def slow(session: nox.Session) -> None:
+    """The tests marked ``slow`` (large simulations, tools outside Python): the README's
+    command deselects them to stay fast; CI runs this session after it."""
+    session.install("-e", ".[test]")
+    session.run(*PYTEST, "-m", "slow", *session.posargs)
 
 
 @nox.session(venv_backend="uv")

@@ -519,6 +519,7 @@ def test_tango_statistic_at_zero_is_mcnemar_as_statsmodels_computes_it() -> None
         assert stats.mcnemar_score(b, c) == pytest.approx(ref.pvalue, rel=1e-12)
 
 
+@pytest.mark.slow  # every table up to n = 100 at three levels: about 20 s
 def test_interval_excludes_zero_exactly_when_significant_over_a_grid() -> None:
     from evalreg.metrics import verdicts
 
@@ -536,6 +537,7 @@ def test_interval_excludes_zero_exactly_when_significant_over_a_grid() -> None:
                 assert excluded == (row.p_adjusted is not None and row.p_adjusted < 0.05)
 
 
+@pytest.mark.slow  # 300 random families of slices
 def test_holm_family_intervals_agree_with_holm_verdicts() -> None:
     from evalreg.metrics import SLICES, verdicts
 
