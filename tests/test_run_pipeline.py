@@ -19,9 +19,9 @@ from evalreg.providers.fetch import FetchReport, Job, fetch, make_job, put_respo
 from evalreg.providers.http import HttpLayer
 from evalreg.registry.schema import Pin
 from evalreg.report import terminal
-from evalreg.report.numbers import usd_micro
 from evalreg.runner.run import CellPlan, Prepared, RunOptions, prepare
 from evalreg.store.segments import ResponseStore, SegmentWriter
+from evalreg.text.numbers import usd_micro
 
 from conftest import LIVE_KEY, Repo, assert_refused, items_jsonl
 from support import runs

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, NoReturn
 from evalreg._version import __version__
 from evalreg.compare.statuses import REPRODUCTION_STATUSES
 from evalreg.errors import EvalregError, UsageError
-from evalreg.report.numbers import plural
+from evalreg.text.numbers import plural
 
 if TYPE_CHECKING:
     from evalreg.store.lock import RepositoryLock
@@ -244,9 +244,9 @@ def _shard(text: str | None) -> tuple[int, int] | None:
 
 
 def cmd_show(args: argparse.Namespace) -> int:
-    from evalreg.report.escape import json_text
     from evalreg.report.terminal import print_item
     from evalreg.results.item import show_item
+    from evalreg.text.escape import json_text
 
     root = _registry_root(args, args.rev)
     if args.rev is None:
@@ -475,7 +475,7 @@ def cmd_diff(args: argparse.Namespace) -> int:
     from evalreg.compare.diff import diff
     from evalreg.gitops.trusted import read_json_object
     from evalreg.report.diff_markdown import comment_body, diff_markdown
-    from evalreg.report.escape import json_text
+    from evalreg.text.escape import json_text
 
     checked = (
         read_json_object(
@@ -517,7 +517,7 @@ def cmd_diff(args: argparse.Namespace) -> int:
 def cmd_drift(args: argparse.Namespace) -> int:
     from evalreg.compare.drift import drift, drift_json
     from evalreg.report.drift import render_drift
-    from evalreg.report.escape import json_text
+    from evalreg.text.escape import json_text
 
     root = _registry_root(args)
     report = drift(

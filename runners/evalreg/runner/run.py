@@ -45,7 +45,6 @@ from evalreg.providers.tools import toolset
 from evalreg.registry import schema
 from evalreg.registry.loader import Registry, load_registry
 from evalreg.registry.tree import WorkspaceTree
-from evalreg.report.numbers import plural
 from evalreg.results.freshness import CellStatus, status
 from evalreg.results.records import ItemRecord, coverage_counts, spend_micro_usd
 from evalreg.results.tally import CellTally
@@ -61,6 +60,7 @@ from evalreg.store.keycolumn import KEY_BYTES, KeyColumn
 from evalreg.store.rebought_log import REBOUGHT_LOG, lost_objects, rebought_line
 from evalreg.store.rebought_log import read_log as read_rebought
 from evalreg.store.segments import STORE_DIR, ResponseStore, SegmentWriter, segment_name
+from evalreg.text.numbers import plural
 
 DEFAULT_OUTPUT_TOKENS = 256
 _REPORT_EVERY = 1000
