@@ -269,7 +269,8 @@ def cmd_show(args: argparse.Namespace) -> int:
 def cmd_run(args: argparse.Namespace) -> int:
     from evalreg.report.terminal import RunProgress, plain, print_run
     from evalreg.runner.command import run_command
-    from evalreg.runner.run import RunInterrupted, RunOptions
+    from evalreg.runner.planning import RunOptions
+    from evalreg.runner.run import RunInterrupted
 
     root = _registry_root(args)
     options = RunOptions(

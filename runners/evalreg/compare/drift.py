@@ -21,7 +21,7 @@ from evalreg.registry import schema
 from evalreg.registry.loader import Registry
 from evalreg.results.records import ItemRecord, rounded
 from evalreg.runner.grading import CellGrader, cell_grader
-from evalreg.runner.run import CellPlan, RunOptions, cell_jobs, prepare
+from evalreg.runner.planning import CellPlan, RunOptions, cell_jobs, prepare
 from evalreg.store.segments import ResponseStore
 from evalreg.text.numbers import percent
 

@@ -46,8 +46,9 @@ if TYPE_CHECKING:
     from evalreg.providers.fetch import FetchReport
     from evalreg.results.freshness import CellStatus
     from evalreg.results.item import CandidateView, ItemView, SampleView
+    from evalreg.runner.planning import CellPlan
     from evalreg.runner.reproduce import RangeReproduction, Reproduction
-    from evalreg.runner.run import CellPlan, RunResult
+    from evalreg.runner.run import RunResult
     from evalreg.scaffold import Scaffolded
     from evalreg.selection.edit import Selected
     from evalreg.store.batches import Batch
