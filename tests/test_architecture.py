@@ -357,3 +357,23 @@ def test_no_function_imports_again_what_its_module_imports_at_the_top() -> None:
                         if (getattr(node, "module", None), alias.name) in top:
                             again.append(f"{module}:{node.lineno} {alias.name}")
     assert again == []
+
+
+MAX_FUNCTION_LINES = 150
+"""Longer than this, a function holds several steps a reader must keep apart in their head:
+each becomes a function (or a method of a small class) with a name that says what it does."""
+
+
+def test_no_function_is_longer_than_150_lines() -> None:
+    """Every function and method of the package, nested ones and the files ``evalreg init``
+    copies included, counted from its ``def`` to its last line."""
+    long = []
+    for path in sorted((SOURCE / PACKAGE).rglob("*.py")):
+        tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
+        for node in ast.walk(tree):
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                lines = (node.end_lineno or node.lineno) - node.lineno + 1
+                if lines > MAX_FUNCTION_LINES:
+                    where = path.relative_to(SOURCE).as_posix()
+                    long.append(f"{where}:{node.lineno} {node.name} ({lines} lines)")
+    assert long == []
