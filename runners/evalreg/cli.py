@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, NoReturn
 
 from evalreg._version import __version__
 from evalreg.compare.statuses import REPRODUCTION_STATUSES
-from evalreg.errors import EvalregError, UsageError
+from evalreg.errors import EvalregError, RegistryError, UsageError
 from evalreg.text.numbers import plural
 
 if TYPE_CHECKING:
@@ -1298,7 +1298,6 @@ def _exit(code: int) -> NoReturn:
 
 
 def _print_error(exc: EvalregError) -> None:
-    from evalreg.errors import RegistryError
     from evalreg.report.terminal import plain
 
     # Findings quote item text; other errors may quote a provider or GitHub.
