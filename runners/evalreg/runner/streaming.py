@@ -50,6 +50,9 @@ _REPORT_EVERY = 1000
 
 @dataclass
 class CellRun:
+    """What the run did for one cell: its results written or not (``note`` says why),
+    its errors, what it cost, and its human criteria's coverage."""
+
     plan: CellPlan
     written: bool = False
     errors: int = 0
