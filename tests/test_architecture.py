@@ -40,8 +40,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "evalreg.dvcrepo",
             "evalreg.stats",
             "evalreg.families",
-            "evalreg.report.escape",
-            "evalreg.report.numbers",
+            "evalreg.text",
         ),
     ),
     ("registry files", ("evalreg.registry",)),
@@ -338,23 +337,59 @@ def test_the_facade_exports_what_its_docstring_lists() -> None:
 
 
 def test_no_function_imports_again_what_its_module_imports_at_the_top() -> None:
-    """A function-level import is for start-up time (ARCHITECTURE.md): one of a name the
-    module already imports at its top saves nothing and misleads the reader."""
+    """A function-level import is for start-up time (ARCHITECTURE.md): one from a module
+    the module already imports at its top loads nothing new, saves nothing and misleads
+    the reader (``from pkg import submodule`` imports the submodule, not only ``pkg``)."""
+    files = module_files()
     again = []
-    for module, path in module_files().items():
+    for module, path in files.items():
         tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
         top = {
-            (getattr(node, "module", None), alias.name)
+            loaded
             for node in tree.body
             if isinstance(node, ast.Import | ast.ImportFrom)
-            for alias in node.names
+            for loaded in _loaded(node, files)
         }
         for function in ast.walk(tree):
             if not isinstance(function, ast.FunctionDef | ast.AsyncFunctionDef):
                 continue
             for node in ast.walk(function):
                 if isinstance(node, ast.Import | ast.ImportFrom):
-                    for alias in node.names:
-                        if (getattr(node, "module", None), alias.name) in top:
-                            again.append(f"{module}:{node.lineno} {alias.name}")
+                    again += [
+                        f"{module}:{node.lineno} {m}" for m in _loaded(node, files) if m in top
+                    ]
     assert again == []
+
+
+def _loaded(node: ast.Import | ast.ImportFrom, known: Iterable[str]) -> list[str]:
+    """The modules an absolute import statement loads (none for a relative one): each
+    ``import``ed module, or the ``from`` module, or for a name that is its submodule, that."""
+    if isinstance(node, ast.Import):
+        return [alias.name for alias in node.names]
+    if node.level or node.module is None:
+        return []
+    out = []
+    for alias in node.names:
+        submodule = f"{node.module}.{alias.name}"
+        out.append(submodule if submodule in known else node.module)
+    return out
+
+
+MAX_FUNCTION_LINES = 150
+"""Longer than this, a function holds several steps a reader must keep apart in their head:
+each becomes a function (or a method of a small class) with a name that says what it does."""
+
+
+def test_no_function_is_longer_than_150_lines() -> None:
+    """Every function and method of the package, nested ones and the files ``evalreg init``
+    copies included, counted from its ``def`` to its last line."""
+    long = []
+    for path in sorted((SOURCE / PACKAGE).rglob("*.py")):
+        tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
+        for node in ast.walk(tree):
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                lines = (node.end_lineno or node.lineno) - node.lineno + 1
+                if lines > MAX_FUNCTION_LINES:
+                    where = path.relative_to(SOURCE).as_posix()
+                    long.append(f"{where}:{node.lineno} {node.name} ({lines} lines)")
+    assert long == []

@@ -15,7 +15,7 @@ from evalreg.audit.commits import Person
 from evalreg.audit.record import AuditRecord, GitHubReviews, build_audit
 from evalreg.errors import UsageError
 from evalreg.report.audit import audit_markdown, write_html
-from evalreg.report.escape import cell
+from evalreg.text.escape import cell
 
 from conftest import PIN_OPENAI, PIN_PYTHON, RUBRIC, SELECTION, SYSTEM, TASK, Repo, items_jsonl
 from support.github_api import GitHubAPI

@@ -25,8 +25,8 @@ from evalreg.compare.drift_log import (
 from evalreg.errors import RegistryError
 from evalreg.registry.loader import load_registry
 from evalreg.registry.tree import WorkspaceTree
-from evalreg.report.escape import link
 from evalreg.report.writer import render
+from evalreg.text.escape import link
 
 from conftest import Repo, build_registry
 
@@ -406,7 +406,7 @@ def test_a_new_drift_check_makes_the_committed_report_out_of_date(evidenced: Rep
     ],
 )
 def test_team_prose_is_inert_markdown(text: str):
-    from evalreg.report.escape import prose
+    from evalreg.text.escape import prose
 
     tokens = (
         MarkdownIt("commonmark", {"html": True})
@@ -421,7 +421,7 @@ def test_team_prose_is_inert_markdown(text: str):
 
 
 def test_team_prose_keeps_plain_punctuation_as_written():
-    from evalreg.report.escape import prose
+    from evalreg.text.escape import prose
 
     text = "Interim choice (49.6 % against 31.3 %): re-run later; see #notes!"
     assert prose(text) == text

@@ -20,7 +20,7 @@ from evalreg.providers import batch, get_provider
 from evalreg.providers.base import Completion
 from evalreg.providers.pricing import cost_micro_usd
 from evalreg.registry.loader import load_registry
-from evalreg.runner.run import cell_request
+from evalreg.runner.planning import cell_request
 from evalreg.store.batches import BatchJournal
 
 from conftest import Repo

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from evalreg.report.escape import cell
+from evalreg.text.escape import cell
 
 from conftest import SELECTION, Repo
 

@@ -12,8 +12,8 @@ from markdown_it import MarkdownIt
 
 from evalreg.cli import main
 from evalreg.report.diff_markdown import COMMENT_MARKER, diff_markdown
-from evalreg.report.escape import COMMENT_LIMIT
 from evalreg.report.terminal import print_diff
+from evalreg.text.escape import COMMENT_LIMIT
 
 from conftest import Repo, replace_tree, template_from_live
 from support.github_api import GitHubAPI

@@ -8,7 +8,7 @@ import pytest
 from markdown_it import MarkdownIt
 from markdown_it.token import Token
 
-from evalreg.report.escape import (
+from evalreg.text.escape import (
     COMMENT_LIMIT,
     ZWSP,
     block,

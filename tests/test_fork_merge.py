@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from evalreg.report.escape import cell
+from evalreg.text.escape import cell
 
 from conftest import Repo
 from support import runs

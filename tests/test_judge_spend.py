@@ -11,7 +11,7 @@ import test_judges_human
 from test_judges_human import MINI, records
 
 from evalreg.graders.llm_judge import JUDGE_INSTRUCTIONS
-from evalreg.report.numbers import usd_micro
+from evalreg.text.numbers import usd_micro
 
 from conftest import Repo, items_jsonl
 

@@ -1,4 +1,4 @@
-"""The one formatter of numbers, shares, money, gates and policies (report/numbers.py)."""
+"""The one formatter of numbers, shares, money, gates and policies (text/numbers.py)."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import pytest
 
 from evalreg.metrics import Metric
 from evalreg.registry import schema
-from evalreg.report import numbers
-from evalreg.report.numbers import (
+from evalreg.text import numbers
+from evalreg.text.numbers import (
     MISSING,
     count,
     coverage_text,

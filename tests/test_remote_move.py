@@ -13,7 +13,7 @@ import pytest
 
 from evalreg.redaction import url_without_credentials
 from evalreg.report.audit import MAX_CELL_CHARS
-from evalreg.report.escape import cell as escaped
+from evalreg.text.escape import cell as escaped
 
 from conftest import Repo, assert_refused
 

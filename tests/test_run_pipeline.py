@@ -19,9 +19,9 @@ from evalreg.providers.fetch import FetchReport, Job, fetch, make_job, put_respo
 from evalreg.providers.http import HttpLayer
 from evalreg.registry.schema import Pin
 from evalreg.report import terminal
-from evalreg.report.numbers import usd_micro
-from evalreg.runner.run import CellPlan, Prepared, RunOptions, prepare
+from evalreg.runner.planning import CellPlan, Prepared, RunOptions, prepare
 from evalreg.store.segments import ResponseStore, SegmentWriter
+from evalreg.text.numbers import usd_micro
 
 from conftest import LIVE_KEY, Repo, assert_refused, items_jsonl
 from support import runs
@@ -394,20 +394,20 @@ def test_grading_as_responses_arrive_reads_each_item_a_bounded_number_of_times(
 def test_a_column_of_keys_is_split_in_shards_as_each_key_is() -> None:
     import hashlib
 
-    from evalreg.runner.run import _in_shard, _in_shard_mask
+    from evalreg.runner.planning import key_in_shard, keys_in_shard
     from evalreg.store.keycolumn import KeyColumn
 
     keys = [hashlib.sha256(str(i).encode()).hexdigest() for i in range(500)]
     keys.append("f" * 64)  # the largest leading number there is
     for shard in ((1, 1), (1, 3), (2, 3), (3, 3), (5, 7), (1000, 1000)):
-        mask = _in_shard_mask(KeyColumn(keys), shard)
-        assert mask.tolist() == [_in_shard(k, shard) for k in keys]
+        mask = keys_in_shard(KeyColumn(keys), shard)
+        assert mask.tolist() == [key_in_shard(k, shard) for k in keys]
 
 
 def test_the_keys_between_positions_left_out_are_the_others_in_order() -> None:
     import hashlib
 
-    from evalreg.runner.run import _others
+    from evalreg.runner.planning import _others
     from evalreg.store.keycolumn import KeyColumn
 
     keys = [hashlib.sha256(str(i).encode()).hexdigest() for i in range(6)]

@@ -11,8 +11,8 @@ import pytest
 
 from evalreg import stats
 from evalreg.registry.loader import load_registry
-from evalreg.report.numbers import whole_points
 from evalreg.report.writer import render
+from evalreg.text.numbers import whole_points
 
 ROOT = Path(__file__).resolve().parents[1]
 EVALSET = "evalsets/support_tickets.jsonl"

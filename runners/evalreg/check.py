@@ -9,10 +9,10 @@ from typing import TYPE_CHECKING
 from evalreg import dvcrepo
 from evalreg.audit.introduced import Introduced, introduced
 from evalreg.dvcrepo import missing_on_remote, pointer_md5, remote_description
-from evalreg.errors import PromptError
+from evalreg.errors import DataMissingError, PromptError
 from evalreg.registry.diagnostics import Finding, Severity
-from evalreg.registry.loader import Registry, inspect_registry
-from evalreg.registry.tree import Tree
+from evalreg.registry.loader import MAX_TEMPLATE_FINDINGS, Registry, inspect_registry
+from evalreg.registry.tree import Tree, WorkspaceTree
 from evalreg.registry.yamlio import Loc
 from evalreg.store.lock import Holder
 
@@ -193,8 +193,6 @@ def _moved_remote_findings(root: str | Path | Tree, base: str, *, lookup: bool) 
 
 def _remote_objects(registry: Registry) -> RemoteObjects | None:
     """Look up on the default remote the object of every pointer under ``POINTER_DIRS``."""
-    from evalreg.errors import DataMissingError
-    from evalreg.registry.tree import WorkspaceTree
 
     tree = registry.tree
     if not isinstance(tree, WorkspaceTree):
@@ -273,7 +271,6 @@ def _missing_object(objects: RemoteObjects, path: str, md5: str) -> str:
 def _in_repo_object_findings(registry: Registry) -> list[Finding]:
     """Objects of an in-repository remote that pointers name and git does not track: a
     clone gets the pointer and not the object, so its ``dvc pull`` fails."""
-    from evalreg.registry.tree import WorkspaceTree
     from evalreg.store.journal import live_run
 
     tree = registry.tree
@@ -400,7 +397,6 @@ def _prompt_findings(registry: Registry) -> list[Finding]:
     item (a field it lacks, a bound it exceeds) is found here, not halfway into a run."""
     from evalreg.cells import cells
     from evalreg.prompting import effective_prompt, render_messages
-    from evalreg.registry.loader import MAX_TEMPLATE_FINDINGS
 
     out = []
     seen = set()
@@ -461,7 +457,6 @@ def _expected_findings(registry: Registry) -> list[Finding]:
     with: graded, each would fail for want of an answer, not for a wrong output."""
     from evalreg.graders.base import expected_needs, lacks
     from evalreg.graders.levels import applies
-    from evalreg.registry.loader import MAX_TEMPLATE_FINDINGS
 
     out = []
     seen = set()
@@ -624,7 +619,6 @@ def _workspace_findings(registry: Registry) -> list[Finding]:
     its pointer names, and pushes still owed."""
     from evalreg.cells import RESULTS_DIR
     from evalreg.ignores import missing_patterns
-    from evalreg.registry.tree import WorkspaceTree
     from evalreg.store.hashes import altered, file_md5s
     from evalreg.store.journal import live_run, unpushed
     from evalreg.store.segments import SEGMENT_SUFFIX, STORE_DIR
@@ -700,7 +694,6 @@ def _raw_output_in_git(registry: Registry) -> list[Finding]:
     """Store segments and per-item records committed to git instead of DVC: in the index
     of a working tree, or in the tree of a revision."""
     from evalreg.cells import RESULTS_DIR
-    from evalreg.registry.tree import WorkspaceTree
     from evalreg.store.segments import SEGMENT_SUFFIX, STORE_DIR
 
     tree = registry.tree

@@ -17,7 +17,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel
 
-from evalreg.report.numbers import exact, plural
+from evalreg.text.numbers import exact, plural
 
 MAX_PHRASES = 8
 # A longer value (a prompt template, a JSON schema) is named as changed, not quoted.

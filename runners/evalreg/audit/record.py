@@ -61,8 +61,8 @@ from evalreg.registry.migrations import upgrade
 from evalreg.registry.tree import GitTree, PathEscapes, clean_relpath
 from evalreg.registry.validation import validate
 from evalreg.registry.yamlio import parse_yaml
-from evalreg.report.numbers import exact, gates_text, objective_text, term_text
 from evalreg.runner.reproduce import reproduce
+from evalreg.text.numbers import exact, gates_text, objective_text, term_text
 
 SELECTIONS_DIR = f"{REGISTRY_DIR}/selections"
 

@@ -21,7 +21,7 @@ from typing import NoReturn
 from evalreg._version import __version__
 from evalreg.cli import edit, evalset, imports, registry, reports, results, review, run, store
 from evalreg.cli.common import Handler
-from evalreg.errors import EvalregError
+from evalreg.errors import EvalregError, RegistryError
 
 GROUPS = (registry, results, run, reports, edit, review, store, evalset, imports)
 """In the order ``evalreg --help`` lists their commands."""
@@ -175,7 +175,6 @@ def _may_end_at_once() -> bool:
 
 
 def _print_error(exc: EvalregError) -> None:
-    from evalreg.errors import RegistryError
     from evalreg.report.terminal import plain
 
     # Findings quote item text; other errors may quote a provider or GitHub.

@@ -57,9 +57,9 @@ def cmd_status(args: argparse.Namespace) -> int:
 
 
 def cmd_show(args: argparse.Namespace) -> int:
-    from evalreg.report.escape import json_text
     from evalreg.report.terminal import print_item
     from evalreg.results.item import show_item
+    from evalreg.text.escape import json_text
 
     root = registry_root(args, args.rev)
     if args.rev is None:

@@ -132,7 +132,7 @@ def add_parsers(sub: Commands) -> None:
 def cmd_drift(args: argparse.Namespace) -> int:
     from evalreg.compare.drift import drift, drift_json
     from evalreg.report.drift import render_drift
-    from evalreg.report.escape import json_text
+    from evalreg.text.escape import json_text
 
     root = registry_root(args)
     report = drift(
@@ -151,7 +151,7 @@ def cmd_diff(args: argparse.Namespace) -> int:
     from evalreg.compare.diff import diff
     from evalreg.gitops.trusted import read_json_object
     from evalreg.report.diff_markdown import comment_body, diff_markdown
-    from evalreg.report.escape import json_text
+    from evalreg.text.escape import json_text
 
     checked = (
         read_json_object(

@@ -9,7 +9,7 @@ import sys
 
 from evalreg.cli.common import Commands, note, registry_root, repaired, writing
 from evalreg.errors import UsageError
-from evalreg.report.numbers import plural
+from evalreg.text.numbers import plural
 
 
 def add_parsers(sub: Commands) -> None:
@@ -127,7 +127,8 @@ def add_run_options(p: argparse.ArgumentParser) -> list[argparse.Action]:
 def cmd_run(args: argparse.Namespace) -> int:
     from evalreg.report.terminal import RunProgress, plain, print_run
     from evalreg.runner.command import run_command
-    from evalreg.runner.run import RunInterrupted, RunOptions
+    from evalreg.runner.planning import RunOptions
+    from evalreg.runner.run import RunInterrupted
 
     root = registry_root(args)
     options = RunOptions(

@@ -19,11 +19,11 @@ from evalreg.providers.fetch import Job, JobError, fetch
 from evalreg.providers.http import HttpLayer
 from evalreg.registry import schema
 from evalreg.registry.loader import Registry
-from evalreg.report.numbers import percent
 from evalreg.results.records import ItemRecord, rounded
 from evalreg.runner.grading import CellGrader, cell_grader
-from evalreg.runner.run import CellPlan, RunOptions, cell_jobs, prepare
+from evalreg.runner.planning import CellPlan, RunOptions, cell_jobs, prepare
 from evalreg.store.segments import ResponseStore
+from evalreg.text.numbers import percent
 
 DRIFT_SCHEMA = 1
 MAX_EXAMPLES = 5

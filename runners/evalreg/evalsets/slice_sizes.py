@@ -9,7 +9,7 @@ from typing import Any
 from evalreg import stats
 from evalreg.errors import UsageError
 from evalreg.evalsets.evalset import EvalSet
-from evalreg.report.numbers import whole_points
+from evalreg.text.numbers import whole_points
 
 
 @dataclass(frozen=True)

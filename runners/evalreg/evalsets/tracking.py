@@ -9,7 +9,7 @@ from evalreg import dvcrepo
 from evalreg.errors import RegistryError, UsageError
 from evalreg.evalsets.evalset import EvalSet, item_content, parse_evalset
 from evalreg.registry.diagnostics import Finding
-from evalreg.registry.tree import PathEscapes, clean_relpath, decode_utf8
+from evalreg.registry.tree import PathEscapes, WorkspaceTree, clean_relpath, decode_utf8
 
 SHOWN_IDS = 5
 """How many ids of each kind of change a message lists."""
@@ -128,7 +128,6 @@ def _attachments_to_track(root: Path, evalset: EvalSet, data: bytes) -> tuple[st
     import hashlib
 
     from evalreg.evalsets.attachments import resolve_attachments
-    from evalreg.registry.tree import WorkspaceTree
 
     resolved, findings, _ = resolve_attachments(WorkspaceTree(root), evalset, data)
     if findings:

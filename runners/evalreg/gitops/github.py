@@ -24,7 +24,7 @@ from evalreg._version import __version__
 from evalreg.errors import EvalregError
 from evalreg.providers._httpx import httpx
 from evalreg.providers.http import retry_after
-from evalreg.report.escape import COMMENT_LIMIT, cut_to_fit
+from evalreg.text.escape import COMMENT_LIMIT, cut_to_fit
 
 DEFAULT_API_URL = "https://api.github.com"
 #: GitHub refuses comment bodies longer than this many characters.

@@ -149,7 +149,8 @@ def resolve(root: Path, *, push: bool) -> Resolution:
     from evalreg.registry.loader import load_registry
     from evalreg.report.writer import write_report
     from evalreg.results.freshness import status
-    from evalreg.runner.run import RunOptions, metrics_index, metrics_updates, run
+    from evalreg.runner.planning import RunOptions
+    from evalreg.runner.run import metrics_index, metrics_updates, run
     from evalreg.store.journal import write_durably
 
     sources = [p for p in unmerged(root) if not is_generated(p)]

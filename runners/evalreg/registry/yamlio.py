@@ -109,19 +109,118 @@ def parse_yaml(data: bytes, path: str) -> Document:
         )
     text = decode_utf8(data, path)
     yaml = _yaml()
-    doc = Document(path, None)
-    findings: list[Finding] = []
-    stack: list[_Frame] = []
-    documents = 0
-    root_set = False
+    builder = _Builder(path, text)
+    findings = builder.findings
+    try:
+        for event in yaml.parse(text):
+            if not builder.take(event):
+                break
+    except MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        line, col = _pos(mark) if mark is not None else (0, 0)
+        problem = exc.problem or exc.context or "invalid YAML"
+        findings.append(Finding(path, line, col, f"YAML syntax error: {problem}"))
+    except YAMLError as exc:
+        findings.append(Finding(path, 0, 0, f"YAML error: {exc}"))
+    except RecursionError:
+        findings.append(Finding(path, 0, 0, "nesting too deep to parse"))
+    return builder.document()
 
-    def place(value: Any, pos: Pos) -> Loc | None:
-        nonlocal root_set
-        if not stack:
-            doc.data, root_set = value, True
+
+class _Builder:
+    """Builds a ``Document`` from the parser's events, one at a time (``take``), noting
+    every refused construct (anchors, aliases, tags, duplicate keys) as a finding with its
+    line and column, so that one error names them all."""
+
+    def __init__(self, path: str, text: str) -> None:
+        self.path, self.text = path, text
+        self.doc = Document(path, None)
+        self.findings: list[Finding] = []
+        self.stack: list[_Frame] = []
+        self.documents = 0
+        self.root_set = False
+
+    def refuse(self, pos: Pos, message: str) -> None:
+        self.findings.append(Finding(self.path, *pos, message))
+
+    def take(self, event: Any) -> bool:
+        """Add ``event`` to the document; False when parsing stops here."""
+        if isinstance(event, DocumentStartEvent):
+            self.documents += 1
+            if self.documents > 1:
+                self.refuse(
+                    _pos(event.start_mark), "a second YAML document: expected exactly one per file"
+                )
+                return False
+            return True
+        if len(self.findings) >= MAX_FINDINGS:
+            self.refuse(_pos(event.start_mark), f"more than {MAX_FINDINGS} problems; stopped here")
+            return False
+        if isinstance(event, AliasEvent):
+            self.refuse(
+                _pos(event.start_mark),
+                f"alias *{event.anchor} is not allowed: registry files may not "
+                "use anchors or aliases; write the value out",
+            )
+            self.place(None, _pos(event.start_mark))
+            return True
+        tag = self.allowed_tag(event)
+        if isinstance(event, ScalarEvent):
+            pos = _scalar_pos(event, self.text)
+            try:
+                value = _scalar(event, tag)
+            except ValueError as exc:
+                self.refuse(pos, str(exc))
+                value = None
+            self.place(value, pos)
+        elif isinstance(event, (MappingStartEvent, SequenceStartEvent)):
+            if len(self.stack) >= MAX_DEPTH:
+                self.refuse(_pos(event.start_mark), f"nesting deeper than {MAX_DEPTH} levels")
+                return False
+            container: dict[Any, Any] | list[Any] = (
+                {} if isinstance(event, MappingStartEvent) else []
+            )
+            loc = self.place(container, _pos(event.start_mark))
+            self.stack.append(_Frame(container, loc if loc is not None else ("\0",)))
+        elif isinstance(event, (MappingEndEvent, SequenceEndEvent)):
+            self.stack.pop()
+        return True
+
+    def allowed_tag(self, event: Any) -> str | None:
+        """The event's tag, or None when it has none or is refused; an anchor on the event
+        is refused too."""
+        anchor = getattr(event, "anchor", None)
+        if anchor is not None and isinstance(
+            event, (ScalarEvent, MappingStartEvent, SequenceStartEvent)
+        ):
+            self.refuse(
+                _pos(event.start_mark),
+                f"anchor &{anchor} is not allowed: registry files may not use anchors or aliases",
+            )
+        tag = _tag_of(event)
+        if (
+            tag is not None
+            and tag not in _ALLOWED_TAGS
+            and not (isinstance(event, ScalarEvent) and tag == "!" and event.implicit[1])
+        ):
+            self.refuse(
+                _pos(event.start_mark),
+                f"YAML tag {tag.replace(_CORE, '!!')!r} is not allowed: registry files "
+                "hold plain mappings, lists, strings, numbers and booleans",
+            )
+            return None
+        return tag
+
+    def place(self, value: Any, pos: Pos) -> Loc | None:
+        """Put ``value`` where the parser is: the root, the next item of a list, or a
+        mapping's key or the value of its pending key. Its location, or None for a key (or
+        a value that could not be placed)."""
+        doc = self.doc
+        if not self.stack:
+            doc.data, self.root_set = value, True
             doc.value_pos[()] = pos
             return ()
-        top = stack[-1]
+        top = self.stack[-1]
         if isinstance(top.container, list):
             loc = (*top.loc, len(top.container))
             top.container.append(value)
@@ -129,7 +228,7 @@ def parse_yaml(data: bytes, path: str) -> Document:
             return loc
         if top.pending_key is None:
             if not isinstance(value, (str, int, bool)) or isinstance(value, (dict, list)):
-                findings.append(Finding(path, *pos, "mapping keys must be plain scalars"))
+                self.refuse(pos, "mapping keys must be plain scalars")
                 top.pending_key = (object(), pos)
                 return None
             top.pending_key = (value, pos)
@@ -142,125 +241,33 @@ def parse_yaml(data: bytes, path: str) -> Document:
         assert isinstance(top.container, dict)
         if key in top.container:
             first = doc.key_pos[loc]
-            findings.append(
-                Finding(path, *key_pos, f"duplicate key {key!r} (first defined at line {first[0]})")
-            )
+            self.refuse(key_pos, f"duplicate key {key!r} (first defined at line {first[0]})")
             return None
         top.container[key] = value
         doc.key_pos[loc] = key_pos
         doc.value_pos[loc] = pos
         return loc
 
-    try:
-        for event in yaml.parse(text):
-            if isinstance(event, DocumentStartEvent):
-                documents += 1
-                if documents > 1:
-                    findings.append(
-                        Finding(
-                            path,
-                            *_pos(event.start_mark),
-                            "a second YAML document: expected exactly one per file",
-                        )
-                    )
-                    break
-                continue
-            if len(findings) >= MAX_FINDINGS:
-                findings.append(
+    def document(self) -> Document:
+        """The document built, or ``RegistryError`` with every finding (sorted), or for a
+        file that holds no mapping."""
+        doc, path = self.doc, self.path
+        if self.findings:
+            raise RegistryError(sorted(set(self.findings)))
+        if not self.root_set or doc.data is None:
+            raise RegistryError([Finding(path, 1, 1, "file is empty: expected a YAML mapping")])
+        if not isinstance(doc.data, dict):
+            kind = "a list" if isinstance(doc.data, list) else "a single value"
+            raise RegistryError(
+                [
                     Finding(
                         path,
-                        *_pos(event.start_mark),
-                        f"more than {MAX_FINDINGS} problems; stopped here",
+                        *doc.value_pos[()],
+                        f"expected a YAML mapping at the top level, found {kind}",
                     )
-                )
-                break
-            if isinstance(event, AliasEvent):
-                findings.append(
-                    Finding(
-                        path,
-                        *_pos(event.start_mark),
-                        f"alias *{event.anchor} is not allowed: registry files may not "
-                        "use anchors or aliases; write the value out",
-                    )
-                )
-                place(None, _pos(event.start_mark))
-                continue
-            anchor = getattr(event, "anchor", None)
-            if anchor is not None and isinstance(
-                event, (ScalarEvent, MappingStartEvent, SequenceStartEvent)
-            ):
-                findings.append(
-                    Finding(
-                        path,
-                        *_pos(event.start_mark),
-                        f"anchor &{anchor} is not allowed: registry files may not use "
-                        "anchors or aliases",
-                    )
-                )
-            tag = _tag_of(event)
-            if (
-                tag is not None
-                and tag not in _ALLOWED_TAGS
-                and not (isinstance(event, ScalarEvent) and tag == "!" and event.implicit[1])
-            ):
-                findings.append(
-                    Finding(
-                        path,
-                        *_pos(event.start_mark),
-                        f"YAML tag {tag.replace(_CORE, '!!')!r} is not allowed: registry files "
-                        "hold plain mappings, lists, strings, numbers and booleans",
-                    )
-                )
-                tag = None
-            if isinstance(event, ScalarEvent):
-                pos = _scalar_pos(event, text)
-                try:
-                    value = _scalar(event, tag)
-                except ValueError as exc:
-                    findings.append(Finding(path, *pos, str(exc)))
-                    value = None
-                place(value, pos)
-            elif isinstance(event, (MappingStartEvent, SequenceStartEvent)):
-                if len(stack) >= MAX_DEPTH:
-                    findings.append(
-                        Finding(
-                            path, *_pos(event.start_mark), f"nesting deeper than {MAX_DEPTH} levels"
-                        )
-                    )
-                    break
-                container: dict[Any, Any] | list[Any] = (
-                    {} if isinstance(event, MappingStartEvent) else []
-                )
-                loc = place(container, _pos(event.start_mark))
-                stack.append(_Frame(container, loc if loc is not None else ("\0",)))
-            elif isinstance(event, (MappingEndEvent, SequenceEndEvent)):
-                stack.pop()
-    except MarkedYAMLError as exc:
-        mark = exc.problem_mark or exc.context_mark
-        line, col = _pos(mark) if mark is not None else (0, 0)
-        problem = exc.problem or exc.context or "invalid YAML"
-        findings.append(Finding(path, line, col, f"YAML syntax error: {problem}"))
-    except YAMLError as exc:
-        findings.append(Finding(path, 0, 0, f"YAML error: {exc}"))
-    except RecursionError:
-        findings.append(Finding(path, 0, 0, "nesting too deep to parse"))
-
-    if findings:
-        raise RegistryError(sorted(set(findings)))
-    if not root_set or doc.data is None:
-        raise RegistryError([Finding(path, 1, 1, "file is empty: expected a YAML mapping")])
-    if not isinstance(doc.data, dict):
-        kind = "a list" if isinstance(doc.data, list) else "a single value"
-        raise RegistryError(
-            [
-                Finding(
-                    path,
-                    *doc.value_pos[()],
-                    f"expected a YAML mapping at the top level, found {kind}",
-                )
-            ]
-        )
-    return doc
+                ]
+            )
+        return doc
 
 
 def _yaml() -> YAML:

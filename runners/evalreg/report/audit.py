@@ -22,11 +22,11 @@ from evalreg.audit.record import (
 from evalreg.audit.remotes import RemoteChange
 from evalreg.compare.remote import DefaultRemote
 from evalreg.redaction import redact
-from evalreg.report.escape import cell
 from evalreg.report.governance import chart, headline
-from evalreg.report.numbers import plural
 from evalreg.selection.evidence import SelectionEvidence
 from evalreg.store.rebought_log import REBOUGHT_LOG
+from evalreg.text.escape import cell
+from evalreg.text.numbers import plural
 
 MAX_CELL_CHARS = 600
 

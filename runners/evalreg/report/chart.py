@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from html import escape as _html_escape
 
-from evalreg.report.numbers import number, percent
+from evalreg.text.numbers import number, percent
 
 FONT = 'font-family="Helvetica, Arial, sans-serif" font-size="12"'
 _LEFT, _WIDTH, _ROW = 190, 420, 30

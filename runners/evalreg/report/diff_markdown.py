@@ -16,8 +16,8 @@ from evalreg.compare.statuses import UNEXPLAINED
 from evalreg.families import MIN_SLICE_ITEMS, TOO_SMALL_TO_TEST, family_sentence
 from evalreg.gitops.github import fit_comment_body
 from evalreg.redaction import redact
-from evalreg.report.escape import COMMENT_LIMIT, cell, cut_to_fit, html_inline, inline
-from evalreg.report.numbers import (
+from evalreg.text.escape import COMMENT_LIMIT, cell, cut_to_fit, html_inline, inline
+from evalreg.text.numbers import (
     count,
     coverage_text,
     finite,

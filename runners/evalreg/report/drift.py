@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 from evalreg.compare.drift import CellDrift, DriftReport, ordered
-from evalreg.report.escape import cell, inline
 from evalreg.report.governance import code, table
-from evalreg.report.numbers import percent, percent_interval
 from evalreg.stats import wilson
+from evalreg.text.escape import cell, inline
+from evalreg.text.numbers import percent, percent_interval
 
 
 def render_drift(report: DriftReport) -> str:

@@ -21,8 +21,10 @@ from evalreg.families import MIN_SLICE_ITEMS, NONE_DETECTABLE, family_sentence
 from evalreg.metrics import COVERAGE, Metric, SliceMetrics, covered
 from evalreg.providers.pricing import rates
 from evalreg.report.chart import Bar, HeatCell, Panel, Threshold, heatmap, panel_chart
-from evalreg.report.escape import block, cell, inline, link, prose
-from evalreg.report.numbers import (
+from evalreg.selection.evidence import SelectionEvidence
+from evalreg.selection.policy import GateResult
+from evalreg.text.escape import block, cell, inline, link, prose
+from evalreg.text.numbers import (
     compared_on,
     count,
     coverage_text,
@@ -43,8 +45,6 @@ from evalreg.report.numbers import (
     usd,
     whole_points,
 )
-from evalreg.selection.evidence import SelectionEvidence
-from evalreg.selection.policy import GateResult
 
 # Slices with fewer than MIN_SLICE_ITEMS items are listed under Limitations instead of the
 # evidence tables (and are not tested).

@@ -21,8 +21,9 @@ from rich.text import Text
 
 from evalreg.redaction import redact
 from evalreg.registry.diagnostics import Severity
-from evalreg.report.escape import json_text, strip_controls
-from evalreg.report.numbers import (
+from evalreg.store.purge_log import PURGE_LOG
+from evalreg.text.escape import json_text, strip_controls
+from evalreg.text.numbers import (
     count,
     coverage_text,
     milliseconds,
@@ -33,7 +34,6 @@ from evalreg.report.numbers import (
     usd_micro,
     whole_points,
 )
-from evalreg.store.purge_log import PURGE_LOG
 
 if TYPE_CHECKING:
     from evalreg.check import CheckResult
@@ -46,8 +46,9 @@ if TYPE_CHECKING:
     from evalreg.providers.fetch import FetchReport
     from evalreg.results.freshness import CellStatus
     from evalreg.results.item import CandidateView, ItemView, SampleView
+    from evalreg.runner.planning import CellPlan
     from evalreg.runner.reproduce import RangeReproduction, Reproduction
-    from evalreg.runner.run import CellPlan, RunResult
+    from evalreg.runner.run import RunResult
     from evalreg.scaffold import Scaffolded
     from evalreg.selection.edit import Selected
     from evalreg.store.batches import Batch

@@ -13,7 +13,7 @@ from evalreg._version import __version__
 from evalreg.canonical import digest
 from evalreg.cells import cells
 from evalreg.redaction import current
-from evalreg.registry.loader import Registry
+from evalreg.registry.loader import Registry, load_registry
 from evalreg.results.freshness import status
 from evalreg.results.records import read_summary
 from evalreg.selection.evidence import SelectionEvidence, gather
@@ -134,7 +134,6 @@ def decisions_at(root: Path, rev: str) -> list[SelectionEvidence]:
     """Every use case's evidence and decision as committed at ``rev`` (what the audit
     record of ``rev`` shows beside its history). Raises ``EvalregError`` when the registry
     or its data cannot be read there."""
-    from evalreg.registry.loader import load_registry
     from evalreg.registry.tree import GitTree
 
     registry = load_registry(GitTree(root, rev))

@@ -29,7 +29,7 @@ import sys
 from pathlib import Path
 from typing import IO, Any, NoReturn
 
-from evalreg.errors import UsageError
+from evalreg.errors import EvalregError, UsageError
 
 DISMISS = signal.SIGUSR1
 
@@ -172,7 +172,6 @@ def _add(root: Path, paths: list[str], repo: Any) -> str | None:
     from dvc.lock import LockError
 
     from evalreg import dvcrepo
-    from evalreg.errors import EvalregError
 
     try:
         if repo is None:

@@ -18,13 +18,14 @@ from typing import Protocol
 from evalreg.dvcrepo import require_remote_plugin
 from evalreg.registry.loader import load_registry
 from evalreg.runner._dvcworker import Tracker
-from evalreg.runner.run import CellPlan, RunOptions, RunResult, prepare, run
+from evalreg.runner.planning import CellPlan, RunOptions, prepare
+from evalreg.runner.run import RunResult, run
 from evalreg.store.lock import RepositoryLock
 
 
 class ProgressDisplay(Protocol):
     """Shown while the run buys and grades (``report.terminal.RunProgress``): built from
-    the plans, told of every request and graded sample (``run.Progress``)."""
+    the plans, told of every request and graded sample (``streaming.Progress``)."""
 
     def __enter__(self) -> ProgressDisplay: ...
 

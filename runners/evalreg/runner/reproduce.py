@@ -42,7 +42,7 @@ from evalreg.results.records import (
 from evalreg.results.tally import CellTally
 from evalreg.runner._revisionstores import RevisionStore, Segment, SegmentCache
 from evalreg.runner.grading import CellGrader, cell_grader
-from evalreg.runner.run import cell_jobs
+from evalreg.runner.planning import cell_jobs
 from evalreg.store.hashes import refuse_altered
 from evalreg.store.purge_log import PURGE_LOG, LoggedPurge, read_log
 from evalreg.store.rebought_log import LostAt, LostObject, Rebought, lost_objects, rebought_at

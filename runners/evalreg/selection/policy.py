@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from evalreg import stats
 from evalreg.metrics import COVERAGE, LOWER_IS_BETTER, Metric, SliceMetrics, covered
 from evalreg.registry import schema
-from evalreg.report.numbers import compared_on, coverage_text, exact, gate_text, number, percent
+from evalreg.text.numbers import compared_on, coverage_text, exact, gate_text, number, percent
 
 
 @dataclass(frozen=True)

@@ -24,11 +24,11 @@ from evalreg.providers.tools import call_text
 from evalreg.registry import schema
 from evalreg.registry.loader import Registry, load_registry
 from evalreg.registry.tree import GitTree, Tree, WorkspaceTree
-from evalreg.report.numbers import count, milliseconds, number, usd_micro
 from evalreg.results.freshness import status, use_case_status
 from evalreg.results.item_evidence import CellEvidence, Evidence, SampleEvidence
 from evalreg.results.records import LEVELS, ItemRecord, read_records
 from evalreg.store.segments import ResponseStore
+from evalreg.text.numbers import count, milliseconds, number, usd_micro
 
 SAMPLES_FORMAT = 1
 PASS, FAIL, UNGRADED = "1", "0", "."
