@@ -3,10 +3,12 @@ GitHub-API stand-in over HTTP."""
 
 from __future__ import annotations
 
+import functools
 import json
 import shutil
 from pathlib import Path
 
+import jsonschema
 import pytest
 from markdown_it import MarkdownIt
 
@@ -15,6 +17,7 @@ from evalreg.compare.diff_document import InvalidDiff, diff_document
 from evalreg.report.diff_markdown import COMMENT_MARKER
 from evalreg.report.diff_markdown import diff_markdown as render
 from evalreg.report.escape import COMMENT_LIMIT, json_text
+from evalreg.report.reference import DIFF_SCHEMA_PATH
 from evalreg.report.terminal import print_diff
 
 from conftest import Repo, replace_tree, template_from_live
@@ -562,11 +565,19 @@ def test_a_fork_without_the_dvc_data_gets_a_diff_of_the_summaries(branch: Repo, 
 
 
 # ---------------------------------------------------------------- the whole decision
+@functools.cache
+def _diff_schema() -> jsonschema.Draft202012Validator:
+    path = Path(__file__).resolve().parents[1] / DIFF_SCHEMA_PATH
+    return jsonschema.Draft202012Validator(json.loads(path.read_text(encoding="utf-8")))
+
+
 def round_trips(text: str) -> None:
-    """The document ``evalreg diff --format json`` wrote validates, and the models hold
-    all of it: written back from them, it is the same bytes."""
+    """The document ``evalreg diff --format json`` wrote validates against the models and
+    the committed schema, and the models hold all of it: written back from them, it is the
+    same bytes."""
     document = diff_document(text)
     assert json_text(document.model_dump(exclude_unset=True)) + "\n" == text
+    assert [e.message for e in _diff_schema().iter_errors(json.loads(text))] == []
 
 
 def _diff_json(cli, repo: Repo, *args: str) -> dict:
