@@ -3,17 +3,22 @@ GitHub-API stand-in over HTTP."""
 
 from __future__ import annotations
 
+import functools
 import json
 import shutil
 from pathlib import Path
 
+import jsonschema
 import pytest
 from markdown_it import MarkdownIt
 
 from evalreg.cli import main
-from evalreg.report.diff_markdown import COMMENT_MARKER, diff_markdown
+from evalreg.compare.diff_document import InvalidDiff, diff_document
+from evalreg.report.diff_markdown import COMMENT_MARKER
+from evalreg.report.diff_markdown import diff_markdown as render
+from evalreg.report.reference import DIFF_SCHEMA_PATH
 from evalreg.report.terminal import print_diff
-from evalreg.text.escape import COMMENT_LIMIT
+from evalreg.text.escape import COMMENT_LIMIT, json_text
 
 from conftest import Repo, replace_tree, template_from_live
 from support.github_api import GitHubAPI
@@ -22,6 +27,11 @@ from support.llm_server import LLMServer
 BOT = "github-actions[bot]"
 TOKEN = "ghs_difftest0123456789"
 HOSTILE = "<img src=x onerror=alert(1)> @octocat acme/registry#1 ![p](https://evil.test/p.png)"
+
+
+def diff_markdown(data: dict) -> str:
+    """The Markdown of the diff document ``data``, validated as the comment job does."""
+    return render(diff_document(json.dumps(data)))
 
 
 def md_tokens(text: str):
@@ -67,6 +77,7 @@ def branch(live: Repo, server, branch_template: Path) -> Repo:
 def test_diff_reports_flips_regressions_first_and_honest_verdicts(branch: Repo, cli):
     result = cli(branch, "diff", "main", "--format", "json")
     assert result.code == 0, result.err
+    round_trips(result.out)
     data = json.loads(result.out)
     mini = next(c for c in data["cells"] if c["id"] == "labels/mini")
     assert mini["status"] == "compared"
@@ -113,7 +124,9 @@ def test_a_rubric_change_gets_a_counterfactual_and_a_loud_warning(branch: Repo, 
     )
     assert cli(branch, "run").code == 0
     branch.commit("a laxer rubric")
-    data = json.loads(cli(branch, "diff", "main", "--format", "json").out)
+    out = cli(branch, "diff", "main", "--format", "json").out
+    round_trips(out)
+    data = json.loads(out)
     mini = next(c for c in data["cells"] if c["id"] == "labels/mini")
     cf = mini["counterfactual"]
     assert cf["base"] == 1.0 and cf["head"] == 1.0
@@ -151,6 +164,9 @@ def test_the_markdown_always_fits_the_comment_limit():
     cell = {
         "id": "t/c",
         "status": "compared",
+        "fingerprint_changes": ["pin"],
+        "unexplained": [],
+        "ruler_changed": False,
         "overall": {"base": {}, "head": {}},
         "slices": [
             {
@@ -173,12 +189,13 @@ def test_the_markdown_always_fits_the_comment_limit():
             "regressions": flips,
             "improvements": [],
             "changed_items": {"count": 0, "ids": []},
+            "added_items": 0,
+            "removed_items": 0,
         },
     }
     data = {
-        "schema_version": 1,
-        "base": {"label": "main"},
-        "head": {"label": "pr"},
+        **_diff_data(),
+        "snippets": True,
         "warnings": [],
         "selections": [],
         "cells": [dict(cell, id=f"t/c{i}") for i in range(60)],
@@ -369,7 +386,12 @@ def _diff_data() -> dict:
             "findings": [{"path": "p", "line": 2, "col": 1, "message": "m", "severity": "finding"}],
             "remote": None,
         },
-        "remote_objects": {"remote": "r", "checked": 3, "missing": [{"path": "p", "md5": "m"}]},
+        "remote_objects": {
+            "remote": "r",
+            "checked": 3,
+            "missing": [{"path": "p", "md5": "m"}],
+            "error": None,
+        },
         "dvc_remote": {
             "base": {"default": "a", "remotes": {"a": "u"}},
             "head": {"default": "b", "remotes": {"b": "v"}},
@@ -387,6 +409,7 @@ def _diff_data() -> dict:
                 "waiver": [False, True],
                 "waivers": [None, {"candidate": "b", "approver": "x", "date": "d", "reason": "y"}],
                 "policy_changed": True,
+                "ruler_changed": False,
                 "gates": [{"candidate": "a", "gate": "g", "before": "pass", "after": "fail"}],
             }
         ],
@@ -395,6 +418,8 @@ def _diff_data() -> dict:
                 "id": "t/c",
                 "status": "compared",
                 "fingerprint_changes": ["pin"],
+                "unexplained": [],
+                "ruler_changed": True,
                 "overall": {"base": {"pass_rate": 0.5}, "head": {"pass_rate": 0.4}},
                 "slices": [
                     {
@@ -419,7 +444,14 @@ def _diff_data() -> dict:
                     "added_items": 2,
                     "removed_items": 1,
                 },
-                "counterfactual": {"ruler": 0.1, "model": -0.2},
+                "counterfactual": {
+                    "base": 0.5,
+                    "base_regraded": 0.6,
+                    "head": 0.4,
+                    "ruler": 0.1,
+                    "model": -0.2,
+                    "model_slices": [],
+                },
             }
         ],
     }
@@ -446,22 +478,38 @@ def _replaced(data, path, new):
     return out
 
 
-def test_the_markdown_renderer_takes_any_json_in_any_place():
-    """The comment job re-renders a diff made by the pull request's own job: whatever
-    value sits wherever in it, rendering gives Markdown (within the limit), never a crash."""
-    data = _diff_data()
-    strange = [None, "x", -1.5, 10**400, float("nan"), True, [], {}, [1], {"a": 1}]
+def _documents(data: dict, strange: list) -> tuple[list, int]:
+    """Each of ``strange`` in each place of ``data``: the documents that validate, and how
+    many were refused (each with a message naming where)."""
+    valid, refused = [], 0
     for path in list(_paths(data))[1:]:  # the top level is checked to be an object first
         for value in strange:
-            text = diff_markdown(_replaced(data, path, value))
-            assert isinstance(text, str) and len(text) <= 65_536
+            try:
+                valid.append(diff_document(json.dumps(_replaced(data, path, value))))
+            except InvalidDiff as exc:
+                assert str(exc) and "Traceback" not in str(exc)
+                refused += 1
+    return valid, refused
 
 
-def test_the_terminal_view_takes_any_json_in_any_place(capsys, narrow):
+def test_any_json_in_any_place_is_refused_or_rendered():
+    """The comment job renders a diff made by the pull request's own job: whatever value
+    sits wherever in it, the document is refused with a message, or it validates and
+    renders as Markdown within the limit, never a crash."""
     data = _diff_data()
-    for path in list(_paths(data))[1:]:
-        for value in [None, "x", 10**400, float("nan"), True, [], {}, [1]]:
-            print_diff(_replaced(data, path, value))
+    assert diff_markdown(data)
+    strange = [None, "x", -1.5, 10**400, float("nan"), True, [], {}, [1], {"a": 1}]
+    valid, refused = _documents(data, strange)
+    assert refused and valid
+    for document in valid:
+        text = render(document)
+        assert isinstance(text, str) and len(text) <= 65_536
+
+
+def test_the_terminal_view_takes_any_valid_document(capsys, narrow):
+    valid, _ = _documents(_diff_data(), [None, "x", 10**400, float("nan"), True, [], {}, [1]])
+    for document in valid:
+        print_diff(document)
     assert "Cells" in capsys.readouterr().out
 
 
@@ -485,6 +533,7 @@ def test_a_fork_without_the_dvc_data_gets_a_diff_of_the_summaries(branch: Repo, 
     (branch.root / "evalsets/messages.jsonl").unlink()
     result = cli(branch, "diff", "main", "--format", "json")
     assert result.code == 0, result.err
+    round_trips(result.out)
     data = json.loads(result.out)
     assert data["mode"] == "summaries"
     # The data is unreadable here, which is not a change of the evidence.
@@ -516,9 +565,25 @@ def test_a_fork_without_the_dvc_data_gets_a_diff_of_the_summaries(branch: Repo, 
 
 
 # ---------------------------------------------------------------- the whole decision
+@functools.cache
+def _diff_schema() -> jsonschema.Draft202012Validator:
+    path = Path(__file__).resolve().parents[1] / DIFF_SCHEMA_PATH
+    return jsonschema.Draft202012Validator(json.loads(path.read_text(encoding="utf-8")))
+
+
+def round_trips(text: str) -> None:
+    """The document ``evalreg diff --format json`` wrote validates against the models and
+    the committed schema, and the models hold all of it: written back from them, it is the
+    same bytes."""
+    document = diff_document(text)
+    assert json_text(document.model_dump(exclude_unset=True)) + "\n" == text
+    assert [e.message for e in _diff_schema().iter_errors(json.loads(text))] == []
+
+
 def _diff_json(cli, repo: Repo, *args: str) -> dict:
     result = cli(repo, "diff", "main", *args, "--format", "json")
     assert result.code == 0, result.err
+    round_trips(result.out)
     return json.loads(result.out)
 
 

@@ -8,7 +8,9 @@ import json
 import shutil
 
 import pytest
+from test_diff_comment import round_trips
 
+from evalreg.compare.diff_document import diff_document
 from evalreg.report.diff_markdown import diff_markdown
 
 from conftest import Repo, items_jsonl
@@ -41,8 +43,9 @@ def _as_a_fork(repo: Repo) -> None:
 def _diff(repo: Repo, cli) -> tuple[dict, str]:
     result = cli(repo, "diff", "main", "--format", "json")
     assert result.code == 0, result.err
+    round_trips(result.out)
     data = json.loads(result.out)
-    return data, diff_markdown(data)
+    return data, diff_markdown(diff_document(result.out))
 
 
 @pytest.fixture
@@ -191,34 +194,59 @@ def test_without_the_responses_a_rubric_change_is_not_attributable(on_main, cli)
     assert "| no | ⚠ rubric/graders changed |" in text
 
 
-def test_the_verdicts_render_from_any_json_in_any_place():
+def test_the_verdicts_render_from_any_valid_document():
     """The comment job renders a diff made by the pull request's own job: whatever sits
-    in the fields these verdicts read, the renderer gives Markdown, never a crash."""
-    from test_diff_comment import _paths, _replaced
+    in the fields these verdicts read, the document is refused, or it renders as
+    Markdown, never a crash."""
+    from test_diff_comment import _diff_data, _documents
 
-    model = {"slice": "all", "n": 20, "diff": -0.4, "verdict": "worse", "mde": 0.3}
+    model = {
+        "slice": "all",
+        "n": 20,
+        "diff": -0.4,
+        "lo": -0.6,
+        "hi": -0.2,
+        "only_base": 8,
+        "only_head": 0,
+        "p_adjusted": 0.01,
+        "verdict": "worse",
+        "mde": 0.3,
+    }
+    common = {"fingerprint_changes": ["rubric"], "overall": {"base": None, "head": None}}
     data = {
-        "schema_version": 1,
-        "base": {"label": "main"},
-        "head": {"label": "pr"},
-        "selections": [{"id": "s", "policy_changed": False, "ruler_changed": True}],
+        **_diff_data(),
         "cells": [
-            {"id": "t/a", "status": "changed without a cause", "unexplained": ["totals"]},
+            {"id": "t/a", "status": "changed without a cause", "unexplained": ["totals"], **common},
             {
                 "id": "t/b",
                 "status": "compared",
                 "ruler_changed": True,
                 "slices": [dict(model, verdict="better")],
-                "counterfactual": {"ruler": 0.2, "model": -0.4, "model_slices": [model]},
+                "counterfactual": {
+                    "base": 0.6,
+                    "base_regraded": 0.8,
+                    "head": 0.4,
+                    "ruler": 0.2,
+                    "model": -0.4,
+                    "model_slices": [model],
+                },
+                **common,
             },
-            {"id": "t/c", "status": "compared", "ruler_changed": True, "counterfactual": None},
+            {
+                "id": "t/c",
+                "status": "compared",
+                "ruler_changed": True,
+                "counterfactual": None,
+                **common,
+            },
         ],
     }
-    assert "model: -40.0 pts (🔻 worse)" in diff_markdown(data)
+    assert "model: -40.0 pts (🔻 worse)" in diff_markdown(diff_document(json.dumps(data)))
     strange = [None, "x", -1.5, 10**400, float("nan"), True, [], {}, [1], {"a": 1}]
-    for path in list(_paths(data))[1:]:
-        for value in strange:
-            assert isinstance(diff_markdown(_replaced(data, path, value)), str)
+    valid, refused = _documents(data, strange)
+    assert valid and refused
+    for document in valid:
+        assert isinstance(diff_markdown(document), str)
 
 
 @pytest.mark.parametrize("fork", [False, True], ids=["with data", "summaries only"])

@@ -331,9 +331,13 @@ def test_a_gate_on_the_point_shows_the_estimate_against_the_threshold():
 
 
 def test_the_diff_markdown_shows_what_a_changed_gate_compared():
+    import json
     from types import SimpleNamespace
 
+    from pydantic import TypeAdapter
+
     from evalreg.compare.diff import selections_diff
+    from evalreg.compare.diff_document import SelectionChange
     from evalreg.report.diff_markdown import _selections
 
     sel, after = _bound_gate_decision()
@@ -351,7 +355,7 @@ def test_the_diff_markdown_shows_what_a_changed_gate_compared():
         set(),
     )
     # Escaped as every cell of the comment is; it renders as the plain text.
-    text = _selections(data)
+    text = _selections(TypeAdapter(list[SelectionChange]).validate_json(json.dumps(data)))
     assert r"| pass | fail: upper bound 0\.709 \(point estimate 0\.62\) |" in text
 
 

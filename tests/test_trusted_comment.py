@@ -26,6 +26,28 @@ BOT = "github-actions[bot]"
 TOKEN = "ghs_trustedtest0123456789"
 HEAD = "a" * 40
 MOVED = "b" * 40
+HOSTILE = "<img src=x onerror=alert(1)> @octocat"
+
+
+MINIMAL: dict = {
+    "schema_version": 1,
+    "snippets": True,
+    "base": {"label": "main"},
+    "head": {"label": "pr"},
+    "warnings": [],
+    "selections": [],
+    "cells": [],
+    "reproduction": {"status": "not_attempted", "reason": "not stated"},
+    "check": None,
+    "remote_objects": None,
+    "dvc_remote": {
+        "base": {"default": None, "remotes": {}},
+        "head": {"default": None, "remotes": {}},
+        "changed": False,
+    },
+}
+"""The smallest diff document that validates: a diff of two registries without cells."""
+CELL: dict = {"id": "t/c", "status": "pending", "overall": {"base": None, "head": None}}
 
 
 def padded(size: int, **fields: object) -> bytes:
@@ -46,9 +68,9 @@ def refused(call, *args, **kwargs) -> UntrustedInputError:
 @pytest.mark.parametrize("size", [999, 1000])
 def test_a_file_up_to_the_cap_is_read(tmp_path: Path, size: int):
     path = tmp_path / "diff.json"
-    path.write_bytes(padded(size, schema_version=1))
+    path.write_bytes(padded(size, **MINIMAL))
     assert path.stat().st_size == size
-    assert read_diff(path, "diff.json", max_bytes=1000)["schema_version"] == 1
+    assert read_diff(path, "diff.json", max_bytes=1000).schema_version == 1
 
 
 def test_a_file_over_the_cap_is_refused_unread(tmp_path: Path):
@@ -61,8 +83,8 @@ def test_a_file_over_the_cap_is_refused_unread(tmp_path: Path):
 
 def test_the_default_cap_is_50_megabytes(tmp_path: Path):
     at = tmp_path / "at.json"
-    at.write_bytes(padded(MAX_JSON_BYTES, schema_version=1))
-    assert read_diff(at, "at.json")["schema_version"] == 1
+    at.write_bytes(padded(MAX_JSON_BYTES, **MINIMAL))
+    assert read_diff(at, "at.json").schema_version == 1
     over = tmp_path / "over.json"
     with over.open("wb") as f:  # sparse: refused by its size, never read
         f.truncate(MAX_JSON_BYTES + 1)
@@ -131,11 +153,67 @@ def test_a_diff_of_another_schema_is_refused(tmp_path: Path, version: object):
     assert str(error) == "--diff diff.json: not an evalreg diff (schema_version 1)"
 
 
-def test_a_diff_of_schema_1_is_returned_whole(tmp_path: Path):
-    data = {"schema_version": 1, "cells": [{"id": "t/c"}], "warnings": ["w"]}
+def test_a_diff_of_schema_1_is_returned_validated(tmp_path: Path):
+    data = {**MINIMAL, "cells": [CELL], "warnings": ["w"]}
     path = tmp_path / "diff.json"
     path.write_text(json.dumps(data))
-    assert read_diff(path, "diff.json") == data
+    document = read_diff(path, "diff.json")
+    assert document.cells[0].id == "t/c" and document.warnings == ["w"]
+    assert document.model_dump(mode="json", exclude_unset=True) == data
+
+
+def _with(path: tuple, value: object) -> dict:
+    """``MINIMAL`` with one cell, ``value`` put at ``path`` (a value of ``...``: removed)."""
+    data = json.loads(json.dumps({**MINIMAL, "cells": [CELL]}))
+    node = data
+    for step in path[:-1]:
+        node = node[step]
+    if value is ...:
+        del node[path[-1]]
+    else:
+        node[path[-1]] = value
+    return data
+
+
+@pytest.mark.parametrize(
+    ("path", "value", "says"),
+    [
+        (("reproduction",), ..., "reproduction: Field required"),
+        (("cells", 0, "overall"), ..., "cells.0.overall: Field required"),
+        (("cells", 0, "status"), "merged", "cells.0.status: Input should be 'removed', "),
+        (("cells", 0, "overall", "base"), {"pass_rate": "0.9"}, "cells.0.overall.base.pass_rate"),
+        (("snippets",), 1, "snippets: Input should be a valid boolean"),
+        (("warnings",), [HOSTILE], None),
+        (("base", "commit"), None, "base.commit: Input should be a valid string"),
+        (("reproduction", "status"), HOSTILE, "reproduction.status: Input should be "),
+    ],
+)
+def test_a_diff_that_does_not_validate_is_refused_naming_the_field(
+    tmp_path: Path, path: tuple, value: object, says: str | None
+):
+    """A wrong type, a missing field, a value outside an enumeration, a null where the
+    producer leaves a field out: refused, the field named, the value never repeated."""
+    path_ = tmp_path / "diff.json"
+    path_.write_text(json.dumps(_with(path, value)))
+    if says is None:  # hostile text where text belongs is data, escaped when rendered
+        assert read_diff(path_, "diff.json").warnings == [HOSTILE]
+        return
+    error = refused(read_diff, path_, "diff.json")
+    assert error.check == "schema"
+    assert str(error).startswith("--diff diff.json: not an evalreg diff: ")
+    assert says in str(error)
+    assert "<img" not in str(error) and "0.9" not in str(error)
+
+
+def test_fields_this_evalreg_does_not_know_are_ignored(tmp_path: Path):
+    """A newer evalreg may write fields an older comment job does not know (the pull
+    request that upgrades evalreg runs the new one): they are left out of what renders."""
+    data = _with(("cells", 0, "shiny_new"), {"html": HOSTILE})
+    data["future"] = HOSTILE
+    path = tmp_path / "diff.json"
+    path.write_text(json.dumps(data))
+    document = read_diff(path, "diff.json")
+    assert HOSTILE not in json.dumps(document.model_dump(mode="json"))
 
 
 # ---------------------------------------------------------------- SHA
@@ -226,7 +304,9 @@ def test_the_command_refuses_before_asking_github(tmp_path: Path, cli, monkeypat
         diff = tmp_path / "diff.json"
         diff.write_text('{"schema_version": 1,\n "cells": [}')
         bad_json = cli(None, "comment", "--diff", str(diff), "--pr", "12", "--head-sha", HEAD)
-        diff.write_text('{"schema_version": 1, "cells": []}')
+        diff.write_text(json.dumps({**MINIMAL, "cells": [{**CELL, "status": HOSTILE}]}))
+        invalid = cli(None, "comment", "--diff", str(diff), "--pr", "12", "--head-sha", HEAD)
+        diff.write_text(json.dumps(MINIMAL))
         bad_sha = cli(None, "comment", "--diff", str(diff), "--pr", "12", "--head-sha", "abc")
         assert gh.requests == []
     assert bad_json.code == 2 and "Traceback" not in bad_json.err
@@ -234,6 +314,11 @@ def test_the_command_refuses_before_asking_github(tmp_path: Path, cli, monkeypat
         f"evalreg: error: --diff {diff}:2:12: not an evalreg diff, unreadable as JSON "
         "(Expecting value)\n"
     )
+    assert invalid.code == 2 and invalid.out == "" and "Traceback" not in invalid.err
+    assert invalid.err.startswith(
+        f"evalreg: error: --diff {diff}: not an evalreg diff: cells.0.status: Input should be "
+    )
+    assert "<img" not in invalid.err
     assert bad_sha.code == 2
     assert bad_sha.err == "evalreg: error: --head-sha must be a full 40-character commit SHA\n"
     assert [p.name for p in tmp_path.iterdir()] == ["diff.json"]

@@ -5,7 +5,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 from pathlib import Path
@@ -149,6 +148,7 @@ def cmd_drift(args: argparse.Namespace) -> int:
 
 def cmd_diff(args: argparse.Namespace) -> int:
     from evalreg.compare.diff import diff
+    from evalreg.compare.diff_document import diff_document
     from evalreg.gitops.trusted import read_json_object
     from evalreg.report.diff_markdown import comment_body, diff_markdown
     from evalreg.text.escape import json_text
@@ -174,18 +174,20 @@ def cmd_diff(args: argparse.Namespace) -> int:
     )
     output = str(given_path(args, args.output)) if args.output else None
     form = args.format or ("terminal" if output is None and sys.stdout.isatty() else "md")
+    # Validated before it is written, and rendered from the JSON the comment job reads.
+    text = json_text(data)
+    document = diff_document(text)
     if form == "terminal":
         from evalreg.report.terminal import print_diff
 
-        print_diff(data)
+        print_diff(document)
         return 0
     if form == "json":
-        text = json_text(data) + "\n"
+        text += "\n"
     elif form == "comment":
-        # Through the JSON the comment job reads, so the bytes are the ones it would post.
-        text = comment_body(json.loads(json_text(data)))
+        text = comment_body(document)
     else:
-        text = diff_markdown(data)
+        text = diff_markdown(document)
     emit(text, output)
     return 0
 

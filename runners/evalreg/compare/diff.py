@@ -25,9 +25,11 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from pydantic import ValidationError
 
 from evalreg.cells import Cell, cells, use_cases_of
 from evalreg.compare.config import config_changes
+from evalreg.compare.diff_document import DIFF_SCHEMA, CheckEntry, problems
 from evalreg.compare.selections import selections_diff
 from evalreg.compare.statuses import REPRODUCTION_STATUSES, UNEXPLAINED
 from evalreg.compare.summaries import (
@@ -56,7 +58,6 @@ from evalreg.selection.evidence import (
 )
 from evalreg.store.segments import Prefetch, ResponseStore, SegmentKeys, lookup
 
-DIFF_SCHEMA = 1
 NOT_STATED = "evalreg diff was not told whether these results were reproduced"
 SNIPPET = 300
 MAX_FLIPS = 20
@@ -422,6 +423,12 @@ def _check_entry(data: dict[str, Any]) -> dict[str, Any]:
     }
     remote = data.get("remote")
     out["remote"] = remote if isinstance(remote, dict) else None
+    try:  # what the comment job would refuse is refused here, where the file is named
+        CheckEntry.model_validate(out)
+    except ValidationError as exc:
+        raise UsageError(
+            f"--check: not the output of `evalreg check --json` ({problems(exc)})"
+        ) from None
     return out
 
 

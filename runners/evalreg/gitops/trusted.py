@@ -2,8 +2,9 @@
 
 The diff a pull request's workflow uploads was written next to that pull request's code:
 the job holding the write token reads it as data. It must be a JSON object of bounded
-size, an evalreg diff by its schema, and it is posted only for the commit the triggering
-event names (a full SHA), while that commit is still the pull request's head.
+size and an evalreg diff by its schema, every field validated; it is posted only for the
+commit the triggering event names (a full SHA), while that commit is still the pull
+request's head.
 """
 
 from __future__ import annotations
@@ -14,12 +15,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
+from evalreg.compare.diff_document import DIFF_SCHEMA, DiffDocument, InvalidDiff, diff_document
 from evalreg.errors import UntrustedInputError
 
 MAX_JSON_BYTES = 50_000_000
 """The largest JSON file a command reads from outside (50 MB)."""
 
-DIFF_SCHEMA_VERSION = 1
 _FULL_SHA = re.compile(r"[0-9a-f]{40}")
 
 
@@ -29,18 +30,31 @@ def read_json_object(
     """The JSON object in the file ``path`` (given as ``name`` to ``flag``), which should
     hold ``what``; ``UntrustedInputError`` otherwise (a file above ``max_bytes`` is not
     read; malformed JSON is placed by line and column)."""
+    return _object(_read(path, flag, name, what, max_bytes), flag, name, what)
+
+
+def _read(path: Path, flag: str, name: str, what: str, max_bytes: int) -> str:
     try:
         if path.stat().st_size > max_bytes:
             raise UntrustedInputError(
                 "size", f"{flag} {name}: larger than {_megabytes(max_bytes)}, not {what}"
             )
-        data = json.loads(path.read_text(encoding="utf-8"))
+        return path.read_text(encoding="utf-8")
+    except (OSError, ValueError) as exc:
+        raise UntrustedInputError(
+            "json", f"{flag} {name}: not {what}, unreadable as JSON ({type(exc).__name__})"
+        ) from None
+
+
+def _object(text: str, flag: str, name: str, what: str) -> dict[str, Any]:
+    try:
+        data = json.loads(text)
     except json.JSONDecodeError as exc:
         raise UntrustedInputError(
             "json",
             f"{flag} {name}:{exc.lineno}:{exc.colno}: not {what}, unreadable as JSON ({exc.msg})",
         ) from None
-    except (OSError, ValueError, RecursionError) as exc:
+    except (ValueError, RecursionError) as exc:
         raise UntrustedInputError(
             "json", f"{flag} {name}: not {what}, unreadable as JSON ({type(exc).__name__})"
         ) from None
@@ -49,17 +63,22 @@ def read_json_object(
     return data
 
 
-def read_diff(path: Path, name: str, *, max_bytes: int = MAX_JSON_BYTES) -> dict[str, Any]:
-    """The evalreg diff (``evalreg diff --format json``) in the file given to ``--diff``."""
-    data = read_json_object(
-        path, flag="--diff", name=name, what="an evalreg diff", max_bytes=max_bytes
-    )
-    version = data.get("schema_version")
-    if type(version) is not int or version != DIFF_SCHEMA_VERSION:
+def read_diff(path: Path, name: str, *, max_bytes: int = MAX_JSON_BYTES) -> DiffDocument:
+    """The evalreg diff (``evalreg diff --format json``) in the file given to ``--diff``,
+    validated against the document's models before anything renders it: a field of the
+    wrong type, or a required one missing, is refused and named (fields this evalreg does
+    not know are ignored; see ``compare.diff_document``)."""
+    what = "an evalreg diff"
+    text = _read(path, "--diff", name, what, max_bytes)
+    version = _object(text, "--diff", name, what).get("schema_version")
+    if type(version) is not int or version != DIFF_SCHEMA:
         raise UntrustedInputError(
-            "schema", f"--diff {name}: not an evalreg diff (schema_version {DIFF_SCHEMA_VERSION})"
+            "schema", f"--diff {name}: not an evalreg diff (schema_version {DIFF_SCHEMA})"
         )
-    return data
+    try:
+        return diff_document(text)
+    except InvalidDiff as exc:
+        raise UntrustedInputError("schema", f"--diff {name}: not an evalreg diff: {exc}") from None
 
 
 def check_head_sha(sha: str | None) -> str | None:

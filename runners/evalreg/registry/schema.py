@@ -1238,14 +1238,15 @@ KINDS: dict[str, type[VersionedFile]] = {
 }
 
 
-def field_docs() -> dict[tuple[str, str], str]:
-    """Each model field's docstring in this module, by (class name, field name): the
-    string literal right under the field, cleaned as ``inspect.cleandoc`` does."""
+def field_docs(source: str = __file__) -> dict[tuple[str, str], str]:
+    """Each model field's docstring in this module (or the module file ``source``), by
+    (class name, field name): the string literal right under the field, cleaned as
+    ``inspect.cleandoc`` does."""
     import ast
     import inspect
     from pathlib import Path
 
-    tree = ast.parse(Path(__file__).read_text(encoding="utf-8"))
+    tree = ast.parse(Path(source).read_text(encoding="utf-8"))
     out: dict[tuple[str, str], str] = {}
     for node in tree.body:
         if not isinstance(node, ast.ClassDef):

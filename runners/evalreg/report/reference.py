@@ -12,6 +12,7 @@ from __future__ import annotations
 import functools
 import json
 import posixpath
+import sys
 import types
 import typing
 from collections.abc import Iterator
@@ -28,6 +29,9 @@ from evalreg.registry import schema
 SCHEMA_DIR = "registry/schemas"
 REFERENCE = f"{SCHEMA_DIR}/README.md"
 JSON_SCHEMA_DIALECT = "https://json-schema.org/draft/2020-12/schema"
+DIFF_SCHEMA_PATH = f"{SCHEMA_DIR}/diff.schema.json"
+"""The JSON Schema of ``evalreg diff --format json``'s document (what ``evalreg comment``
+accepts), beside the registry's."""
 
 
 @dataclass(frozen=True)
@@ -167,7 +171,10 @@ GRADER_SUMMARY: dict[str, tuple[str, str]] = {
 
 
 def json_schemas() -> dict[str, bytes]:
-    """Each file kind's JSON Schema, path → bytes (sorted keys, two-space indent)."""
+    """Each file kind's JSON Schema, and the diff document's, path → bytes (sorted keys,
+    two-space indent)."""
+    from evalreg.compare import diff_document
+
     out = {}
     for kind in FILE_KINDS:
         body = kind.model.model_json_schema(by_alias=True, mode="validation")
@@ -177,37 +184,46 @@ def json_schemas() -> dict[str, bytes]:
             "title": f"evalreg {kind.name} ({kind.where})",
             **body,
         }
-        out[kind.schema_path] = (json.dumps(document, indent=2, sort_keys=True) + "\n").encode()
+        out[kind.schema_path] = _schema_bytes(document)
+    body = diff_document.json_schema()
+    _describe(body, diff_document.DiffDocument, diff_document.__name__)
+    out[DIFF_SCHEMA_PATH] = _schema_bytes({"$schema": JSON_SCHEMA_DIALECT, **body})
     return out
 
 
-def _describe(body: dict[str, Any], root: type[BaseModel]) -> None:
-    """Give each property of ``body`` (the JSON Schema of ``root``) its field's docstring
-    as its ``description``, in the model's own properties and in every ``$defs`` entry."""
+def _schema_bytes(document: dict[str, Any]) -> bytes:
+    return (json.dumps(document, indent=2, sort_keys=True) + "\n").encode()
+
+
+def _describe(body: dict[str, Any], root: type[BaseModel], module: str = schema.__name__) -> None:
+    """Give each property of ``body`` (the JSON Schema of ``root``, a model of ``module``)
+    its field's docstring as its ``description``, in the model's own properties and in
+    every ``$defs`` entry."""
     definitions = body.get("$defs", {})
     for model in _models_under(root, skip=set()):
         target = body if model is root else definitions.get(model.__name__)
         properties = target.get("properties", {}) if isinstance(target, dict) else {}
         for name, info in model.model_fields.items():
-            doc = _field_doc(model, name)
+            doc = _field_doc(model, name, module)
             prop = properties.get(info.alias or name)
             if doc and isinstance(prop, dict) and "description" not in prop:
                 prop["description"] = doc
 
 
 @functools.cache
-def _docs() -> dict[tuple[str, str], str]:
-    return schema.field_docs()
+def _docs(module: str) -> dict[tuple[str, str], str]:
+    source = sys.modules[module].__file__
+    return schema.field_docs(source) if source else {}
 
 
-def _field_doc(model: type[BaseModel], name: str) -> str:
+def _field_doc(model: type[BaseModel], name: str, module: str = schema.__name__) -> str:
     """The docstring of ``model``'s field ``name`` in the class that last declares it (none
     there: none, as a redeclared field may mean something else)."""
     for cls in model.__mro__:
         if name in vars(cls).get("__annotations__", {}):
-            if cls.__module__ != schema.__name__:
+            if cls.__module__ != module:
                 return ""
-            return _docs().get((cls.__name__, name), "")
+            return _docs(module).get((cls.__name__, name), "")
     return ""
 
 
@@ -263,7 +279,12 @@ def reference() -> str:
     ]
     for kind in FILE_KINDS:
         out.append(f"| {kind.name} | `{kind.where}` | `{kind.name}.schema.json` |")
-    out.append("")
+    out += [
+        "",
+        "`diff.schema.json` is the schema of the document `evalreg diff --format json` writes, "
+        "which `evalreg comment` validates before it renders the pull-request comment.",
+        "",
+    ]
     graders = _grader_models()
     for kind in FILE_KINDS:
         out += [f"## {kind.name.capitalize()}", ""]

@@ -37,6 +37,7 @@ from evalreg.text.numbers import (
 
 if TYPE_CHECKING:
     from evalreg.check import CheckResult
+    from evalreg.compare.diff_document import CellChange, DiffDocument, DiffSide
     from evalreg.dvcrepo import StagedObjects
     from evalreg.evalsets.sampling import SampleResult
     from evalreg.evalsets.slice_sizes import ItemsNeeded, SliceStats
@@ -1012,109 +1013,58 @@ def _print_wrapped(words: list[str], *, indent: str = "") -> None:
         console().print(Text(line.replace("\u00a0", " ")))
 
 
-def print_diff(data: dict[str, Any]) -> None:
+def print_diff(data: DiffDocument) -> None:
     """``evalreg diff`` in a terminal: what must be read first, the decisions, a row per
-    cell and its flipped items, from the same data as the Markdown (untrusted: every text
-    through ``plain``). The Markdown (``--format md``) adds slices, configuration changes
-    and the items' text."""
-    from evalreg.report.diff_markdown import cell_verdict
-
+    cell and its flipped items, from the same document as the Markdown (its texts are the
+    pull request's: every one through ``plain``). The Markdown (``--format md``) adds
+    slices, configuration changes and the items' text."""
     out = console()
-    base, head = _dict_of(data.get("base")), _dict_of(data.get("head"))
-    dirty = " plus uncommitted changes" if head.get("uncommitted") is True else ""
+    dirty = " plus uncommitted changes" if data.head.uncommitted is True else ""
     out.print(
-        Text(plain(f"Compared: base {_side(base)} → head {_side(head)}{dirty}")), soft_wrap=False
+        Text(plain(f"Compared: base {_side(data.base)} → head {_side(data.head)}{dirty}")),
+        soft_wrap=False,
     )
-    reproduction = _dict_of(data.get("reproduction"))
-    reproduced = reproduction.get("status") == "reproduced"
+    reproduced = data.reproduction.status == "reproduced"
     if not reproduced:
-        why = reproduction.get("reason") or "not stated"
+        why = data.reproduction.reason or "not stated"
         out.print(
             Text(plain(f"Not reproduced: these numbers are the pull request's own claims ({why})")),
             style="yellow",
             soft_wrap=False,
         )
-    if data.get("mode") == "summaries":
+    if data.mode == "summaries":
         out.print(
             Text("Compared from the committed summaries only: no item is paired or tested"),
             soft_wrap=False,
         )
-    check = data.get("check")
-    if isinstance(check, dict) and check.get("ok") is not True:
+    if data.check is not None and not data.check.ok:
         out.print(Text("evalreg check failed: `--format md` lists its findings", "red"))
+    missing = data.remote_objects.missing if data.remote_objects is not None else []
     for problem, says in (
-        (
-            _dict_of(data.get("remote_objects")).get("missing"),
-            "DVC objects missing from the remote",
-        ),
-        (_dict_of(data.get("dvc_remote")).get("changed") is True, "the DVC remote changed"),
-        (data.get("data_unavailable"), "DVC data that could not be read here"),
+        (missing, "DVC objects missing from the remote"),
+        (data.dvc_remote.changed, "the DVC remote changed"),
+        (data.data_unavailable, "DVC data that could not be read here"),
     ):
         if problem:
             out.print(Text(f"Warning: {says} (`--format md` says which)", "red"), soft_wrap=False)
-    for warning in _items(data.get("warnings")):
+    for warning in data.warnings:
         out.print(Text(plain(f"Evidence changed: {warning}"), style="yellow"), soft_wrap=False)
-    selections = [s for s in _items(data.get("selections")) if isinstance(s, dict)]
-    if selections:
+    if data.selections:
         table = _table("Decisions")
         rows: list[list[str | Text]] = []
-        for s in selections:
-            declared, recommended = _pair_of(s.get("declared")), _pair_of(s.get("recommended"))
-            waiver = _pair_of(s.get("waiver"))[1] is True
+        for s in data.selections:
+            declared, recommended = s.declared, s.recommended
             rows.append(
                 [
-                    plain(s.get("use_case", "–")),
+                    plain(s.use_case),
                     plain(f"{declared[0]} → {declared[1]}"),
                     plain(f"{recommended[0] or 'none'} → {recommended[1] or 'none'}"),
-                    "yes" if waiver else "no",
+                    "yes" if s.waiver[1] else "no",
                 ]
             )
         _fill(table, ["use case", "declared", "policy recommends", "waiver"], rows, notes=False)
         out.print(table)
-    cells = [c for c in _items(data.get("cells")) if isinstance(c, dict)]
-    task, cell_headers, cell_rows = _cell_columns([str(c.get("id", "–")) for c in cells])
-    table = _table("Cells" + (f" of {plain(task)}" if task else ""))
-    rows = []
-    for cell, entry in zip(cell_rows, cells, strict=True):
-        overall = _dict_of(entry.get("overall"))
-        b, h = _dict_of(overall.get("base")), _dict_of(overall.get("head"))
-        flips = _dict_of(entry.get("flips"))
-        moved = (
-            f"{count(flips.get('regressions_total'))}/{count(flips.get('improvements_total'))}"
-            if flips
-            else "–"
-        )
-        rows.append(
-            [
-                *cell,
-                plain(entry.get("status", "–")),
-                f"{percent(b.get('pass_rate'))} → {percent(h.get('pass_rate'))}",
-                moved,
-                plain(cell_verdict(entry, reproduced, esc=_terminal_text)),
-            ]
-        )
-    headers = [*cell_headers, "status", "pass rate", "reg./imp.", "verdict"]
-    notes = _fill(table, headers, rows)
-    out.print(table)
-    _print_notes(notes)
-    for entry in cells:
-        flips = _dict_of(entry.get("flips"))
-        for key, title in (("regressions", "Regressions"), ("improvements", "Improvements")):
-            listed = [f for f in _items(flips.get(key)) if isinstance(f, dict)]
-            if not listed:
-                continue
-            total = flips.get(f"{key}_total")
-            words = [f"{title} of {entry.get('id')} ({count(total)}):"]
-            words += [
-                f"{f.get('item')} {f.get('base_level')} → {f.get('head_level')},"
-                for f in listed[:MAX_LISTED]
-            ]
-            more = (total if isinstance(total, int) else len(listed)) - len(words) + 1
-            if more > 0:
-                words.append(f"… and {more} more")
-            else:
-                words[-1] = words[-1].rstrip(",")
-            _print_wrapped(words)
+    _print_diff_cells(data.cells, reproduced)
     out.print(
         Text(
             "Slices, configuration changes and the flipped items' text: "
@@ -1125,26 +1075,58 @@ def print_diff(data: dict[str, Any]) -> None:
     )
 
 
-def _dict_of(value: object) -> dict[str, Any]:
-    return value if isinstance(value, dict) else {}
+def _print_diff_cells(cells: list[CellChange], reproduced: bool) -> None:
+    """The diff's row per cell, then each cell's flipped items, listed."""
+    from evalreg.report.diff_markdown import cell_verdict
+
+    task, cell_headers, cell_rows = _cell_columns([c.id for c in cells])
+    table = _table("Cells" + (f" of {plain(task)}" if task else ""))
+    rows: list[list[str | Text]] = []
+    for cell, entry in zip(cell_rows, cells, strict=True):
+        b, h = entry.overall.base, entry.overall.head
+        flips = entry.flips
+        moved = (
+            f"{count(flips.regressions_total)}/{count(flips.improvements_total)}"
+            if flips is not None
+            else "–"
+        )
+        rows.append(
+            [
+                *cell,
+                plain(entry.status),
+                f"{percent(b.pass_rate if b else None)} → {percent(h.pass_rate if h else None)}",
+                moved,
+                plain(cell_verdict(entry, reproduced, esc=_terminal_text)),
+            ]
+        )
+    headers = [*cell_headers, "status", "pass rate", "reg./imp.", "verdict"]
+    notes = _fill(table, headers, rows)
+    console().print(table)
+    _print_notes(notes)
+    for entry in cells:
+        if entry.flips is None:
+            continue
+        for listed, total, title in (
+            (entry.flips.regressions, entry.flips.regressions_total, "Regressions"),
+            (entry.flips.improvements, entry.flips.improvements_total, "Improvements"),
+        ):
+            if not listed:
+                continue
+            words = [f"{title} of {entry.id} ({count(total)}):"]
+            words += [f"{f.item} {f.base_level} → {f.head_level}," for f in listed[:MAX_LISTED]]
+            more = total - len(words) + 1
+            if more > 0:
+                words.append(f"… and {more} more")
+            else:
+                words[-1] = words[-1].rstrip(",")
+            _print_wrapped(words)
 
 
-def _items(value: object) -> list[Any]:
-    return value if isinstance(value, list) else []
-
-
-def _pair_of(value: object) -> tuple[Any, Any]:
-    """A ``[base, head]`` pair of the diff's data, or ``(None, None)``."""
-    if isinstance(value, list) and len(value) == 2:
-        return value[0], value[1]
-    return None, None
-
-
-def _side(side: dict[str, Any]) -> str:
-    sha = side.get("commit")
-    text = sha[:12] if isinstance(sha, str) else str(side.get("label", "–"))
-    subject = side.get("subject")
-    if isinstance(subject, str) and subject.strip():
+def _side(side: DiffSide) -> str:
+    sha = side.commit
+    text = sha[:12] if sha is not None else side.label
+    subject = side.subject
+    if subject is not None and subject.strip():
         short = subject if len(subject) <= 60 else subject[:59] + "…"
         text += f" “{short}”"
     return text
