@@ -741,8 +741,8 @@ def bounded(limit: int) -> dict:
 def test_a_body_declared_longer_than_the_bound_is_refused_unread():
     from evalreg.providers.http import ResponseTooLarge
 
-    # The server declares a gigabyte and sends nothing more: waiting for it would time out.
-    started = time.perf_counter()
+    # The server declares a gigabyte and sends nothing more: waiting for it would time out
+    # (a ``ReadTimeout``, not the refusal).
     srv, out = pool_run(
         [b"HTTP/1.1 200 OK\r\ncontent-length: 1000000000\r\n\r\n{", ok()],
         bounded(4096),
@@ -750,7 +750,6 @@ def test_a_body_declared_longer_than_the_bound_is_refused_unread():
     )
     assert isinstance(out[0], ResponseTooLarge)
     assert str(out[0]) == "the response body is longer than 4,096 bytes"
-    assert time.perf_counter() - started < 1.5
     assert out[1].status_code == 200
     assert srv.connections == 2  # the refused connection is not reused
 
