@@ -481,31 +481,25 @@ def test_sigkill_loses_at_most_the_requests_in_flight(repo: Repo, key_env):
         **os.environ,
         "PYTHONPATH": str(HERE / "support") + os.pathsep + os.environ.get("PYTHONPATH", ""),
     }
-    with LLMServer(api_key=KEY, latency=0.02) as srv:
-        proc = subprocess.Popen(
-            [
-                sys.executable,
-                str(HERE / "support" / "fetch_script.py"),
-                str(repo.root),
-                srv.base_url,
-                str(n),
-                str(concurrency),
-            ],
-            env=env,
-        )
-        directory = repo.root / STORE_DIR
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            lines = (
-                sum(p.read_bytes().count(b"\n") for p in directory.glob("*.jsonl"))
-                if directory.is_dir()
-                else 0
+    with LLMServer(api_key=KEY) as srv:
+        # 200 answers, then every response held until the kill: the fetch cannot end first.
+        with srv.hold(after=200) as held:
+            proc = subprocess.Popen(
+                [
+                    sys.executable,
+                    str(HERE / "support" / "fetch_script.py"),
+                    str(repo.root),
+                    srv.base_url,
+                    str(n),
+                    str(concurrency),
+                ],
+                env=env,
             )
-            if lines >= 100:
-                break
-            time.sleep(0.005)
-        proc.send_signal(signal.SIGKILL)
-        proc.wait()
+            deadline = time.monotonic() + 60
+            while held.waiting == 0 and proc.poll() is None and time.monotonic() < deadline:
+                time.sleep(0.005)
+            proc.send_signal(signal.SIGKILL)
+            proc.wait()
         sent_before_kill = srv.count()
         first = ResponseStore.open(repo.root)
         stored_keys = set(first.keys())

@@ -143,8 +143,9 @@ class Moment:
     ``held_after``: the server answers that many requests and holds every later one until
     the signal has been sent; ``reached`` comes true while they wait. ``closing``: the
     moment falls in the closing step, which the DVC child does and the run waits for: the
-    child is stopped as soon as it exists and let run a slice at a time until ``reached``
-    holds, then for ``after`` seconds more. Otherwise: the first instant ``reached`` holds,
+    run and the child are stopped as soon as the child exists and let run in turn, a
+    slice at a time, until ``reached`` holds; then the child for ``after`` seconds more.
+    Otherwise: the first instant ``reached`` holds,
     plus ``after`` seconds."""
 
     name: str
@@ -223,7 +224,7 @@ def _stop(pid: int) -> None:
     os.kill(pid, signal.SIGSTOP)
     deadline = time.monotonic() + 60
     while (state := _state(pid)) not in ("T", "t"):
-        assert state not in (None, "Z", "X"), "the DVC child ended before the moment"
+        assert state not in (None, "Z", "X"), f"process {pid} ended before the moment"
         assert time.monotonic() < deadline, f"the DVC child is not stopping ({state})"
         time.sleep(0.0005)
 
@@ -243,11 +244,13 @@ def _go_on(pgid: int) -> None:
 def _stepped(
     repo: Repo, proc: subprocess.Popen[str], moment: Moment, reached: Callable[[], bool]
 ) -> bool:
-    """Stop the run's DVC child as soon as it exists, then let it run a slice at a time
-    until ``reached``, and ``moment.after`` seconds more. The run waits for its child's
-    replies and for its end, so while the child is stopped the run cannot end: it is
-    still running when the signal lands. Returns whether the moment was reached (the
-    child is left stopped: ``signal_at`` lets it go once the signal has been sent)."""
+    """Stop the run and its DVC child as soon as the child exists, then let them run in
+    turn, a few milliseconds at a time, looking for the moment while both are stopped;
+    then let the child run ``moment.after`` seconds more. The run waits for the child's
+    replies and for its end, and the child for the run's requests, so neither can end
+    unseen: the run is still running when the signal lands. Returns whether the moment
+    was reached (both are left stopped: ``signal_at`` lets them go once the signal has
+    been sent)."""
     deadline = time.monotonic() + 120
     child = None
     while child is None:
@@ -255,12 +258,12 @@ def _stepped(
         assert time.monotonic() < deadline, "no DVC child"
         child = dvc_child(proc.pid)
     _stop(child)
-    closing = False
+    _stop(proc.pid)
+    turn = [proc.pid, child]
     while not reached():
         assert time.monotonic() < deadline, f"{moment.name} not reached"
-        # Until the run begins its closing step, the child only prepares: longer slices.
-        closing = closing or journal_phase(repo) == "commit"
-        _run_for(child, 0.001 if closing else 0.005)
+        _run_for(turn[0], 0.005)
+        turn.reverse()
     if moment.after:
         _run_for(child, moment.after)
     return proc.poll() is None
