@@ -12,7 +12,6 @@ import json
 import shutil
 import signal
 import subprocess
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -104,7 +103,7 @@ def test_a_run_signalled_at_any_moment_resumes_without_loss_or_rebuying(
 def test_status_and_check_repair_an_interrupted_run_before_reporting(
     registry: Repo, server: LLMServer
 ):
-    moment = runs.Moment("closing", lambda repo, srv, before: runs.journal_phase(repo) == "commit")
+    moment = runs.MOMENTS[2]  # the closing step begins
     runs.signal_at(registry, server, moment, signal.SIGKILL)
     assert runs.journal_phase(registry) == "commit"
     status = runs.evalreg(registry, "status", "--json")
@@ -123,12 +122,10 @@ def test_status_and_check_repair_an_interrupted_run_before_reporting(
 
 
 def test_a_second_run_meanwhile_is_refused_naming_the_first(registry: Repo, server: LLMServer):
-    server.latency = 1.0  # the first run is still fetching when the second starts
-    first = runs.start(registry, "run")
-    deadline = time.monotonic() + 60
-    while server.count() == 0 and time.monotonic() < deadline:
-        time.sleep(0.005)
-    second = runs.evalreg(registry, "run")
+    with server.hold() as held:  # the first run is still fetching when the second starts
+        first = runs.start(registry, "run")
+        assert runs.wait_until(first, lambda: held.waiting > 0), first.communicate()
+        second = runs.evalreg(registry, "run")
     assert second.returncode == 2
     assert f"pid {first.pid}" in second.stderr
     assert " run`" in second.stderr and "Traceback" not in second.stderr
@@ -263,7 +260,7 @@ def test_a_journal_in_another_shape_is_left_alone(
 
 
 def test_a_dvc_lock_table_left_half_written_is_repaired(registry: Repo, server: LLMServer):
-    moment = runs.Moment("closing", lambda repo, srv, before: runs.journal_phase(repo) == "commit")
+    moment = runs.MOMENTS[2]  # the closing step begins
     runs.signal_at(registry, server, moment, signal.SIGKILL)
     # DVC rewrites its lock table in place: a kill mid-write leaves it like this.
     (registry.root / ".dvc" / "tmp" / "rwlock").write_bytes(b'{"write": {"reports/st')

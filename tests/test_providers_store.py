@@ -481,31 +481,25 @@ def test_sigkill_loses_at_most_the_requests_in_flight(repo: Repo, key_env):
         **os.environ,
         "PYTHONPATH": str(HERE / "support") + os.pathsep + os.environ.get("PYTHONPATH", ""),
     }
-    with LLMServer(api_key=KEY, latency=0.02) as srv:
-        proc = subprocess.Popen(
-            [
-                sys.executable,
-                str(HERE / "support" / "fetch_script.py"),
-                str(repo.root),
-                srv.base_url,
-                str(n),
-                str(concurrency),
-            ],
-            env=env,
-        )
-        directory = repo.root / STORE_DIR
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            lines = (
-                sum(p.read_bytes().count(b"\n") for p in directory.glob("*.jsonl"))
-                if directory.is_dir()
-                else 0
+    with LLMServer(api_key=KEY) as srv:
+        # 200 answers, then every response held until the kill: the fetch cannot end first.
+        with srv.hold(after=200) as held:
+            proc = subprocess.Popen(
+                [
+                    sys.executable,
+                    str(HERE / "support" / "fetch_script.py"),
+                    str(repo.root),
+                    srv.base_url,
+                    str(n),
+                    str(concurrency),
+                ],
+                env=env,
             )
-            if lines >= 100:
-                break
-            time.sleep(0.005)
-        proc.send_signal(signal.SIGKILL)
-        proc.wait()
+            deadline = time.monotonic() + 60
+            while held.waiting == 0 and proc.poll() is None and time.monotonic() < deadline:
+                time.sleep(0.005)
+            proc.send_signal(signal.SIGKILL)
+            proc.wait()
         sent_before_kill = srv.count()
         first = ResponseStore.open(repo.root)
         stored_keys = set(first.keys())
@@ -741,8 +735,8 @@ def bounded(limit: int) -> dict:
 def test_a_body_declared_longer_than_the_bound_is_refused_unread():
     from evalreg.providers.http import ResponseTooLarge
 
-    # The server declares a gigabyte and sends nothing more: waiting for it would time out.
-    started = time.perf_counter()
+    # The server declares a gigabyte and sends nothing more: waiting for it would time out
+    # (a ``ReadTimeout``, not the refusal).
     srv, out = pool_run(
         [b"HTTP/1.1 200 OK\r\ncontent-length: 1000000000\r\n\r\n{", ok()],
         bounded(4096),
@@ -750,7 +744,6 @@ def test_a_body_declared_longer_than_the_bound_is_refused_unread():
     )
     assert isinstance(out[0], ResponseTooLarge)
     assert str(out[0]) == "the response body is longer than 4,096 bytes"
-    assert time.perf_counter() - started < 1.5
     assert out[1].status_code == 200
     assert srv.connections == 2  # the refused connection is not reused
 

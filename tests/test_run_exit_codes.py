@@ -225,13 +225,14 @@ def test_a_closed_port_is_reported_unreachable(live: Repo, cli):
 
 
 def test_ctrl_c_says_what_was_kept_and_how_to_resume(repo: Repo):
-    with LLMServer(api_key=runs.KEY, responder=runs.label_of, latency=0.05) as server:
+    with LLMServer(api_key=runs.KEY, responder=runs.label_of) as server:
         registry = runs.live_registry(repo, server, items=200, pins=1)
-        process = runs.start(registry, "run", "--no-push")
-        deadline = time.monotonic() + 60
-        while server.count() < 40 and time.monotonic() < deadline:
-            time.sleep(0.01)
-        process.send_signal(signal.SIGINT)
+        # 40 responses bought, the rest held until Ctrl-C has been sent: the run is still
+        # fetching when it lands.
+        with server.hold(after=40) as held:
+            process = runs.start(registry, "run", "--no-push")
+            assert runs.wait_until(process, lambda: held.waiting > 0), process.communicate()
+            process.send_signal(signal.SIGINT)
         _, err = process.communicate(timeout=120)
     assert process.returncode == 128 + signal.SIGINT, err
     kept = len(runs.stored_keys(registry))

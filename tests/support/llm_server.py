@@ -24,6 +24,9 @@ Behaviour worth knowing:
 * Faults are drawn only for ``POST`` requests to the endpoints, when the request arrives and
   before authentication and validation (like a gateway in front of the API). Precedence:
   ``fail_next`` queue, then ``fail_matching`` rules in the order added, then ``fail_randomly``.
+* ``hold(after=N)`` answers N more endpoint requests, then holds every later one (received
+  and recorded, its response not sent) until the ``Hold`` it returns is released; stopping
+  the server releases it. A test catches a client mid-work so, for as long as it needs.
 * ``latency`` is slept before every endpoint response, faulted or not. ``"timeout"`` sleeps
   ``delay`` seconds and then answers normally; ``"malformed"`` cuts the body in half;
   ``"missing_fields"`` drops ``choices`` (OpenAI) or ``content`` (Anthropic) from a 200.
@@ -83,7 +86,7 @@ from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any, Literal
 
-__all__ = ["FAULTS", "LLMServer", "Request", "default_text", "estimate_tokens"]
+__all__ = ["FAULTS", "Hold", "LLMServer", "Request", "default_text", "estimate_tokens"]
 
 ProtocolName = Literal["openai", "anthropic", "azure", "responses"]
 
@@ -185,6 +188,56 @@ class Request:
     """The request target's query string (Azure's ``api-version=...``), without ``?``."""
     custom_id: str | None = None
     """For a request inside a batch: the ``custom_id`` it was submitted under."""
+
+
+class Hold:
+    """Endpoint responses held back by ``LLMServer.hold``: ``waiting`` is how many requests
+    wait now; ``release`` lets them (and every later one) be answered."""
+
+    def __init__(self, server: LLMServer, after: int) -> None:
+        self._server = server
+        self._answered = 0
+        self._after = after
+        self._released = False
+        self._event = asyncio.Event()  # bound to the server's loop when first awaited
+        #: Requests held now (received, their response not sent).
+        self.waiting = 0
+
+    def _admit(self) -> bool:
+        """Whether the next endpoint request is answered at once (the lock held)."""
+        if self._released or self._answered < self._after:
+            self._answered += 1
+            return True
+        return False
+
+    async def wait(self) -> None:
+        """Hold the calling request until ``release`` (on the server's loop)."""
+        with self._server._lock:
+            if self._released:
+                return
+            self.waiting += 1
+        try:
+            await self._event.wait()
+        finally:
+            with self._server._lock:
+                self.waiting -= 1
+
+    def release(self) -> None:
+        """Answer the held requests now, and every later one at once; idempotent."""
+        with self._server._lock:
+            if self._released:
+                return
+            self._released = True
+        loop = self._server._loop
+        if loop is not None:
+            with contextlib.suppress(RuntimeError):  # the loop has closed: nothing waits
+                loop.call_soon_threadsafe(self._event.set)
+
+    def __enter__(self) -> Hold:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()
 
 
 @dataclass(slots=True)
@@ -601,6 +654,7 @@ class LLMServer:
         self._thread: threading.Thread | None = None
         self._writers: set[asyncio.StreamWriter] = set()
         self._tasks: set[asyncio.Task[None]] = set()
+        self._holds: list[Hold] = []
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -640,7 +694,10 @@ class LLMServer:
         return self
 
     def stop(self) -> None:
-        """Close the listener and every open connection, then join the server thread."""
+        """Release every hold, close the listener and every open connection, then join the
+        server thread."""
+        for hold in list(self._holds):
+            hold.release()
         thread, loop, stop_event = self._thread, self._loop, self._stop_event
         if thread is None:
             return
@@ -700,6 +757,15 @@ class LLMServer:
         if predicate is None:
             return len(snapshot)
         return sum(1 for request in snapshot if predicate(request))
+
+    def hold(self, after: int = 0) -> Hold:
+        """Answer ``after`` more endpoint requests, then hold every later one's response
+        until the returned ``Hold`` is released (also a context manager that releases it):
+        a client is caught mid-work, and cannot finish, for as long as a test needs."""
+        hold = Hold(self, after)
+        with self._lock:
+            self._holds.append(hold)
+        return hold
 
     def fail_next(self, fault: str, times: int = 1, **opts: float) -> None:
         """Inject ``fault`` into the next ``times`` endpoint requests, after earlier queued ones."""
@@ -931,6 +997,8 @@ class LLMServer:
             self._write(writer, 404, _encode(payload).encode(), keep_alive, http10)
             return keep_alive
 
+        for hold in self._held(self._holds):
+            await hold.wait()
         if self.latency > 0:
             await asyncio.sleep(self.latency)
 
@@ -983,6 +1051,11 @@ class LLMServer:
         if writer.transport.get_write_buffer_size() > 1 << 16:
             await writer.drain()
         return keep_alive
+
+    def _held(self, holds: list[Hold]) -> list[Hold]:
+        """The holds an endpoint request waits for (each counts it once, as it arrives)."""
+        with self._lock:
+            return [hold for hold in list(holds) if not hold._admit()]
 
     @staticmethod
     async def _read_chunked(reader: asyncio.StreamReader) -> bytes:

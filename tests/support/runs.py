@@ -16,7 +16,6 @@ import resource
 import signal
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -30,7 +29,7 @@ from evalreg.store.rebought_log import REBOUGHT_LOG
 from evalreg.store.segments import STORE_DIR, ResponseStore, request_key
 
 from conftest import PIN_OPENAI, Repo, items_jsonl
-from support.llm_server import LLMServer, Request, default_text
+from support.llm_server import LLMServer, Request
 
 KEY = "sk-test-crash-safety-7f3a"
 EVALSET = "evalsets/messages.jsonl"
@@ -139,29 +138,41 @@ def pointers(repo: Repo) -> set[str]:
 
 @dataclass(frozen=True)
 class Moment:
-    """When to signal: the first instant ``reached`` holds, plus ``after`` seconds."""
+    """When to signal, and what keeps the run from ending before the signal lands.
+
+    ``held_after``: the server answers that many requests and holds every later one until
+    the signal has been sent; ``reached`` comes true while they wait. ``closing``: the
+    moment falls in the closing step, which the DVC child does and the run waits for: the
+    run and the child are stopped as soon as the child exists and let run in turn, a
+    slice at a time, until ``reached`` holds; then the child for ``after`` seconds more.
+    Otherwise: the first instant ``reached`` holds,
+    plus ``after`` seconds."""
 
     name: str
     reached: Callable[[Repo, LLMServer, set[str]], bool]
     after: float = 0.0
+    held_after: int | None = None
+    closing: bool = False
+
+
+def _closing(repo: Repo, srv: LLMServer, before: set[str]) -> bool:
+    return journal_phase(repo) == "commit"
 
 
 MOMENTS = [
-    Moment("mid-fetch", lambda repo, srv, before: srv.count() >= 40),
-    Moment("fetch done", lambda repo, srv, before: srv.count() >= 120),
-    Moment("closing step begins", lambda repo, srv, before: journal_phase(repo) == "commit"),
-    Moment(
-        "closing step +5 ms",
-        lambda repo, srv, before: journal_phase(repo) == "commit",
-        after=0.005,
-    ),
+    Moment("mid-fetch", lambda repo, srv, before: srv.count() > 40, held_after=40),
+    Moment("fetch done", lambda repo, srv, before: srv.count() >= 120, held_after=119),
+    Moment("closing step begins", _closing, closing=True),
+    Moment("closing step +5 ms", _closing, after=0.005, closing=True),
     Moment(
         "first pointer written",
         lambda repo, srv, before: bool(pointers(repo) - before),
+        closing=True,
     ),
     Moment(
         "journal closed (pushing)",
         lambda repo, srv, before: bool(pointers(repo) - before) and journal_phase(repo) is None,
+        closing=True,
     ),
 ]
 
@@ -182,21 +193,91 @@ def holding(server: LLMServer, after: int) -> Iterator[None]:
     """The server answers ``after`` requests, then holds the next one, and with it every
     later one, until the block ends: a run caught mid-fetch for as long as a test needs
     (the moment it is caught is ``server.count() > after``)."""
-    release = threading.Event()
-    given = server.responder
-    answer = given or (lambda request: default_text(request.body["messages"]))
-
-    def responder(request: Request) -> str:
-        if server.count() > after:
-            release.wait()
-        return answer(request)
-
-    server.responder = responder
-    try:
+    with server.hold(after=after - server.count()):
         yield
-    finally:
-        release.set()
-        server.responder = given
+
+
+DVC_CHILD = "evalreg.runner._dvcworker"
+
+
+def _state(pid: int) -> str | None:
+    """``pid``'s state letter (``T`` stopped, ``Z`` ended), None once it is gone."""
+    try:
+        return (Path("/proc") / str(pid) / "stat").read_text().rpartition(")")[2].split()[0]
+    except (OSError, IndexError):
+        return None
+
+
+def dvc_child(pgid: int) -> int | None:
+    """The pid of the run's DVC child (``runner._dvcworker``) in process group ``pgid``."""
+    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+        with contextlib.suppress(OSError):
+            if DVC_CHILD.encode() in cmdline.read_bytes():
+                pid = int(cmdline.parent.name)
+                if os.getpgid(pid) == pgid:
+                    return pid
+    return None
+
+
+def _stop(pid: int) -> bool:
+    """SIGSTOP ``pid`` and wait until it is stopped; False if it has ended."""
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, signal.SIGSTOP)
+    deadline = time.monotonic() + 60
+    while (state := _state(pid)) not in ("T", "t"):
+        if state in (None, "Z", "X"):
+            return False
+        assert time.monotonic() < deadline, f"process {pid} is not stopping ({state})"
+        time.sleep(0.0005)
+    return True
+
+
+def _run_for(pid: int, seconds: float) -> bool:
+    """Let the stopped ``pid`` run for ``seconds``, then stop it again; False if it has
+    ended meanwhile."""
+    os.kill(pid, signal.SIGCONT)
+    time.sleep(seconds)
+    return _stop(pid)
+
+
+def _go_on(pgid: int) -> None:
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(pgid, signal.SIGCONT)
+
+
+def _stepped(
+    repo: Repo, proc: subprocess.Popen[str], moment: Moment, reached: Callable[[], bool]
+) -> bool:
+    """Stop the run and its DVC child as soon as the child exists, then let them run in
+    turn, a few milliseconds at a time, looking for the moment while both are stopped;
+    then let the child run ``moment.after`` seconds more. The run waits for the child's
+    replies and for its end, and the child for the run's requests, so neither can end
+    unseen: the run is still running when the signal lands. Returns whether the moment
+    was reached (both are left stopped: ``signal_at`` lets them go once the signal has
+    been sent)."""
+    deadline = time.monotonic() + 120
+    child = None
+    while child is None:
+        assert proc.poll() is None, "the run ended before its DVC child was seen"
+        assert time.monotonic() < deadline, "no DVC child"
+        child = dvc_child(proc.pid)
+    assert _stop(child), "the DVC child ended before the moment"
+    _stop(proc.pid)
+    turn = [proc.pid, child]
+    while not reached():
+        assert time.monotonic() < deadline, f"{moment.name} not reached"
+        if not _run_for(turn[0], 0.005):
+            # Without a push the child ends once the run has no more to ask it (its input
+            # closed, just before the journal is): the run goes on alone, in short slices.
+            assert turn[0] == child, "the run ended before the moment"
+            turn = [proc.pid]
+            while not reached() and _run_for(proc.pid, 0.0005):
+                pass
+            break
+        turn.reverse()
+    if moment.after:
+        _run_for(child, moment.after)
+    return proc.poll() is None
 
 
 def signal_at(
@@ -205,13 +286,24 @@ def signal_at(
     """Start ``evalreg run ARGS``, signal its process group at ``moment``; return what it
     printed on stderr and its exit status (None if it had ended before the moment)."""
     before = pointers(repo)
-    proc = start(repo, "run", *args)
-    hit = wait_until(proc, lambda: moment.reached(repo, server, before))
-    if hit:
-        if moment.after:
-            time.sleep(moment.after)
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signum)
+    with contextlib.ExitStack() as held:
+        if moment.held_after is not None:
+            held.enter_context(server.hold(after=moment.held_after))
+        proc = start(repo, "run", *args)
+        held.callback(_go_on, proc.pid)  # after the signal, in any case
+
+        def reached() -> bool:
+            return moment.reached(repo, server, before)
+
+        if moment.closing:
+            hit = _stepped(repo, proc, moment, reached)
+        else:
+            hit = wait_until(proc, reached)
+            if hit and moment.after:
+                time.sleep(moment.after)
+        if hit:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signum)
     _, err = proc.communicate(timeout=120)
     # The group's other members (the DVC child) are gone too before anything is checked.
     wait_group_gone(proc.pid)
