@@ -140,7 +140,8 @@ def test_a_batched_run_interrupted_while_waiting_says_how_to_collect(
     err, code = runs.signal_at(registry, server, moment, signal.SIGTERM, *POLL)
     assert code == 128 + signal.SIGTERM, err
     assert "Traceback" not in err
-    assert "evalreg -C" in err and " run --batch`" in err
+    # The command that resumes it keeps the flags it was started with.
+    assert "evalreg -C" in err and f" run {' '.join(POLL)}`" in err
     assert len(journalled(registry)) == 2  # still journalled: a later run collects them
     resumed = runs.evalreg(registry, "run", *POLL)
     assert resumed.returncode == 0, resumed.stderr
