@@ -67,10 +67,10 @@ from pathlib import Path
 from typing import Any, TypeVar
 from urllib.request import getproxies
 
+import httpx
 from aiolimiter import AsyncLimiter
 
 from evalreg.canonical import loads_finite
-from evalreg.providers._httpx import httpx
 from evalreg.providers.base import Completion, ProviderError
 from evalreg.redaction import redact
 from evalreg.registry.schema import Limits

@@ -864,11 +864,16 @@ def run(
     providers = all_providers(root)
 
     async def go() -> tuple[FetchReport, FetchReport | None]:
-        from evalreg.providers.http import HttpLayer
-
         label = f"shard{options.shard[0]}of{options.shard[1]}" if options.shard else "run"
-        network = registry.settings.network
-        async with HttpLayer(ca_bundle=network.ca_bundle, root=root) as http:
+        layer = None
+        if not options.offline:
+            # Offline nothing is sent and no batch is asked about: neither the HTTP layer
+            # nor httpx is even imported.
+            from evalreg.providers.http import HttpLayer
+
+            network = registry.settings.network
+            layer = HttpLayer(ca_bundle=network.ca_bundle, root=root)
+        async with layer or contextlib.nullcontext() as http:
             writer = None
             if not options.offline:
                 # Listed before it exists: a run stopped in between leaves no segment that
@@ -891,6 +896,7 @@ def run(
                     admit=budget.admit if budget.active else None,
                 )
                 if batched is not None:
+                    assert http is not None
                     pins = {
                         pin_id: (pin, providers[pin.provider])
                         for pin_id, pin in registry.pins.items()
