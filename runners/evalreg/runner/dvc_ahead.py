@@ -4,9 +4,9 @@ The child (``_dvcworker``) opens the repository and collects its stages while th
 fetches; the add itself then still imports its stage locks, hashing and checkout, staging
 in git with its attributes and filters, and its status line. Imported ahead, that is done
 while the run fetches, not while it waits for the add: 0.14 to 0.21 s of CPU (median 0.18 s
-of seven, on a loaded 2-core machine, measured after the stages are collected), some 9 %
-of the whole run at L = 0, C = 64, N = 5,000 (README: about 2 s, the closing step
-included) and 4 % at L = 50 ms.
+of seven, on a loaded 2-core machine, timed in the child once the stages are collected).
+Waited for in the add instead, that is some 9 % of the README's whole run at L = 0, C = 64,
+N = 5,000 (about 2 s, the closing step included) and some 4 % at L = 50 ms.
 
 These are DVC's, dulwich's, scmrepo's and rich's own modules, private ones among them, and
 any release may move one: a module that is gone is skipped, and the add imports what it
