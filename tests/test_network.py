@@ -13,11 +13,12 @@ import ssl
 from collections.abc import Iterator
 from pathlib import Path
 
+import httpx
 import pytest
 import trustme
 
 from evalreg.providers.base import Completion, ProviderError
-from evalreg.providers.http import HttpLayer
+from evalreg.providers.http import HttpLayer, proxy_mounts
 from evalreg.registry.schema import Limits
 
 from conftest import LIVE_KEY, Repo, assert_refused, label_of, replace_tree
@@ -242,6 +243,62 @@ def test_a_refused_proxy_login_is_an_error_without_the_password(
     assert "407" in result.out + result.err
     assert wrong not in result.out + result.err
     assert wrong.encode() not in everything_written(live)
+
+
+def routed(mounts: dict[str, httpx.AsyncBaseTransport | None], url: str) -> str:
+    """Which way a client with ``mounts`` sends ``url``: ``proxy`` or ``direct``."""
+
+    def answer(way: str) -> httpx.MockTransport:
+        return httpx.MockTransport(lambda request: httpx.Response(200, text=way))
+
+    stand_ins = {k: None if v is None else answer("proxy") for k, v in mounts.items()}
+
+    async def go() -> str:
+        async with httpx.AsyncClient(transport=answer("direct"), mounts=stand_ins) as client:
+            return (await client.get(url)).text
+
+    return asyncio.run(go())
+
+
+def test_proxy_variables_are_read_as_httpx_reads_them(monkeypatch):
+    monkeypatch.setenv("HTTPS_PROXY", "http://proxy.corp:3128")
+    monkeypatch.setenv("http_proxy", "proxy.corp:8080")  # no scheme: http://
+    monkeypatch.setenv(
+        "NO_PROXY", " .internal.corp, example.com,10.1.2.3, ::1 ,localhost,http://plain.test"
+    )
+    mounts = proxy_mounts(True, httpx.Limits())
+    assert all(isinstance(mounts[k], httpx.AsyncHTTPTransport) for k in ("https://", "http://"))
+    assert {k for k, v in mounts.items() if v is None} == {
+        "all://*.internal.corp",
+        "all://*example.com",
+        "all://10.1.2.3",
+        "all://[::1]",
+        "all://localhost",
+        "http://plain.test",
+    }
+    ways = {
+        "https://api.openai.com/v1": "proxy",
+        "http://api.openai.com/v1": "proxy",
+        "https://llm.internal.corp/v1": "direct",
+        "https://internal.corp/v1": "proxy",  # ".internal.corp": its subdomains only
+        "https://example.com/v1": "direct",
+        "https://www.example.com/v1": "direct",
+        "https://notexample.com/v1": "proxy",
+        "https://10.1.2.3:8443/v1": "direct",
+        "http://[::1]:8000/v1": "direct",
+        "http://localhost:8000/v1": "direct",
+        "http://plain.test/v1": "direct",
+        "https://plain.test/v1": "proxy",
+    }
+    assert {url: routed(mounts, url) for url in ways} == ways
+
+
+def test_no_proxy_star_and_no_variables_send_everything_direct(monkeypatch):
+    assert proxy_mounts(True, httpx.Limits()) == {}
+    monkeypatch.setenv("ALL_PROXY", "http://proxy.corp:3128")
+    assert routed(proxy_mounts(True, httpx.Limits()), "https://api.openai.com/v1") == "proxy"
+    monkeypatch.setenv("NO_PROXY", "example.com,*")
+    assert proxy_mounts(True, httpx.Limits()) == {}
 
 
 def test_a_connection_error_never_shows_proxy_credentials(monkeypatch):

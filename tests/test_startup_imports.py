@@ -4,7 +4,6 @@ use stays unloaded. Each test runs the command in a fresh interpreter and reads
 
 from __future__ import annotations
 
-import ast
 import os
 import subprocess
 import sys
@@ -15,7 +14,6 @@ import pytest
 from conftest import Repo
 
 SOURCE = Path(__file__).resolve().parent.parent / "runners" / "evalreg"
-HTTPX_HOME = SOURCE / "providers" / "_httpx.py"
 
 PROBE = """\
 import runpy, sys
@@ -26,8 +24,6 @@ finally:
     print("LOADED", *sorted(sys.modules))
 """
 
-HTTP_CLI = {"click", "pygments", "httpx._main"}
-"""httpx's command-line client and what it alone brings: evalreg never runs it."""
 NOT_FOR_CHECK = {"httpx", "click", "pygments", "dvc", "git", "scipy", "botocore"}
 """Packages ``evalreg check`` has no use for: HTTP, DVC itself (a local remote is read
 directly), GitPython, statistics tests, AWS signing."""
@@ -66,69 +62,20 @@ def test_check_loads_no_http_client_dvc_or_git(repo: Repo):
     assert code == 0
     assert {"pydantic", "evalreg.check"} <= modules  # it did check the registry
     assert not NOT_FOR_CHECK & packages(modules)
-    assert not HTTP_CLI & modules
 
 
-def test_run_talks_http_without_loading_httpx_command_line_client(live: Repo, server):
+def test_run_loads_httpx_only_when_it_buys(live: Repo, server):
     code, modules = loaded("-C", str(live.root), "run", "--no-push")
     assert code == 0
     assert server.count() == 4  # every item was bought over HTTP
     assert "httpx" in modules
-    assert not HTTP_CLI & modules
-
-
-def test_httpx_imported_through_evalreg_is_the_whole_client_library():
-    listing = "print(sorted(n for n in dir(httpx) if not n.startswith('_')))"
-    plain = subprocess.run(
-        [sys.executable, "-c", f"import httpx; {listing}"], capture_output=True, text=True
-    )
-    code = """\
-import sys
-from evalreg.providers._httpx import httpx
-assert not {"click", "pygments", "httpx._main"} & set(sys.modules), "CLI loaded"
-{listing}
-reply = httpx.Client(transport=httpx.MockTransport(lambda r: httpx.Response(200, json=[1]))).get(
-    "https://api.example.com/v1/models"
-)
-print(reply.json(), httpx.main.__module__)
-import httpx._main  # asked for by name, the command-line client still loads
-print(httpx._main.main.name, "click" in sys.modules)
-""".replace("{listing}", listing)
-    through = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
-    assert through.returncode == 0, through.stderr
-    names, reply, cli = through.stdout.splitlines()
-    assert names == plain.stdout.strip()
-    assert reply == "[1] httpx"  # ``main`` is httpx's own stand-in for a missing CLI
-    assert cli == "main True"
-
-
-def test_httpx_imported_before_evalreg_is_left_as_it_is():
-    code = (
-        "import httpx, httpx._main\n"
-        "from evalreg.providers._httpx import httpx as through\n"
-        "print(through is httpx, through.main is httpx._main.main)\n"
-    )
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
-    assert done.stdout.split() == ["True", "True"], done.stderr
-
-
-def test_httpx_is_imported_in_one_place():
-    """A module importing httpx itself would bring its command-line client back."""
-    direct = []
-    for path in sorted(SOURCE.rglob("*.py")):
-        if path == HTTPX_HOME or "template" in path.relative_to(SOURCE).parts:
-            continue
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-            names = (
-                [a.name for a in node.names]
-                if isinstance(node, ast.Import)
-                else [node.module or ""]
-                if isinstance(node, ast.ImportFrom) and not node.level
-                else []
-            )
-            if any(n == "httpx" or n.startswith("httpx.") for n in names):
-                direct.append(f"{path.relative_to(SOURCE)}:{node.lineno}")
-    assert direct == []
+    # Graded again from the store: nothing to send, so neither the HTTP layer nor httpx.
+    code, modules = loaded("-C", str(live.root), "run", "--offline", "--force", "--no-push")
+    assert code == 0
+    assert server.count() == 4
+    assert "evalreg.runner.run" in modules
+    assert not {"httpx", "httpcore"} & packages(modules)
+    assert "evalreg.providers.http" not in modules
 
 
 THREADS_PROBE = """\

@@ -7,6 +7,12 @@ seconds, and counts an ended process that nobody has reaped yet (a zombie) as a 
 Every DVC call evalreg makes that takes the lock goes through ``dvcrepo.with_repo``, which
 asks this module, on DVC's ``LockError``, who holds the lock (``lock_holders``), clears
 what ended processes left, and waits only while a live process holds it.
+
+DVC documents ``dvc.api`` only: this module is evalreg's one reader of DVC's lock, and
+what it reads is DVC's own (``DVC_NAMES``; the pid DVC writes in ``.dvc/tmp/lock``; the
+lock table's ``{"read"|"write": {path: record or [records]}}`` with a ``pid`` in each
+record; the claim files of a hardlink lock). ``tests/test_dvc_internals.py`` fails, naming
+the installed DVC, as soon as a release moves or reshapes any of it.
 """
 
 from __future__ import annotations
@@ -19,6 +25,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+DVC_NAMES = {"dvc.lock": ("HardlinkLock", "LockError", "make_lock"), "dvc.repo": ("lock_repo",)}
+"""DVC's names this module (and ``dvcrepo``) imports, outside DVC's documented API."""
 
 LOCK_PATIENCE = 30.0
 """Seconds, in all, that a DVC call waits for DVC's lock while a live process holds it,

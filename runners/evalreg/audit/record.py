@@ -28,6 +28,7 @@ from types import TracebackType
 from typing import Any, Literal, Protocol, TypeVar
 
 import git
+import httpx
 from pydantic import BaseModel
 
 from evalreg._version import __version__
@@ -54,7 +55,6 @@ from evalreg.cells import RESULTS_DIR
 from evalreg.dvcrepo import cached_file, pointer_md5
 from evalreg.errors import EvalregError, RegistryError, UsageError
 from evalreg.gitops.github import DEFAULT_API_URL, GitHubClient, api_url_from_environment
-from evalreg.providers._httpx import httpx
 from evalreg.registry import schema
 from evalreg.registry.loader import REGISTRY_DIR, YAML_SUFFIXES
 from evalreg.registry.migrations import upgrade

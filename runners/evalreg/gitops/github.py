@@ -20,9 +20,10 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, Literal
 
+import httpx
+
 from evalreg._version import __version__
 from evalreg.errors import EvalregError
-from evalreg.providers._httpx import httpx
 from evalreg.providers.http import retry_after
 from evalreg.text.escape import COMMENT_LIMIT, cut_to_fit
 

@@ -46,12 +46,11 @@ import secrets
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import quote, urlsplit
 
 from evalreg.providers.base import Completion, Provider, ProviderError
 from evalreg.providers.fetch import FetchReport, Job, JobError, put_response
-from evalreg.providers.http import HttpLayer
 from evalreg.registry.schema import Limits, Pin
 from evalreg.store.batches import (
     INTENT,
@@ -62,6 +61,9 @@ from evalreg.store.batches import (
     BatchRequest,
 )
 from evalreg.store.segments import ResponseStore, SegmentWriter, load_json
+
+if TYPE_CHECKING:
+    from evalreg.providers.http import HttpLayer
 
 APIS = {
     "openai": "openai",

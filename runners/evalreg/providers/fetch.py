@@ -21,7 +21,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from functools import partial
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from evalreg import redaction
 from evalreg.canonical import canonical_bytes
@@ -33,10 +33,14 @@ from evalreg.providers.base import (
     output_cap,
     signer,
 )
-from evalreg.providers.http import HttpLayer, Reply
 from evalreg.providers.tools import Toolset
 from evalreg.registry.schema import Pin
 from evalreg.store.segments import ResponseStore, SegmentWriter, encode_record, request_key, utc_now
+
+if TYPE_CHECKING:
+    # The HTTP layer (and httpx with it) is loaded by a run that buys, not by one that only
+    # reads the store (``run --offline``, a re-grade).
+    from evalreg.providers.http import HttpLayer, Reply
 
 
 @dataclass(frozen=True)
@@ -352,6 +356,8 @@ def put_response(
 
 
 def _call_local(job: Job) -> Reply:
+    from evalreg.providers.http import Reply
+
     call = getattr(job.provider, "call", None)
     if call is None:
         raise ProviderError("client", f"provider {job.provider.name} cannot be called locally")

@@ -9,11 +9,12 @@ httpx-aiohttp's ``AiohttpTransport``, the maintained alternative, costs about 30
 request rate at 64 in flight there).
 
 Corporate networks: ``HTTPS_PROXY``, ``HTTP_PROXY``, ``ALL_PROXY`` and ``NO_PROXY`` (either
-case) are honoured as httpx reads them; an origin they send through a proxy goes over httpx's
-own proxy transport (a CONNECT tunnel for https), credentials in the proxy URL included and
-never shown (``redaction``). Certificates are verified against ``SSL_CERT_FILE`` or
-``SSL_CERT_DIR`` when set (certifi's bundle otherwise), plus the ``ca_bundle`` of the pin
-(``limits.ca_bundle``) or of the registry (``network.ca_bundle`` in ``registry/evalreg.yaml``).
+case) are honoured as httpx reads them (``proxy_mounts``); an origin they send through a
+proxy goes over httpx's own proxy transport (a CONNECT tunnel for https), credentials in the
+proxy URL included and never shown (``redaction``). Certificates are verified against
+``SSL_CERT_FILE`` or ``SSL_CERT_DIR`` when set (certifi's bundle otherwise), plus the
+``ca_bundle`` of the pin (``limits.ca_bundle``) or of the registry (``network.ca_bundle`` in
+``registry/evalreg.yaml``).
 
 Retries cover 408, 429, the 5xx statuses but 501, timeouts, connection errors and malformed
 bodies, with exponential backoff and jitter, honouring ``Retry-After``. Per-pin concurrency is
@@ -53,6 +54,7 @@ instead of each retrying for half a minute against a server that is not there.
 from __future__ import annotations
 
 import asyncio
+import ipaddress
 import json
 import random
 import re
@@ -63,11 +65,12 @@ from dataclasses import dataclass
 from email.utils import parsedate_to_datetime
 from pathlib import Path
 from typing import Any, TypeVar
+from urllib.request import getproxies
 
+import httpx
 from aiolimiter import AsyncLimiter
 
 from evalreg.canonical import loads_finite
-from evalreg.providers._httpx import httpx
 from evalreg.providers.base import Completion, ProviderError
 from evalreg.redaction import redact
 from evalreg.registry.schema import Limits
@@ -130,35 +133,20 @@ class _NoCookies(httpx.Cookies):
         return None
 
 
-_DEFAULT_LIMITS = httpx.Limits(max_connections=512)
+_NO_COOKIES = _NoCookies()
 
 
 class _StatelessClient(httpx.AsyncClient):
-    """An ``httpx.AsyncClient`` that never keeps cookies, over ``ConnectionPool``.
+    """An ``httpx.AsyncClient`` that never keeps cookies.
 
     Model APIs authenticate every request with its own key; a cookie one response sets
-    (a load balancer's, say) must not ride along on requests for other pins. Skipping the
-    jar also saves the standard library's cookie parsing on every response, a sixth of the
-    client's time per request at 1,000 requests a second.
-
-    Built without a ``transport`` the client reads the proxy variables (httpx ignores them
-    beside an explicit transport); direct origins then go to ``ConnectionPool``.
+    (a load balancer's, say) must not ride along on requests for other pins. The client's
+    public ``cookies`` is a jar that keeps nothing and is never replaced, so no response
+    reaches the standard library's cookie machinery: a jar that merely refuses cookies
+    (a ``CookieJar`` given as ``cookies=``) still has httpx build a ``urllib`` request for
+    every response, tens of microseconds each, and the parsing of each ``Set-Cookie`` comes
+    on top (a sixth of the client's time per request at 1,000 requests a second).
     """
-
-    def _init_transport(
-        self,
-        verify: ssl.SSLContext | str | bool = True,
-        cert: Any = None,
-        trust_env: bool = True,
-        http1: bool = True,
-        http2: bool = False,
-        limits: httpx.Limits = _DEFAULT_LIMITS,
-        transport: httpx.AsyncBaseTransport | None = None,
-    ) -> httpx.AsyncBaseTransport:
-        if transport is not None:
-            return transport
-        assert not isinstance(verify, str)
-        return ConnectionPool(max_connections=limits.max_connections or 512, verify=verify)
 
     @property
     def cookies(self) -> httpx.Cookies:
@@ -169,7 +157,49 @@ class _StatelessClient(httpx.AsyncClient):
         return None
 
 
-_NO_COOKIES = _NoCookies()
+def proxy_mounts(
+    verify: ssl.SSLContext | bool, limits: httpx.Limits
+) -> dict[str, httpx.AsyncBaseTransport | None]:
+    """The proxies the environment asks for, as ``mounts`` of an ``httpx.AsyncClient``:
+    httpx's own proxy transport for each proxied scheme, ``None`` (the client's own
+    transport) for each host ``NO_PROXY`` sends direct.
+
+    httpx reads these variables only for a client it builds its own transport for; this
+    reads them the way it does (``urllib.request.getproxies``, then ``NO_PROXY`` as curl
+    reads it: ``*`` turns every proxy off, ``.example.com`` covers its subdomains,
+    ``example.com`` the domain and its subdomains, an IP address or ``localhost`` itself).
+    """
+    found = getproxies()
+    patterns: dict[str, str | None] = {}
+    for scheme in ("http", "https", "all"):
+        if found.get(scheme):
+            url = found[scheme]
+            patterns[f"{scheme}://"] = url if "://" in url else f"http://{url}"
+    for host in (h.strip() for h in found.get("no", "").split(",")):
+        if host == "*":
+            return {}
+        if host:
+            patterns[_no_proxy_pattern(host)] = None
+    return {
+        pattern: None
+        if url is None
+        else httpx.AsyncHTTPTransport(verify=verify, limits=limits, proxy=httpx.Proxy(url))
+        for pattern, url in patterns.items()
+    }
+
+
+def _no_proxy_pattern(host: str) -> str:
+    """The ``mounts`` key that sends ``host`` (an entry of ``NO_PROXY``) direct."""
+    if "://" in host:
+        return host
+    address = host.split("/")[0]
+    for kind, form in ((ipaddress.IPv4Address, "all://{}"), (ipaddress.IPv6Address, "all://[{}]")):
+        try:
+            kind(address)
+        except ValueError:
+            continue
+        return form.format(host)
+    return f"all://{host}" if host.lower() == "localhost" else f"all://*{host}"
 
 
 class HttpLayer:
@@ -226,16 +256,21 @@ class HttpLayer:
                         raise ProviderError(
                             "client", f"cannot load the CA bundle {bundle}: {exc}"
                         ) from None
-            client = self._clients[bundles] = _StatelessClient(
-                transport=self._transport,
-                verify=verify,
-                limits=httpx.Limits(
+            transport, mounts = self._transport, None
+            if transport is None:
+                limits = httpx.Limits(
                     max_connections=self._max_connections,
                     max_keepalive_connections=self._max_connections,
-                ),
+                )
+                transport = ConnectionPool(
+                    max_connections=self._max_connections or 512, verify=verify
+                )
+                mounts = proxy_mounts(verify, limits)
+            client = self._clients[bundles] = _StatelessClient(
+                transport=transport,
+                mounts=mounts,
                 timeout=httpx.Timeout(120.0, connect=15.0),
                 follow_redirects=False,
-                trust_env=True,
             )
         return client
 

@@ -20,7 +20,6 @@ reads ``{"push_error": str | null}``. End of input ends the child.
 from __future__ import annotations
 
 import contextlib
-import importlib
 import json
 import os
 import signal
@@ -30,6 +29,7 @@ from pathlib import Path
 from typing import IO, Any, NoReturn
 
 from evalreg.errors import EvalregError, UsageError
+from evalreg.runner.dvc_ahead import import_ahead
 
 DISMISS = signal.SIGUSR1
 
@@ -130,38 +130,6 @@ class Tracker:
         self.close()
 
 
-_AHEAD = (
-    "dvc.repo.add",
-    "dvc.output",
-    "dvc.rwlock",
-    "dvc_data.hashfile._progress",
-    "dvc_data.hashfile.status",
-    "dulwich.attrs",
-    "dulwich.filters",
-    "dulwich.index",
-    "dulwich.line_ending",
-    "fsspec.implementations.memory",
-    "pygit2",
-    "scmrepo.git.backend.dulwich",
-    "scmrepo.git.backend.pygit2",
-    "scmrepo.git.backend.pygit2.filter",
-    "rich._emoji_codes",
-    "rich.status",
-)
-"""Modules ``dvc add`` imports as it goes (its stage locks, hashing and checkout, staging
-in git with its attributes and filters, its status line): imported while the run
-fetches, not while it waits for the add."""
-
-
-def _import_ahead() -> None:
-    from dvc.ui import ui
-
-    for name in _AHEAD:
-        with contextlib.suppress(ImportError):
-            importlib.import_module(name)
-    ui.error_console  # noqa: B018 (a rich console, built once)
-
-
 _BUSY = "busy"
 """``_add`` in the prepared repository met a path DVC's lock table gives to another
 process: done again in a fresh one, which waits for it (``dvcrepo.with_repo``)."""
@@ -238,7 +206,7 @@ def _serve(root: Path) -> None:
                 held.callback(repo.close)
                 held.enter_context(dvclock.holding_lock(repo))
                 repo.index.outs_graph  # noqa: B018 (collects every stage: the costly part)
-                _import_ahead()
+                import_ahead()
         except Exception:
             # Someone else holds the lock, or the repository is odd: track the plain
             # way when asked, and report what that says.

@@ -14,14 +14,13 @@ import contextlib
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import TYPE_CHECKING, Any, BinaryIO
 
 from evalreg.cells import Cell
 from evalreg.providers import all_providers
 from evalreg.providers.base import Completion, credentials_problem
 from evalreg.providers.batch import BATCHED, BatchReport, buy_in_batches, fits_a_batch
 from evalreg.providers.fetch import FetchReport, Job, fetch
-from evalreg.providers.http import HttpLayer
 from evalreg.providers.pricing import cost_micro_usd
 from evalreg.registry import schema
 from evalreg.registry.loader import Registry
@@ -43,6 +42,9 @@ from evalreg.store.batches import BatchJournal
 from evalreg.store.journal import Journal, Staged
 from evalreg.store.segments import STORE_DIR, ResponseStore, SegmentWriter, segment_name
 from evalreg.text.numbers import plural
+
+if TYPE_CHECKING:
+    from evalreg.providers.http import HttpLayer
 
 _REPORT_EVERY = 1000
 """Graded samples between two progress reports (each costs the display some work)."""
@@ -201,8 +203,15 @@ class Purchase:
         fetch did (None: no judge request was needed)."""
         options = self.options
         label = f"shard{options.shard[0]}of{options.shard[1]}" if options.shard else "run"
-        network = self.registry.settings.network
-        async with HttpLayer(ca_bundle=network.ca_bundle, root=self.root) as http:
+        layer = None
+        if not options.offline:
+            # Offline nothing is sent and no batch is asked about: neither the HTTP layer
+            # nor httpx is even imported.
+            from evalreg.providers.http import HttpLayer
+
+            network = self.registry.settings.network
+            layer = HttpLayer(ca_bundle=network.ca_bundle, root=self.root)
+        async with layer or contextlib.nullcontext() as http:
             writer = None
             if not options.offline:
                 # Listed before it exists: a run stopped in between leaves no segment that
@@ -234,7 +243,9 @@ class Purchase:
                 if writer is not None:
                     writer.close()
 
-    async def _buy_candidates(self, http: HttpLayer, writer: SegmentWriter | None) -> FetchReport:
+    async def _buy_candidates(
+        self, http: HttpLayer | None, writer: SegmentWriter | None
+    ) -> FetchReport:
         """Buy the candidates' missing responses (live, and in batches where a batch API
         takes them): what the fetch did, the responses the store held counted as cached."""
         options, budget = self.options, self.budget
@@ -250,6 +261,7 @@ class Purchase:
             admit=budget.admit if budget.active else None,
         )
         if batched is not None:
+            assert http is not None  # batches are never asked about offline
             providers = self.providers
             pins = {
                 pin_id: (pin, providers[pin.provider])
