@@ -2,9 +2,8 @@
 
 DVC documents ``dvc.api`` only; ``dvclock`` reads DVC's lock (``dvc.lock``,
 ``dvc.repo.lock_repo``, the files under ``.dvc/tmp``), ``dvcrepo.quiet`` turns DVC's
-console off, and the run's DVC child imports modules of DVC and its dependencies ahead
-(``runner/dvc_ahead.py``). A minor release may move or reshape any of them without a
-word: these tests fail first, naming what is gone and the DVC version installed.
+console off. A minor release may move or reshape any of them without a word: these tests
+fail first, naming what is gone and the DVC version installed.
 """
 
 from __future__ import annotations
@@ -20,19 +19,8 @@ from pathlib import Path
 import pytest
 
 from evalreg import dvclock
-from evalreg.runner import dvc_ahead
 
 DVC = version("dvc")
-
-
-@pytest.mark.parametrize("name", dvc_ahead.MODULES)
-def test_every_module_the_dvc_child_imports_ahead_exists(name: str) -> None:
-    gone = f"{name}, imported ahead by runner/dvc_ahead.py, does not exist with DVC {DVC}"
-    try:
-        spec = importlib.util.find_spec(name)
-    except ModuleNotFoundError as exc:  # its package is gone
-        pytest.fail(f"{gone} ({exc})")
-    assert spec is not None, gone
 
 
 def test_the_lock_names_dvclock_uses_are_in_the_installed_dvc() -> None:

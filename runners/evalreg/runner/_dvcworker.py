@@ -29,7 +29,6 @@ from pathlib import Path
 from typing import IO, Any, NoReturn
 
 from evalreg.errors import EvalregError, UsageError
-from evalreg.runner.dvc_ahead import import_ahead
 
 DISMISS = signal.SIGUSR1
 
@@ -206,7 +205,6 @@ def _serve(root: Path) -> None:
                 held.callback(repo.close)
                 held.enter_context(dvclock.holding_lock(repo))
                 repo.index.outs_graph  # noqa: B018 (collects every stage: the costly part)
-                import_ahead()
         except Exception:
             # Someone else holds the lock, or the repository is odd: track the plain
             # way when asked, and report what that says.
