@@ -30,8 +30,9 @@ def tests(session: nox.Session) -> None:
 
 @nox.session
 def slow(session: nox.Session) -> None:
-    """The tests marked ``slow`` (large simulations, tools outside Python): the README's
-    command deselects them to stay fast; CI runs this session after it."""
+    """The tests marked ``slow`` (large simulations, tools outside Python, the kill
+    matrices beyond their cross-sections): the README's command deselects them to stay
+    fast; CI runs this session after it."""
     session.install("-e", ".[test]")
     session.run(*PYTEST, "-m", "slow", *session.posargs)
 

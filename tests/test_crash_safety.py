@@ -24,6 +24,7 @@ from evalreg.store.segments import STORE_DIR, ResponseStore
 from conftest import Repo, registry_template, replace_tree
 from support import runs
 from support.llm_server import LLMServer
+from support.matrix import cross_section
 
 ITEMS = 60  # x 2 HTTP pins = 120 requests a run
 
@@ -79,8 +80,10 @@ def assert_whole(repo: Repo, server: LLMServer, kept: set[str]) -> None:
 SIGNALS = [signal.SIGINT, signal.SIGTERM, signal.SIGKILL]
 
 
-@pytest.mark.parametrize("moment", runs.MOMENTS, ids=[m.name for m in runs.MOMENTS])
-@pytest.mark.parametrize("signum", SIGNALS, ids=[s.name for s in SIGNALS])
+@pytest.mark.parametrize(
+    ("moment", "signum"),
+    cross_section(runs.MOMENTS, SIGNALS, ids=lambda m, s: f"{signal.Signals(s).name}-{m.name}"),
+)
 def test_a_run_signalled_at_any_moment_resumes_without_loss_or_rebuying(
     registry: Repo, server: LLMServer, moment: runs.Moment, signum: int
 ):
