@@ -17,6 +17,7 @@ import pytest
 
 from evalreg import dvcrepo
 from evalreg.cli import main
+from evalreg.providers import http
 
 from support.llm_server import LLMServer
 
@@ -40,6 +41,21 @@ def _git_identity(
     monkeypatch.setenv("XDG_CONFIG_HOME", str(home / ".config"))
     monkeypatch.setenv("DVC_NO_ANALYTICS", "1")
     monkeypatch.setenv("COLUMNS", "200")  # tables on one line each, for readable assertions
+
+
+class _ShortBackoff(http.Backoff):
+    """Retries within a test wait milliseconds, not the half second and more a real API is
+    given: what a test checks is how many attempts were made and what they sent."""
+
+    def __init__(self, initial: float = 0.01, maximum: float = 0.05, jitter: float = 0.01):
+        super().__init__(initial=initial, maximum=maximum, jitter=jitter)
+
+
+@pytest.fixture(autouse=True)
+def _short_backoff(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Commands run in the test's own process (``cli``) retry after milliseconds; one run
+    as a separate process keeps the real backoff."""
+    monkeypatch.setattr(http, "Backoff", _ShortBackoff)
 
 
 PIN_PYTHON = """\
