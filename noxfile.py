@@ -40,6 +40,7 @@ def slow(session: nox.Session) -> None:
 @nox.session(venv_backend="uv")
 def lowest(session: nox.Session) -> None:
     """Each direct dependency (extras included) at the lowest version its range allows."""
+    session.install("pip>=24")  # uv's environments have none; the workflow tests build with it
     session.install("--resolution", "lowest-direct", "-e", ".[test,azure,gs]")
     session.run("uv", "pip", "list", silent=False, external=True)  # what was resolved
     session.run(*PYTEST, *session.posargs)
