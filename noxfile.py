@@ -21,9 +21,16 @@ PYTEST = ("python", "-m", "pytest", "-q", "-n", "auto")
 """The README's test command (after its install step)."""
 
 
+def _pip(session: nox.Session) -> None:
+    """pip in the session's environment: uv makes them without it, and the workflow tests
+    build a wheel with it, as a runner's setup does."""
+    session.install("pip>=24")
+
+
 @nox.session
 def tests(session: nox.Session) -> None:
     """The README's test command: install with the test extra, run the suite."""
+    _pip(session)
     session.install("-e", ".[test]")
     session.run(*PYTEST, *session.posargs)
 
@@ -33,6 +40,7 @@ def slow(session: nox.Session) -> None:
     """The tests marked ``slow`` (large simulations, tools outside Python, the kill
     matrices beyond their cross-sections): the README's command deselects them to stay
     fast; CI runs this session after it."""
+    _pip(session)
     session.install("-e", ".[test]")
     session.run(*PYTEST, "-m", "slow", *session.posargs)
 
@@ -40,7 +48,7 @@ def slow(session: nox.Session) -> None:
 @nox.session(venv_backend="uv")
 def lowest(session: nox.Session) -> None:
     """Each direct dependency (extras included) at the lowest version its range allows."""
-    session.install("pip>=24")  # uv's environments have none; the workflow tests build with it
+    _pip(session)
     session.install("--resolution", "lowest-direct", "-e", ".[test,azure,gs]")
     session.run("uv", "pip", "list", silent=False, external=True)  # what was resolved
     session.run(*PYTEST, *session.posargs)
@@ -49,5 +57,6 @@ def lowest(session: nox.Session) -> None:
 @nox.session
 def latest(session: nox.Session) -> None:
     """Every dependency at the newest version its range allows."""
+    _pip(session)
     session.install("--upgrade", "-e", ".[test,azure,gs]")
     session.run(*PYTEST, *session.posargs)

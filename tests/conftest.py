@@ -202,10 +202,13 @@ class Repo:
         return self.git("rev-parse", "HEAD").strip()
 
     def snapshot(self) -> dict[str, tuple[str, int]]:
-        """Every file below the root (outside .git) with its content hash and mtime."""
+        """Every file below the root (outside .git, and outside ``.dvc/tmp``: DVC's
+        scratch, where any DVC call, a read included, leaves the pid of its lock's last
+        holder) with its content hash and mtime."""
         out = {}
         for dirpath, _dirs, files in os.walk(self.root):
-            if ".git" in Path(dirpath).relative_to(self.root).parts[:1]:
+            parts = Path(dirpath).relative_to(self.root).parts
+            if parts[:1] == (".git",) or parts[:2] == (".dvc", "tmp"):
                 continue
             for name in files:
                 path = Path(dirpath) / name
