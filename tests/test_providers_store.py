@@ -482,17 +482,18 @@ def test_sigkill_loses_at_most_the_requests_in_flight(repo: Repo, key_env):
         "PYTHONPATH": str(HERE / "support") + os.pathsep + os.environ.get("PYTHONPATH", ""),
     }
     with LLMServer(api_key=KEY) as srv:
+        fetch = [
+            sys.executable,
+            str(HERE / "support" / "fetch_script.py"),
+            str(repo.root),
+            srv.base_url,
+            str(n),
+            str(concurrency),
+        ]
         # 200 answers, then every response held until the kill: the fetch cannot end first.
         with srv.hold(after=200) as held:
             proc = subprocess.Popen(
-                [
-                    sys.executable,
-                    str(HERE / "support" / "fetch_script.py"),
-                    str(repo.root),
-                    srv.base_url,
-                    str(n),
-                    str(concurrency),
-                ],
+                fetch,
                 env=env,
             )
             deadline = time.monotonic() + 60
@@ -509,14 +510,7 @@ def test_sigkill_loses_at_most_the_requests_in_flight(repo: Repo, key_env):
 
         srv.reset()
         done = subprocess.run(
-            [
-                sys.executable,
-                str(HERE / "support" / "fetch_script.py"),
-                str(repo.root),
-                srv.base_url,
-                str(n),
-                str(concurrency),
-            ],
+            fetch,
             env=env,
             capture_output=True,
             text=True,
