@@ -18,6 +18,7 @@ import pytest
 from evalreg import dvcrepo
 from evalreg.cli import main
 from evalreg.providers import http
+from evalreg.runner import _dvcworker
 
 from support.llm_server import LLMServer
 
@@ -56,6 +57,17 @@ def _short_backoff(monkeypatch: pytest.MonkeyPatch) -> None:
     """Commands run in the test's own process (``cli``) retry after milliseconds; one run
     as a separate process keeps the real backoff."""
     monkeypatch.setattr(http, "Backoff", _ShortBackoff)
+
+
+@pytest.fixture(autouse=True)
+def _tracking_in_process(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Commands run in the test's own process (``cli``) track a run's files there, with the
+    same ``dvcrepo.track`` the DVC child runs (``Tracker``'s fallback when no child can be
+    started): the child imports DVC afresh, most of a second of CPU, on every run. Commands
+    run as separate processes (``support.runs``, the workflow steps) keep their child, and a
+    test about the child itself is marked ``dvc_child``."""
+    if request.node.get_closest_marker("dvc_child") is None:
+        monkeypatch.setattr(_dvcworker, "start_child", lambda root, lock_fd: None)
 
 
 PIN_PYTHON = """\

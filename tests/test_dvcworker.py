@@ -19,6 +19,8 @@ from evalreg.runner._dvcworker import Tracker
 
 from conftest import Repo
 
+pytestmark = pytest.mark.dvc_child
+
 SEGMENT = "reports/store/run-1.jsonl"
 
 

@@ -149,10 +149,21 @@ def test_the_merge_names_its_lost_evidence_and_the_commit_that_bought_it_again(m
     merged.git("commit", "-q", "--author=Maintainer Mo <mo@example.com>", "-m", "buy again #12")
     rebuy = merged.git("rev-parse", "HEAD").strip()
 
+    # Records the re-buy wrote again byte for byte (a run within the same second as the
+    # fork's, timings alike) are the same DVC object, pushed now: no longer lost. The
+    # store segment, named uniquely by each run, always is.
+    still_lost = {
+        p: m for p, m in lost.items() if not (merged.root / p).exists() or m not in merged.read(p)
+    }
+    assert any(p.startswith("reports/store/") for p in still_lost)
+
     result = cli(merged, "reproduce", merge)
     assert result.code == 1, result.err
     assert "Traceback" not in result.err
     for path, md5 in lost.items():
+        if path not in still_lost:
+            assert f"{path} (md5 {md5})" not in result.out
+            continue
         line = next(ln for ln in result.out.splitlines() if f"{path} (md5 {md5})" in ln)
         assert f"at commit {rebuy[:12]} by Maintainer Mo on " in line
         assert "reports/rebought.jsonl line 1" in line

@@ -32,7 +32,11 @@ def run_held_mid_fetch(repo: Repo, server: LLMServer) -> Iterator[subprocess.Pop
     first ``ANSWERED`` until the block ends; then it finishes, and must succeed."""
     with runs.holding(server, after=ANSWERED):
         run = runs.start(repo, "run")
-        assert runs.wait_until(run, lambda: server.count() > ANSWERED), run.communicate()
+        # Caught once the held request has arrived and the answered ones are in its segment
+        # (written as they arrive): from then on, nothing in the tree changes until release.
+        assert runs.wait_until(
+            run, lambda: server.count() > ANSWERED and stored_lines(repo) >= ANSWERED
+        ), run.communicate()
         try:
             yield run
         except BaseException:
@@ -41,6 +45,15 @@ def run_held_mid_fetch(repo: Repo, server: LLMServer) -> Iterator[subprocess.Pop
             raise
     _, err = run.communicate(timeout=120)
     assert run.returncode == 0, err
+
+
+def stored_lines(repo: Repo) -> int:
+    """Whole lines in the run's segments (those without a DVC pointer yet)."""
+    return sum(
+        (repo.root / rel).read_bytes().count(b"\n")
+        for rel in runs.untracked_data(repo)
+        if rel.startswith(STORE_DIR) and rel.endswith(".jsonl")
+    )
 
 
 def note_line(err: str) -> str:

@@ -331,6 +331,7 @@ def test_a_shards_table_shows_what_it_bought_for_each_cell(live: Repo, cli, serv
         }
 
 
+@pytest.mark.dvc_child
 def test_a_run_without_a_push_leaves_everything_tracked_and_the_repository_free(
     live: Repo, cli, server
 ):

@@ -51,30 +51,28 @@ class Runner:
     wheel: Path
 
 
-@pytest.fixture(scope="session")
-def runner(tmp_path_factory: pytest.TempPathFactory) -> Runner:
-    base = tmp_path_factory.mktemp("runner")
-    # A wheel of this checkout as it is now, built from a copy so the tree stays clean.
-    source = base / "src"
+def copy_checkout(dest: Path, *paths: str) -> None:
+    """Copy this checkout's files as they are now (tracked, or new and not ignored; below
+    ``paths``, or all of them) to ``dest``: what a clone of it would hold, uncommitted
+    changes included, and none of a developer's environments and caches."""
     files = subprocess.run(
-        [
-            "git",
-            "ls-files",
-            "-co",
-            "--exclude-standard",
-            "-z",
-            "pyproject.toml",
-            "README.md",
-            "runners",
-        ],
+        ["git", "ls-files", "-co", "--exclude-standard", "-z", *paths],
         cwd=ROOT,
         check=True,
         capture_output=True,
     ).stdout.split(b"\0")
     for rel in filter(None, (f.decode() for f in files)):
         if (ROOT / rel).is_file():
-            (source / rel).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(ROOT / rel, source / rel)
+            (dest / rel).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(ROOT / rel, dest / rel)
+
+
+@pytest.fixture(scope="session")
+def runner(tmp_path_factory: pytest.TempPathFactory) -> Runner:
+    base = tmp_path_factory.mktemp("runner")
+    # A wheel of this checkout as it is now, built from a copy so the tree stays clean.
+    source = base / "src"
+    copy_checkout(source, "pyproject.toml", "README.md", "runners")
     wheels = base / "wheels"
     subprocess.run(
         [
@@ -813,7 +811,7 @@ def test_the_release_refuses_a_tag_that_is_not_the_packages_version(
         s for s in build["steps"] if s.get("name") == "The tag names the version being built"
     ]
     assert build["steps"]
-    shutil.copytree(ROOT, tmp_path / "work", ignore=shutil.ignore_patterns(".venv", ".git"))
+    copy_checkout(tmp_path / "work")
     job = run_job(
         workflow,
         "build",

@@ -33,6 +33,21 @@ from evalreg.errors import EvalregError, UsageError
 DISMISS = signal.SIGUSR1
 
 
+def start_child(root: Path, lock_fd: int | None) -> subprocess.Popen[bytes] | None:
+    """The DVC child for ``root``; None when no process can be started, and the work is
+    done in the calling process instead (``Tracker``'s fallback)."""
+    try:
+        return subprocess.Popen(
+            [sys.executable, "-m", "evalreg.runner._dvcworker", str(root)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            pass_fds=() if lock_fd is None else (lock_fd,),
+        )
+    except OSError:
+        return None
+
+
 class Tracker:
     """A DVC child process for one repository: ``add`` once, then ``push`` or ``close``.
 
@@ -42,17 +57,8 @@ class Tracker:
 
     def __init__(self, root: Path, *, lock_fd: int | None = None) -> None:
         self.root = root
-        self.proc: subprocess.Popen[bytes] | None = None
+        self.proc = start_child(root, lock_fd)
         self.asked = False
-        # With no process to spare, the work is done in this process instead.
-        with contextlib.suppress(OSError):
-            self.proc = subprocess.Popen(
-                [sys.executable, "-m", "evalreg.runner._dvcworker", str(root)],
-                stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                pass_fds=() if lock_fd is None else (lock_fd,),
-            )
 
     def _ask(self, request: dict[str, Any]) -> dict[str, Any] | None:
         """Send one request and read its reply; None if the child is gone."""
