@@ -31,6 +31,20 @@ GIT_ENV = {
 }
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    """Once, before any test (in xdist's controller, before its workers start): compile
+    evalreg's modules, so that the hundreds of ``evalreg`` processes the suite starts read
+    them compiled, where the environment keeps Python from writing what it compiles
+    (``PYTHONDONTWRITEBYTECODE``). Nothing is written where evalreg is not writable."""
+    if hasattr(config, "workerinput"):
+        return
+    import compileall
+
+    import evalreg
+
+    compileall.compile_dir(Path(evalreg.__file__).parent, quiet=2)
+
+
 @pytest.fixture(autouse=True)
 def _git_identity(
     monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory

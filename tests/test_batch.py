@@ -306,8 +306,8 @@ def test_a_creation_that_timed_out_is_found_and_not_submitted_again(
     with_anthropic.commit("a short timeout")
     # The batch is created, but its answer comes after the client gave up waiting: a retry
     # sent as it was would create a second batch and buy every request twice.
-    server.batch_create_delay = 1.5
-    done = cli(with_anthropic, "run", "--batch", *POLL, "--candidate", candidate)
+    with server.hold_batch("create"):
+        done = cli(with_anthropic, "run", "--batch", *POLL, "--candidate", candidate)
     assert done.code == 0, done.err
     creations = [r for r in server.requests if r.method == "POST" and r.path == path]
     assert len(creations) == 1, "a creation of unknown outcome was sent again"

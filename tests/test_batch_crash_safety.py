@@ -8,11 +8,14 @@ requests, the batch journal in the state directory, the store).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import signal
 from collections import Counter
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
 import pytest
 
@@ -66,28 +69,67 @@ def _downloads(server: LLMServer) -> int:
     return server.count(lambda r: r.method == "GET" and r.path.endswith("/content"))
 
 
+@dataclass(frozen=True)
+class BatchMoment:
+    """A moment of a batched run, and what the server does so that the run waits there:
+    ``hold`` holds batch creations' (``"create"``) or results' (``"results"``) answers
+    after the first ``after`` until the signal has been sent; ``create_errors`` refuses
+    that many creations (the run waits out a backoff, its file uploaded)."""
+
+    moment: runs.Moment
+    hold: tuple[Literal["create", "results"], int] | None = None
+    create_errors: int = 0
+
+    @property
+    def name(self) -> str:
+        return self.moment.name
+
+
+def _held(repo: Repo, srv: LLMServer | GeminiServer, before: set[str]) -> bool:
+    return srv.batch_held() >= 1
+
+
 MOMENTS = [
-    runs.Moment(
-        "file uploaded, batch not created",
-        lambda repo, srv, before: any(b["state"] == "uploaded" for b in journalled(repo)),
+    BatchMoment(
+        runs.Moment(
+            "file uploaded, batch not created",
+            lambda repo, srv, before: any(b["state"] == "uploaded" for b in journalled(repo)),
+        ),
+        create_errors=1,
     ),
-    runs.Moment(
-        "batch created, its id not journalled",
-        lambda repo, srv, before: _posted(srv, "/v1/batches") >= 1,
-        after=0.3,
+    BatchMoment(runs.Moment("batch created, its id not journalled", _held), ("create", 0)),
+    BatchMoment(
+        runs.Moment(
+            "polling",
+            lambda repo, srv, before: sum(b["state"] == "submitted" for b in journalled(repo)) == 2,
+        )
     ),
-    runs.Moment(
-        "polling",
-        lambda repo, srv, before: sum(b["state"] == "submitted" for b in journalled(repo)) == 2,
-        after=0.05,
-    ),
-    runs.Moment("collecting", lambda repo, srv, before: _downloads(srv) >= 1, after=0.1),
-    runs.Moment(
-        "collecting, a batch's responses stored",
-        lambda repo, srv, before: _downloads(srv) >= 2,
-        after=0.1,
+    BatchMoment(runs.Moment("collecting", _held), ("results", 0)),
+    # The first batch's results are answered and stored, the second's held.
+    BatchMoment(
+        runs.Moment(
+            "collecting, a batch's responses stored",
+            lambda repo, srv, before: (
+                _held(repo, srv, before) and len(runs.stored_keys(repo)) >= ITEMS
+            ),
+        ),
+        ("results", 1),
     ),
 ]
+
+
+def signal_at(
+    repo: Repo, server: LLMServer | GeminiServer, at: BatchMoment, signum: int
+) -> tuple[str, int | None]:
+    """``runs.signal_at`` for a batched run, the server holding it at ``at`` until the
+    signal has been sent."""
+    if at.create_errors:
+        assert isinstance(server, LLMServer)
+        server.batch_create_errors = at.create_errors
+    with contextlib.ExitStack() as held:
+        if at.hold is not None:
+            held.enter_context(server.hold_batch(*at.hold))
+        return runs.signal_at(repo, server, at.moment, signum, *POLL)
 
 
 def assert_bought_once(
@@ -116,17 +158,12 @@ def assert_bought_once(
 
 @pytest.mark.parametrize("moment", every_nth(MOMENTS, 2, ids=lambda m: m.name))
 def test_a_batched_run_killed_at_any_moment_resumes_and_buys_nothing_twice(
-    registry: Repo, server: LLMServer, moment: runs.Moment
+    registry: Repo, server: LLMServer, moment: BatchMoment
 ):
-    server.batch_create_delay = 2.0 if "not journalled" in moment.name else 0.0
-    # Refused once, the creation is retried after a backoff: the run waits uploaded.
-    server.batch_create_errors = 1 if "not created" in moment.name else 0
-    server.batch_results_delay = 1.0 if moment.name.startswith("collecting") else 0.0
-    err, code = runs.signal_at(registry, server, moment, signal.SIGKILL, *POLL)
+    err, code = signal_at(registry, server, moment, signal.SIGKILL)
     assert code is not None, f"the run ended before {moment.name}: {err}"
     if moment.name.endswith("stored"):
         assert len(runs.stored_keys(registry)) == ITEMS  # one batch's, in the run's segment
-    server.batch_create_delay = server.batch_results_delay = 0.0
 
     resumed = runs.evalreg(registry, "run", *POLL)
     assert resumed.returncode == 0, resumed.stderr
@@ -137,8 +174,7 @@ def test_a_batched_run_killed_at_any_moment_resumes_and_buys_nothing_twice(
 def test_a_batched_run_interrupted_while_waiting_says_how_to_collect(
     registry: Repo, server: LLMServer
 ):
-    moment = MOMENTS[2]
-    err, code = runs.signal_at(registry, server, moment, signal.SIGTERM, *POLL)
+    err, code = signal_at(registry, server, MOMENTS[2], signal.SIGTERM)
     assert code == 128 + signal.SIGTERM, err
     assert "Traceback" not in err
     # The command that resumes it keeps the flags it was started with.
@@ -178,13 +214,9 @@ def test_anthropic_batch_killed_before_its_id_was_journalled_is_found_and_collec
     # Message Batches take no idempotency key and no name: the resumed run finds the batch
     # among those created since its intent, by its number of requests, and collects it.
     _anthropic(registry, server)
-    server.batch_create_delay = 2.0
-    created = runs.Moment(
-        "created", lambda repo, srv, before: _posted(srv, "/v1/messages/batches") >= 1, after=0.3
-    )
-    _, code = runs.signal_at(registry, server, created, signal.SIGKILL, *POLL)
+    created = BatchMoment(runs.Moment("created", _held), ("create", 0))
+    _, code = signal_at(registry, server, created, signal.SIGKILL)
     assert code is not None
-    server.batch_create_delay = 0.0
     assert [b["state"] for b in journalled(registry)] == ["intent"]
     resumed = runs.evalreg(registry, "run", *POLL)
     assert resumed.returncode == 0, resumed.stderr
@@ -200,7 +232,7 @@ def test_anthropic_batch_killed_before_its_id_was_journalled_is_found_and_collec
 
 def test_anthropic_batch_killed_while_polling_is_collected_once(registry: Repo, server: LLMServer):
     _anthropic(registry, server)
-    err, code = runs.signal_at(registry, server, MOMENTS[2], signal.SIGKILL, *POLL)
+    err, code = signal_at(registry, server, MOMENTS[2], signal.SIGKILL)
     assert code is not None, err
     resumed = runs.evalreg(registry, "run", *POLL)
     assert resumed.returncode == 0, resumed.stderr
@@ -256,33 +288,25 @@ def _gemini_created(server: GeminiServer) -> int:
 
 
 GEMINI_MOMENTS = [
-    runs.Moment(
-        "batch created, its name not journalled",
-        lambda repo, srv, before: _gemini_created(srv) >= 1,
-        after=0.3,
+    BatchMoment(runs.Moment("batch created, its name not journalled", _held), ("create", 0)),
+    BatchMoment(
+        runs.Moment(
+            "polling",
+            lambda repo, srv, before: sum(b["state"] == "submitted" for b in journalled(repo)) == 2,
+        )
     ),
-    runs.Moment(
-        "polling",
-        lambda repo, srv, before: sum(b["state"] == "submitted" for b in journalled(repo)) == 2,
-        after=0.05,
-    ),
-    runs.Moment(
-        "collecting", lambda repo, srv, before: len(srv.batch_answered) >= ITEMS, after=0.1
-    ),
+    BatchMoment(runs.Moment("collecting", _held), ("results", 0)),
 ]
 
 
 @pytest.mark.parametrize("moment", every_nth(GEMINI_MOMENTS, 3, ids=lambda m: m.name))
 def test_a_gemini_batched_run_killed_at_a_moment_resumes_and_buys_nothing_twice(
-    registry: Repo, gemini: GeminiServer, moment: runs.Moment
+    registry: Repo, gemini: GeminiServer, moment: BatchMoment
 ):
     _on_gemini(registry, gemini)
     # Gemini batch creation is not idempotent, but named: a resumed run finds the batch.
-    gemini.batch_create_delay = 2.0 if "not journalled" in moment.name else 0.0
-    gemini.batch_results_delay = 1.0 if moment.name == "collecting" else 0.0
-    err, code = runs.signal_at(registry, gemini, moment, signal.SIGKILL, *POLL)
+    err, code = signal_at(registry, gemini, moment, signal.SIGKILL)
     assert code is not None, f"the run ended before {moment.name}: {err}"
-    gemini.batch_create_delay = gemini.batch_results_delay = 0.0
 
     resumed = runs.evalreg(registry, "run", *POLL)
     assert resumed.returncode == 0, resumed.stderr

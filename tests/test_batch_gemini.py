@@ -266,8 +266,8 @@ def test_a_creation_that_timed_out_is_found_by_its_name_and_not_submitted_again(
     on_gemini.write(PIN, pin.replace("  max_retries: 2\n", "  max_retries: 2\n  timeout_s: 0.5\n"))
     on_gemini.commit("a short timeout")
     # The batch is created, but its answer comes after the client gave up waiting.
-    gemini.batch_create_delay = 1.5
-    done = cli(on_gemini, "run", "--batch", *POLL, "--candidate", "mini")
+    with gemini.hold_batch("create"):
+        done = cli(on_gemini, "run", "--batch", *POLL, "--candidate", "mini")
     assert done.code == 0, done.err
     creations = [r for r in gemini.requests if r.method == "POST" and r.path == CREATE]
     assert len(creations) == 1, "a creation of unknown outcome was sent again"

@@ -19,10 +19,11 @@ would answer it, the responder and faults included) and ``GET /v1beta/batches`` 
 ``batch_end_state`` makes the next batch end ``EXPIRED``, ``FAILED`` or ``CANCELLED``
 without results; requests whose raw body contains a string in ``batch_errors_matching``
 answer an ``error`` entry; ``batch_without_keys`` leaves out the entries' ``metadata``;
-``batch_create_delay`` and ``batch_results_delay`` hold answers back (the batch exists
-meanwhile). ``batch_requests`` lists every request submitted in a batch (``custom_id``: its
-metadata key), ``batch_answered`` those answered: what was bought in batches, beside the
-live ``generateContent`` requests in ``requests``.
+``hold_batch("create")`` and ``hold_batch("results")`` hold answers back until released
+(the batch exists, or its results are ready, meanwhile). ``batch_requests`` lists every
+request submitted in a batch (``custom_id``: its metadata key), ``batch_answered`` those
+answered: what was bought in batches, beside the live ``generateContent`` requests in
+``requests``.
 
 Faults, in the style of ``llm_server.LLMServer``: ``fail_next(name, times)`` and
 ``fail_matching(substring, name, times)`` (a substring of the raw body), the queue first;
@@ -44,7 +45,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
-from typing import Any
+from typing import Any, Literal
 from urllib.parse import unquote
 
 
@@ -79,6 +80,40 @@ def echo_text(prompt: str) -> str:
     return json.dumps({"echo": prompt[-40:], "n": n})
 
 
+class Hold:
+    """Answers held back by ``GeminiServer.hold_batch``: ``waiting`` is how many wait now;
+    ``release`` lets them (and every later one) be sent."""
+
+    def __init__(self, after: int) -> None:
+        self._after = after
+        self._answered = 0
+        self._lock = threading.Lock()
+        self._event = threading.Event()
+        #: Requests held now (received, their answer not sent).
+        self.waiting = 0
+
+    def wait_turn(self) -> None:
+        """Return at once for the first ``after`` callers and once released; else wait."""
+        with self._lock:
+            if self._event.is_set() or self._answered < self._after:
+                self._answered += 1
+                return
+            self.waiting += 1
+        self._event.wait()
+        with self._lock:
+            self.waiting -= 1
+
+    def release(self) -> None:
+        """Send the held answers now, and every later one at once; idempotent."""
+        self._event.set()
+
+    def __enter__(self) -> Hold:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()
+
+
 class _Server:
     """A threaded loopback HTTP/1.1 server with a fault queue; subclasses speak a protocol."""
 
@@ -98,6 +133,8 @@ class _Server:
         self._lock = threading.Lock()
         self._httpd: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
+        #: Holds on answers (``GeminiServer.hold_batch``), released when the server stops.
+        self._holds: list[Hold] = []
 
     # -- lifecycle -----------------------------------------------------------------------
     @property
@@ -150,11 +187,15 @@ class _Server:
 
         self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self._httpd.daemon_threads = True
-        self._thread = threading.Thread(target=self._httpd.serve_forever, daemon=True)
+        self._thread = threading.Thread(
+            target=self._httpd.serve_forever, kwargs={"poll_interval": 0.01}, daemon=True
+        )
         self._thread.start()
         return self
 
     def stop(self) -> None:
+        for hold in self._holds:
+            hold.release()
         if self._httpd is not None:
             self._httpd.shutdown()
             self._httpd.server_close()
@@ -493,10 +534,7 @@ class GeminiServer(_Server):
         self.model_version = "gemini-2.5-flash-001"
         #: Batch mode: status polls a batch answers "running" before it ends.
         self.batch_polls = 2
-        #: Seconds a batch creation's answer is held back (the batch exists meanwhile).
-        self.batch_create_delay = 0.0
-        #: Seconds the answer of a poll that carries a batch's results is held back.
-        self.batch_results_delay = 0.0
+        self._batch_holds: dict[str, list[Hold]] = {"create": [], "results": []}
         #: The next batch created ends in this state (``BATCH_STATE_EXPIRED``...), unanswered.
         self.batch_end_state: str | None = None
         #: Requests inside batches whose raw body contains one of these answer an error.
@@ -580,9 +618,25 @@ class GeminiServer(_Server):
                 "operation": {"name": name, "metadata": metadata},
             }
             answer = json.loads(json.dumps(self._batches[name]["operation"]))
-        if self.batch_create_delay:
-            time.sleep(self.batch_create_delay)
+        for hold in list(self._batch_holds["create"]):
+            hold.wait_turn()
         return Reply(200, answer, {})
+
+    def batch_held(self) -> int:
+        """How many batch answers ``hold_batch``'s holds keep waiting now."""
+        with self._lock:
+            holds = [*self._batch_holds["create"], *self._batch_holds["results"]]
+        return sum(hold.waiting for hold in holds)
+
+    def hold_batch(self, what: Literal["create", "results"], after: int = 0) -> Hold:
+        """Answer ``after`` more batch creations (``"create"``: each batch is made, then its
+        answer held) or polls that carry a batch's results (``"results"``), then hold every
+        later one's answer until the returned ``Hold`` is released."""
+        hold = Hold(after)
+        with self._lock:
+            self._batch_holds[what].append(hold)
+            self._holds.append(hold)
+        return hold
 
     def _list_batches(self, query: str) -> Reply:
         from urllib.parse import parse_qs
@@ -612,8 +666,9 @@ class GeminiServer(_Server):
             self._run_batch(state)
         with self._lock:
             answer = json.loads(json.dumps(operation))
-        if "response" in answer and self.batch_results_delay:
-            time.sleep(self.batch_results_delay)
+        if "response" in answer:
+            for hold in list(self._batch_holds["results"]):
+                hold.wait_turn()
         return Reply(200, answer, {})
 
     def _run_batch(self, state: dict[str, Any]) -> None:

@@ -56,10 +56,10 @@ Behaviour worth knowing:
   (the responder included). ``batch_expire_after`` makes the next batch expire after that
   many answers; requests whose body contains a string in ``batch_errors_matching`` fail
   inside the batch; ``batch_create_errors`` refuses creations with a 500;
-  ``batch_create_delay`` and ``batch_results_delay`` hold answers back (the batch exists
-  meanwhile). ``batch_requests`` lists every request submitted in a batch (``custom_id``
-  set), ``batch_answered`` those answered: what was bought. Faults (``fail_next``...) are
-  not drawn for these routes.
+  ``hold_batch("create")`` and ``hold_batch("results")`` hold answers back until released
+  (the batch exists, or its results are ready, meanwhile). ``batch_requests`` lists every
+  request submitted in a batch (``custom_id`` set), ``batch_answered`` those answered: what
+  was bought. Faults (``fail_next``...) are not drawn for these routes.
 
 Only the standard library is used, so the file can run under any Python >= 3.11.
 """
@@ -620,12 +620,8 @@ class LLMServer:
         self.requests: list[Request] = []
         #: Batch APIs: status polls a batch answers "in progress" before it ends.
         self.batch_polls = 2
-        #: Seconds a batch creation's answer is held back (the batch exists meanwhile).
-        self.batch_create_delay = 0.0
         #: Batch creations answered with a 500 (nothing created) before one succeeds.
         self.batch_create_errors = 0
-        #: Seconds a download of a batch's results (output, error file) is held back.
-        self.batch_results_delay = 0.0
         #: Where Anthropic batches say their results are (None: this server's own URL).
         self.batch_results_base: str | None = None
         #: The next batch created expires after answering this many of its requests.
@@ -655,6 +651,8 @@ class LLMServer:
         self._writers: set[asyncio.StreamWriter] = set()
         self._tasks: set[asyncio.Task[None]] = set()
         self._holds: list[Hold] = []
+        #: ``hold_batch``'s holds: on creations (the batch made first), on results' downloads.
+        self._batch_holds: dict[str, list[Hold]] = {"create": [], "results": []}
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -696,7 +694,7 @@ class LLMServer:
     def stop(self) -> None:
         """Release every hold, close the listener and every open connection, then join the
         server thread."""
-        for hold in list(self._holds):
+        for hold in [*self._holds, *self._batch_holds["create"], *self._batch_holds["results"]]:
             hold.release()
         thread, loop, stop_event = self._thread, self._loop, self._stop_event
         if thread is None:
@@ -765,6 +763,22 @@ class LLMServer:
         hold = Hold(self, after)
         with self._lock:
             self._holds.append(hold)
+        return hold
+
+    def batch_held(self) -> int:
+        """How many batch answers ``hold_batch``'s holds keep waiting now."""
+        with self._lock:
+            holds = [*self._batch_holds["create"], *self._batch_holds["results"]]
+        return sum(hold.waiting for hold in holds)
+
+    def hold_batch(self, what: Literal["create", "results"], after: int = 0) -> Hold:
+        """Answer ``after`` more batch creations (``"create"``: each batch is made, then its
+        answer held) or downloads of a batch's results (``"results"``: an output or error
+        file, Anthropic's results), then hold every later one's answer until the returned
+        ``Hold`` is released; ``waiting`` counts those held now."""
+        hold = Hold(self, after)
+        with self._lock:
+            self._batch_holds[what].append(hold)
         return hold
 
     def fail_next(self, fault: str, times: int = 1, **opts: float) -> None:
@@ -1448,8 +1462,8 @@ class LLMServer:
                 result: dict[str, Any] | bytes = self._upload(request)
             elif request.method == "GET" and len(parts) == 3 and parts[0] == "files":
                 result = self._files[parts[1]]
-                if self.batch_results_delay:
-                    await asyncio.sleep(self.batch_results_delay)
+                for hold in self._held(self._batch_holds["results"]):
+                    await hold.wait()
             elif request.method == "POST" and parts == ["batches"]:
                 with self._lock:
                     refuse = self.batch_create_errors > 0
@@ -1457,16 +1471,16 @@ class LLMServer:
                 if refuse:
                     return 500, _encode(_error_body(request.protocol, 500)).encode()
                 result = self._create_batch(request, anthropic)
-                if self.batch_create_delay:
-                    await asyncio.sleep(self.batch_create_delay)
+                for hold in self._held(self._batch_holds["create"]):
+                    await hold.wait()
             elif request.method == "GET" and parts == ["batches"]:
                 result = self._list_batches(request.query, anthropic)
             elif request.method == "GET" and len(parts) == 2 and parts[0] == "batches":
                 result = self._poll_batch(parts[1])
             elif request.method == "GET" and len(parts) == 3 and anthropic:
                 result = self._batches[parts[1]]["results"]
-                if self.batch_results_delay:
-                    await asyncio.sleep(self.batch_results_delay)
+                for hold in self._held(self._batch_holds["results"]):
+                    await hold.wait()
             else:
                 raise KeyError(request.path)
         except KeyError:
