@@ -45,6 +45,17 @@ def pytest_configure(config: pytest.Config) -> None:
     compileall.compile_dir(Path(evalreg.__file__).parent, quiet=2)
 
 
+FIRST = ("test_workflow_steps.py",)
+"""Modules run before the others: the longest tests, sharing fixtures that take seconds to
+build. Under ``-n``, xdist hands each worker its first tests in collection order, so these
+run on one worker, their fixtures built once, and none is left to run last while the other
+workers wait."""
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    items.sort(key=lambda item: item.path.name not in FIRST)  # stable: order kept within
+
+
 @pytest.fixture(autouse=True)
 def _git_identity(
     monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory
