@@ -382,10 +382,13 @@ def server(server_port: int):
 def session_environment(
     tmp_path_factory: pytest.TempPathFactory,
 ) -> Iterator[pytest.MonkeyPatch]:
-    """The environment ``_git_identity`` and ``live`` give a test, for building a template
-    outside any test."""
+    """The environment ``_git_identity`` and ``live`` give a test (and the in-process
+    commands' tracking and backoff of ``_tracking_in_process`` and ``_short_backoff``), for
+    building a template outside any test."""
     home = tmp_path_factory.mktemp("template-home")
     with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(_dvcworker, "start_child", lambda root, lock_fd: None)
+        mp.setattr(http, "Backoff", _ShortBackoff)
         for key, value in GIT_ENV.items():
             mp.setenv(key, value)
         mp.setenv("HOME", str(home))

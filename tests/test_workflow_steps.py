@@ -24,6 +24,9 @@ from typing import Any
 import pytest
 from ruamel.yaml import YAML
 
+from evalreg.cli import main
+
+from conftest import session_environment
 from support.actions import Job, run_job
 from support.github_api import GitHubAPI
 from support.s3 import AWS, s3_server
@@ -138,15 +141,19 @@ class Registry:
 
 
 def _evalreg(cwd: Path, *args: str) -> None:
-    proc = subprocess.run(
-        [sys.executable, "-m", "evalreg", *args], cwd=cwd, capture_output=True, text=True
-    )
-    assert proc.returncode == 0, proc.stdout + proc.stderr
+    """The author's ``evalreg ARGS`` in ``cwd``, in this process (what is tested here is
+    the workflows' steps, each a process of the runner's own)."""
+    assert main(["-C", str(cwd), *args]) == 0
 
 
 @pytest.fixture(scope="module")
 def registry(runner: Runner, tmp_path_factory: pytest.TempPathFactory) -> Registry:
-    base = tmp_path_factory.mktemp("registry")
+    with session_environment(tmp_path_factory) as env:
+        env.delenv("OPENAI_API_KEY")  # the author has no key for the example's hosted model
+        return _registry(runner, tmp_path_factory.mktemp("registry"))
+
+
+def _registry(runner: Runner, base: Path) -> Registry:
     author = base / "author"
     _evalreg(base, "init", str(author), f"--evalreg-spec={runner.wheel}")
     # The author has no key for the example's hosted model: its cell stays pending.
