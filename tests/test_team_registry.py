@@ -28,7 +28,6 @@ from support.team_registry import (
     UseCase,
     apply_variant,
     build_team_registry,
-    evalreg,
     pinned_candidates,
     serving,
     team_environment,
@@ -142,14 +141,18 @@ def test_every_command_that_reads_a_registry_is_run_here():
 
 
 @pytest.mark.parametrize("command", sorted(commands({"start": "", "results": ""})), ids=" ".join)
-def test_a_command_on_a_team_registry(team, command):
+def test_a_command_on_a_team_registry(team, command, cli, monkeypatch: pytest.MonkeyPatch):
     repo, commits = team
     env = team_environment(os.environ)
+    for key in set(os.environ) - set(env):
+        monkeypatch.delenv(key)
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
     for argv, codes in commands(commits)[command]:
-        done = evalreg(repo.root, *argv, env=env)
-        assert "Traceback" not in done.stderr, done.stderr
-        assert done.returncode in codes, f"evalreg {' '.join(argv)}: {done.stderr}"
-        assert done.stdout or done.stderr
+        done = cli(repo, *argv)
+        assert "Traceback" not in done.err, done.err
+        assert done.code in codes, f"evalreg {' '.join(argv)}: {done.err}"
+        assert done.out or done.err
 
 
 def test_shared_cells_are_each_use_cases_own(team, cli):

@@ -13,12 +13,9 @@ from __future__ import annotations
 
 import hashlib
 import json
-import subprocess
-import sys
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from evalreg import dvcrepo
 
@@ -464,17 +461,6 @@ def write_registry(repo: Repo, url: str, use_cases: tuple[UseCase, ...] = USE_CA
         repo.write(f"registry/tasks/{task}.yaml", text)
     for uc in use_cases:
         repo.write(f"registry/selections/{uc.ident}.yaml", uc.yaml())
-
-
-def evalreg(root: Path, *args: str, env: Mapping[str, str]) -> subprocess.CompletedProcess[str]:
-    """``evalreg ARGS`` as a real process in ``root``, in ``env``."""
-    return subprocess.run(
-        [sys.executable, "-m", "evalreg", *args],
-        cwd=root,
-        env=dict(env),
-        capture_output=True,
-        text=True,
-    )
 
 
 def team_environment(base: Mapping[str, str]) -> dict[str, str]:
