@@ -146,13 +146,13 @@ def assert_bought_once(
     assert server.count(lambda r: r.path.endswith(live)) == 0
     assert journalled(repo) == []
     assert set(runs.stored_keys(repo)) == set(submitted)
-    status = runs.evalreg(repo, "status", "--json")
+    status = runs.in_process(repo, "status", "--json")
     assert {c["state"] for c in json.loads(status.stdout)} == {"fresh"}, status.stderr
     assert runs.untracked_data(repo) == []
     assert runs.unpushed_md5s(repo) == []
     repo.commit("results")
     assert runs.raw_in_git(repo) == []
-    reproduced = runs.evalreg(repo, "reproduce", "HEAD")
+    reproduced = runs.in_process(repo, "reproduce", "HEAD")
     assert reproduced.returncode == 0, reproduced.stdout + reproduced.stderr
 
 
@@ -227,7 +227,7 @@ def test_anthropic_batch_killed_before_its_id_was_journalled_is_found_and_collec
     assert server.count(lambda r: r.path == "/v1/messages") == 0
     assert journalled(registry) == []
     registry.commit("results")
-    assert runs.evalreg(registry, "reproduce", "HEAD").returncode == 0
+    assert runs.in_process(registry, "reproduce", "HEAD").returncode == 0
 
 
 def test_anthropic_batch_killed_while_polling_is_collected_once(registry: Repo, server: LLMServer):

@@ -97,7 +97,7 @@ def test_a_segment_another_branch_left_is_not_added_here_unless_results_use_it(
     assert a_only <= _segments_in(registry, "c")
     for pointer in a_only:
         assert registry.git("show", f"c:{pointer}") == registry.git("show", f"a:{pointer}")
-    assert runs.evalreg(registry, "reproduce", "HEAD").returncode == 0
+    assert runs.in_process(registry, "reproduce", "HEAD").returncode == 0
 
 
 def test_two_branches_that_re_ran_one_cell_merge_with_resolve(registry: Repo, server: LLMServer):
@@ -124,7 +124,7 @@ def test_two_branches_that_re_ran_one_cell_merge_with_resolve(registry: Repo, se
     registry.git("commit", "-q", "--no-edit")
     done = runs.evalreg(registry, "check")
     assert done.returncode == 0, done.stdout + done.stderr
-    reproduced = runs.evalreg(registry, "reproduce", "HEAD")
+    reproduced = runs.in_process(registry, "reproduce", "HEAD")
     assert reproduced.returncode == 0, reproduced.stdout + reproduced.stderr
     _no_raw_output_staged(registry)
 

@@ -57,7 +57,7 @@ def assert_whole(repo: Repo, server: LLMServer, kept: set[str]) -> None:
     file is tracked and pushed, and the committed results reproduce."""
     rebought = [r for r in server.requests if runs.request_key_of(r, server) in kept]
     assert rebought == [], f"{len(rebought)} stored responses were bought again"
-    status = runs.evalreg(repo, "status", "--json")
+    status = runs.in_process(repo, "status", "--json")
     assert status.returncode == 0, status.stderr
     assert {c["state"] for c in json.loads(status.stdout)} == {"fresh"}
     assert runs.untracked_data(repo) == []
@@ -73,7 +73,7 @@ def assert_whole(repo: Repo, server: LLMServer, kept: set[str]) -> None:
     store = ResponseStore.open(repo.root)
     assert store.stats.torn == 0
     assert len(store) == 2 * ITEMS
-    reproduced = runs.evalreg(repo, "reproduce", "HEAD")
+    reproduced = runs.in_process(repo, "reproduce", "HEAD")
     assert reproduced.returncode == 0, reproduced.stdout + reproduced.stderr
 
 

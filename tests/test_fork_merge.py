@@ -243,5 +243,5 @@ def test_a_re_buy_killed_at_any_moment_of_its_closing_resumes_to_one_record(
     assert not any((merged.root / p).exists() for p in lost if p.startswith("reports/store/"))
     assert runs.untracked_data(merged) == []
     merged.commit("buy again the evidence of #12")
-    assert runs.evalreg(merged, "reproduce", "HEAD").returncode == 0
-    assert runs.evalreg(merged, "reproduce", merge).returncode == 1
+    assert runs.in_process(merged, "reproduce", "HEAD").returncode == 0
+    assert runs.in_process(merged, "reproduce", merge).returncode == 1

@@ -139,7 +139,7 @@ def purge_log(repo: Repo) -> list[dict]:
 
 def reproduced(repo: Repo) -> tuple[int, str]:
     repo.commit("purge")
-    done = runs.evalreg(repo, "reproduce", "HEAD")
+    done = runs.in_process(repo, "reproduce", "HEAD")
     return done.returncode, re.sub(r"\b[0-9a-f]{7,40}\b", "<rev>", done.stdout)
 
 
@@ -247,4 +247,4 @@ def test_a_compaction_killed_at_any_stage_leaves_one_copy_of_every_record(
     assert len(segments) == (1 if compacted else 2)
     registry.git("add", "-A")
     registry.git("commit", "-q", "--allow-empty", "-m", "after compaction")
-    assert runs.evalreg(registry, "reproduce", "HEAD").returncode == 0
+    assert runs.in_process(registry, "reproduce", "HEAD").returncode == 0

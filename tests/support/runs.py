@@ -120,6 +120,26 @@ def evalreg(
     )
 
 
+def in_process(repo: Repo, *args: str) -> subprocess.CompletedProcess[str]:
+    """``evalreg -C repo ARGS`` run in this process, in ``env()``: for what a test reads
+    after the processes it signalled have ended (a status, a check, a reproduction). Such
+    a reading does not depend on being a process of its own, and is spared starting Python
+    and importing evalreg again."""
+    import io
+    from unittest import mock
+
+    from evalreg.cli import main
+
+    out, err = io.StringIO(), io.StringIO()
+    with (
+        mock.patch.dict(os.environ, env()),
+        contextlib.redirect_stdout(out),
+        contextlib.redirect_stderr(err),
+    ):
+        code = main(["-C", str(repo.root), *args])
+    return subprocess.CompletedProcess(["evalreg", *args], code, out.getvalue(), err.getvalue())
+
+
 def request_key_of(request: Request, server: LLMServer) -> str:
     """The store key of a request the server received (every task here has one sample)."""
     return request_key("openai", f"{server.base_url}/chat/completions", request.raw, 0)
