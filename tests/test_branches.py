@@ -30,8 +30,8 @@ def server(server_port: int):
 
 def _results_on_main(repo: Repo, server: LLMServer) -> None:
     reg = runs.live_registry(repo, server, items=ITEMS, pins=1)
-    assert runs.evalreg(reg, "run").returncode == 0
-    assert runs.evalreg(reg, "report").returncode == 0
+    assert runs.in_process(reg, "run").returncode == 0
+    assert runs.in_process(reg, "report").returncode == 0
     reg.git("add", "-A")
     reg.commit("results")
 
@@ -61,9 +61,9 @@ def _branch(repo: Repo, name: str, temperature: str, *, rubric: bool = False) ->
     repo.write(PIN, repo.read(PIN).replace("temperature: 0\n", f"temperature: {temperature}\n"))
     if rubric:
         repo.write(RUBRIC, repo.read(RUBRIC).replace('version: "1"', 'version: "2"'))
-    ran = runs.evalreg(repo, "run")
+    ran = runs.in_process(repo, "run")
     assert ran.returncode == 0, ran.stderr
-    assert runs.evalreg(repo, "report").returncode == 0
+    assert runs.in_process(repo, "report").returncode == 0
     repo.git("add", "-A")
     repo.commit(f"{name}: re-run")
 
@@ -88,7 +88,7 @@ def test_a_segment_another_branch_left_is_not_added_here_unless_results_use_it(
     # Branch b buys other requests: a's segment, still on disk (ignored), is not its own.
     _branch(registry, "b", "0.3")
     assert _segments_in(registry, "b") & a_only == set()
-    assert runs.evalreg(registry, "check").returncode == 0  # a's file is a's, not a finding
+    assert runs.in_process(registry, "check").returncode == 0  # a's file is a's, not a finding
     # Branch c makes a's requests again: its results use a's responses (nothing is bought),
     # so it tracks a's segment too, with the same pointer, and reproduces from a clone.
     before = server.count()
@@ -109,20 +109,20 @@ def test_two_branches_that_re_ran_one_cell_merge_with_resolve(registry: Repo, se
     conflicted = check(registry.root)
     assert conflicted.exit_code() == 1
     assert any("evalreg resolve" in f.message for f in conflicted.findings)
-    refused = runs.evalreg(registry, "resolve")
+    refused = runs.in_process(registry, "resolve")
     assert refused.returncode == 2 and PIN in refused.stderr, refused.stderr
     assert "Traceback" not in refused.stderr
     # The team keeps a's pin and b's rubric: responses a bought, graded by b's rubric.
     registry.git("checkout", "--ours", "--", PIN)
     registry.git("add", PIN)
     before = server.count()
-    resolved = runs.evalreg(registry, "resolve")
+    resolved = runs.in_process(registry, "resolve")
     assert resolved.returncode == 0, resolved.stdout + resolved.stderr
     assert "git commit" in resolved.stdout
     assert server.count() == before  # nothing bought
     assert registry.git("ls-files", "-u") == ""
     registry.git("commit", "-q", "--no-edit")
-    done = runs.evalreg(registry, "check")
+    done = runs.in_process(registry, "check")
     assert done.returncode == 0, done.stdout + done.stderr
     reproduced = runs.in_process(registry, "reproduce", "HEAD")
     assert reproduced.returncode == 0, reproduced.stdout + reproduced.stderr

@@ -121,10 +121,10 @@ def evalreg(
 
 
 def in_process(repo: Repo, *args: str) -> subprocess.CompletedProcess[str]:
-    """``evalreg -C repo ARGS`` run in this process, in ``env()``: for what a test reads
-    after the processes it signalled have ended (a status, a check, a reproduction). Such
-    a reading does not depend on being a process of its own, and is spared starting Python
-    and importing evalreg again."""
+    """``evalreg -C repo ARGS`` run in this process, in ``env()``: for a command whose being
+    a process of its own is not what a test is about (what it reads after the processes it
+    signalled have ended, a status, a check, a reproduction; the runs that set a scene). It
+    is spared starting Python and importing evalreg again."""
     import io
     from unittest import mock
 
