@@ -8,33 +8,57 @@ whose results were edited by hand.
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
+from evalreg.cli import main
 from evalreg.runner.reproduce import reproduce, reproduce_range
 
-from conftest import EVALSET, Repo, items_jsonl
+from conftest import EVALSET, Repo, items_jsonl, replace_tree, template_from_live
 
 MINI, RULES = "labels/mini", "labels/rules"
 
 
-@pytest.fixture
-def history(live: Repo, cli) -> tuple[Repo, list[str]]:
+def _history(live: Repo) -> list[str]:
     """Three commits that recorded results, with a commit that did not in between."""
+
+    def cli(*args: str) -> None:
+        assert main(["-C", str(live.root), *args]) == 0
+
     start = live.git("rev-parse", "HEAD").strip()
-    assert cli(live, "run").code == 0
+    cli("run")
     first = live.commit("first results")
     live.write("README.md", "notes\n")
     live.commit("docs only")
     # Only the rules baseline changes: its code is part of its fingerprint.
     live.write("registry/systems/rules.py", live.read("registry/systems/rules.py") + "# v2\n")
-    assert cli(live, "run").code == 0
+    cli("run")
     second = live.commit("rules v2")
     live.write(EVALSET, items_jsonl(6))
-    assert cli(live, "evalset", "add", str(live.root / EVALSET)).code == 0
-    assert cli(live, "run").code == 0
+    cli("evalset", "add", str(live.root / EVALSET))
+    cli("run")
     third = live.commit("more items")
-    return live, [start, first, second, third]
+    return [start, first, second, third]
+
+
+@pytest.fixture(scope="module")
+def history_template(
+    tmp_path_factory: pytest.TempPathFactory, live_template: Path, server_port: int
+) -> tuple[Path, list[str]]:
+    """The history, made once for the module; copy it, never change it."""
+    revs: list[str] = []
+    root = template_from_live(
+        tmp_path_factory, live_template, server_port, lambda r, _srv: revs.extend(_history(r))
+    )
+    return root, revs
+
+
+@pytest.fixture
+def history(live: Repo, history_template: tuple[Path, list[str]]) -> tuple[Repo, list[str]]:
+    """This test's own copy of the history (``live``'s server and environment)."""
+    template, revs = history_template
+    return replace_tree(live, template), revs
 
 
 def by_cell(rep) -> dict[str, tuple[bool, str | None]]:
