@@ -9,6 +9,7 @@ import random
 import shutil
 import socket
 import subprocess
+import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -32,10 +33,13 @@ GIT_ENV = {
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    """Once, before any test (in xdist's controller, before its workers start): compile
-    evalreg's modules, so that the hundreds of ``evalreg`` processes the suite starts read
-    them compiled, where the environment keeps Python from writing what it compiles
-    (``PYTHONDONTWRITEBYTECODE``). Nothing is written where evalreg is not writable."""
+    """Where the environment keeps Python from writing what it compiles
+    (``PYTHONDONTWRITEBYTECODE``), every process of the suite would compile the same modules
+    again. So pytest keeps the test modules it compiles (with their assertions rewritten,
+    seconds of each xdist worker's start), and once, before any test (in xdist's controller,
+    before its workers start), evalreg's modules are compiled for the hundreds of
+    ``evalreg`` processes the suite starts. Nothing is written where they are not writable."""
+    sys.dont_write_bytecode = False
     if hasattr(config, "workerinput"):
         return
     import compileall
