@@ -88,6 +88,12 @@ def _short_backoff(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(http, "Backoff", _ShortBackoff)
 
 
+def _no_dvc_child(root: Path, lock_fd: int | None) -> None:
+    """``_dvcworker.start_child`` for commands run in the test's process: no child, so the
+    run's ``Tracker`` tracks its files in this process."""
+    return None
+
+
 @pytest.fixture(autouse=True)
 def _tracking_in_process(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
     """Commands run in the test's own process (``cli``) track a run's files there, with the
@@ -96,7 +102,7 @@ def _tracking_in_process(request: pytest.FixtureRequest, monkeypatch: pytest.Mon
     run as separate processes (``support.runs``, the workflow steps) keep their child, and a
     test about the child itself is marked ``dvc_child``."""
     if request.node.get_closest_marker("dvc_child") is None:
-        monkeypatch.setattr(_dvcworker, "start_child", lambda root, lock_fd: None)
+        monkeypatch.setattr(_dvcworker, "start_child", _no_dvc_child)
 
 
 PIN_PYTHON = """\
@@ -391,7 +397,7 @@ def session_environment(
     building a template outside any test."""
     home = tmp_path_factory.mktemp("template-home")
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(_dvcworker, "start_child", lambda root, lock_fd: None)
+        mp.setattr(_dvcworker, "start_child", _no_dvc_child)
         mp.setattr(http, "Backoff", _ShortBackoff)
         for key, value in GIT_ENV.items():
             mp.setenv(key, value)

@@ -65,10 +65,6 @@ def _posted(server: LLMServer, path: str) -> int:
     return server.count(lambda r: r.method == "POST" and r.path == path)
 
 
-def _downloads(server: LLMServer) -> int:
-    return server.count(lambda r: r.method == "GET" and r.path.endswith("/content"))
-
-
 @dataclass(frozen=True)
 class BatchMoment:
     """A moment of a batched run, and what the server does so that the run waits there:
@@ -89,6 +85,14 @@ def _held(repo: Repo, srv: LLMServer | GeminiServer, before: set[str]) -> bool:
     return srv.batch_held() >= 1
 
 
+POLLING = BatchMoment(
+    runs.Moment(
+        "polling",
+        lambda repo, srv, before: sum(b["state"] == "submitted" for b in journalled(repo)) == 2,
+    )
+)
+COLLECTING = BatchMoment(runs.Moment("collecting", _held), ("results", 0))
+
 MOMENTS = [
     BatchMoment(
         runs.Moment(
@@ -98,13 +102,8 @@ MOMENTS = [
         create_errors=1,
     ),
     BatchMoment(runs.Moment("batch created, its id not journalled", _held), ("create", 0)),
-    BatchMoment(
-        runs.Moment(
-            "polling",
-            lambda repo, srv, before: sum(b["state"] == "submitted" for b in journalled(repo)) == 2,
-        )
-    ),
-    BatchMoment(runs.Moment("collecting", _held), ("results", 0)),
+    POLLING,
+    COLLECTING,
     # The first batch's results are answered and stored, the second's held.
     BatchMoment(
         runs.Moment(
@@ -174,7 +173,7 @@ def test_a_batched_run_killed_at_any_moment_resumes_and_buys_nothing_twice(
 def test_a_batched_run_interrupted_while_waiting_says_how_to_collect(
     registry: Repo, server: LLMServer
 ):
-    err, code = signal_at(registry, server, MOMENTS[2], signal.SIGTERM)
+    err, code = signal_at(registry, server, POLLING, signal.SIGTERM)
     assert code == 128 + signal.SIGTERM, err
     assert "Traceback" not in err
     # The command that resumes it keeps the flags it was started with.
@@ -232,7 +231,7 @@ def test_anthropic_batch_killed_before_its_id_was_journalled_is_found_and_collec
 
 def test_anthropic_batch_killed_while_polling_is_collected_once(registry: Repo, server: LLMServer):
     _anthropic(registry, server)
-    err, code = signal_at(registry, server, MOMENTS[2], signal.SIGKILL)
+    err, code = signal_at(registry, server, POLLING, signal.SIGKILL)
     assert code is not None, err
     resumed = runs.evalreg(registry, "run", *POLL)
     assert resumed.returncode == 0, resumed.stderr
@@ -283,19 +282,10 @@ def _on_gemini(repo: Repo, gemini: GeminiServer) -> Repo:
     return repo
 
 
-def _gemini_created(server: GeminiServer) -> int:
-    return server.count(lambda r: r.method == "POST" and r.path.endswith(":batchGenerateContent"))
-
-
 GEMINI_MOMENTS = [
     BatchMoment(runs.Moment("batch created, its name not journalled", _held), ("create", 0)),
-    BatchMoment(
-        runs.Moment(
-            "polling",
-            lambda repo, srv, before: sum(b["state"] == "submitted" for b in journalled(repo)) == 2,
-        )
-    ),
-    BatchMoment(runs.Moment("collecting", _held), ("results", 0)),
+    POLLING,
+    COLLECTING,
 ]
 
 
