@@ -7,7 +7,6 @@ import json
 import sys
 from pathlib import Path
 
-from evalreg._version import __version__
 from evalreg.cli.common import Commands, emit, note, registry_root, repaired
 
 
@@ -42,10 +41,10 @@ def add_parsers(sub: Commands) -> None:
     p.add_argument(
         "--evalreg-spec",
         metavar="SPEC",
-        help=f"the pip requirement CI installs evalreg from: evalreg==X.Y.Z on an index you "
-        f"control, git+https://host/org/evalreg@<commit>, or a wheel URL "
-        f"(default: the evalreg running now: the git commit it was installed from, else "
-        f"evalreg=={__version__}); a --remote in s3://, gs:// or azure:// adds its extra",
+        help="the pip requirement CI installs evalreg from: evalreg==X.Y.Z on an index you "
+        "control, git+https://host/org/evalreg@<commit>, or a wheel URL "
+        "(default: the evalreg running now: the git commit it was installed from, else "
+        "evalreg== its version); a --remote in s3://, gs:// or azure:// adds its extra",
     )
     snippets = p.add_mutually_exclusive_group()
     snippets.add_argument(
