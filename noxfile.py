@@ -5,6 +5,7 @@ lowest versions ``pyproject.toml`` allows, and at the newest.
     nox -s slow      # the tests marked slow, which that command leaves out (CI runs both)
     nox -s lowest    # every direct dependency at its lower bound (uv's lowest-direct)
     nox -s latest    # every dependency at the newest version its range allows
+    nox -s docs      # build the documentation site strictly, then run its examples
 
 Environments are made with uv when it is installed (``pip install nox uv``), else with
 virtualenv; ``lowest`` needs uv, whose resolver is the one that can pick lower bounds.
@@ -60,3 +61,19 @@ def latest(session: nox.Session) -> None:
     _pip(session)
     session.install("--upgrade", "-e", ".[test,azure,gs]")
     session.run(*PYTEST, *session.posargs)
+
+
+SITE = "docs/_build/html"
+
+
+@nox.session
+def docs(session: nox.Session) -> None:
+    """The documentation site, built as it is published (every warning an error: a broken
+    link, a page missing from the contents), then every shell example of its tutorial,
+    concepts and guides run against the loopback stand-ins (``tests/test_docs_examples.py``)."""
+    _pip(session)
+    session.install("-e", ".[docs,test]")
+    session.run(
+        "sphinx-build", "-W", "--keep-going", "-n", "-q", "-b", "html", "docs", SITE
+    )
+    session.run(*PYTEST, "-m", "docs", "tests/test_docs_examples.py", *session.posargs)
