@@ -28,6 +28,7 @@ WORKFLOW_SETS = {
     "scaffold": ROOT / "runners" / "evalreg" / "scaffold" / "template" / "github" / "workflows",
 }
 PR, COMMENT, MAIN = "evalreg-pr.yml", "evalreg-comment.yml", "evalreg-main.yml"
+DOCS = "docs.yml"  # this repository's own: a team registry has no Sphinx site
 ARTIFACT = "evalreg-diff"
 SHA_PIN = re.compile(r"^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+(?:/[^@\s]+)?@[0-9a-f]{40}$")
 # Findings that are by design; anything else must be fixed, not ignored.
@@ -428,6 +429,98 @@ def test_main_workflow_verifies_and_writes_the_audit_record_read_only(kind: str)
     assert re.search(r"^evalreg view --output site/explorer$", scripts, re.M)
     upload = next(s for s in steps if _uses(s, "actions/upload-artifact"))
     assert upload["with"]["path"].rstrip("/") == "site"
+
+
+# --- the documentation workflow ---------------------------------------------------------
+
+DEPLOYING = {("push", "refs/heads/main"), ("workflow_dispatch", "refs/heads/main")}
+CONDITION_TOKEN = re.compile(r"\s*(github\.ref|github\.event_name|'[^']*'|==|!=|&&|\|\||[()])")
+EVENTS_AND_REFS = [
+    (event, ref)
+    for event in ("push", "pull_request", "workflow_dispatch")
+    for ref in ("refs/heads/main", "refs/heads/feature", "refs/pull/7/merge", "refs/tags/v1.0.0")
+]
+
+
+def _runs(condition: str | None, event: str, ref: str) -> bool:
+    """Whether an ``if:`` built from ``github.ref``, ``github.event_name``, string literals,
+    ``==``, ``!=``, ``&&``, ``||`` and parentheses holds for this event and ref."""
+    if condition is None:
+        return True
+    expression = condition.strip()
+    if expression.startswith("${{") and expression.endswith("}}"):
+        expression = expression[3:-2]
+    tokens = CONDITION_TOKEN.findall(expression)
+    assert "".join(tokens).replace(" ", "") == expression.replace(" ", ""), (
+        f"the test cannot evaluate this condition: {condition}"
+    )
+    values = {"github.ref": repr(ref), "github.event_name": repr(event), "&&": "and", "||": "or"}
+    python = " ".join(values.get(t.strip(), t.strip()) for t in tokens)
+    return bool(eval(python, {"__builtins__": {}}, {}))  # only literals and operators remain
+
+
+def test_docs_workflow_builds_strictly_on_pull_requests_and_main_pushes():
+    workflow = _workflow("repository", DOCS)
+    triggers = _triggers(workflow)
+    assert triggers["push"] == {"branches": ["main"]}
+    assert "pull_request" in triggers
+    assert set(triggers) <= {"push", "pull_request", "workflow_dispatch"}
+    assert workflow["permissions"] == {"contents": "read"}
+    build = workflow["jobs"]["build"]
+    assert "if" not in build and "needs" not in build
+    assert _effective_permissions(workflow, build) == {"contents": "read"}
+    assert build["timeout-minutes"] <= 30
+    runs = [str(s["run"]).strip() for s in build["steps"] if "run" in s]
+    assert 'python -m pip install "nox>=2024.10,<2027" "uv>=0.5,<0.14"' in runs
+    (docs,) = (s for s in build["steps"] if str(s.get("run", "")).strip() == "nox -s docs")
+    assert "if" not in docs and not docs.get("continue-on-error")
+
+
+def test_docs_workflow_deploys_to_pages_from_main_pushes_only():
+    workflow = _workflow("repository", DOCS)
+    jobs = workflow["jobs"]
+    assert set(jobs) == {"build", "deploy"}
+    deploy = jobs["deploy"]
+    assert deploy["needs"] == "build"
+    upload = next(s for s in jobs["build"]["steps"] if _uses(s, "actions/upload-pages-artifact"))
+    assert upload["with"]["path"].rstrip("/") == "docs/_build/html"
+    for event, ref in EVENTS_AND_REFS:
+        deploys = (event, ref) in DEPLOYING
+        assert _runs(deploy.get("if"), event, ref) is deploys, (event, ref)
+        # Uploaded exactly when deployed: a pull request's build leaves no Pages artifact.
+        assert _runs(upload.get("if"), event, ref) is deploys, (event, ref)
+    # Only the deploy job gets to write to Pages, and it runs no code of the repository's.
+    assert _effective_permissions(workflow, deploy) == {"pages": "write", "id-token": "write"}
+    assert not any(_uses(s, "actions/checkout") or "run" in s for s in deploy["steps"])
+    (step,) = deploy["steps"]
+    assert _uses(step, "actions/deploy-pages")
+    assert deploy["environment"] == {
+        "name": "github-pages",
+        "url": f"${{{{ steps.{step['id']}.outputs.page_url }}}}",
+    }
+    # Deployments queue behind one another; a deployment under way is never cancelled.
+    assert deploy["concurrency"] == {"group": "pages", "cancel-in-progress": False}
+    cancel = workflow["concurrency"]["cancel-in-progress"]
+    for event, ref in DEPLOYING:
+        assert cancel is False or (isinstance(cancel, str) and not _runs(cancel, event, ref))
+
+
+def test_docs_workflow_pins_every_action_to_a_commit():
+    workflow = _workflow("repository", DOCS)
+    refs = [str(s["uses"]) for s in _steps(workflow) if "uses" in s]
+    assert {r.split("@")[0] for r in refs} >= {
+        "actions/checkout",
+        "actions/setup-python",
+        "actions/upload-pages-artifact",
+        "actions/deploy-pages",
+    }
+    for ref in refs:
+        assert re.fullmatch(r"[\w.-]+/[\w.-]+(/[^@\s]+)?@[0-9a-f]{40}", ref), ref
+    # The same commits as the other workflows for the actions they share.
+    ci = {str(s["uses"]) for s in _steps(_workflow("repository", "ci.yml")) if "uses" in s}
+    for ref in refs:
+        shared = {r for r in ci if r.split("@")[0] == ref.split("@")[0]}
+        assert shared <= {ref}, (ref, shared)
 
 
 # --- installing evalreg -----------------------------------------------------------------
