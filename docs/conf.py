@@ -40,4 +40,3 @@ html_static_path: list[str] = []
 html_show_sourcelink = False
 html_copy_source = False
 html_last_updated_fmt = None
-pygments_style = "sphinx"
