@@ -223,7 +223,6 @@ def session_environment(base: dict[str, str], home: Path, origin: str) -> dict[s
         DVC_NO_ANALYTICS="1",
         COLUMNS="100",
         NO_COLOR="1",
-        PYTHONDONTWRITEBYTECODE="1",
     )
     return env
 
