@@ -13,7 +13,6 @@ import pytest
 from support.docs_examples import (
     Session,
     examples,
-    executable_path,
     prepare_home,
     session_environment,
     skipped,
@@ -39,10 +38,7 @@ def answer(request: Request) -> str:
     """The stand-in's answer: the model's own (``support/docs_models*.py``), else a routing
     answer (``docs_models.routing``)."""
     model = str((request.body or {}).get("model", ""))
-    for name, respond in ANSWERS.items():
-        if model == name or request.path.startswith(f"/v1beta/models/{name}:"):
-            return respond(request)
-    return routing(request)
+    return ANSWERS.get(model, routing)(request)
 
 
 def tool_calls(request: Request) -> list[dict[str, object]]:
@@ -64,9 +60,8 @@ def test_the_pages_examples_run_as_shown(page: Path, tmp_path: Path) -> None:
     work.mkdir()
     with LLMServer(responder=answer) as server:
         server.tool_caller = tool_calls
-        env = session_environment(dict(os.environ), home, server.root_url)
-        env["PATH"] = executable_path()
-        session = Session(cwd=work, env=env, origin=server.root_url)
+        env = session_environment(dict(os.environ), home)
+        session = Session(cwd=work, env=env, origin=server.root_url, state=tmp_path / "shell-state")
         document = examples(page)
         document.namespace["session"] = session
         ran = 0

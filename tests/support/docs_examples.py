@@ -31,6 +31,7 @@ import os
 import re
 import shlex
 import subprocess
+import sys
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -60,12 +61,15 @@ class Session:
     env: dict[str, str]
     origin: str
     """The stand-in's ``http://127.0.0.1:PORT``, written where a page says ``LOCAL_ORIGIN``."""
+    state: Path
+    """Where each command leaves its last directory and environment (``.pwd``, ``.env``):
+    outside the page's working directory, which its commands list and commit."""
     timeout: float = 300
     log: list[str] = field(default_factory=list)
 
     def run(self, command: str) -> tuple[int, str]:
         """Run one command line as bash would, keeping ``cd`` and ``export``."""
-        state = self.cwd / ".." / ".docs-shell-state"
+        state = self.state
         script = (
             f"{command}\n__status=$?\n"
             f"pwd > {shlex.quote(str(state))}.pwd\n"
@@ -180,8 +184,7 @@ class FileParser:
         return None
 
 
-PARSERS = (ConsoleParser(), FileParser(), SkipParser())
-DOCS = Sybil(parsers=list(PARSERS), patterns=["*.md"])
+DOCS = Sybil(parsers=[ConsoleParser(), FileParser(), SkipParser()], patterns=["*.md"])
 
 
 def examples(page: Path) -> Document:
@@ -208,11 +211,13 @@ def skipped(page: Path) -> list[str]:
     return re.findall(r"<!--\s*skip:\s*(next[^>]*?)\s*-->", page.read_text())
 
 
-def session_environment(base: dict[str, str], home: Path, origin: str) -> dict[str, str]:
-    """What a reader's terminal has that matters here, and nothing of the suite's own."""
-    keep = ("PATH", "LANG", "LC_ALL", "TMPDIR", "VIRTUAL_ENV", "SYSTEMROOT")
+def session_environment(base: dict[str, str], home: Path) -> dict[str, str]:
+    """What a reader's terminal has that matters here, and nothing of the suite's own:
+    ``PATH`` starts with this Python's scripts, where ``evalreg`` is installed."""
+    keep = ("LANG", "LC_ALL", "TMPDIR", "VIRTUAL_ENV", "SYSTEMROOT")
     env = {name: base[name] for name in keep if name in base}
     env.update(
+        PATH=os.pathsep.join([str(Path(sys.executable).parent), base.get("PATH", "")]),
         HOME=str(home),
         XDG_CONFIG_HOME=str(home / ".config"),
         GIT_CONFIG_NOSYSTEM="1",
@@ -232,10 +237,3 @@ def prepare_home(home: Path) -> None:
     (home / ".gitconfig").write_text(
         "[init]\n\tdefaultBranch = main\n[advice]\n\tdetachedHead = false\n"
     )
-
-
-def executable_path() -> str:
-    """``PATH`` with this Python's scripts first, where ``evalreg`` is installed."""
-    import sys
-
-    return os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])

@@ -1,10 +1,10 @@
 """What the documentation's models answer, served by the stand-in its examples reach
 (``tests/test_docs_examples.py``).
 
-A page's model is chosen by the ``model`` a request names (for the Gemini API, the model in
-its path). Modules ``docs_models_<topic>.py`` beside this one add their own models to
-``ANSWERS`` (model name -> the text it answers) and ``TOOL_CALLS`` (model name -> the calls
-it makes, ``[{"name", "arguments"}]``); every other model answers routing questions.
+A page's model is chosen by the ``model`` a request names. Modules
+``docs_models_<topic>.py`` beside this one add their own models to ``ANSWERS`` (model name
+-> the text it answers) and ``TOOL_CALLS`` (model name -> the calls it makes,
+``[{"name", "arguments"}]``); every other model answers routing questions.
 """
 
 from __future__ import annotations
@@ -28,12 +28,19 @@ ROUTES = (
 )
 
 
+def turns(request: Request) -> list[dict[str, Any]]:
+    """The request's conversation, whatever the protocol (``messages``, ``input``,
+    ``contents``); a Responses API ``input`` given as one string is a user turn."""
+    body = request.body or {}
+    messages = body.get("messages") or body.get("input") or body.get("contents") or []
+    if isinstance(messages, str):
+        return [{"role": "user", "content": messages}]
+    return messages if isinstance(messages, list) else []
+
+
 def last_text(request: Request) -> str:
     """The text of the request's last message, whatever the protocol."""
-    body = request.body or {}
-    messages = body.get("messages") or body.get("contents") or body.get("input") or []
-    if isinstance(messages, str):
-        return messages
+    messages = turns(request)
     if not messages:
         return ""
     content = messages[-1].get("content", messages[-1].get("parts", ""))

@@ -15,7 +15,7 @@ import json
 import re
 from typing import Any
 
-from support.docs_models import ANSWERS, TOOL_CALLS, last_text
+from support.docs_models import ANSWERS, TOOL_CALLS, last_text, turns
 from support.llm_server import Request
 
 TOOLS_MODEL = "functionary-small-v3.2"
@@ -23,18 +23,12 @@ ORDER = re.compile(r"\b[A-Z]-\d+\b")
 AMOUNT = re.compile(r"(\d+(?:\.\d+)?) ?(?:euros?|EUR|€)")
 
 
-def _turns(request: Request) -> list[dict[str, Any]]:
-    body = request.body or {}
-    turns = body.get("messages") or body.get("input") or body.get("contents") or []
-    return turns if isinstance(turns, list) else []
-
-
 def calls(request: Request) -> list[dict[str, Any]]:
-    turns = _turns(request)
-    conversation = json.dumps(turns)
+    conversation_turns = turns(request)
+    conversation = json.dumps(conversation_turns)
     orders = ORDER.findall(conversation)
     total = re.search(r'\\"total\\": ?(\d+(?:\.\d+)?)', conversation)
-    if turns and turns[-1].get("role") == "tool" and total and orders:
+    if conversation_turns and conversation_turns[-1].get("role") == "tool" and total and orders:
         return [
             {"name": "refund", "arguments": {"order": orders[0], "amount": float(total[1]) / 2}},
             {"name": "escalate", "arguments": {}},
