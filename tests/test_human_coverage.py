@@ -50,13 +50,15 @@ that does not apply is, and out of the criterion's pass rate and the judge-human
 ### Judge calibration
 
 Agreement of the judge's verdicts with the human majority on the responses both graded \
-(pairs); n/a where a statistic is undefined (fewer than two pairs, or a single grade \
-throughout).
+(pairs); n/a where a statistic is undefined for too few pairs, and "one grade throughout" \
+where every grade was the same (both statistics are then 0/0: agreeing on a single value \
+shows nothing about agreeing on the other).
 
 | judge criterion | human criterion | candidate | pairs | Krippendorff's alpha | \
 Cohen's kappa | human coverage |
 |---|---|---|---|---|---|---|
-| `tone` | `human_ok` | `rules` | 3 | 1.00 | n/a | 3/4 (75.0%) |
+| `tone` | `human_ok` | `rules` | 3 | one grade throughout | one grade throughout | \
+3/4 (75.0%) |
 
 """
 COVERAGE_GATE = "  gates:\n    - metric: coverage:human_ok\n      min: 0.8\n"
@@ -226,6 +228,20 @@ def test_grades_of_one_candidate_leave_the_other_not_graded_and_tracked(graded: 
     ) in page
     # Measured on rules, not on mini (no response of mini has human grades).
     assert "judge calibration against human grades (`tone` on `mini`)." in page
+
+    # The judge and the human majority passed every one of rules' 3 pairs: agreement is
+    # undefined there, not perfect, and a gate on it does not pass.
+    graded.write(
+        "registry/selections/labels.yaml",
+        graded.read("registry/selections/labels.yaml").replace(
+            "  gates:\n", "  gates:\n    - metric: judge_human_agreement\n      min: 0.5\n"
+        ),
+    )
+    graded.commit("a gate on the judge's agreement with people")
+    assert cli(graded, "report").code == 0
+    page = graded.read("reports/labels.md")
+    assert "one grade throughout | one grade throughout |" in page
+    assert "rules fails gate 1 (judge\\_human\\_agreement on all ≥ 0.5): one grade throughout" in page
 
 
 def test_records_without_human_criteria_keep_their_bytes(live: Repo, cli):

@@ -8,6 +8,7 @@ import subprocess
 import sys
 from fractions import Fraction
 
+import numpy as np
 import pytest
 from scipy.stats import t as t_dist
 
@@ -156,9 +157,11 @@ def test_paired_comparison_by_hand() -> None:
     assert (got.n, got.b, got.c) == (5, 1, 2)
     assert got.mean == pytest.approx(0.2)
     assert got.se == pytest.approx(se)
-    # Pass/fail without clusters: Tango's interval and the McNemar score test it inverts.
+    # Pass/fail without clusters: McNemar's exact test, 1 against 2 discordant pairs:
+    # 2 · P(X ≤ 1) for X ~ Binomial(3, 1/2) = 2 · 4/8 ≥ 1. Tango's interval holds 0 already.
+    assert got.method == "exact"
+    assert got.p_value == 1.0
     assert (got.lo, got.hi) == stats.tango_interval(5, 1, 2)
-    assert got.p_value == pytest.approx(math.erfc(1 / math.sqrt(6)))  # z = 1 / sqrt(3)
 
 
 def test_paired_comparison_clustered_by_hand() -> None:
@@ -350,9 +353,14 @@ def test_clustered_rate_widens_with_correlated_clusters() -> None:
     plain = wilson(20, 40)
     assert got.lo < plain[0] and got.hi > plain[1]
     assert got.lo < got.mean == 0.5 < got.hi
-    # Independent clusters (alternating) do not widen it beyond rounding.
+    # Independent clusters (alternating) have no design effect; what remains is Korn and
+    # Graubard's degrees-of-freedom factor for 10 clusters, (t_39 / t_9)² on 40 items.
     mixed = clustered_rate(scores, [f"c{i % 10}" for i in range(40)])
-    assert (mixed.lo, mixed.hi) == pytest.approx(plain, abs=1e-9)
+    factor = (t_dist.ppf(0.975, 39) / t_dist.ppf(0.975, 9)) ** 2
+    assert (mixed.lo, mixed.hi) == pytest.approx(
+        stats._wilson_bounds(20 * factor, 40 * factor, Z95)
+    )
+    assert mixed.clusters == 10 and not mixed.few_clusters
 
 
 def test_clustered_rate_with_repeats() -> None:
@@ -368,9 +376,12 @@ def test_clustered_rate_with_repeats() -> None:
     # Averaging repeats never narrows the interval below n pass/fail items.
     half = clustered_rate([0.5] * 40)
     assert (half.lo, half.hi) == pytest.approx(wilson(20, 40), abs=1e-12)
-    # No variation never collapses the interval: all-zero clustered items keep the 0/n bound.
+    # No variation never collapses the interval: all-zero clustered items keep the bound of
+    # 0 of n items, n the effective size (40 with the factor of 10 clusters).
     zeros = clustered_rate([0.0] * 40, clusters=[f"c{i // 4}" for i in range(40)])
-    assert zeros.hi == pytest.approx(wilson(0, 40)[1])
+    factor = (t_dist.ppf(0.975, 39) / t_dist.ppf(0.975, 9)) ** 2
+    assert zeros.hi == pytest.approx(stats._wilson_bounds(0.0, 40 * factor, Z95)[1])
+    assert zeros.hi > wilson(0, 40)[1]
 
 
 def test_clustered_rate_edges() -> None:
@@ -641,18 +652,22 @@ def test_bisection_a_few_rounds_at_a_time_visits_the_points_one_at_a_time_would(
 
 
 def test_mde_mcnemar_is_the_bisection_of_its_exact_binomial_power():
-    from scipy.stats import binom
+    from scipy.stats import binom, binomtest
 
     # Discordant pairs above the floor (a tenth of n), so m is the count given.
     # Small and large m, and both tails (lower < 0 only for m <= z²-ish, where nothing is
     # detectable: 60 pairs at 5 %/3 has one tail near the bound).
     cases = [(100, 20, 0.05), (400, 45, 0.01), (60, 60, 0.05 / 3), (9000, 900, 0.05)]
     cases += [(40_000, 31_007, 0.05), (20_000, 2_500, 0.2), (15_000, 14_999, 0.001)]
+    cases += [(100, 10, 0.05), (30, 7, 0.05)]
     for n, discordant, alpha in cases:
         m = discordant
-        z = stats._z_two_sided(1.0 - alpha)
-        upper = math.floor((m + z * math.sqrt(m)) / 2.0) + 1
-        lower = math.ceil((m - z * math.sqrt(m)) / 2.0) - 1
+        # The exact test's rejection region, from scipy's binomial distribution (the
+        # binomial test's p-value at 1/2), checked against scipy's binomial test at its edge.
+        pvalues = np.minimum(1.0, 2.0 * binom.cdf(np.arange(m // 2 + 1), m, 0.5))
+        lower = int(np.flatnonzero(pvalues < alpha).max())
+        assert binomtest(lower, m, 0.5).pvalue < alpha <= binomtest(lower + 1, m, 0.5).pvalue
+        upper = m - lower
 
         def power(pi: float, m=m, upper=upper, lower=lower) -> float:
             return float(binom.sf(upper - 1, m, pi)) + float(binom.cdf(lower, m, pi))

@@ -79,6 +79,10 @@ class Metric:
     lo: float | None = None
     hi: float | None = None
     n: int = 0
+    clusters: int = 0
+    """How many clusters the interval rests on when items declared them (0 otherwise)."""
+    undefined: str = ""
+    """Why the value is undefined (then ``value`` means nothing and no gate on it passes)."""
 
     def bound(self, on: str) -> float:
         if on == "lower_bound" and self.lo is not None:
@@ -217,7 +221,7 @@ class _Cell:
         else:
             clusters = [self.o.clusters[i] for i in np.flatnonzero(has)] if clustered else None
             rate = stats.clustered_rate(counts.scores(has), clusters, confidence)
-        return Metric(rate.mean, rate.lo, rate.hi, n)
+        return Metric(rate.mean, rate.lo, rate.hi, n, rate.clusters)
 
     def failures(self, task: schema.Task) -> list[tuple[float, Mask]]:
         """Per failure mode: its cost, and which graded samples it hit."""
@@ -443,10 +447,10 @@ def verdicts(diffs: dict[str, stats.PairedDiff], alpha: float) -> list[Compariso
 
 def _mde(d: stats.PairedDiff, level: float) -> float | None:
     """The minimum detectable effect of the test ``d`` comes from, at ``level``."""
-    if d.method == "score":
+    if d.method == "exact":
         return stats.mde_mcnemar(d.n, d.b + d.c, alpha=level)
-    # The Wald z test: (z_{1-level/2} + z_{0.8}) standard errors, with the planning floor
-    # of stats.mde_paired where the sample shows no spread at all.
+    # The clustered test: (z_{1-level/2} + z_{0.8}) standard errors, with the planning
+    # floor of stats.mde_paired where the sample shows no spread at all.
     floor = stats.mde_paired(d.n, 0.0, alpha=level)
     normal = NormalDist()
     scale = normal.inv_cdf(1.0 - level / 2.0) + normal.inv_cdf(0.8)

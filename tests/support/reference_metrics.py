@@ -141,7 +141,7 @@ def _metric(
     if not ids:
         return Metric(0.0, 0.0, 1.0, 0)
     rate = stats.clustered_rate(scores, clusters, confidence)
-    return Metric(rate.mean, rate.lo, rate.hi, len(ids))
+    return Metric(rate.mean, rate.lo, rate.hi, len(ids), rate.clusters)
 
 
 def _clustered(ids: list[str], clusters: list[str]) -> list[str] | None:

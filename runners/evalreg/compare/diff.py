@@ -366,6 +366,7 @@ def _slice_rows(comparisons: list[Comparison]) -> list[dict[str, Any]]:
             "mde_note": c.mde_note,
             "family": c.family,
             "level": c.level,
+            **({"clusters": c.diff.clusters} if c.diff.clusters else {}),
         }
         for c in comparisons
     ]

@@ -213,6 +213,8 @@ class SliceRow(_Part):
     family: Omittable[str] = None
     level: float | None = None
     n_base: Omittable[int] = None
+    clusters: Omittable[int] = None
+    """The clusters a clustered comparison rests on; absent for independent items."""
 
 
 class Flip(_Part):

@@ -103,9 +103,23 @@ def parse_grades(data: bytes, path: str) -> HumanGrades:
     return grades
 
 
+ONE_GRADE = "one grade throughout"
+"""Why agreement is undefined when every grade was the same: alpha's expected disagreement
+and kappa's ``1 - p_e`` are 0, so both are 0/0. Agreement on a single value shows nothing
+about agreement on the other, so it is neither perfect nor printed as a number."""
+
+
+def one_grade(units: Sequence[Sequence[bool | None]]) -> bool:
+    """Whether every grade of the units that have at least two (the ones agreement is
+    computed on) is one and the same value."""
+    seen = {g for u in units if sum(g is not None for g in u) >= 2 for g in u if g is not None}
+    return len(seen) == 1
+
+
 def alpha(units: Sequence[Sequence[bool | None]]) -> float | None:
     """Krippendorff's alpha (nominal) over units, each a sequence of raters' grades (None:
-    not graded). None when there is too little overlap to compute it."""
+    not graded). None when it is undefined: too little overlap to compute it (fewer than
+    two units graded twice), or one grade throughout (:func:`one_grade`)."""
     import numpy as np
     from krippendorff import alpha as kalpha
 
@@ -118,9 +132,8 @@ def alpha(units: Sequence[Sequence[bool | None]]) -> float | None:
         for i, grade in enumerate(unit):
             if grade is not None:
                 matrix[i, j] = 1.0 if grade else 0.0
-    values = matrix[~np.isnan(matrix)]
-    if len(set(values.tolist())) < 2:
-        return 1.0  # everyone always agreed on one value: perfect, though uninformative
+    if one_grade(paired):
+        return None
     return float(kalpha(reliability_data=matrix, level_of_measurement="nominal"))
 
 
@@ -144,10 +157,15 @@ def cohen_kappa(pairs: Sequence[tuple[bool, bool]]) -> float | None:
     return (agree / n - chance) / (1 - chance)
 
 
-def rater_agreement(grades: HumanGrades) -> float | None:
-    """Krippendorff's alpha among every rater of ``grades``."""
+def rater_agreement(grades: HumanGrades) -> float | str:
+    """Krippendorff's alpha among every rater of ``grades``, or why it is undefined:
+    :data:`ONE_GRADE`, or "too few shared grades"."""
     raters = grades.raters
-    return alpha([[row.get(r) for r in raters] for row in grades.grades.values()])
+    units = [[row.get(r) for r in raters] for row in grades.grades.values()]
+    value = alpha(units)
+    if value is not None:
+        return value
+    return ONE_GRADE if one_grade(units) else "too few shared grades"
 
 
 def rater_kappa(grades: HumanGrades) -> tuple[float | None, int] | None:

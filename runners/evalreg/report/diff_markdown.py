@@ -28,6 +28,7 @@ from evalreg.text.numbers import (
     points,
     points_interval,
     usd,
+    wide_by_necessity,
 )
 
 if TYPE_CHECKING:
@@ -453,7 +454,7 @@ def _slices_table(slices: list[SliceRow], *, tested: bool) -> str:
         [
             _s(s.slice),
             count(s.n),
-            points_interval(s.diff, s.lo, s.hi),
+            points_interval(s.diff, s.lo, s.hi) + wide_by_necessity(s.clusters or 0),
             f"{count(s.only_base)} / {count(s.only_head)}",
             p_value(s.p_adjusted),
             _verdict(s) if tested else "not the model's alone (rubric changed)",

@@ -12,12 +12,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from evalreg import stats
 from evalreg.audit.commits import CommitInfo
 from evalreg.audit.criteria import CriteriaDates
 from evalreg.compare.config import config_changes
 from evalreg.compare.drift_log import DRIFT_LOG, DriftCheck, DriftWorkflow
 from evalreg.evalsets.slice_sizes import evalset_stats
 from evalreg.families import MIN_SLICE_ITEMS, NONE_DETECTABLE, family_sentence
+from evalreg.graders.human import ONE_GRADE
 from evalreg.metrics import COVERAGE, Metric, SliceMetrics, covered
 from evalreg.providers.pricing import rates
 from evalreg.report.chart import Bar, HeatCell, Panel, Threshold, heatmap, panel_chart
@@ -44,6 +46,7 @@ from evalreg.text.numbers import (
     threshold_text,
     usd,
     whole_points,
+    wide_by_necessity,
 )
 
 # Slices with fewer than MIN_SLICE_ITEMS items are listed under Limitations instead of the
@@ -649,9 +652,9 @@ def _judges(ev: SelectionEvidence, judges: list[str]) -> str:
         text += " The judge is not calibrated against human grades yet."
     for path, a in sorted(ev.rater_agreement.items()):
         text += f" Agreement among the human raters of {code(path)}: " + (
-            f"alpha {statistic(a)}" if a is not None else "too few shared grades"
+            a if isinstance(a, str) else f"alpha {statistic(a)}"
         )
-        if path in ev.rater_kappa and a is not None:
+        if path in ev.rater_kappa and not isinstance(a, str):
             kappa, n = ev.rater_kappa[path]
             text += f", Cohen's kappa {statistic(kappa)} on {n} responses both graded"
         text += "."
@@ -666,8 +669,8 @@ def _calibration(ev: SelectionEvidence) -> str:
             code(c.human),
             code(cid),
             str(c.n),
-            statistic(c.alpha),
-            statistic(c.kappa),
+            c.undefined or statistic(c.alpha),
+            c.undefined or statistic(c.kappa),
             coverage_text(*covered(c.coverage)) if c.coverage is not None else "–",
         ]
         for cid, found in ev.calibrations.items()
@@ -687,8 +690,10 @@ def _calibration(ev: SelectionEvidence) -> str:
     return (
         "### Judge calibration\n\n"
         "Agreement of the judge's verdicts with the human majority on the responses both "
-        "graded (pairs); n/a where a statistic is undefined (fewer than two pairs, or a "
-        "single grade throughout).\n\n" + table(headers, rows)
+        "graded (pairs); n/a where a statistic is undefined for too few pairs, and "
+        f'"{ONE_GRADE}" where every grade was the same (both statistics are then 0/0: '
+        "agreeing on a single value shows nothing about agreeing on the other).\n\n"
+        + table(headers, rows)
     )
 
 
@@ -745,12 +750,7 @@ def _slices(ev: SelectionEvidence) -> str:
     ranked = [c for c in ev.candidates if c in ev.metrics]
     if not ranked:
         return "No candidate has results yet.\n"
-    rows = []
-    for name in _big_slices(ev):
-        row = [cell(name), str(ev.evalset.slices[name])]
-        for cid in ranked:
-            row.append(rate(ev.metrics[cid].get(name, {}).get("pass_rate")))
-        rows.append(row)
+    rows = [_slice_row(ev, name, ranked) for name in _big_slices(ev)]
     headers = ["slice", "items", *[f"{code(c)}" for c in ranked]]
     text = (
         "### Pass rate by slice\n\nSlices with at least "
@@ -762,17 +762,22 @@ def _slices(ev: SelectionEvidence) -> str:
     small = sorted((n, s) for s, n in ev.evalset.slices.items() if n < MIN_SLICE_ITEMS)
     if not small:
         return text
-    rows = [
-        [cell(name), str(n)]
-        + [rate(ev.metrics[cid].get(name, {}).get("pass_rate")) for cid in ranked]
-        for n, name in sorted(small, key=lambda pair: pair[1])
-    ]
+    rows = [_slice_row(ev, name, ranked) for _, name in sorted(small, key=lambda pair: pair[1])]
     return (
         text + f"\n<details><summary>{plural(len(small), 'slice')} under {MIN_SLICE_ITEMS} items: "
         "shown, not tested (too few items to tell candidates apart)</summary>\n\n"
         + table(headers, rows)
         + "\n</details>\n"
     )
+
+
+def _slice_row(ev: SelectionEvidence, name: str, ranked: Sequence[str]) -> list[str]:
+    """A slice's name, items and each candidate's pass rate; the items say once when the
+    intervals rest on few clusters."""
+    rates = [ev.metrics[cid].get(name, {}).get("pass_rate") for cid in ranked]
+    clusters = max((m.clusters for m in rates if m is not None), default=0)
+    items = str(ev.evalset.slices[name]) + wide_by_necessity(clusters)
+    return [cell(name), items, *(rate(m, note=False) for m in rates)]
 
 
 def _gates(ev: SelectionEvidence) -> str:
@@ -807,6 +812,7 @@ def gate_line(g: GateResult, ev: SelectionEvidence) -> str:
         # Unmeasured, or a count of graded responses rather than an estimate.
         return f"{mark}: {g.compared()}"
     text = gate_comparison(g.gate, g.point, g.value, ev.selection.policy.confidence, g.passed)
+    text += wide_by_necessity(g.clusters)
     # Numbers and a metric id: nothing Markdown reads, unless the id is not a plain one.
     return f"{mark}: {text if _SAFE_CODE.match(g.gate.metric) else cell(text, limit=200)}"
 
@@ -836,7 +842,7 @@ def _comparisons(ev: SelectionEvidence) -> str:
                 [
                     cell(c.slice),
                     str(d.n),
-                    points_interval(d.mean, d.lo, d.hi),
+                    points_interval(d.mean, d.lo, d.hi) + wide_by_necessity(d.clusters),
                     f"{d.b} / {d.c}",
                     p_value(c.p_adjusted),
                     c.verdict + _mde_text(c.verdict, c.mde),
@@ -985,7 +991,7 @@ def _limitations(ev: SelectionEvidence) -> str:
     out = ["## 7. Limitations\n"]
     small = sorted((n, s) for s, n in ev.evalset.slices.items() if n < MIN_SLICE_ITEMS)
     bullets = []
-    big = set(_big_slices(ev))
+    big = {"all", *_big_slices(ev)}
     weak = [
         s for s in evalset_stats(ev.evalset, detect=DETECT) if s.slice in big and not s.detectable
     ]
@@ -995,6 +1001,14 @@ def _limitations(ev: SelectionEvidence) -> str:
             "candidates (the smallest change each slice can show, in points, as "
             "`evalreg evalset stats` sizes it): "
             + ", ".join(f"{code(s.slice)} {whole_points(s.mde_paired)}" for s in weak)
+            + "."
+        )
+    few = _few_clusters(ev, big)
+    if few:
+        bullets.append(
+            f"Intervals wide by necessity (items in {stats.FEW_CLUSTERS} clusters or fewer, "
+            "so few independent units of evidence): "
+            + ", ".join(f"{code(name)} ({plural(g, 'cluster')})" for name, g in few)
             + "."
         )
     if small:
@@ -1041,6 +1055,17 @@ def _limitations(ev: SelectionEvidence) -> str:
     )
     out += [f"- {b}" for b in bullets]
     return "\n".join(out) + "\n"
+
+
+def _few_clusters(ev: SelectionEvidence, slices: set[str]) -> list[tuple[str, int]]:
+    """The ``slices`` whose pass-rate intervals rest on few clusters, with how many."""
+    out = []
+    for name in sorted(slices):
+        rates = [m.get(name, {}).get("pass_rate") for m in ev.metrics.values()]
+        clusters = max((r.clusters for r in rates if r is not None), default=0)
+        if stats.few_clusters(clusters):
+            out.append((name, clusters))
+    return out
 
 
 def _reproduce(ev: SelectionEvidence, install: str) -> str:

@@ -77,9 +77,14 @@ METRICS: dict[str, str] = {
     "monthly_cost_usd": "`cost_per_item_usd` times the task's `monthly_volume`",
     "failure_cost_per_1k_usd": "cost of the task's failure modes per 1,000 responses",
     "judge_human_agreement": (
-        "Krippendorff's alpha between a judge and the human grades that calibrate it"
+        "Krippendorff's alpha between a judge and the human grades that calibrate it; "
+        "undefined when every grade was the same (one grade throughout), and a gate on it "
+        "then does not pass"
     ),
-    "judge_human_kappa": "Cohen's kappa between a judge and the human majority",
+    "judge_human_kappa": (
+        "Cohen's kappa between a judge and the human majority; undefined, as alpha, when "
+        "every grade was the same"
+    ),
 }
 """What each metric a gate or objective may name measures (``schema.BASE_METRICS``)."""
 

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from evalreg.graders.human import alpha, cohen_kappa
+from evalreg.graders.human import ONE_GRADE, alpha, cohen_kappa, one_grade
 from evalreg.metrics import COVERAGE, Metric, SliceMetrics
 from evalreg.registry import schema
 from evalreg.results.outcomes import FAILED, PASSED, Codes, Mask, Outcomes
@@ -33,6 +33,8 @@ class Calibration:
     """Cohen's kappa; None when undefined (see ``human.cohen_kappa``)."""
     coverage: Metric | None
     """The human criterion's coverage (graded / applicable samples)."""
+    undefined: str = ""
+    """:data:`human.ONE_GRADE` when both statistics are undefined for that reason."""
 
 
 def _links(rubric: schema.Rubric) -> list[tuple[str, str]]:
@@ -86,6 +88,7 @@ def calibrations(
                     alpha([list(p) for p in both]),
                     cohen_kappa(both),
                     metrics.get(f"{COVERAGE}{human_id}"),
+                    ONE_GRADE if one_grade([list(p) for p in both]) else "",
                 )
             )
     return out
@@ -102,6 +105,11 @@ def add_agreement(
     for name, items in outcomes.slices().items():
         both = pairs(outcomes, rubric, items[outcomes.item])
         if not both or name not in metrics:
+            continue
+        if one_grade([list(p) for p in both]):
+            # Undefined, not perfect: a gate on either does not pass, and says why.
+            for metric in (METRIC, KAPPA):
+                metrics[name][metric] = Metric(0.0, n=len(both), undefined=ONE_GRADE)
             continue
         value = alpha([list(p) for p in both])
         metrics[name][METRIC] = Metric(value if value is not None else 0.0, n=len(both))

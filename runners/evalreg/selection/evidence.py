@@ -47,7 +47,7 @@ class SelectionEvidence:
     decision: Decision
     comparisons: dict[str, list[Comparison]]
     """Every other candidate against the declared one, per slice."""
-    rater_agreement: dict[str, float | None] = field(default_factory=dict)
+    rater_agreement: dict[str, float | str] = field(default_factory=dict)
     """Human grades file → Krippendorff's alpha among its raters."""
     holdout: dict[str, SliceMetrics] = field(default_factory=dict)
     """Candidate → metrics on the sealed hold-out set (slice ``all``), where it was run."""

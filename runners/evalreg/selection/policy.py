@@ -11,7 +11,15 @@ from dataclasses import dataclass, field
 from evalreg import stats
 from evalreg.metrics import COVERAGE, LOWER_IS_BETTER, Metric, SliceMetrics, covered
 from evalreg.registry import schema
-from evalreg.text.numbers import compared_on, coverage_text, exact, gate_text, number, percent
+from evalreg.text.numbers import (
+    compared_on,
+    coverage_text,
+    exact,
+    gate_text,
+    number,
+    percent,
+    wide_by_necessity,
+)
 
 
 @dataclass(frozen=True)
@@ -26,6 +34,8 @@ class GateResult:
     note: str = ""
     point: float | None = None
     """The metric's point estimate (``value`` itself for a gate on the point)."""
+    clusters: int = 0
+    """For a gate on a bound: the clusters its interval rests on (0: items not clustered)."""
 
     def describe(self) -> str:
         return gate_text(self.gate)
@@ -93,6 +103,8 @@ def check_gate(
         return GateResult(gate, index, None, 0, False, note=note)
     if metric is None or metric.n == 0:
         return GateResult(gate, index, None, 0, False, note="no graded items in this slice")
+    if metric.undefined:
+        return GateResult(gate, index, None, metric.n, False, note=metric.undefined)
     value = metric.bound(gate.on)
     if gate.min is not None:
         passed = value >= gate.min
@@ -118,8 +130,19 @@ def check_gate(
             f"{applicable - graded} of the {applicable} responses "
             f"{gate.metric.removeprefix(COVERAGE)!r} applies to have no human grade"
         )
+    clusters = metric.clusters if gate.on != "point" else 0
+    if not note and not passed and stats.few_clusters(clusters):
+        note = wide_by_necessity(clusters).strip(" ()")
     return GateResult(
-        gate, index, value, metric.n, passed, small and not passed, note, point=metric.value
+        gate,
+        index,
+        value,
+        metric.n,
+        passed,
+        small and not passed,
+        note,
+        point=metric.value,
+        clusters=clusters,
     )
 
 

@@ -137,14 +137,30 @@ class RateLike(Protocol):
     def hi(self) -> float | None: ...
     @property
     def n(self) -> int: ...
+    @property
+    def clusters(self) -> int: ...
 
 
-def rate(m: RateLike | None, *, interval: bool = True) -> str:
+def rate(m: RateLike | None, *, interval: bool = True, note: bool = True) -> str:
     """An estimated rate in percent with its interval (see :func:`percent_interval`), or
-    without it; :data:`MISSING` when nothing was measured."""
+    without it; :data:`MISSING` when nothing was measured. An interval resting on few
+    clusters says so (:func:`wide_by_necessity`) rather than standing bare, unless
+    ``note`` is false (a table that says it once a row)."""
     if m is None or m.n == 0:
         return MISSING
-    return percent_interval(m.value, m.lo, m.hi) if interval else percent(m.value)
+    if not interval:
+        return percent(m.value)
+    return percent_interval(m.value, m.lo, m.hi) + (wide_by_necessity(m.clusters) if note else "")
+
+
+def wide_by_necessity(clusters: int) -> str:
+    """`` (only 3 clusters: the interval is wide by necessity)`` after an interval resting on
+    few clusters (:func:`evalreg.stats.few_clusters`); nothing otherwise."""
+    from evalreg.stats import few_clusters  # not at import: `--help` loads no dataclasses
+
+    if not few_clusters(clusters):
+        return ""
+    return f" (only {plural(clusters, 'cluster')}: the interval is wide by necessity)"
 
 
 def statistic(x: float | None) -> str:
