@@ -896,6 +896,38 @@ tests: [{vars: {q: a}, assert: [{type: contains, value: a}]}]
     assert any(why in m for m in result.not_mapped), result.not_mapped
 
 
+def test_javascript_patterns_import_translated_and_refusals_say_why(tmp_path: Path):
+    config = write_config(
+        tmp_path / "pf",
+        """\
+prompts: ["{{ q }}"]
+providers: [openai:gpt-4o-mini-2024-07-18]
+tests:
+  - vars: {q: a}
+    assert:
+      - {type: regex, value: "a{,3}$"}
+      - {type: regex, value: "(?<=a+)b"}
+      - {type: starts-with, value: ""}
+      - {type: not-starts-with, value: 5}
+""",
+    )
+    root = bare_registry(tmp_path)
+    result = import_promptfoo(config, root, name="patterns")
+    (criterion,) = load_registry(root).rubrics["patterns"].criteria
+    assert criterion.grader.model_dump(exclude_defaults=True) == {
+        "type": "regex",
+        "pattern": r"a\{,3\}\Z",
+        "raw": True,
+        "ascii": True,
+    }
+    assert result.not_mapped == (
+        "tests[0].assert[1]: the variable-length lookbehind `(?<=a+)` has no Python "
+        "equivalent (Python's lookbehinds match a fixed number of characters)",
+        "tests[0].assert[2]: starts-with needs a text value: promptfoo refuses an empty string",
+        "tests[0].assert[3]: not-starts-with needs a text value: promptfoo refuses a number",
+    )
+
+
 CLOSEDQA_LIKE = """\
 relevance:
   prompt: |-

@@ -23,7 +23,14 @@ Regenerate (Node 20 and Python 3.11+)::
     .venv/bin/python tests/support/fidelity_corpus.py --promptfoo /tmp/pf \\
         --openai-evals /tmp/openai-evals --out tests/data/importers/fidelity
 
-The output is deterministic: the same tool versions give the same bytes.
+Without ``--openai-evals`` only ``promptfoo.jsonl`` is written. The output is deterministic:
+the same tool versions give the same bytes.
+
+A promptfoo row holds the decision (``pass``) or, for an assert promptfoo refuses by
+throwing, the first line of its error (``error``). The regular expression rows cross
+JavaScript patterns with outputs that tell JavaScript's semantics from Python's (the
+``regex`` assert is ``new RegExp(value).test(output)``, no flags; an invalid pattern fails
+every output, ``not-regex`` included).
 """
 
 from __future__ import annotations
@@ -205,27 +212,176 @@ _UNMAPPED_ASSERTS: list[dict[str, Any]] = [
 ]
 """Asserts the importer lists as not mapped: the test counts them with their reasons."""
 
+_REGEX_OUTPUTS = [
+    "",
+    "abc",
+    "abc\n",
+    "abc\r\n",
+    "\nabc",
+    "ABC",
+    "a\nb",
+    "a\rb",
+    "a\u2028b",
+    "a\u0085b",
+    "Z",
+    "a{,3}",
+    "aaa",
+    "aa\n",
+    "uuu",
+    "p{L}",
+    "{foo}",
+    "a]",
+    "k<n>",
+    "٣",
+    "42",
+    "é",
+    "É",
+    "\u00a0",
+    " \t",
+    "\u000b\u000c",
+    "\ufeff",
+    "\u180e",
+    "\x00",
+    "\x08",
+    "\x1f",
+    "\\c1",
+    "\\",
+    "foo_bar baz",
+    "Hello, World!",
+    "2024-01-31",
+    "/Paris/i",
+    "abab",
+    "ac",
+    "🙂",
+    "a🙂b",
+]
+"""Outputs that tell JavaScript's regular expressions from Python's: line terminators and
+a final newline, Unicode digits, letters and spaces, the literal text of JavaScript's
+literal braces and identity escapes, control characters, characters beyond U+FFFF."""
+_REGEX_PATTERNS = [
+    # braces that quantify nothing are literal text; a quantifier needs digits
+    "a{,3}", "^a{,3}$", "a{2}", "a{2,}", "^a{1,2}$", "^a{0}$", "a{02}", "a{", "a{1", "a{1,",
+    "{foo}", "a{ 2}", "{,}", "}", "]", "a]", "\\u{3}", "^\\u{3}$", "\\u{61}", "\\x{41}",
+    "\\p{L}", "\\P{L}", "[\\p{L}]",
+    # anchors: the start and the very end only
+    "^abc$", "abc$", "^abc", "c$", "^$", "$", "^", "c\\n$", "^abc\\n$", "^.*$", "^.+$",
+    "^[\\s\\S]*$", "c$|^a", "(?:^|b)c", "a^", "$a", "^^a", "c$$", "(?:c$)+",
+    # identity escapes that Python reads as something else
+    "\\Z", "c\\Z", "\\A", "\\z", "\\e", "\\a", "\\g", "\\N", "\\U", "\\L", "\\E", "\\G",
+    "\\h", "\\R", "\\X", "\\K", "\\Q", "\\y", "\\i", "\\l", "\\m", "\\o", "\\q", "\\/",
+    "\\-", "\\ ", "\\%", "\\_", "\\.", "\\$", "\\[", "\\]", "\\{", "\\}", "\\|", "\\\\",
+    "\\é", "\\\u00a0",
+    # control, null, octal and back references
+    "\\cJ", "\\cj", "\\ca", "\\c1", "\\c", "\\c_", "\\c[", "a\\c", "[\\c1]", "[\\c_]",
+    "[\\c]", "[\\cA]", "\\0", "\\00", "\\01", "\\08", "\\1", "\\2", "\\10", "\\12",
+    "\\101", "\\141", "\\400", "\\777", "\\8", "\\9", "\\18", "(a)\\1", "(a)\\2",
+    "(a)\\12", "(a)\\18", "(a)(b)\\2", "(a)\\01", "(a)\\8", "[\\0]", "[\\1]", "[\\8]",
+    "[\\101]", "(a)(b)(c)(d)(e)(f)(g)(h)(i)\\10", "(a)(b)(c)(d)(e)(f)(g)(h)(i)(j)\\10",
+    # hexadecimal and Unicode escapes
+    "\\x41", "\\x4", "\\x", "\\xg1", "\\u0041", "\\u004", "\\u", "\\u00e9", "\\u00C9",
+    "\\u0663", "\\u2028", "\\uFEFF", "[\\u0041-\\u005A]", "\\u00a0", "\\x00", "\\x1F",
+    # \d, \w and \b are ASCII; \s is JavaScript's own set of spaces
+    "\\d", "^\\d$", "\\D", "^\\D$", "\\w", "^\\w+$", "\\W", "^\\W$", "\\bab", "\\Bb",
+    "\\B", "^\\B$", "\\b", "é\\b", "\\bé", "\\b\\w+\\b", "\\s", "^\\s$", "\\S", "^\\S+$",
+    "^\\s+$", "[\\s]", "[\\S]", "[^\\s]", "[\\d\\s]", "[^\\d]", "[\\w-]", "[\\d-z]",
+    "[a-\\d]", "[\\s-\\d]", "[\\b]", "[\\B]", "[\\-]", "[a\\-z]", "[a-]", "[-a]",
+    "[--0]", "[a-c-e]", "[^\\W]", "[\\W\\w]", "[\\t\\v\\f]", "\\v", "\\f", "\\t",
+    "\\u180e", "\\u3000",
+    # ., line terminators and the empty classes
+    ".", "^.$", "a.b", "a.*b", "^.{3}$", "[^]", "^[^]$", "a[^]b", "[]", "a[]", "[]*a",
+    "[^]*", "[\\s\\S]", "a[^\\n]b", "[\\n]", "\\r\\n", "\\n", "\\r", "\\u0085",
+    "[\\u2028\\u2029]", "a\\nb", "a.?b", "^.?$",
+    # character classes
+    "[\\u0000-\\uFFFF]", "^[\\x00-\\x7F]+$", "[^\\x00-\\x7F]", "[A-z]", "[à-ÿ]",
+    "[\\u0600-\\u06FF]", "[٠-٩]", "^[0-9]+$", "[$]", "[.]", "[\\^]", "[^^]", "[]a]",
+    "[^]a]", "[[]", "[a[]", "[\\]]", "[&&]", "[~~]", "[||]", "[a-a]", "[\\\\]",
+    # groups, named groups and back references
+    "(?<n>a)\\k<n>", "(?<n>a)|\\k<n>", "\\k<n>(?<n>a)", "\\k<n>", "^\\k<n>$", "\\k",
+    "(?<n>a)\\k", "(?<n>a)\\k<m>", "(?<$x>a)\\k<$x>", "(?<a1>a)\\1", "(?<1a>a)",
+    "(?<é>a)\\k<é>", "(?<\\u0061>a)\\k<a>", "(?<n>a)[\\k]", "[\\k]", "(a)|\\1b", "\\1(a)",
+    "(a\\1)", "(a)?\\1b", "(?:(a)|b)\\1", "(?:(a)|b)+\\1", "(a|b)+\\1", "(a?)+\\1",
+    "(a*)\\1", "([\"'])\\w+\\1", "(\\w)\\1", "(?=(a))\\1", "(?!(a)b)\\1", "(?=(a))*\\1",
+    "(?=(a))?\\1", "(?:a|(b))\\1c", "(?:)", "()", "(?:)+", "a||b", "|", "(|a)",
+    # lookarounds, and the lookaheads Annex B lets a quantifier repeat
+    "a(?=b)", "a(?!b)", "(?<=a)b", "(?<!a)b", "(?<=a+)b", "(?<=a|bc)d", "(?<=ab|cd)e",
+    "(?<=^)a", "(?<=\\d{2})4", "(?<=(a))b\\1", "(?<=\\1(a))b", "(?=a)*", "(?=a)?b",
+    "(?=a){2}", "(?=a)+", "(?!a)*b", "(?<=a)c", "(?<![\\s\\S])a", "a(?![^])",
+    # quantifiers
+    "a*?", "a+?", "a??", "a{2}?", "a{,3}?", "^a{2,3}$", "a{2,3}?c", "(?:ab)+", "(?:ab){2}",
+    # invalid patterns: promptfoo fails every output
+    "(", ")", "[", "a[b", "\\", "(?", "(?P<n>a)", "(?#c)", "(?i)a", "a)", "[b-a]",
+    "(?<n>a)(?<n>b)", "(?<>a)", "x{2,1}", "{1}", "a{1}{2}", "(?<=a)?", "^*", "$+", "\\b*",
+    "\\B{2}", "a**", "*a", "+", "?", "a|*", "a???", "[a--b]",
+    # ECMAScript 2025 syntax that Node 20 rejects
+    "(?i:a)", "(?-i:a)", "(?im-s:a)", "(?<a>x)|(?<a>y)",
+    # characters beyond U+FFFF, which JavaScript reads as two UTF-16 code units
+    "🙂", "^🙂$", "a🙂b", "\\uD83D\\uDE42", "🙂+", "[🙂]", "[^🙂]", "\\uD83D", "\\uDE42",
+    "[\\uD800-\\uDFFF]",
+    # promptfoo neither reads /slashes/ nor flags: the text is the pattern
+    "/Paris/i", "/abc/", "^/",
+    # Nunjucks renders a value first: a comment disappears
+    "a{#b#}c",
+    # patterns as configurations write them
+    "^\\d{4}-\\d{2}-\\d{2}$", "^[A-Z][a-z]+", "\\b(yes|no)\\b", "^(?:yes|no)$", "^\\s*$",
+    "\\S+@\\S+\\.\\S+", "^\\{.*\\}$", "^(?!.*error).*$", "^(?=.*\\d)(?=.*[a-z]).+$",
+    "colou?r", "\\$\\d+", "^-?\\d+$", "^Hello, \\w+!$", "(\\d{4})-(\\d{2})-\\2",
+    "^(\\w+)\\s\\1$", "[,!]",
+]  # fmt: skip
+"""JavaScript patterns, each crossed with every output of ``_REGEX_OUTPUTS``."""
+_NOT_REGEX_PATTERNS = [
+    "a{,3}", "\\Z", "$", "c$", "\\d", "\\s", ".", "[^]", "[]", "(?<n>a)\\k<n>", "\\k<n>",
+    "\\cJ", "\\8", "(?<=a+)b", "x{2,1}", "(?i:a)", "^.$", "\\B",
+]  # fmt: skip
+"""Patterns also asserted absent (``not-regex``), crossed with every output."""
+_ERROR_ASSERTS: list[dict[str, Any]] = [
+    {"type": "regex", "value": ""},
+    {"type": "not-regex", "value": ""},
+    {"type": "regex", "value": 5},
+    {"type": "starts-with", "value": ""},
+    {"type": "not-starts-with", "value": ""},
+    {"type": "starts-with", "value": 5},
+    {"type": "regex", "value": "a{#b"},
+]
+"""Asserts promptfoo refuses (it throws): the importer must refuse them too."""
+
 _RUNNER = """
 import { assertions } from 'promptfoo';
 import { readFileSync } from 'node:fs';
 const cases = JSON.parse(readFileSync(process.argv[2], 'utf8'));
 const out = [];
 for (const c of cases) {
-  const r = await assertions.runAssertion({
-    prompt: 'prompt', assertion: c.assert, test: {vars: {}, assert: [c.assert]},
-    providerResponse: {output: c.output},
-  });
-  out.push(r.pass);
+  try {
+    const r = await assertions.runAssertion({
+      prompt: 'prompt', assertion: c.assert, test: {vars: {}, assert: [c.assert]},
+      providerResponse: {output: c.output},
+    });
+    out.push({pass: r.pass});
+  } catch (e) {
+    out.push({error: String(e.message).split('\\n')[0]});
+  }
 }
 process.stdout.write(JSON.stringify(out));
 """
+"""Runs each case's assert on its output (read from a JSON file, so every output reaches
+promptfoo exactly as written: no argument quoting, no provider trimming it). An assert
+promptfoo refuses throws; the first line of its message is kept."""
 
 
-def promptfoo_rows(promptfoo_dir: Path) -> list[dict[str, Any]]:
-    """Every (assert, output) pair of the text and JSON sets, with promptfoo's decision."""
+def promptfoo_cases() -> list[dict[str, Any]]:
+    """Every (assert, output) pair: the text, JSON, regular expression and refused sets."""
     cases = [{"assert": a, "output": o} for a in _TEXT_ASSERTS for o in _TEXT_OUTPUTS]
     cases += [{"assert": a, "output": o} for a in _JSON_ASSERTS for o in _JSON_OUTPUTS]
     cases += [{"assert": a, "output": o} for a in _UNMAPPED_ASSERTS for o in _JSON_OUTPUTS[:5]]
+    for kind, patterns in (("regex", _REGEX_PATTERNS), ("not-regex", _NOT_REGEX_PATTERNS)):
+        asserts = [{"type": kind, "value": p} for p in patterns]
+        cases += [{"assert": a, "output": o} for a in asserts for o in _REGEX_OUTPUTS]
+    cases += [{"assert": a, "output": o} for a in _ERROR_ASSERTS for o in _REGEX_OUTPUTS[:3]]
+    return cases
+
+
+def promptfoo_rows(promptfoo_dir: Path) -> list[dict[str, Any]]:
+    """Every case with promptfoo's decision (``pass``), or the error it throws (``error``)."""
+    cases = promptfoo_cases()
     with tempfile.TemporaryDirectory(dir=promptfoo_dir) as tmp:
         runner = Path(tmp) / "run.mjs"
         runner.write_text(_RUNNER, encoding="utf-8")
@@ -238,8 +394,8 @@ def promptfoo_rows(promptfoo_dir: Path) -> list[dict[str, Any]]:
             text=True,
             check=True,
         )
-    decisions = json.loads(done.stdout)
-    return [case | {"pass": bool(p)} for case, p in zip(cases, decisions, strict=True)]
+    results = json.loads(done.stdout)
+    return [case | result for case, result in zip(cases, results, strict=True)]
 
 
 # ------------------------------------------------------------------ OpenAI evals
@@ -347,7 +503,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--promptfoo", type=Path, required=True, help="dir with promptfoo installed"
     )
-    parser.add_argument("--openai-evals", type=Path, required=True, help="openai/evals checkout")
+    parser.add_argument(
+        "--openai-evals", type=Path, help="openai/evals checkout (absent: keep its corpus)"
+    )
     parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args(argv)
     installed = json.loads(
@@ -358,7 +516,8 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     args.out.mkdir(parents=True, exist_ok=True)
     write_jsonl(args.out / "promptfoo.jsonl", promptfoo_rows(args.promptfoo.resolve()))
-    write_jsonl(args.out / "openai_evals.jsonl", openai_evals_rows(args.openai_evals))
+    if args.openai_evals is not None:
+        write_jsonl(args.out / "openai_evals.jsonl", openai_evals_rows(args.openai_evals))
     return 0
 
 

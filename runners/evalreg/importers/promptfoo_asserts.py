@@ -19,6 +19,7 @@ from typing import Any, Literal
 from jsonschema import SchemaError
 from jsonschema.validators import validator_for
 
+from evalreg.importers import js_regex
 from evalreg.importers.base import IdPool, ImportLog, NotMapped
 from evalreg.importers.templates import literal
 from evalreg.templating import RenderError, render
@@ -272,7 +273,7 @@ def _rendered(value: Any, variables: dict[str, Any]) -> Any:
         return value
     if value.startswith("file://"):
         raise NotMapped("a value read from a file is not supported")
-    if not any(mark in value for mark in ("{{", "{%")):
+    if not any(mark in value for mark in ("{{", "{%", "{#")):
         return value
     try:
         return render(value, variables)
@@ -304,10 +305,23 @@ def _text(value: Any, kind: str) -> str:
 
 
 def _string(value: Any, kind: str) -> str:
-    """A value promptfoo requires to be a string (a number is an error there)."""
+    """A value promptfoo requires to be a string that is not empty (it throws otherwise)."""
     if not isinstance(value, str) or value == "":
-        raise NotMapped(f"{kind} needs a text value (promptfoo refuses a number)")
+        raise NotMapped(f"{kind} needs a text value: promptfoo refuses {_refused(value)}")
     return value
+
+
+def _refused(value: Any) -> str:
+    """What a value that is not a text is, as a message names it."""
+    if value == "":
+        return "an empty string"
+    if value is None:
+        return "an assert without a value"
+    if isinstance(value, bool):
+        return str(value).lower()
+    if isinstance(value, (int, float)):
+        return "a number"
+    return "a list" if isinstance(value, list) else "an object"
 
 
 def _js_string(value: str | float) -> str:
@@ -362,50 +376,14 @@ def _comma_separated(text: str, kind: str) -> list[str]:
     return fields
 
 
-_JS_SPACE = (
-    "[\\t\\n\\v\\f\\r \\u00a0\\u1680\\u2000-\\u200a\\u2028\\u2029\\u202f\\u205f\\u3000\\ufeff]"
-)
-_JS_TRANSLATIONS = {
-    "$": r"\Z",
-    ".": "[^\\n\\r\\u2028\\u2029]",
-    r"\s": _JS_SPACE,
-    r"\S": "[^" + _JS_SPACE[1:],
-}
-
-
 def js_pattern(pattern: str) -> str:
-    r"""A JavaScript regular expression (no flags) as a Python one with ``re.ASCII``.
-
-    JavaScript's ``$`` is the end of the text only, its ``.`` matches no line terminator and
-    its ``\s`` is its own set of spaces; ``\d``, ``\w`` and ``\b`` are ASCII, as ``re.ASCII``
-    makes them. Everything inside a character class is left as written.
+    """A JavaScript regular expression, as promptfoo's ``new RegExp(pattern)`` reads it, as
+    the Python one (for ``re.search`` with ``re.ASCII``) that decides the same.
 
     Raises:
-        NotMapped: the pattern does not compile as a Python regular expression.
+        NotMapped: the pattern is not valid JavaScript, or Python cannot express it.
     """
-    out: list[str] = []
-    i, in_class = 0, False
-    while i < len(pattern):
-        char = pattern[i]
-        two = pattern[i : i + 2]
-        if char == "\\":
-            out.append(two if in_class else _JS_TRANSLATIONS.get(two, two))
-            i += 2
-            continue
-        if in_class:
-            in_class = char != "]" or out[-1] == "["
-        elif char == "[":
-            in_class = True
-        elif char in "$.":
-            char = _JS_TRANSLATIONS[char]
-        out.append(char)
-        i += 1
-    translated = "".join(out)
-    try:
-        re.compile(translated, re.ASCII)
-    except re.error as exc:
-        raise NotMapped(f"{pattern!r} is not a Python regular expression ({exc})") from None
-    return translated
+    return js_regex.to_python(pattern)
 
 
 # ---------------------------------------------------------------- one maker per assert type
