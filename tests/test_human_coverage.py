@@ -241,7 +241,8 @@ def test_grades_of_one_candidate_leave_the_other_not_graded_and_tracked(graded: 
     assert cli(graded, "report").code == 0
     page = graded.read("reports/labels.md")
     assert "one grade throughout | one grade throughout |" in page
-    assert "rules fails gate 1 (judge\\_human\\_agreement on all ≥ 0.5): one grade throughout" in page
+    reason = "rules fails gate 1 (judge\\_human\\_agreement on all ≥ 0.5): one grade throughout"
+    assert reason in page
 
 
 def test_records_without_human_criteria_keep_their_bytes(live: Repo, cli):
