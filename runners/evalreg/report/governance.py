@@ -775,9 +775,14 @@ def _slice_row(ev: SelectionEvidence, name: str, ranked: Sequence[str]) -> list[
     """A slice's name, items and each candidate's pass rate; the items say once when the
     intervals rest on few clusters."""
     rates = [ev.metrics[cid].get(name, {}).get("pass_rate") for cid in ranked]
-    clusters = max((m.clusters for m in rates if m is not None), default=0)
-    items = str(ev.evalset.slices[name]) + wide_by_necessity(clusters)
+    items = str(ev.evalset.slices[name]) + wide_by_necessity(_clusters(ev, name))
     return [cell(name), items, *(rate(m, note=False) for m in rates)]
+
+
+def _clusters(ev: SelectionEvidence, name: str) -> int:
+    """The clusters slice ``name``'s pass-rate intervals rest on (0: not clustered)."""
+    rates = [m.get(name, {}).get("pass_rate") for m in ev.metrics.values()]
+    return max((r.clusters for r in rates if r is not None), default=0)
 
 
 def _gates(ev: SelectionEvidence) -> str:
@@ -1059,13 +1064,8 @@ def _limitations(ev: SelectionEvidence) -> str:
 
 def _few_clusters(ev: SelectionEvidence, slices: set[str]) -> list[tuple[str, int]]:
     """The ``slices`` whose pass-rate intervals rest on few clusters, with how many."""
-    out = []
-    for name in sorted(slices):
-        rates = [m.get(name, {}).get("pass_rate") for m in ev.metrics.values()]
-        clusters = max((r.clusters for r in rates if r is not None), default=0)
-        if stats.few_clusters(clusters):
-            out.append((name, clusters))
-    return out
+    counts = ((name, _clusters(ev, name)) for name in sorted(slices))
+    return [(name, clusters) for name, clusters in counts if stats.few_clusters(clusters)]
 
 
 def _reproduce(ev: SelectionEvidence, install: str) -> str:
