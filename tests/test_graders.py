@@ -211,6 +211,30 @@ def test_regex_searches_a_field() -> None:
     assert not grade(config, '{"summary": "lowercase start"}').passed
 
 
+def test_regex_utf16_reads_a_character_beyond_the_basic_plane_as_two_units() -> None:
+    one, two = {"type": "regex", "pattern": "^.$"}, {"type": "regex", "pattern": "^..$"}
+    assert grade(one, "🙂", parser=TEXT).passed and not grade(two, "🙂", parser=TEXT).passed
+    assert not grade(one | {"utf16": True}, "🙂", parser=TEXT).passed
+    assert grade(two | {"utf16": True}, "🙂", parser=TEXT).passed
+    # the pattern is read the same way: a class holds the halves, a quantifier the last one
+    assert grade({"type": "regex", "pattern": "^[🙂]{2}$", "utf16": True}, "🙂", parser=TEXT).passed
+    assert grade({"type": "regex", "pattern": "^🙂+$", "utf16": True}, "🙂", parser=TEXT).passed
+
+
+def test_regex_utf16_shows_half_a_pair_escaped() -> None:
+    config = {"type": "regex", "pattern": "a.", "utf16": True}
+    assert grade(config, "a🙂", parser=TEXT) == Verdict(True, 1.0, "matched 'a\\ud83d'")
+    missing = {"type": "regex", "pattern": "x", "utf16": True}
+    assert grade(missing, "a🙂", parser=TEXT) == Verdict(False, 0.0, "no match in 'a🙂'")
+
+
+def test_regex_utf16_pattern_must_compile_as_code_units() -> None:
+    adapter = TypeAdapter(schema.Grader)
+    adapter.validate_python({"type": "regex", "pattern": "[🙂-🙃]"})
+    with pytest.raises(ValueError, match="bad character range"):
+        adapter.validate_python({"type": "regex", "pattern": "[🙂-🙃]", "utf16": True})
+
+
 # ---------------------------------------------------------------- contains / not_contains
 
 

@@ -194,7 +194,7 @@ def test_asserts_become_criteria_fixed_or_read_from_each_item(geography):
         ),
         # A JavaScript pattern: \b is ASCII, as with re.ASCII.
         "regex": (
-            {"type": "regex", "pattern": r"\b1960\b", "raw": True, "ascii": True},
+            {"type": "regex", "pattern": r"\b1960\b", "raw": True, "ascii": True, "utf16": True},
             ["assert-regex"],
         ),
         # is-json on one test only: the raw output of that item must be JSON.
@@ -919,6 +919,7 @@ tests:
         "pattern": r"a\{,3\}\Z",
         "raw": True,
         "ascii": True,
+        "utf16": True,
     }
     assert result.not_mapped == (
         "tests[0].assert[1]: the variable-length lookbehind `(?<=a+)` has no Python "
@@ -926,6 +927,33 @@ tests:
         "tests[0].assert[2]: starts-with needs a text value: promptfoo refuses an empty string",
         "tests[0].assert[3]: not-starts-with needs a text value: promptfoo refuses a number",
     )
+
+
+def test_a_pattern_reading_half_an_emoji_survives_the_registry_and_decides_as_javascript(
+    tmp_path: Path,
+):
+    config = write_config(
+        tmp_path / "pf",
+        """\
+prompts: ["{{ q }}"]
+providers: [openai:gpt-4o-mini-2024-07-18]
+tests:
+  - vars: {q: a}
+    assert:
+      - {type: regex, value: "^\\\\uD83D.$"}
+      - {type: not-regex, value: "[🙂]{3}"}
+""",
+    )
+    root = bare_registry(tmp_path)
+    result = import_promptfoo(config, root, name="emoji")
+    assert result.not_mapped == ()
+    rubric = (root / "registry/rubrics/emoji.yaml").read_text(encoding="utf-8")
+    assert "\\ud83d" in rubric and "[\\ud83d\\ude42]{3}" in rubric  # escaped, never a lone half
+    registry = load_registry(root)
+    (item_id,) = [i.id for i in registry.evalset_of("emoji").items]
+    # JavaScript: the surrogate pair of 🙂 is the two code units `^\uD83D.$` asks for
+    assert grade(registry, "emoji", item_id, "🙂")[1] == {"regex": True, "not-regex": True}
+    assert grade(registry, "emoji", item_id, "🙂🙂")[1] == {"regex": False, "not-regex": False}
 
 
 CLOSEDQA_LIKE = """\

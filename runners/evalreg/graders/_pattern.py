@@ -21,6 +21,7 @@ from evalreg.graders.base import (
 )
 from evalreg.graders.parsing import Parsed
 from evalreg.registry import schema
+from evalreg.text.utf16 import code_units, from_code_units
 
 
 @register("regex")
@@ -32,23 +33,27 @@ def regex(config: schema.RegexGrader, ctx: GradingContext) -> GradeFn:
             (absent: the whole answer; non-strings are searched as sorted JSON);
             ``raw`` searches the output exactly as returned; ``ignore_case`` matches
             case-insensitively; ``ascii`` makes ``\\d``, ``\\w``, ``\\b`` and case folding
-            ASCII-only; ``must_match: false`` inverts the grader, so it passes when the
+            ASCII-only; ``utf16`` reads the pattern and the text as UTF-16 code units, as
+            JavaScript does; ``must_match: false`` inverts the grader, so it passes when the
             pattern is absent.
         ctx: not used.
     """
     flags = (re.IGNORECASE if config.ignore_case else 0) | (re.ASCII if config.ascii else 0)
-    pattern = re.compile(config.pattern, flags)
+    units = config.utf16
+    pattern = re.compile(code_units(config.pattern) if units else config.pattern, flags)
 
     def grade(parsed: Parsed, item: schema.Item) -> Verdict:
         text = searched(parsed, config)
-        found = pattern.search(text)
-        if config.must_match:
-            if found is None:
-                return Verdict(False, 0.0, f"no match in {show(text)}")
-            return Verdict(True, 1.0, f"matched {show(found.group(0))}")
+        found = pattern.search(code_units(text) if units else text)
         if found is None:
+            if config.must_match:
+                return Verdict(False, 0.0, f"no match in {show(text)}")
             return Verdict(True, 1.0, "no match, as required")
-        return Verdict(False, 0.0, f"matched {show(found.group(0))}, which must not appear")
+        # a match may start or end inside a surrogate pair: that half is shown escaped
+        matched = show(from_code_units(found.group(0)) if units else found.group(0))
+        if config.must_match:
+            return Verdict(True, 1.0, f"matched {matched}")
+        return Verdict(False, 0.0, f"matched {matched}, which must not appear")
 
     return grade
 

@@ -7,8 +7,9 @@ extends it for web compatibility. There a ``{`` or ``]`` that starts nothing is 
 octal escape otherwise), ``\\k`` is a letter unless the pattern names a group, ``\\c``
 before a non-letter is a backslash, and a lookahead may take a quantifier. The early errors
 of §22.2.1.1 and Annex B.1.2 are the syntax errors promptfoo reports as an invalid pattern,
-failing every output. The result is a Python pattern for ``re.search`` with ``re.ASCII``
-that decides as §22.2.2 (Pattern Semantics) does:
+failing every output. The result is a Python pattern for ``re.search`` with ``re.ASCII``, on
+the text as UTF-16 code units (a ``regex`` grader's ``utf16``), that decides as §22.2.2
+(Pattern Semantics) does:
 
 - ``^`` and ``$`` are the start and the very end of the text (CompileAssertion without the
   ``m`` flag), so ``$`` becomes ``\\Z``; ``.`` matches anything but a line terminator
@@ -28,13 +29,14 @@ What Python cannot express is refused with ``NotMapped`` naming the construct: a
 whose body can match texts of different lengths (JavaScript allows it), a back reference
 JavaScript resolves differently from Python (into a repeated group, which RepeatMatcher
 clears at each repetition, or into or out of a lookbehind, which JavaScript matches right
-to left), a surrogate on its own, and ECMAScript 2025 syntax Node 20 rejects (pattern
-modifiers, a group name used twice).
+to left), and ECMAScript 2025 syntax Node 20 rejects (pattern modifiers, a group name used
+twice).
 
-JavaScript without ``u`` matches UTF-16 code units and Python matches code points: a
-character beyond U+FFFF (most emoji) is one character to the translated pattern and two to
-JavaScript, so ``^.$`` matches ``🙂`` here and not in promptfoo. Such a character written in
-the pattern is matched as that character.
+JavaScript without ``u`` matches UTF-16 code units, so a character beyond U+FFFF (most
+emoji) is two of them, its surrogate pair: ``^.$`` does not match ``🙂``, ``[🙂]`` matches
+either half, and ``🙂+`` repeats the second half. The grader reads the pattern and the text
+the same way, so each of these decides as in promptfoo. A pair of literals in the pattern is
+written as the character it encodes, when printable; a surrogate on its own as ``\\uHHHH``.
 """
 
 from __future__ import annotations
@@ -43,6 +45,7 @@ import re
 from dataclasses import dataclass
 
 from evalreg.importers.base import NotMapped
+from evalreg.text.utf16 import code_units, from_code_units
 
 MAX_PATTERN = 2000
 """The longest pattern a ``regex`` grader takes (the registry schema's limit)."""
@@ -55,7 +58,6 @@ Ranges = tuple[tuple[int, int], ...]
 """A set of UTF-16 code units as sorted, disjoint, inclusive ranges."""
 
 _BMP = 0xFFFF
-_SURROGATES = (0xD800, 0xDFFF)
 _DIGIT: Ranges = ((0x30, 0x39),)
 _WORD: Ranges = ((0x30, 0x39), (0x41, 0x5A), (0x5F, 0x5F), (0x61, 0x7A))
 _LINE_TERMINATORS: Ranges = ((0x0A, 0x0A), (0x0D, 0x0D), (0x2028, 0x2029))
@@ -163,8 +165,9 @@ Node = Char | Units | Anchor | Backref | Group | Look | Repeat | Seq | Alt
 
 
 def to_python(pattern: str) -> str:
-    """The Python pattern (for ``re.search`` with ``re.ASCII``) that decides as ``pattern``
-    does as a JavaScript regular expression without flags.
+    """The Python pattern that decides as ``pattern`` does as a JavaScript regular expression
+    without flags, for a ``regex`` grader with ``ascii`` and ``utf16``: ``re.search`` with
+    ``re.ASCII``, the pattern and the text both as UTF-16 code units (``text.utf16``).
 
     Raises:
         NotMapped: the pattern is not valid JavaScript (promptfoo fails every output with
@@ -178,31 +181,16 @@ def to_python(pattern: str) -> str:
             f"more than a regex grader's {MAX_PATTERN}"
         )
     try:
-        re.compile(translated, re.ASCII)
+        re.compile(code_units(translated), re.ASCII)
     except (re.error, OverflowError, RecursionError) as exc:  # not expected: a safety net
         raise NotMapped(f"{pattern!r} has no Python equivalent ({exc})") from None
     return translated
 
 
 # ------------------------------------------------------------------ reading the pattern
-def code_units(text: str) -> str:
-    """``text`` with every character beyond U+FFFF split into its UTF-16 surrogate pair."""
-    return "".join(_pair(c) if ord(c) > _BMP else c for c in text)
-
-
-def _pair(char: str) -> str:
-    offset = ord(char) - 0x10000
-    return chr(0xD800 + (offset >> 10)) + chr(0xDC00 + (offset & 0x3FF))
-
-
-def _joined(units: str) -> str:
-    """Code units back as text: surrogate pairs become the characters they encode."""
-    return units.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "surrogatepass")
-
-
 def _shown(units: str) -> str:
     """Code units as a message quotes them: characters, a lone surrogate as ``\\uHHHH``."""
-    text = _joined(units)
+    text = from_code_units(units)
     return "".join(f"\\u{ord(c):04X}" if 0xD800 <= ord(c) <= 0xDFFF else c for c in text)
 
 
@@ -248,7 +236,7 @@ def _group_name(src: str, pos: int) -> tuple[str, int] | None:
         char, i = found
         after = _name_unit(src, i) if _high(ord(char)) else None
         if after is not None and _low(ord(after[0])):
-            char, i = _joined(char + after[0]), after[1]
+            char, i = from_code_units(char + after[0]), after[1]
         if not _name_char(char, first=not name):
             return None
         name += char
@@ -337,7 +325,7 @@ class _Parser:
         items: list[Node] = []
         while self.pos < len(self.src) and self.peek() not in ("|", ")"):
             items.append(self.term())
-        return Seq(_paired(items))
+        return Seq(tuple(items))
 
     def term(self) -> Node:
         start = self.pos
@@ -538,12 +526,6 @@ class _Parser:
             parts.extend(self.class_ranges())
         self.pos += 1
         ranges = _normalized(parts)
-        surrogates = _intersection(ranges, (_SURROGATES,))
-        if surrogates and surrogates != (_SURROGATES,):
-            raise NotMapped(
-                f"the class `{self.text(start)}` names a character beyond U+FFFF or a "
-                "surrogate: JavaScript matches either half of a UTF-16 surrogate pair with it"
-            )
         return Units(_complement(ranges) if negated else ranges)
 
     def class_ranges(self) -> list[tuple[int, int]]:
@@ -590,29 +572,6 @@ def _count(digits: str) -> int:
     return int(digits) if len(digits) <= 12 else 10**12
 
 
-def _paired(items: list[Node]) -> tuple[Node, ...]:
-    """``items`` with each surrogate pair of literals (a character beyond U+FFFF, which
-    JavaScript reads as two) joined into that character."""
-    out: list[Node] = []
-    i = 0
-    while i < len(items):
-        item, after = items[i], items[i + 1] if i + 1 < len(items) else None
-        if isinstance(item, Char) and _high(item.code):
-            if isinstance(after, Char) and _low(after.code):
-                out.append(Char(ord(_joined(chr(item.code) + chr(after.code)))))
-                i += 2
-                continue
-            if isinstance(after, Repeat) and isinstance(after.atom, Char) and _low(after.atom.code):
-                shown = _shown(chr(item.code) + after.text)
-                raise NotMapped(
-                    f"the quantifier in `{shown}` repeats only the second half of the "
-                    "character's UTF-16 surrogate pair in JavaScript"
-                )
-        out.append(item)
-        i += 1
-    return tuple(out)
-
-
 # ------------------------------------------------------------------ sets of code units
 def _normalized(parts: list[tuple[int, int]] | Ranges) -> Ranges:
     merged: list[tuple[int, int]] = []
@@ -633,10 +592,6 @@ def _complement(ranges: Ranges) -> Ranges:
     if next_low <= _BMP:
         out.append((next_low, _BMP))
     return tuple(out)
-
-
-def _intersection(ranges: Ranges, other: Ranges) -> Ranges:
-    return _complement(_normalized([*_complement(ranges), *_complement(other)]))
 
 
 def _as_ranges(atom: int | Ranges) -> Ranges:
@@ -741,8 +696,24 @@ class _Writer:
         if isinstance(node, Repeat):
             return self.repeat(node, inner)
         if isinstance(node, Seq):
-            return "".join(self.write(item, inner) for item in node.items)
+            return self.seq(node.items, inner)
         return "|".join(self.write(branch, inner) for branch in node.branches)
+
+    def seq(self, items: tuple[Node, ...], inner: Ancestors) -> str:
+        """Items in order; a surrogate pair of literals is written as the character it
+        encodes, when printable (the ``utf16`` grader splits it again)."""
+        out, i = [], 0
+        while i < len(items):
+            item, after = items[i], items[i + 1 : i + 2]
+            if isinstance(item, Char) and _high(item.code) and after:
+                char = _paired(item, after[0])
+                if char is not None:
+                    out.append(char)
+                    i += 2
+                    continue
+            out.append(self.write(item, inner))
+            i += 1
+        return "".join(out)
 
     def look(self, node: Look, inner: Ancestors) -> str:
         if not node.ahead and _width(node.body) is None:
@@ -798,9 +769,17 @@ class _Writer:
         return f"(?({node.group})\\{node.group})"
 
 
+def _paired(high: Char, low: Node) -> str | None:
+    """The printable character beyond U+FFFF that ``high`` and ``low`` encode, if they do."""
+    if not isinstance(low, Char) or not _low(low.code):
+        return None
+    char = from_code_units(chr(high.code) + chr(low.code))
+    return char if char.isprintable() else None
+
+
 def _units(ranges: Ranges) -> str:
-    """A set of code units as one Python atom. A set holding the surrogates holds every
-    character beyond U+FFFF too (see the module's note on UTF-16)."""
+    """A set of code units as one Python atom: a class, or the complement's class negated
+    when that is shorter."""
     named = {
         _DIGIT: r"\d",
         _complement(_DIGIT): r"\D",
@@ -813,11 +792,10 @@ def _units(ranges: Ranges) -> str:
         return "(?!)"
     if ranges == ((0, _BMP),):
         return "(?s:.)"
-    if _intersection(ranges, (_SURROGATES,)):
-        return "[^" + _class_body(_complement(ranges)) + "]"
     if len(ranges) == 1 and ranges[0][0] == ranges[0][1]:
         return _literal(ranges[0][0])
-    return "[" + _class_body(ranges) + "]"
+    inside, outside = _class_body(ranges), _class_body(_complement(ranges))
+    return "[^" + outside + "]" if len(outside) < len(inside) else "[" + inside + "]"
 
 
 def _class_body(ranges: Ranges) -> str:
@@ -830,12 +808,7 @@ def _class_body(ranges: Ranges) -> str:
 
 
 def _literal(code: int) -> str:
-    """One character as a Python pattern writes it literally."""
-    if 0xD800 <= code <= 0xDFFF:
-        raise NotMapped(
-            f"the lone surrogate `\\u{code:04X}` (half of a character beyond U+FFFF) has no "
-            "Python equivalent"
-        )
+    """One code unit as a Python pattern writes it literally (a surrogate as ``\\uHHHH``)."""
     char = chr(code)
     if char in _PYTHON_SPECIAL:
         return "\\" + char
@@ -845,4 +818,4 @@ def _literal(code: int) -> str:
         return _PYTHON_CONTROL[code]
     if code <= 0xFF:
         return f"\\x{code:02x}"
-    return f"\\u{code:04x}" if code <= _BMP else f"\\U{code:08x}"
+    return f"\\u{code:04x}"

@@ -378,7 +378,7 @@ def _comma_separated(text: str, kind: str) -> list[str]:
 
 def js_pattern(pattern: str) -> str:
     """A JavaScript regular expression, as promptfoo's ``new RegExp(pattern)`` reads it, as
-    the Python one (for ``re.search`` with ``re.ASCII``) that decides the same.
+    the Python one that decides the same in a ``regex`` grader with ``ascii`` and ``utf16``.
 
     Raises:
         NotMapped: the pattern is not valid JavaScript, or Python cannot express it.
@@ -421,7 +421,7 @@ def _contains(kind: str, negated: bool, value: Any, raw: dict[str, Any], judge: 
 
 def _regex(kind: str, negated: bool, value: Any, raw: dict[str, Any], judge: JudgeFor) -> Check:
     pattern = _string(value, kind)
-    grader: dict[str, Any] = {"type": "regex", "ascii": True} | _RAW
+    grader: dict[str, Any] = {"type": "regex", "ascii": True, "utf16": True} | _RAW
     grader |= {"must_match": False} if negated else {}
     return Check(kind, kind, grader, "pattern", js_pattern(pattern), _shown(pattern), "")
 

@@ -26,6 +26,7 @@ from pydantic import (
 from pydantic_core import PydanticCustomError
 
 from evalreg.registry.params import KNOWN, param_problem, renamed_twice
+from evalreg.text.utf16 import code_units
 
 SCHEMA_VERSION = 1
 
@@ -523,13 +524,19 @@ class RegexGrader(_TextGrader):
     """False: the criterion passes when the pattern does *not* match."""
     ascii: bool = False
     """True: ``\\d``, ``\\w``, ``\\b`` and ``ignore_case`` match ASCII only, as in JavaScript."""
+    utf16: bool = False
+    """True: the pattern and the text are read as UTF-16 code units, as JavaScript reads them
+    without the ``u`` flag: a character beyond U+FFFF (most emoji) is two, its surrogate pair,
+    so ``^.$`` does not match ``🙂``."""
 
     @model_validator(mode="after")
     def _compiles(self) -> RegexGrader:
         try:
-            re.compile(self.pattern)
+            re.compile(code_units(self.pattern) if self.utf16 else self.pattern)
         except re.error as exc:
-            raise ValueError(f"pattern is not a valid regular expression: {exc}") from None
+            # read as code units, the message may quote half a surrogate pair
+            said = str(exc).encode("utf-8", "backslashreplace").decode("utf-8")
+            raise ValueError(f"pattern is not a valid regular expression: {said}") from None
         return self
 
 
