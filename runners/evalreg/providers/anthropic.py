@@ -11,6 +11,9 @@ from evalreg.registry.schema import Pin
 
 DEFAULT_BASE_URL = "https://api.anthropic.com"
 API_VERSION = "2023-06-01"
+"""The ``anthropic-version`` every request carries (the API refuses a request without one).
+``2026-10-21``, the newer version, refuses ``temperature``, ``top_p`` and ``top_k`` even at
+their defaults; ``2023-06-01`` is still served and passes them to the models that take them."""
 DEFAULT_MAX_TOKENS = 1024
 
 

@@ -71,6 +71,8 @@ class GeminiProvider:
         vertex = pin.vertex
         if vertex is None:
             base = (pin.base_url or DEFAULT_BASE_URL).rstrip("/")
+            # v1beta, not v1: v1 lacks the ``-latest`` aliases and some preview models.
+            # The URL is part of each stored request's key.
             return f"{base}/v1beta/models/{pin.model}:generateContent"
         host = (
             "aiplatform.googleapis.com"

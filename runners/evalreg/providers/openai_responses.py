@@ -110,7 +110,11 @@ class OpenAIResponsesProvider:
 
 
 def _content(content: str | list[dict[str, Any]]) -> str | list[dict[str, Any]]:
-    """A turn's content as the Responses API takes it: its text, or its input parts."""
+    """A turn's content as the Responses API takes it: its text, or its input parts.
+
+    An ``input_image`` carries no ``detail``: the API then reads the image at ``auto``, its
+    documented default (the SDK's request type marks the field required; the API does not).
+    """
     return openai_responses(content) if isinstance(content, list) else content
 
 
@@ -145,7 +149,13 @@ def _input_items(messages: Messages) -> list[dict[str, Any]]:
 
 
 def _tools(tools: Toolset | None) -> dict[str, Any]:
-    """The ``tools`` and ``tool_choice`` of a Responses body (empty without tools)."""
+    """The ``tools`` and ``tool_choice`` of a Responses body (empty without tools).
+
+    A function carries no ``strict``: the API then makes its schema strict where it can
+    (every property required, no other property allowed) and calls it best-effort where it
+    cannot. ``strict: false`` would call every tool best-effort, as chat completions do, but
+    would also be a new request for every stored cell with tools.
+    """
     if tools is None:
         return {}
     out: dict[str, Any] = {
