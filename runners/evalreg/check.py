@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 from evalreg import dvcrepo
 from evalreg.audit.introduced import Introduced, introduced
 from evalreg.dvcrepo import missing_on_remote, pointer_md5, remote_description
-from evalreg.errors import DataMissingError, PromptError
+from evalreg.errors import BodyError, DataMissingError, PromptError
 from evalreg.registry.diagnostics import Finding, Severity
 from evalreg.registry.loader import MAX_TEMPLATE_FINDINGS, Registry, inspect_registry
 from evalreg.registry.tree import Tree, WorkspaceTree
@@ -146,7 +146,9 @@ def check(
         )
     elif not findings:
         # With errors, "unused" is often only a consequence of a file that failed to load.
-        findings = _prompt_findings(registry) + _expected_findings(registry)
+        findings = (
+            _prompt_findings(registry) + _body_findings(registry) + _expected_findings(registry)
+        )
         if not findings:
             findings = (
                 _warnings(registry)
@@ -447,6 +449,57 @@ def _prompt_findings(registry: Registry) -> list[Finding]:
                     0,
                     f"{failed - MAX_TEMPLATE_FINDINGS} more items whose prompt for {cell.id} "
                     "cannot be rendered",
+                )
+            )
+    return out
+
+
+def _body_findings(registry: Registry) -> list[Finding]:
+    """Every item's request body for each ``http`` pin, rendered as ``run`` renders it: a
+    template that fails for some item (a field it lacks) is found here, as prompts are."""
+    from evalreg.cells import cells
+    from evalreg.prompting import render_messages
+    from evalreg.providers import get_provider
+    from evalreg.providers.tools import toolset
+
+    out = []
+    seen = set()
+    for cell in cells(registry) + cells(registry, "holdout"):
+        if cell.pin.provider != "http":
+            continue
+        evalset = registry.evalset_of(cell.task_id, cell.split)
+        if (cell.id, evalset.path) in seen:
+            continue
+        seen.add((cell.id, evalset.path))
+        provider = get_provider("http")
+        pin_file = registry.file_of("models", cell.candidate.pin)
+        failed = 0
+        for item in evalset.items:
+            try:
+                messages = render_messages(cell.task, cell.candidate.prompt, item, cell=cell.id)
+                provider.body(cell.pin, messages, item.input, toolset(cell.task))
+            except PromptError:
+                continue  # the prompt's finding says why
+            except BodyError as exc:
+                failed += 1
+                if failed <= MAX_TEMPLATE_FINDINGS:
+                    out.append(
+                        Finding(
+                            evalset.path,
+                            evalset.lines[item.id],
+                            0,
+                            f"item {item.id!r}: the request body of {pin_file} cannot be "
+                            f"rendered for it ({cell.id}): {exc}",
+                        )
+                    )
+        if failed > MAX_TEMPLATE_FINDINGS:
+            out.append(
+                Finding(
+                    evalset.path,
+                    0,
+                    0,
+                    f"{failed - MAX_TEMPLATE_FINDINGS} more items whose request body for "
+                    f"{cell.id} cannot be rendered",
                 )
             )
     return out

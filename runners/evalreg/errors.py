@@ -65,6 +65,18 @@ class PromptError(EvalregError):
         )
 
 
+class BodyError(UsageError):
+    """An ``http`` pin's body cannot be rendered for an item: ``at`` is the path of the
+    template that failed (``body.question``); ``run`` reports it as a ``PromptError``."""
+
+    def __init__(self, at: str, problem: str) -> None:
+        super().__init__(at, problem)  # for pickling
+        self.at, self.problem = at, problem
+
+    def __str__(self) -> str:
+        return f"{self.at}: {self.problem}"
+
+
 class UntrustedInputError(UsageError):
     """A file or value a command takes from outside (a CI artifact, a workflow's event)
     fails one of the checks made before anything is trusted to it (exit 2)."""

@@ -2,16 +2,16 @@
 variables a registry names, replaced by ``[redacted]``.
 
 The loader names the variables of every registry it loads (``watch``): each pin's
-``api_key_env`` and any other ``*_env`` field of a pin. A provider that resolves a
-credential itself (an AWS access key id and session token from the credential chain, a
-Google or Microsoft Entra ID access token) registers each value it will send before the
-request that carries it (``watch_value``). ``current()`` is a ``Redactor`` for what the
-variables hold in the environment now, for those values, and for the passwords in the
-proxy variables' URLs (``PROXY_VARIABLES``). It is applied where text is made from what a
-provider sent (provider errors, stored records), before stored text is cut for display,
-and where text leaves the process (the terminal, report files, diffs, comments). Results
-are graded from the redacted store, so they need no redaction of their own and stay the
-same on a machine without the keys.
+``api_key_env``, any other ``*_env`` field of a pin, and an ``http`` pin's secret headers. A
+provider that resolves a credential itself (an AWS access key id and session token from the
+credential chain, a Google or Microsoft Entra ID access token) registers each value it will
+send before the request that carries it (``watch_value``). ``current()`` is a ``Redactor``
+for what the variables hold in the environment now, for those values, and for the passwords
+in the proxy variables' URLs (``PROXY_VARIABLES``). It is applied where text is made from
+what a provider sent (provider errors, stored records), before stored text is cut for
+display, and where text leaves the process (the terminal, report files, diffs, comments).
+Results are graded from the redacted store, so they need no redaction of their own and stay
+the same on a machine without the keys.
 """
 
 from __future__ import annotations
@@ -90,12 +90,17 @@ def _forms(value: str) -> set[str]:
 
 
 def env_names(model: BaseModel) -> list[str]:
-    """The environment variables a registry file names: its ``*_env`` fields that are set."""
+    """The environment variables a registry file names: its ``*_env`` fields that are set,
+    and the ``{env: NAME}`` values of its ``headers`` (an ``http`` pin's secret headers)."""
     names = []
     for field in type(model).model_fields:
         value = getattr(model, field) if field.endswith("_env") else None
         if isinstance(value, str) and value:
             names.append(value)
+    for header in (getattr(model, "headers", None) or {}).values():
+        env = getattr(header, "env", None)
+        if isinstance(env, str) and env:
+            names.append(env)
     return names
 
 

@@ -334,9 +334,18 @@ def _concat(parts: list[Any]) -> str:
     return str(_built("".join(texts)))
 
 
-_INTERNAL_FILTERS = {"_bounded_loop": _loop, "_bounded_concat": _concat}
-"""How compiled templates call ``_loop`` and ``_concat``: a filter is called directly, a
-function through the sandbox's checks."""
+def _capture(value: Any) -> str:
+    """Keep ``value`` as the rendering's value (``render_value``); write nothing."""
+    if isinstance(value, jinja2.Undefined):
+        value._fail_with_undefined_error()
+    _CAPTURED.get().append(value)
+    return ""
+
+
+_CAPTURED: contextvars.ContextVar[list[Any]] = contextvars.ContextVar("evalreg_template_value")
+_INTERNAL_FILTERS = {"_bounded_loop": _loop, "_bounded_concat": _concat, "_capture": _capture}
+"""How compiled templates call ``_loop``, ``_concat`` and ``_capture``: a filter is called
+directly, a function through the sandbox's checks."""
 
 
 @cache
@@ -411,17 +420,37 @@ def render(source: str, context: dict[str, Any]) -> str:
         value = context.get(name)
         if type(value) is str and len(value) <= MAX_CHARS:
             return value  # what Jinja writes for it: str(value), the string itself
+    return "".join(_generated(source, _compiled, context))
+
+
+def render_value(source: str, context: dict[str, Any]) -> Any:
+    """What ``source`` stands for as a value: a template that is exactly one expression
+    (``{{ messages }}``, ``{{ item.max_items }}``) gives that expression's value, with its
+    type; any other renders as text (``render``). Raises ``RenderError`` as ``render`` does."""
+    if "{" not in source or _sole_expression(source) is None:
+        return render(source, context)
+    captured: list[Any] = []
+    token = _CAPTURED.set(captured)
+    try:
+        for _ in _generated(source, _capturing, context):
+            pass
+    finally:
+        _CAPTURED.reset(token)
+    return captured[0]
+
+
+def _generated(
+    source: str, compiled: Callable[[str], jinja2.Template], context: dict[str, Any] | None = None
+) -> Iterator[str]:
+    """The parts ``compiled(source)`` renders, on a fresh budget, errors as ``RenderError``."""
     token = _BUDGET.set(_Budget())
     try:
-        template = _compiled(source)
-        parts = []
         size = 0
-        for part in template.generate(context):
+        for part in compiled(source).generate(context or {}):
             size += len(part)
             if size > MAX_CHARS:
                 raise OverBudget(f"the prompt would be longer than {MAX_CHARS:,} characters")
-            parts.append(part)
-        return "".join(parts)
+            yield part
     except RenderError:
         raise
     except TemplateProblem as exc:
@@ -436,8 +465,22 @@ def render(source: str, context: dict[str, Any]) -> str:
 
 @cache
 def _compiled(source: str) -> jinja2.Template:
-    env = environment()
+    return _compile(_parse(source))
+
+
+@cache
+def _capturing(source: str) -> jinja2.Template:
+    """``source``, one expression, compiled to hand its value to ``_capture``."""
     ast = _parse(source)
+    output = ast.body[0]
+    assert isinstance(output, nodes.Output)  # as _sole_expression found it
+    expression = output.nodes[0]
+    output.nodes = [_filtered(expression, "_capture")]
+    return _compile(ast)
+
+
+def _compile(ast: nodes.Template) -> jinja2.Template:
+    env = environment()
     _Bounded().visit(ast)
     try:
         code = env.compile(ast)
@@ -488,6 +531,20 @@ def _sole_variable(source: str) -> str | None:
 
 
 _BOUND_NAMES = frozenset({"self", "loop", "caller", "varargs", "kwargs", "super"})
+
+
+@cache
+def _sole_expression(source: str) -> nodes.Expr | None:
+    """The expression that is all ``source`` is (``{{ item.count }}``, no text around it),
+    or None."""
+    try:
+        body = _parse(source).body
+    except TemplateProblem:
+        return None
+    if len(body) != 1 or not isinstance(body[0], nodes.Output) or len(body[0].nodes) != 1:
+        return None
+    node = body[0].nodes[0]
+    return None if isinstance(node, nodes.TemplateData) else node
 
 
 @cache

@@ -186,6 +186,7 @@ _MODULES = {
     "openai_responses": "openai_responses",
     "bedrock": "bedrock",
     "gemini": "gemini",
+    "http": "service",
 }
 
 
@@ -212,8 +213,23 @@ def get_provider(name: str, root: Path | None = None) -> Provider:
     return provider
 
 
+def key_scope(provider: Provider, pin: Pin) -> str:
+    """What a request's store key holds besides its body and sample: the endpoint, or what
+    else decides the answer for a provider that says (an ``http`` pin's version)."""
+    scope = getattr(provider, "scope", None)
+    return str(scope(pin)) if callable(scope) else provider.endpoint(pin)
+
+
+def http_method(provider: Provider, pin: Pin) -> str:
+    """The HTTP method of the pin's requests (POST unless its provider says)."""
+    method = getattr(provider, "method", None)
+    return str(method(pin)) if callable(method) else "POST"
+
+
 def output_cap(body: dict[str, Any]) -> int | None:
     """The most output tokens a request body allows, wherever its API puts the limit."""
+    if not isinstance(body, dict):  # an ``http`` pin's body may be any JSON value
+        return None
     nested = (body.get("inferenceConfig"), body.get("generationConfig"))
     for holder, name in (
         (body, "max_tokens"),

@@ -30,6 +30,8 @@ from evalreg.providers.base import (
     Messages,
     Provider,
     ProviderError,
+    http_method,
+    key_scope,
     output_cap,
     signer,
 )
@@ -68,9 +70,11 @@ class Request:
     endpoint: str
     body: dict[str, Any]
     content: bytes
+    scope: str
+    """What the key holds besides the body: the endpoint (``base.key_scope``)."""
 
     def key(self, sample: int) -> str:
-        return request_key(self.provider.name, self.endpoint, self.content, sample)
+        return request_key(self.provider.name, self.scope, self.content, sample)
 
     def job(self, sample: int, label: str, key: str | None = None) -> Job:
         """Sample ``sample`` of this request (``key``: its key, when already computed)."""
@@ -97,7 +101,15 @@ def make_request(
 ) -> Request:
     """Build the exact request body (its canonical bytes are what the key hashes)."""
     body = provider.body(pin, messages, item_input, tools)
-    return Request(pin_id, pin, provider, provider.endpoint(pin), body, canonical_bytes(body))
+    return Request(
+        pin_id,
+        pin,
+        provider,
+        provider.endpoint(pin),
+        body,
+        canonical_bytes(body),
+        key_scope(provider, pin),
+    )
 
 
 def make_job(
@@ -288,16 +300,19 @@ async def _buy(
         signed = signer(job.provider)
         # Admitted when its turn comes: a request of a pin that is refused meanwhile spends
         # nothing of the budget.
+        read = getattr(job.provider, "read", None)  # a provider that reads raw answers
         reply = await http.post(
             job.pin_id,
             job.pin.limits,
             job.endpoint,
             job.provider.headers(job.pin),
             job.content,
-            job.provider.parse,
+            job.provider.parse if read is None else partial(read, job.pin),
             estimated_tokens=len(job.content) // 4 + (output_cap(job.body) or 0),
             sign=None if signed is None else partial(signed.sign, job.pin),
             admit=None if admit is None else admitted,
+            method=http_method(job.provider, job.pin),
+            raw=read is not None,
         )
     else:
         admitted()

@@ -340,8 +340,12 @@ class HttpLayer:
         estimated_tokens: int = 0,
         sign: Callable[[str, dict[str, str], bytes], dict[str, str]] | None = None,
         admit: Callable[[], None] | None = None,
+        method: str = "POST",
+        raw: bool = False,
     ) -> Reply:
         """POST ``content`` (already-serialised JSON) and parse the reply, retrying as needed.
+        ``method`` sends it otherwise (PUT, PATCH); ``raw`` hands ``parse`` the answer's bytes
+        instead of its decoded JSON.
 
         ``sign``, when given, returns the headers of each attempt from the URL, the headers
         and the body (a per-request signature or a short-lived token, made afresh for every
@@ -375,6 +379,8 @@ class HttpLayer:
                 parse,
                 estimated_tokens,
                 number,
+                method,
+                raw,
             )
 
         alone = await state.admit()
@@ -471,6 +477,8 @@ class HttpLayer:
         parse: Callable[[Any], Completion],
         estimated_tokens: int,
         number: int,
+        method: str = "POST",
+        raw: bool = False,
     ) -> Reply:
         semaphore, rpm, tpm = throttle
         if rpm is not None:
@@ -486,9 +494,11 @@ class HttpLayer:
                 # five minutes old, and a request may wait longer than that for its turn.
                 headers = sign(str(url), headers, content)
             started = time.perf_counter()
-            body = await self._send(client, url, headers, content, timeout, max_bytes)
+            body = await self._send(
+                client, url, headers, content, timeout, max_bytes, method=method
+            )
             latency_ms = round((time.perf_counter() - started) * 1000)
-        return Reply(parse(_json_of(body)), latency_ms, number)
+        return Reply(parse(body if raw else _json_of(body)), latency_ms, number)
 
     async def _send(
         self,

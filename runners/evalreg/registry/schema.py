@@ -208,6 +208,54 @@ def _is_credential_name(name: str) -> bool:
     return folded in _CREDENTIAL_NAMES or folded.endswith(_CREDENTIAL_ENDINGS)
 
 
+def _check_header(name: str, value: str | EnvValue) -> None:
+    """An ``http`` pin's header: a valid name evalreg does not set itself, and a literal
+    value that is no secret and cannot split the request."""
+    at = ("headers", name)
+    if not _HEADER_NAME.match(name):
+        raise PydanticCustomError("http", "is not a valid HTTP header name", {"at": at})
+    if name.lower() in _SET_BY_EVALREG:
+        raise PydanticCustomError(
+            "http", "evalreg sets {name} itself (the body is JSON)", {"name": name, "at": at}
+        )
+    if isinstance(value, EnvValue):
+        return
+    # A header named "...key" is a key (X-Service-Key, Ocp-Apim-Subscription-Key).
+    if _is_credential_name(name) or name.lower().endswith("key"):
+        # Never echo the value: it may be the secret itself.
+        raise PydanticCustomError(
+            "credential",
+            "names a credential, and this file is committed: write {env: NAME}, NAME being "
+            "the environment variable that holds it",
+            {"at": at},
+        )
+    if any(c in value for c in "\r\n\0"):
+        raise PydanticCustomError("http", "a header value holds a line break", {"at": at})
+
+
+def _check_body(value: Any, at: tuple[str | int, ...]) -> None:
+    """Every string of an ``http`` pin's body is a template that parses; the rest is JSON."""
+    from evalreg import templating
+
+    if isinstance(value, str):
+        try:
+            templating.variables(value)
+        except templating.TemplateProblem as exc:
+            raise PydanticCustomError(
+                "template", "is not a valid template: {problem}", {"problem": str(exc), "at": at}
+            ) from None
+    elif isinstance(value, dict):
+        for key, inner in value.items():
+            _check_body(inner, (*at, key))
+    elif isinstance(value, list):
+        for index, inner in enumerate(value):
+            _check_body(inner, (*at, index))
+    elif not (value is None or isinstance(value, (bool, int, float))):
+        raise PydanticCustomError(
+            "http", "is not JSON: a {kind}", {"kind": type(value).__name__, "at": at}
+        )
+
+
 def _credential_at(value: Any, path: tuple[str | int, ...] = ()) -> tuple[str | int, ...] | None:
     """The path of the first credential-named key holding a scalar in ``value``, if any.
 
@@ -230,6 +278,19 @@ def _credential_at(value: Any, path: tuple[str | int, ...] = ()) -> tuple[str | 
     return None
 
 
+class EnvValue(Model):
+    """A value read from an environment variable when the request is sent, never written
+    anywhere: ``{env: FAQ_SERVICE_KEY}``."""
+
+    env: Annotated[str, Field(pattern=ENV_NAME.pattern)]
+
+
+_HEADER_NAME = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]{1,256}$")
+_SET_BY_EVALREG = frozenset({"content-type", "content-length", "host", "transfer-encoding"})
+_SERVICE_FIELDS = frozenset({"url", "method", "headers", "body", "output_path", "version"})
+_NOT_FOR_SERVICES = ("model", "base_url", "api_key_env", "callable", "params", "extra_params")
+
+
 class Pin(VersionedFile):
     """A model pin: one exact, callable configuration of a model or system."""
 
@@ -242,6 +303,7 @@ class Pin(VersionedFile):
         "openai_responses",
         "bedrock",
         "gemini",
+        "http",
     ]
     model: Annotated[str, Field(min_length=1, max_length=256)] | None = None
     base_url: str | None = None
@@ -262,6 +324,24 @@ class Pin(VersionedFile):
     """A ``bedrock`` pin's region (and, optionally, credentials profile)."""
     vertex: VertexTarget | None = None
     """A ``gemini`` pin served by Vertex AI instead of the Gemini API."""
+    url: str | None = None
+    """An ``http`` pin's endpoint: the team's service, sent ``body`` as JSON."""
+    method: Literal["POST", "PUT", "PATCH"] = "POST"
+    """The HTTP method of an ``http`` pin's requests."""
+    headers: dict[str, str | EnvValue] = Field(default_factory=_empty_dict)
+    """An ``http`` pin's request headers: a literal value, or ``{env: NAME}`` for a secret
+    (read when the request is sent, redacted everywhere, never part of the store key)."""
+    body: Any = None
+    """An ``http`` pin's request body, a YAML structure sent as JSON. Its strings are
+    templates over ``messages`` (the rendered prompt), ``item`` (the item's input fields)
+    and those fields by name; a string that is exactly one expression
+    (``"{{ messages }}"``) is replaced by the value, with its JSON type."""
+    output_path: Annotated[str, Field(min_length=1, max_length=1000)] | None = None
+    """A JMESPath expression (``answer.text``) for the output in an ``http`` pin's JSON
+    answer; absent, the whole answer is the output, as text."""
+    version: Annotated[str, Field(min_length=1, max_length=128)] | None = None
+    """An ``http`` pin's service version as the team names it (a release, a commit): part
+    of the store key, so a redeployed service is a changed pin, not a cache hit."""
     price: Price | None = None
     limits: Limits = Field(default_factory=Limits)
     benchmarks: list[Benchmark] = Field(default_factory=_empty_list)
@@ -278,7 +358,7 @@ class Pin(VersionedFile):
             )
         return value
 
-    @field_validator("base_url")
+    @field_validator("base_url", "url")
     @classmethod
     def _plain_url(cls, value: str | None) -> str | None:
         # Never echo the URL: it is the value under suspicion.
@@ -327,7 +407,15 @@ class Pin(VersionedFile):
             raise ValueError("'aws' is only for provider 'bedrock'")
         if self.vertex is not None and self.provider != "gemini":
             raise ValueError("'vertex' is only for provider 'gemini'")
-        if self.provider == "python":
+        for name in sorted(_SERVICE_FIELDS & self.model_fields_set):
+            if self.provider != "http":
+                raise PydanticCustomError(
+                    "http", "'{name}' is only for provider 'http'", {"name": name, "at": (name,)}
+                )
+        if self.provider == "http":
+            self._check_service()
+            self._check_transport()
+        elif self.provider == "python":
             if self.callable is None:
                 raise ValueError("a 'python' pin needs 'callable: path/to/file.py:function'")
             if self.base_url is not None or self.api_key_env is not None:
@@ -371,6 +459,50 @@ class Pin(VersionedFile):
                 {"at": ("api_key_env",)},
             )
 
+    def _check_service(self) -> None:
+        """An ``http`` pin: its URL, version and body, headers that keep secrets out of the
+        file, templates that parse and an output path that compiles."""
+        for name in _NOT_FOR_SERVICES:
+            if name in self.model_fields_set:
+                raise PydanticCustomError(
+                    "http",
+                    "an 'http' pin takes no '{name}': it names its service by 'url' and "
+                    "'version', and sends 'body' and 'headers'",
+                    {"name": name, "at": (name,)},
+                )
+        for name, why in (
+            ("url", "the service's endpoint"),
+            ("version", "the service's version as your team names it (a release, a commit)"),
+            ("body", "the request's JSON body, a YAML structure of templates"),
+        ):
+            if getattr(self, name) is None:
+                raise ValueError(f"an 'http' pin needs '{name}': {why}")
+        for header, value in self.headers.items():
+            _check_header(header, value)
+        _check_body(self.body, ("body",))
+        if self.output_path is not None:
+            import jmespath
+            from jmespath.exceptions import JMESPathError
+
+            try:
+                jmespath.compile(self.output_path)
+            except JMESPathError as exc:
+                raise PydanticCustomError(
+                    "http",
+                    "is not a JMESPath expression: {problem}",
+                    {"problem": str(exc).splitlines()[0], "at": ("output_path",)},
+                ) from None
+
+    def service_scope(self) -> str:
+        """What besides its body decides an ``http`` pin's answer, as its store key reads
+        it: method, URL, version and the literal headers (secrets are not)."""
+        import json
+
+        literal = {k.lower(): v for k, v in self.headers.items() if isinstance(v, str)}
+        return json.dumps(
+            [self.method, self.url, self.version, literal], sort_keys=True, ensure_ascii=False
+        )
+
     def _check_auth(self) -> None:
         """How an HTTP pin's requests are authenticated."""
         if self.provider == "bedrock":
@@ -393,6 +525,11 @@ class Pin(VersionedFile):
         which sends nothing)."""
         if self.provider == "python":
             return None
+        if self.provider == "http":
+            secret = [
+                f"{k} (from {v.env})" for k, v in self.headers.items() if isinstance(v, EnvValue)
+            ]
+            return "the header " + ", ".join(secret) if secret else None
         if self.api_key_env is not None:
             return f"the key in {self.api_key_env}"
         if self.azure is not None:
@@ -404,9 +541,10 @@ class Pin(VersionedFile):
     def cleartext_host(self) -> str | None:
         """The host this pin's credential travels to in clear text: that of an ``http://``
         base_url other than loopback (None: over TLS, to this machine, or nothing sent)."""
-        if self.base_url is None or self.credential() is None:
+        url = self.url if self.provider == "http" else self.base_url
+        if url is None or self.credential() is None:
             return None
-        parts = urlsplit(self.base_url)
+        parts = urlsplit(url)
         host = parts.hostname or ""
         return host if parts.scheme == "http" and not is_loopback(host) else None
 
@@ -420,7 +558,11 @@ class Pin(VersionedFile):
             "{credential} would travel in clear text to {host} (plain http://): use "
             "https://, or set 'allow_insecure_http: true' for a service inside a private "
             "network",
-            {"at": ("base_url",), "credential": self.credential(), "host": host},
+            {
+                "at": ("url" if self.provider == "http" else "base_url",),
+                "credential": self.credential(),
+                "host": host,
+            },
         )
 
     def _check_params(self) -> None:

@@ -20,6 +20,7 @@ from typing import Any
 
 from evalreg import forked
 from evalreg.cells import Cell
+from evalreg.errors import BodyError, PromptError
 from evalreg.graders.levels import applies
 from evalreg.graders.llm_judge import JudgeFailed, Judges
 from evalreg.prompting import render_messages
@@ -248,9 +249,13 @@ def cell_request(
     ``messages``: the item's prompt, when already rendered."""
     if messages is None:
         messages = render_messages(cell.task, cell.candidate.prompt, item, cell=cell.id)
-    return make_request(
-        cell.candidate.pin, cell.pin, provider, messages, item.input, toolset(cell.task)
-    )
+    try:
+        return make_request(
+            cell.candidate.pin, cell.pin, provider, messages, item.input, toolset(cell.task)
+        )
+    except BodyError as exc:  # an ``http`` pin's body: a prompt of its own
+        what = f"request body of pin {cell.candidate.pin}"
+        raise PromptError(cell.id, item.id, exc.at, what, exc.problem) from None
 
 
 def _keys(cell: Cell, provider: Provider, items: Sequence[schema.Item]) -> list[str]:
