@@ -247,3 +247,18 @@ def test_a_secret_header_over_plain_http_to_another_host_is_refused(live: Repo, 
     live.write(PIN, http_pin("http://faq.internal.example", extra="allow_insecure_http: true\n"))
     registry = load_registry(live.root)
     assert registry.pins["mini"].cleartext_host() == "faq.internal.example"
+
+
+def test_a_task_with_tools_cannot_run_on_an_http_pin(on_service: Repo, cli, service):
+    task = on_service.read("registry/tasks/labels.yaml")
+    tools = "tools:\n  - name: lookup\n    parameters: {type: object}\n"
+    on_service.write("registry/tasks/labels.yaml", task + tools)
+    on_service.commit("the task gains a tool")
+    result = cli(on_service, "check")
+    assert result.code != 0
+    assert (
+        "registry/tasks/labels.yaml: labels/mini: an 'http' pin (registry/models/mini.yaml) "
+        "cannot run a task with tools"
+    ) in result.err
+    assert cli(on_service, "run", "--candidate", "mini").code != 0
+    assert service.received == []

@@ -473,11 +473,23 @@ def _body_findings(registry: Registry) -> list[Finding]:
         seen.add((cell.id, evalset.path))
         provider = get_provider("http")
         pin_file = registry.file_of("models", cell.candidate.pin)
+        tools = toolset(cell.task)
+        if tools is not None:
+            out.append(
+                Finding(
+                    registry.file_of("tasks", cell.task_id),
+                    0,
+                    0,
+                    f"{cell.id}: an 'http' pin ({pin_file}) cannot run a task with tools: its "
+                    "answers carry no tool calls evalreg can read",
+                )
+            )
+            continue
         failed = 0
         for item in evalset.items:
             try:
                 messages = render_messages(cell.task, cell.candidate.prompt, item, cell=cell.id)
-                provider.body(cell.pin, messages, item.input, toolset(cell.task))
+                provider.body(cell.pin, messages, item.input)
             except PromptError:
                 continue  # the prompt's finding says why
             except BodyError as exc:

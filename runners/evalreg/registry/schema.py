@@ -493,6 +493,13 @@ class Pin(VersionedFile):
                     {"problem": str(exc).splitlines()[0], "at": ("output_path",)},
                 ) from None
 
+    def snapshot(self) -> str | None:
+        """What names the exact model or system called: the model snapshot, or an ``http``
+        pin's service version at its URL (None: a ``python`` pin)."""
+        if self.provider == "http":
+            return f"{self.version} at {self.url}"
+        return self.model
+
     def service_scope(self) -> str:
         """What besides its body decides an ``http`` pin's answer, as its store key reads
         it: method, URL, version and the literal headers (secrets are not)."""

@@ -361,7 +361,7 @@ def _candidates(ev: SelectionEvidence) -> str:
                 f"{code(cid)}",
                 cell(c.candidate.pin),
                 cell(pin.provider),
-                cell(pin.model or "–"),
+                cell(pin.snapshot() or "–"),
                 _params(ev, cid),
                 cell(price, limit=90),
                 variant,

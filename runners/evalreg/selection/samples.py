@@ -157,7 +157,7 @@ def _candidate(cell: Cell, selection: schema.Selection, state: str, prompt: int)
         "id": cell.candidate.id,
         "pin": cell.candidate.pin,
         "provider": pin.provider,
-        "model": pin.model or pin.callable or "",
+        "model": pin.snapshot() or pin.callable or "",
         "params": {**pin.params, **pin.extra_params},
         "declared": cell.candidate.id == selection.selected,
         "state": state,
