@@ -4,6 +4,9 @@ loopback socket. The service is not a model API: its request and answer are the 
 from __future__ import annotations
 
 import json
+import os
+import signal
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -13,6 +16,7 @@ from evalreg.compare.drift import drift
 from evalreg.registry.loader import load_registry
 
 from conftest import Repo, assert_refused
+from support import runs
 from support.team_service import Answer, Received, TeamService, answer_json
 
 KEY = "svc-loopback-key-7d1f0c2b9e"
@@ -262,3 +266,39 @@ def test_a_task_with_tools_cannot_run_on_an_http_pin(on_service: Repo, cli, serv
     ) in result.err
     assert cli(on_service, "run", "--candidate", "mini").code != 0
     assert service.received == []
+
+
+@pytest.mark.parametrize("signum", [signal.SIGKILL, signal.SIGINT], ids=["KILL", "INT"])
+def test_a_run_signalled_mid_purchase_resumes_without_buying_anything_twice(
+    on_service: Repo, cli, service, signum: int
+):
+    release = threading.Event()
+
+    def held(received: Received) -> Answer:
+        if len(service.received) > 2:  # answers the first two, then holds the rest
+            release.wait(30)
+        return label(received)
+
+    service.answer = held
+    proc = runs.start(on_service, "run", "--candidate", "mini", "--no-push")
+    try:
+        # the moment: two answers stored, the third request held at the service
+        caught = runs.wait_until(
+            proc, lambda: len(service.received) > 2 and len(runs.stored_keys(on_service)) == 2
+        )
+        assert caught, proc.communicate()
+        os.killpg(proc.pid, signum)
+        proc.wait(60)
+    finally:
+        release.set()
+        runs.wait_group_gone(proc.pid)
+    kept = {r["key"]: r["request"] for r in stored(on_service)}
+    assert len(kept) == 2
+    service.answer = label
+    result = cli(on_service, "run", "--candidate", "mini", "--no-push")
+    assert result.code == 0, result.out + result.err
+    sent = [r.raw for r in service.received]
+    for request in kept.values():
+        body = json.dumps(request, sort_keys=True, separators=(",", ":")).encode()
+        assert sent.count(body) == 1  # stored before the signal: never bought again
+    assert len({r["key"] for r in stored(on_service)}) == 4
