@@ -23,7 +23,12 @@ import pytest
 from support.llm_server import Hold, LLMServer, Request, default_text, estimate_tokens
 
 SERVER_SCRIPT = Path(__file__).parent / "support" / "llm_server.py"
-ANTHROPIC_HEADERS = {"anthropic-version": "2023-06-01"}
+# A key in every request, as the real APIs refuse one without (any key passes a server
+# started without ``api_key``).
+KEY = "sk-test"
+OPENAI_HEADERS = {"authorization": f"Bearer {KEY}"}
+ANTHROPIC_HEADERS = {"x-api-key": KEY, "anthropic-version": "2023-06-01"}
+AUTH_LINE = b"Authorization: Bearer sk-test\r\n"
 
 
 def openai_body(content: str = "What is 2+2?", model: str = "gpt-4o-mini") -> dict[str, Any]:
@@ -52,7 +57,9 @@ def client(server: LLMServer) -> Iterator[httpx.Client]:
 
 
 def post_openai(client: httpx.Client, server: LLMServer, body: Any, **kw: Any) -> httpx.Response:
-    return client.post(f"{server.base_url}/chat/completions", json=body, **kw)
+    headers = httpx.Headers(OPENAI_HEADERS)
+    headers.update(kw.pop("headers", {}))
+    return client.post(f"{server.base_url}/chat/completions", json=body, headers=headers, **kw)
 
 
 def post_anthropic(
@@ -177,7 +184,12 @@ def test_api_key_checked_in_each_provider_shape(client: httpx.Client) -> None:
         bad = post_openai(client, server, openai_body(), headers={"Authorization": "Bearer sk-bad"})
         assert bad.status_code == 401
         assert bad.json()["error"]["code"] == "invalid_api_key"
-        assert post_openai(client, server, openai_body()).status_code == 401
+        assert bad.json()["error"]["message"].startswith("Incorrect API key provided: sk-****-bad.")
+        assert (
+            post_openai(client, server, openai_body(), headers={"authorization": ""})
+            .json()["error"]["message"]
+            .startswith("You didn't provide an API key.")
+        )
 
         good_headers = {**ANTHROPIC_HEADERS, "x-api-key": "sk-good"}
         assert post_anthropic(client, server, anthropic_body(), good_headers).status_code == 200
@@ -187,6 +199,39 @@ def test_api_key_checked_in_each_provider_shape(client: httpx.Client) -> None:
             "type": "error",
             "error": {"type": "authentication_error", "message": "invalid x-api-key"},
         }
+
+
+@pytest.mark.parametrize("api_key", [None, "sk-good"])
+def test_a_request_without_a_key_is_refused(client: httpx.Client, api_key: str | None) -> None:
+    """As the real APIs: whatever key the server takes, a request needs one."""
+    with LLMServer(api_key=api_key) as server:
+        for path in ("/chat/completions", "/responses"):
+            response = client.post(f"{server.base_url}{path}", json={**openai_body(), "input": "x"})
+            assert response.status_code == 401
+            error = response.json()["error"]
+            assert error["message"].startswith("You didn't provide an API key.")
+            assert (error["type"], error["param"], error["code"]) == (
+                "invalid_request_error",
+                None,
+                None,
+            )
+        response = post_anthropic(
+            client, server, anthropic_body(), {"anthropic-version": "2023-06-01"}
+        )
+        assert response.status_code == 401
+        assert response.json() == {
+            "type": "error",
+            "error": {"type": "authentication_error", "message": "x-api-key header is required"},
+        }
+        assert server.count() == 3
+
+
+def test_a_server_without_api_key_takes_any_key(server: LLMServer, client: httpx.Client) -> None:
+    assert post_openai(
+        client, server, openai_body(), headers={"authorization": "Bearer a"}
+    ).is_success
+    headers = {**ANTHROPIC_HEADERS, "x-api-key": "b"}
+    assert post_anthropic(client, server, anthropic_body(), headers).is_success
 
 
 @pytest.mark.parametrize(
@@ -212,7 +257,7 @@ def test_anthropic_validation(server: LLMServer, client: httpx.Client, missing: 
     body = anthropic_body()
     headers = dict(ANTHROPIC_HEADERS)
     if missing == "anthropic-version":
-        headers = {}
+        del headers[missing]
     else:
         del body[missing]
     response = post_anthropic(client, server, body, headers)
@@ -220,11 +265,17 @@ def test_anthropic_validation(server: LLMServer, client: httpx.Client, missing: 
     data = response.json()
     assert data["type"] == "error"
     assert data["error"]["type"] == "invalid_request_error"
-    assert missing in data["error"]["message"]
+    assert data["error"]["message"] == (
+        "anthropic-version: header is required"
+        if missing == "anthropic-version"
+        else f"{missing}: Field required"
+    )
 
 
 def test_invalid_json_and_unknown_paths(server: LLMServer, client: httpx.Client) -> None:
-    response = client.post(f"{server.base_url}/chat/completions", content=b"{not json")
+    response = client.post(
+        f"{server.base_url}/chat/completions", content=b"{not json", headers=OPENAI_HEADERS
+    )
     assert response.status_code == 400
     assert server.requests[-1].body is None
 
@@ -291,6 +342,17 @@ def test_status_faults_answer_in_each_providers_shape(
     assert anthropic.json()["type"] == "error"
     assert anthropic.json()["error"]["type"] == anthropic_type
     assert post_openai(client, server, openai_body()).status_code == 200
+
+
+def test_a_spent_credit_is_each_providers_answer(server: LLMServer, client: httpx.Client) -> None:
+    server.fail_next("quota", times=2)
+    openai = post_openai(client, server, openai_body())
+    assert openai.status_code == 429
+    assert openai.json()["error"]["code"] == "insufficient_quota"
+    anthropic = post_anthropic(client, server, anthropic_body())
+    assert anthropic.status_code == 400  # Anthropic's is no 429: waiting would not help
+    assert anthropic.json()["error"]["type"] == "invalid_request_error"
+    assert "credit balance is too low" in anthropic.json()["error"]["message"]
 
 
 def test_a_status_fault_for_one_model_answers_every_request_of_it_alone(
@@ -369,7 +431,9 @@ def test_fail_matching(server: LLMServer, client: httpx.Client) -> None:
     assert post_openai(client, server, openai_body("just once")).status_code == 200
     # Substrings match the decoded text too, whatever escaping the client used.
     raw = json.dumps(openai_body("poisoned café"), ensure_ascii=True)
-    response = client.post(f"{server.base_url}/chat/completions", content=raw)
+    response = client.post(
+        f"{server.base_url}/chat/completions", content=raw, headers=OPENAI_HEADERS
+    )
     assert response.status_code == 500
 
     server.clear_faults()
@@ -456,15 +520,17 @@ def test_connection_close_and_chunked_bodies(server: LLMServer) -> None:
         yield payload[10:]
 
     with httpx.Client() as client:
-        response = client.post(f"{server.base_url}/chat/completions", content=chunks())
+        response = client.post(
+            f"{server.base_url}/chat/completions", content=chunks(), headers=OPENAI_HEADERS
+        )
     assert response.status_code == 200
     assert server.requests[-1].headers["transfer-encoding"] == "chunked"
     assert server.requests[-1].body == openai_body("chunked")
 
     with socket.create_connection(("127.0.0.1", server.port), timeout=5) as sock:
         sock.sendall(
-            b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nConnection: close\r\n"
-            b"Content-Length: %d\r\n\r\n%s" % (len(payload), payload)
+            b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nConnection: close\r\n%s"
+            b"Content-Length: %d\r\n\r\n%s" % (AUTH_LINE, len(payload), payload)
         )
         received = b""
         while chunk := sock.recv(65536):  # ends when the server closes the connection
@@ -485,7 +551,10 @@ def test_a_hold_answers_the_first_requests_and_holds_the_rest_until_released(
         futures = [
             pool.submit(
                 lambda t: httpx.post(
-                    f"{server.base_url}/chat/completions", json=openai_body(t), timeout=60
+                    f"{server.base_url}/chat/completions",
+                    json=openai_body(t),
+                    headers=OPENAI_HEADERS,
+                    timeout=60,
                 ),
                 t,
             )
@@ -507,8 +576,8 @@ def test_stop_releases_a_hold() -> None:
     payload = json.dumps(openai_body()).encode()
     with socket.create_connection(("127.0.0.1", server.port), timeout=60) as sock:
         sock.sendall(
-            b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\n"
-            b"Content-Length: %d\r\n\r\n%s" % (len(payload), payload)
+            b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\n%s"
+            b"Content-Length: %d\r\n\r\n%s" % (AUTH_LINE, len(payload), payload)
         )
         while held.waiting == 0:
             time.sleep(0.005)
@@ -522,8 +591,8 @@ def test_stop_closes_connections_even_mid_request() -> None:
     payload = json.dumps(openai_body()).encode()
     with socket.create_connection(("127.0.0.1", server.port), timeout=5) as sock:
         sock.sendall(
-            b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\n"
-            b"Content-Length: %d\r\n\r\n%s" % (len(payload), payload)
+            b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\n%s"
+            b"Content-Length: %d\r\n\r\n%s" % (AUTH_LINE, len(payload), payload)
         )
         while server.count() == 0:
             time.sleep(0.01)
@@ -545,7 +614,11 @@ def test_300_concurrent_requests_with_httpx() -> None:
     async def batch(server: LLMServer, k: int) -> list[int]:
         limits = httpx.Limits(max_connections=per_client)
         async with httpx.AsyncClient(
-            base_url=server.base_url, verify=tls, limits=limits, timeout=120
+            base_url=server.base_url,
+            verify=tls,
+            limits=limits,
+            timeout=120,
+            headers=OPENAI_HEADERS,
         ) as c:
             responses = await asyncio.gather(
                 *(
@@ -578,7 +651,8 @@ def test_300_concurrent_requests_with_httpx() -> None:
 
 def test_300_simultaneous_connections() -> None:
     payload = json.dumps(openai_body()).encode()
-    request = b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n%s" % (
+    request = b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\n%sContent-Length: %d\r\n\r\n%s" % (
+        AUTH_LINE,
         len(payload),
         payload,
     )

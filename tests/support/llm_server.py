@@ -27,6 +27,16 @@ Behaviour worth knowing:
 * ``hold(after=N)`` answers N more endpoint requests, then holds every later one (received
   and recorded, its response not sent) until the ``Hold`` it returns is released; stopping
   the server releases it. A test catches a client mid-work so, for as long as it needs.
+* As the real APIs, every request to OpenAI's and Anthropic's endpoints (batch routes too)
+  needs a key, ``authorization: Bearer KEY`` or ``x-api-key: KEY``: one without is refused
+  with the API's 401 (``api_key`` None takes any key, else only that one). Anthropic's also
+  refuses, with its 400, a request without the ``anthropic-version`` header or
+  ``max_tokens``. Azure's ``api-key`` is checked only when ``api_key`` or ``entra_tokens``
+  is set.
+* Answers are what the APIs send: they validate against the ``openai`` and ``anthropic``
+  SDKs' response types (``tests/test_standin_sdk_types.py``), errors included; a Responses
+  API answer echoes the request's settings (``tools``, ``tool_choice``, ``temperature``...)
+  with the API's defaults for those not sent.
 * ``latency`` is slept before every endpoint response, faulted or not. ``"timeout"`` sleeps
   ``delay`` seconds and then answers normally; ``"malformed"`` cuts the body in half;
   ``"missing_fields"`` drops ``choices`` (OpenAI) or ``content`` (Anthropic) from a 200.
@@ -38,8 +48,11 @@ Behaviour worth knowing:
   ``"400"`` a parameter the model does not take, ``"404"`` a model or deployment that does not
   exist, ``"405"`` a method the route does not take, ``"422"`` a body that does not validate
   (as FastAPI-based servers answer), ``"501"`` a feature the server lacks (as llama.cpp's
-  server answers). ``fail_matching(MODEL, FAULT)`` answers it to every request of one pin
-  (its model's name is in the body), ``fail_matching(TEXT, FAULT)`` to chosen items.
+  server answers; the one error body not in OpenAI's shape, as llama.cpp sends it).
+  ``"quota"`` is a spent credit: OpenAI's 429 ``insufficient_quota``, Anthropic's 400
+  "credit balance is too low". ``fail_matching(MODEL, FAULT)`` answers a fault to every
+  request of one pin (its model's name is in the body), ``fail_matching(TEXT, FAULT)`` to
+  chosen items.
 * Azure requests authenticate with the ``api-key`` header (``api_key``) or an Entra ID
   ``authorization: Bearer`` token in ``entra_tokens``; ``deployments`` maps each deployment
   to the model it serves (None: any name is a deployment of the model of that name).
@@ -345,6 +358,20 @@ def _arguments_string(arguments: Any) -> str:
     return arguments if isinstance(arguments, str) else _encode(arguments)
 
 
+def _response_tool(tool: Any) -> Any:
+    """A request's tool as a response echoes it: a function's ``strict`` (true unless the
+    request said otherwise), ``description`` and ``parameters`` written out."""
+    if not isinstance(tool, dict) or tool.get("type") != "function":
+        return tool
+    return {
+        "type": "function",
+        "name": tool.get("name"),
+        "description": tool.get("description"),
+        "parameters": tool.get("parameters"),
+        "strict": tool.get("strict", True),
+    }
+
+
 def _openai_error(
     message: str, type_: str, param: str | None = None, code: str | None = None
 ) -> dict[str, Any]:
@@ -359,6 +386,17 @@ def _azure_error(code: str, message: str) -> dict[str, Any]:
     return {"error": {"code": code, "message": message}}
 
 
+_OPENAI_NO_KEY = (
+    "You didn't provide an API key. You need to provide your API key in an Authorization header "
+    "using Bearer auth (i.e. Authorization: Bearer YOUR_KEY), or as the password field (with "
+    "blank username) if you're accessing the API from your browser and are prompted for a "
+    "username and password. You can obtain an API key from "
+    "https://platform.openai.com/account/api-keys."
+)
+_ANTHROPIC_NO_CREDIT = (
+    "Your credit balance is too low to access the Anthropic API. Please go to Plans & Billing "
+    "to upgrade or purchase credits."
+)
 _AZURE_FILTERED_PROMPT = (
     "The response was filtered due to the prompt triggering Azure OpenAI's content management "
     "policy. Please modify your prompt and retry. To learn more about our content filtering "
@@ -1025,7 +1063,10 @@ class LLMServer:
                     sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, _LINGER_ZERO)
             writer.transport.abort()
             return False
-        if name == "quota":
+        if name == "quota" and protocol == "anthropic":
+            # Anthropic's answer when the account's credit is spent: a 400, not a 429.
+            status, payload = 400, _anthropic_error(_ANTHROPIC_NO_CREDIT, "invalid_request_error")
+        elif name == "quota":
             # OpenAI's answer when the account's credit is spent: a 429 that waiting won't fix.
             status = 429
             payload = _openai_error(
@@ -1139,21 +1180,20 @@ class LLMServer:
         return text
 
     def _bearer_problem(self, request: Request) -> dict[str, Any] | None:
-        """OpenAI's 401 body for a missing or wrong ``authorization`` header, or None."""
-        if self.api_key is None:
-            return None
+        """OpenAI's 401 body for a missing or wrong ``authorization`` header, or None.
+
+        As the real API, a request without a key is refused whatever ``api_key`` is; with
+        ``api_key`` None any key is taken, else only that one."""
         auth = request.headers.get("authorization", "")
-        if not auth:
-            return _openai_error(
-                "You didn't provide an API key. You need to provide your API key in an "
-                "Authorization header using Bearer auth (i.e. Authorization: Bearer YOUR_KEY).",
-                "invalid_request_error",
-            )
         scheme, _, key = auth.partition(" ")
-        if scheme.lower() != "bearer" or key.strip() != self.api_key:
-            shown = key.strip()[:3] + "*" * 4 + key.strip()[-4:]
+        key = key.strip()
+        if scheme.lower() != "bearer" or not key:
+            return _openai_error(_OPENAI_NO_KEY, "invalid_request_error")
+        if self.api_key is not None and key != self.api_key:
+            shown = key[:3] + "*" * 4 + key[-4:]
             return _openai_error(
-                f"Incorrect API key provided: {shown}.",
+                f"Incorrect API key provided: {shown}. You can find your API key at "
+                "https://platform.openai.com/account/api-keys.",
                 "invalid_request_error",
                 code="invalid_api_key",
             )
@@ -1268,6 +1308,9 @@ class LLMServer:
             }
             for i, call in enumerate(calls)
         )
+        reasoning = body.get("reasoning")
+        if not isinstance(reasoning, dict):
+            reasoning = {}
         return 200, {
             "id": "resp_" + os.urandom(12).hex(),
             "object": "response",
@@ -1279,9 +1322,25 @@ class LLMServer:
             "max_output_tokens": body.get("max_output_tokens"),
             "model": self.model_alias.get(model, model),
             "output": output,
+            # The request's settings, echoed with the API's defaults for those not sent.
+            "parallel_tool_calls": body.get("parallel_tool_calls", True),
+            "previous_response_id": body.get("previous_response_id"),
+            "reasoning": {"effort": reasoning.get("effort"), "summary": reasoning.get("summary")},
+            "store": body.get("store", True),
+            "temperature": body.get("temperature", 1.0),
+            "text": body.get("text") or {"format": {"type": "text"}},
+            "tool_choice": body.get("tool_choice", "auto"),
+            "tools": [_response_tool(tool) for tool in body.get("tools") or []],
+            "top_p": body.get("top_p", 1.0),
+            "truncation": body.get("truncation", "disabled"),
+            "user": body.get("user"),
+            "metadata": body.get("metadata") or {},
             "usage": {
                 "input_tokens": input_tokens,
-                "input_tokens_details": {"cached_tokens": min(self.cached_tokens, input_tokens)},
+                "input_tokens_details": {
+                    "cached_tokens": min(self.cached_tokens, input_tokens),
+                    "cache_write_tokens": 0,
+                },
                 "output_tokens": output_tokens,
                 "output_tokens_details": {"reasoning_tokens": self.reasoning_tokens},
                 "total_tokens": input_tokens + output_tokens,
@@ -1374,16 +1433,9 @@ class LLMServer:
         }
 
     def _answer_anthropic(self, request: Request, parsed_ok: bool) -> tuple[int, dict[str, Any]]:
-        if self.api_key is not None:
-            key = request.headers.get("x-api-key")
-            if key is None:
-                return 401, _anthropic_error("x-api-key header is required", "authentication_error")
-            if key != self.api_key:
-                return 401, _anthropic_error("invalid x-api-key", "authentication_error")
-        if "anthropic-version" not in request.headers:
-            return 400, _anthropic_error(
-                "anthropic-version: header is required", "invalid_request_error"
-            )
+        status, problem = self._anthropic_auth(request)
+        if problem is not None:
+            return status, problem
         body = request.body
         if not parsed_ok or body is None:
             return 400, _anthropic_error(
@@ -1500,7 +1552,12 @@ class LLMServer:
         return 200, result if isinstance(result, bytes) else _encode(result).encode()
 
     def _anthropic_auth(self, request: Request) -> tuple[int, dict[str, Any] | None]:
-        if self.api_key is not None and request.headers.get("x-api-key") != self.api_key:
+        """Anthropic's 401 for a missing or wrong ``x-api-key`` (a key is always needed; with
+        ``api_key`` None any key is taken), its 400 without ``anthropic-version``."""
+        key = request.headers.get("x-api-key")
+        if not key:
+            return 401, _anthropic_error("x-api-key header is required", "authentication_error")
+        if self.api_key is not None and key != self.api_key:
             return 401, _anthropic_error("invalid x-api-key", "authentication_error")
         if "anthropic-version" not in request.headers:
             return 400, _anthropic_error(
@@ -1530,6 +1587,8 @@ class LLMServer:
             "created_at": int(time.time()),
             "filename": "batch.jsonl",
             "purpose": "batch",
+            "status": "processed",
+            "status_details": None,
         }
 
     def _create_batch(self, request: Request, anthropic: bool) -> dict[str, Any]:
