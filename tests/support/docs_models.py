@@ -20,6 +20,8 @@ from support.llm_server import Request
 
 ANSWERS: dict[str, Callable[[Request], str]] = {}
 TOOL_CALLS: dict[str, Callable[[Request], list[dict[str, Any]]]] = {}
+SERVICES: dict[str, Callable[[Request], tuple[int, Any]]] = {}
+"""A team's own services the pages reach (``provider: http``), by path."""
 
 ROUTES = (
     ("billing", ("invoice", "refund", "charge", "payment", "price", "rechnung", "factura")),

@@ -641,6 +641,9 @@ class LLMServer:
         self.tool_caller: Callable[[Request], list[dict[str, Any]]] | None = None
         #: The message of injected HTTP errors, from the request (None: the provider's own).
         self.error_text: Callable[[Request], str] | None = None
+        #: A team's own services at paths of their own, beside the model APIs: path ->
+        #: (status, JSON answer) for a request (an ``http`` pin's endpoint).
+        self.services: dict[str, Callable[[Request], tuple[int, Any]]] = {}
         self.api_key = api_key
         self.model_alias: dict[str, str] = dict(model_alias or {})
         self.fingerprint = fingerprint
@@ -1037,6 +1040,13 @@ class LLMServer:
             if writer.is_closing():
                 return False
             self._write(writer, status, data, keep_alive, http10)
+            return keep_alive
+
+        service = self.services.get(path)
+        if not endpoint and service is not None:
+            # A team's own service beside the model APIs (an ``http`` pin's endpoint).
+            status, data = service(request)
+            self._write(writer, status, _encode(data).encode(), keep_alive, http10)
             return keep_alive
 
         if not endpoint:

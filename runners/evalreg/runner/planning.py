@@ -530,7 +530,11 @@ class _Planner:
                 plan.batch_estimated_micro_usd += count * tokens_micro_usd(
                     cell.pin, input_tokens, output_tokens, batch=True
                 )
-        if plan.to_buy and not plan.output_tokens:
+        price = cell.pin.price
+        per_call = price is not None and not (price.input_per_mtok or price.output_per_mtok)
+        if plan.to_buy and per_call and price is not None and price.per_call:
+            plan.output_tokens = "priced per call"  # no token price: lengths do not matter
+        elif plan.to_buy and not plan.output_tokens:
             cap = _max_output_tokens(plan.to_buy[0])
             plan.output_tokens = f"{cap} output tokens: max_tokens, no history"
         judged = [c for c in cell.rubric.criteria if isinstance(c.grader, schema.JudgeGrader)]
