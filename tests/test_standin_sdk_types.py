@@ -383,14 +383,15 @@ BODY_FAULTS = sorted(
 )
 
 
-@pytest.mark.parametrize("fault", BODY_FAULTS)
-@pytest.mark.parametrize("api", API)
+@pytest.mark.parametrize(
+    ("api", "fault"),
+    # 501 is llama.cpp's answer to an OpenAI request, in its own shape (the test below)
+    [(a, f) for a in API for f in BODY_FAULTS if f != "501" or a == "anthropic"],
+)
 def test_every_fault_answers_the_apis_error(
     server: LLMServer, client: httpx.Client, api: str, fault: str
 ) -> None:
     _, headers, make, _, check = API[api]
-    if fault == "501" and api != "anthropic":
-        pytest.skip("501 is llama.cpp's answer to an OpenAI request: its own shape, below")
     server.fail_next(fault)
     response = _post(client, server, api, make(), headers)
     assert response.status_code >= 400
