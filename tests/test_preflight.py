@@ -158,6 +158,34 @@ def test_a_spent_quota_is_not_retried_and_stops_the_pin(live: Repo, cli, server)
     assert "exceeded your current quota" in result.err
 
 
+def test_anthropics_spent_credit_is_not_retried_and_stops_the_pin(live: Repo, cli, server):
+    live.write("registry/models/mini.yaml", ANTHROPIC_PIN.format(url=server.root_url))
+    live.commit("mini on anthropic")
+    server.fail_next("quota")  # Anthropic's answer: a 400, "credit balance is too low"
+
+    result = cli(live, "run")
+
+    assert result.code == 1
+    assert server.count() == 1  # not one item's bad request: no other is sent
+    assert "mini refused its first request (HTTP 400)" in result.err
+    assert "credit balance is too low" in result.err
+
+
+ANTHROPIC_PIN = """\
+schema_version: 1
+provider: anthropic
+model: claude-test-1
+base_url: {url}
+api_key_env: OPENAI_API_KEY
+params:
+  max_tokens: 64
+price:
+  input_per_mtok: 1.0
+  output_per_mtok: 5.0
+  as_of: 2026-01-01
+"""
+
+
 def test_a_first_request_that_fails_for_itself_does_not_stop_the_others(live: Repo, cli, server):
     no_retries(live)
     server.fail_next("500")

@@ -556,7 +556,7 @@ class HttpLayer:
         if status == 200:
             return body
         detail = _error_detail(response, body)
-        if status == 429 and _quota_exhausted(body):
+        if status in (400, 429) and _quota_exhausted(body):
             # Not a rate limit: waiting does not help until the account is topped up.
             raise ProviderError("quota", detail, status=status)
         if status == 429:
@@ -773,6 +773,7 @@ def _error_detail(response: httpx.Response, body: bytes) -> str:
 
 
 _QUOTA_CODES = frozenset({"insufficient_quota", "billing_hard_limit_reached"})
+_QUOTA_MESSAGES = re.compile(r"credit balance is too low", re.IGNORECASE)
 _ITEM_CODES = frozenset(
     {
         "content_filter",
@@ -807,8 +808,9 @@ def _names_item_cause(body: bytes) -> bool:
 
 
 def _quota_exhausted(body: bytes) -> bool:
-    """Whether a 429 says the account's quota or budget is spent (OpenAI's
-    ``insufficient_quota``), rather than asking the client to slow down."""
+    """Whether a 429 or 400 says the account's quota, budget or credit is spent (OpenAI's
+    ``insufficient_quota``, a 429; Anthropic's "credit balance is too low", a 400), rather
+    than asking the client to slow down or refusing one request."""
     try:
         data = json.loads(body)
     except (ValueError, RecursionError):
@@ -816,6 +818,9 @@ def _quota_exhausted(body: bytes) -> bool:
     err = data.get("error") if isinstance(data, dict) else None
     if not isinstance(err, dict):
         return False
+    message = err.get("message")
+    if isinstance(message, str) and _QUOTA_MESSAGES.search(message):
+        return True
     return err.get("code") in _QUOTA_CODES or err.get("type") in _QUOTA_CODES
 
 
