@@ -24,7 +24,7 @@ import pydantic
 import pytest
 from anthropic.types import ErrorResponse, Message
 from anthropic.types.messages import MessageBatch, MessageBatchIndividualResponse
-from openai.types import Batch, BatchError, ErrorObject, FileObject
+from openai.types import Batch, BatchError, CreateEmbeddingResponse, ErrorObject, FileObject
 from openai.types.chat import ChatCompletion
 from openai.types.responses import Response
 
@@ -628,3 +628,13 @@ def test_a_refused_batch_creation_is_the_apis_error(
     assert [a.status_code for a in answers] == [500, 500]
     anthropic_error(answers[0].json())
     openai_error(answers[1].json())
+
+
+def test_an_embeddings_answer_is_the_sdk_type(server: LLMServer, client: httpx.Client) -> None:
+    body = {"model": "text-embedding-3-small", "input": ["a refund", "refund"]}
+    response = client.post(f"{server.base_url}/embeddings", json=body, headers=OPENAI_AUTH)
+    assert response.status_code == 200
+    strictly(CreateEmbeddingResponse, response.json())
+    refused = client.post(f"{server.base_url}/embeddings", json=body)
+    assert refused.status_code == 401
+    openai_error(refused.json())

@@ -43,9 +43,9 @@ class Cell:
 
     @property
     def judges(self) -> list[str]:
-        """The pins that judge criteria of its rubric, by id, each once."""
-        graders = [c.grader for c in self.rubric.criteria]
-        return sorted({g.judge for g in graders if isinstance(g, schema.JudgeGrader)})
+        """The pins that judge criteria of its rubric (judges, embedders), by id, each once."""
+        pins = {schema.grading_pin(c.grader) for c in self.rubric.criteria}
+        return sorted(p for p in pins if p is not None)
 
     @property
     def _stem(self) -> str:

@@ -10,6 +10,7 @@ from evalreg import dvcrepo
 from evalreg.audit.introduced import Introduced, introduced
 from evalreg.dvcrepo import missing_on_remote, pointer_md5, remote_description
 from evalreg.errors import BodyError, DataMissingError, PromptError
+from evalreg.registry import schema
 from evalreg.registry.diagnostics import Finding, Severity
 from evalreg.registry.loader import MAX_TEMPLATE_FINDINGS, Registry, inspect_registry
 from evalreg.registry.tree import Tree, WorkspaceTree
@@ -368,10 +369,10 @@ def _has_evalset(registry: Registry, task_id: str) -> bool:
 def _warnings(registry: Registry) -> list[Finding]:
     used_pins = {c.pin for s in registry.selections.values() for c in s.candidates}
     used_pins |= {
-        c.grader.judge
+        pin
         for r in registry.rubrics.values()
         for c in r.criteria
-        if c.grader.type == "llm_judge"
+        if (pin := schema.grading_pin(c.grader)) is not None
     }
     used_tasks = {s.task for s in registry.selections.values()}
     used_rubrics = {t.rubric for t in registry.tasks.values()}

@@ -84,6 +84,7 @@ import asyncio
 import contextlib
 import hashlib
 import json
+import math
 import os
 import re
 import signal
@@ -146,6 +147,8 @@ _BATCH_ENDPOINTS = {"/v1/chat/completions": "openai", "/v1/responses": "response
 _OPENAI_PATH = "/v1/chat/completions"
 _ANTHROPIC_PATH = "/v1/messages"
 _RESPONSES_PATH = "/v1/responses"
+_EMBEDDINGS_PATH = "/v1/embeddings"
+EMBEDDING_DIMENSIONS = 64
 _AZURE_V1_PATH = "/openai/v1/chat/completions"
 _AZURE_DEPLOYMENT = re.compile(r"^/openai/deployments/([^/]+)/chat/completions$")
 _API_VERSION = re.compile(r"^\d{4}-\d{2}-\d{2}(-preview)?$")
@@ -605,6 +608,16 @@ def _refusal_body(
     return None
 
 
+def _embedding(text: str) -> list[float]:
+    """A deterministic unit vector for ``text``: its lower-cased words, hashed."""
+    vector = [0.0] * EMBEDDING_DIMENSIONS
+    for word in re.findall(r"\w+", text.lower()):
+        digest = hashlib.sha256(word.encode()).digest()
+        vector[digest[0] % EMBEDDING_DIMENSIONS] += 1.0 if digest[1] % 2 else -1.0
+    norm = math.sqrt(sum(x * x for x in vector)) or 1.0
+    return [round(x / norm, 6) for x in vector]
+
+
 def _seconds(value: float) -> str:
     text = f"{value:.3f}".rstrip("0").rstrip(".")
     return text or "0"
@@ -1042,6 +1055,11 @@ class LLMServer:
             self._write(writer, status, data, keep_alive, http10)
             return keep_alive
 
+        if method == "POST" and path == _EMBEDDINGS_PATH:
+            status, data = self._answer_embeddings(request)
+            self._write(writer, status, _encode(data).encode(), keep_alive, http10)
+            return keep_alive
+
         service = self.services.get(path)
         if not endpoint and service is not None:
             # A team's own service beside the model APIs (an ``http`` pin's endpoint).
@@ -1188,6 +1206,30 @@ class LLMServer:
                 self.errors.append(exc)
             return None
         return text
+
+    def _answer_embeddings(self, request: Request) -> tuple[int, dict[str, Any]]:
+        """OpenAI's ``/v1/embeddings``: each input text as a bag of its words, hashed into
+        ``EMBEDDING_DIMENSIONS`` dimensions, so texts sharing words are close."""
+        problem = self._bearer_problem(request)
+        if problem is not None:
+            return 401, problem
+        body = request.body or {}
+        texts = body.get("input")
+        if isinstance(texts, str):
+            texts = [texts]
+        if not isinstance(texts, list) or not texts or not isinstance(body.get("model"), str):
+            return 400, _openai_error("'input' and 'model' are required", "invalid_request_error")
+        data = [
+            {"object": "embedding", "index": i, "embedding": _embedding(str(text))}
+            for i, text in enumerate(texts)
+        ]
+        tokens = sum(estimate_tokens(str(text)) for text in texts)
+        return 200, {
+            "object": "list",
+            "data": data,
+            "model": body["model"],
+            "usage": {"prompt_tokens": tokens, "total_tokens": tokens},
+        }
 
     def _bearer_problem(self, request: Request) -> dict[str, Any] | None:
         """OpenAI's 401 body for a missing or wrong ``authorization`` header, or None.

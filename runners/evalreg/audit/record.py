@@ -1105,8 +1105,9 @@ def _uses(
             keys += [("evalset", p) for p in _evalset_paths(task)]
             rubric = rubrics.get(task.rubric)
             for criterion in rubric.criteria if rubric else []:
-                if isinstance(criterion.grader, schema.JudgeGrader):
-                    keys.append(("pin", criterion.grader.judge))
+                pin = schema.grading_pin(criterion.grader)
+                if pin is not None:
+                    keys.append(("pin", pin))
         for key in keys:
             uses.setdefault(key, set()).add(ident)
     return uses

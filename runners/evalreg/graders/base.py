@@ -61,6 +61,7 @@ _FACTORIES: dict[str, Callable[..., GradeFn]] = {}
 _NEEDS: dict[str, Callable[[Any], Needs | None]] = {}
 _GRADED_ELSEWHERE = {
     "llm_judge": "the judge model's stored responses",
+    "similar": "the embedding model's stored responses",
     "human": "the imported file of human grades",
 }
 _MISSING: Any = object()

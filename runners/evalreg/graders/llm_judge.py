@@ -77,8 +77,15 @@ class Judges:
     ) -> Job:
         """The judge's exact request for ``output`` and the ``tool_calls`` it came with (as
         stored): deterministic, so it is found again. A prompt that does not name
-        ``tool_calls`` renders the same whatever they are."""
+        ``tool_calls`` renders the same whatever they are. For a ``similar`` criterion, the
+        embedding model's request for the output and the references."""
         config = criterion.grader
+        if isinstance(config, schema.SimilarGrader):
+            from evalreg.providers.embeddings import embedding_job
+
+            texts = [output, *references(config, item)]
+            label = f"{label}/embed:{criterion.id}"
+            return embedding_job(config.embedder, self.pins[config.embedder], texts, label)
         assert isinstance(config, schema.JudgeGrader)
         pin = self.pins[config.judge]
         subject: Any = (
@@ -120,21 +127,64 @@ class Judges:
         tool_calls: Sequence[Mapping[str, Any]] = (),
     ) -> JudgeVerdict:
         config = criterion.grader
-        assert isinstance(config, schema.JudgeGrader)
+        pin_id = schema.grading_pin(config)
+        assert pin_id is not None
+        who = (
+            f"embedder {pin_id}" if isinstance(config, schema.SimilarGrader) else f"judge {pin_id}"
+        )
         job = self.job(criterion, item, output, label, tool_calls)
         stored = self.store.get(job.key) if self.store is not None else None
         if stored is None:
             cause = self.failed.get(job.key)
             if cause is not None:
-                raise JudgeFailed(f"judge {config.judge}: {cause}")
-            raise JudgeFailed(f"no stored verdict from judge {config.judge}", unanswered=True)
+                raise JudgeFailed(f"{who}: {cause}")
+            raise JudgeFailed(f"no stored answer from {who}", unanswered=True)
         completion = Completion.from_record(stored["response"])
-        cost = cost_micro_usd(self.pins[config.judge].price, completion)
+        cost = cost_micro_usd(self.pins[pin_id].price, completion)
         try:
-            verdict = parse_verdict(completion.text, config.pass_threshold)
+            if isinstance(config, schema.SimilarGrader):
+                verdict = similarity_verdict(completion.text, config.threshold)
+            else:
+                assert isinstance(config, schema.JudgeGrader)
+                verdict = parse_verdict(completion.text, config.pass_threshold)
         except JudgeFailed as exc:
             raise JudgeFailed(str(exc), cost) from None
         return dataclasses.replace(verdict, cost_micro_usd=cost)
+
+
+def references(config: schema.SimilarGrader, item: schema.Item) -> list[str]:
+    """The texts a ``similar`` criterion compares the output with: its ``value``, or the
+    item's expected value (its ``expected_field``), text or a list of texts."""
+    from evalreg.graders.base import Ungradable, as_text, expected
+
+    try:
+        given: Any = config.value
+        if given is None:
+            given = expected(item, config.expected_field)
+    except Ungradable as exc:
+        raise JudgeFailed(str(exc)) from None
+    texts = [as_text(t) for t in (given if isinstance(given, list) else [given])]
+    if not texts or not all(texts):
+        raise JudgeFailed("no reference text to compare with")
+    return texts
+
+
+def similarity_verdict(text: str, threshold: float) -> JudgeVerdict:
+    """The closest reference's cosine similarity to the output, from the stored vectors
+    (the output's first, then each reference's)."""
+    from evalreg.providers.embeddings import cosine, vectors
+
+    try:
+        output, *refs = vectors(text)
+    except ValueError as exc:
+        raise JudgeFailed(f"unreadable embeddings: {exc}") from None
+    if not refs:
+        raise JudgeFailed("unreadable embeddings: no reference vector")
+    best = max(cosine(output, ref) for ref in refs)
+    sign = "≥" if best >= threshold else "<"
+    return JudgeVerdict(
+        best >= threshold, max(0.0, best), f"cosine {best:.3f} {sign} {threshold:g}"
+    )
 
 
 def _judged(call: Mapping[str, Any]) -> dict[str, Any]:

@@ -280,6 +280,9 @@ class _Loader:
                 if isinstance(grader, schema.JudgeGrader):
                     self._ref("rubrics", ident, (*loc, "judge"), "models", grader.judge)
                     self._judge_prompt(ident, (*loc, "prompt"), grader.prompt)
+                elif isinstance(grader, schema.SimilarGrader):
+                    if self._ref("rubrics", ident, (*loc, "embedder"), "models", grader.embedder):
+                        self._embedder(ident, (*loc, "embedder"), grader.embedder)
                 elif isinstance(grader, schema.PythonGrader):
                     self._callable(
                         "rubrics", ident, (*loc, "callable"), grader.callable, grader.files
@@ -318,6 +321,17 @@ class _Loader:
                                 f"criterion {cid!r} is not in this rubric "
                                 f"(criteria: {', '.join(ids)})",
                             )
+
+    def _embedder(self, ident: str, loc: Loc, pin_id: str) -> None:
+        pin = self.registry.pins.get(pin_id)
+        if pin is not None and pin.provider != "openai":
+            self._error(
+                "rubrics",
+                ident,
+                loc,
+                f"embedder {pin_id!r} is a {pin.provider!r} pin: embeddings come from an "
+                "OpenAI-compatible /embeddings endpoint, through an 'openai' pin",
+            )
 
     def _judge_prompt(self, ident: str, loc: Loc, prompt: str) -> None:
         try:

@@ -859,6 +859,24 @@ class JudgeGrader(_Grader):
     """A judge score at or above this passes."""
 
 
+class SimilarGrader(_Grader):
+    """Cosine similarity of embeddings: the response's text and each reference, embedded by
+    a pinned embedding model (an ``openai`` pin: any OpenAI-compatible ``/embeddings``). Its
+    requests are stored and keyed like a judge's, so replays need no network."""
+
+    type: Literal["similar"]
+    embedder: Id
+    """The pin id of the embedding model (provider ``openai``)."""
+    value: (
+        Annotated[str, Field(min_length=1)] | list[Annotated[str, Field(min_length=1)]] | None
+    ) = None
+    """The reference text, or several (the closest counts); absent: the item's expected
+    value (or its ``expected_field``), text or a list of texts."""
+    expected_field: str | None = None
+    threshold: Annotated[float, Field(ge=-1.0, le=1.0)] = 0.75
+    """A cosine similarity at or above this passes (promptfoo's default)."""
+
+
 class HumanGrader(_Grader):
     """Grades imported from a file, by response.
 
@@ -895,9 +913,23 @@ Grader = Annotated[
     | LengthGrader
     | PythonGrader
     | JudgeGrader
+    | SimilarGrader
     | HumanGrader,
     Field(discriminator="type"),
 ]
+
+MODEL_GRADED = (JudgeGrader, SimilarGrader)
+"""Graders whose verdict rests on a pinned model's stored responses (a judge's, an
+embedding model's): bought after the responses they grade, stored and keyed alike."""
+
+
+def grading_pin(grader: Any) -> str | None:
+    """The pin a model-graded criterion asks (its judge or embedder), or None."""
+    if isinstance(grader, JudgeGrader):
+        return grader.judge
+    if isinstance(grader, SimilarGrader):
+        return grader.embedder
+    return None
 
 
 # ---------------------------------------------------------------- rubrics

@@ -166,6 +166,12 @@ GRADER_SUMMARY: dict[str, tuple[str, str]] = {
         "type: llm_judge\njudge: judge-model\nprompt_version: v1\nprompt: |\n"
         "  Question: {{ input | tojson }}\n  Answer: {{ output }}\n  Criterion: {{ criterion }}",
     ),
+    "similar": (
+        "The cosine similarity of the response's and the reference's embeddings, from a "
+        "pinned embedding model, reaches `threshold`. Its requests are stored like a judge's.",
+        "type: similar\nembedder: embedding-model\nvalue: Refunds take 5 to 7 days.\n"
+        "threshold: 0.8",
+    ),
     "human": (
         "Grades imported from a file (CSV or JSONL), one row per response key, one column "
         "per rater; the majority of at least `min_raters` decides.",

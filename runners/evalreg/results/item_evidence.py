@@ -215,7 +215,7 @@ class CellEvidence:
         """As its items file holds them (of item ``only``, when given); none for a pending
         cell."""
         criteria = st.cell.rubric.criteria
-        self._judged = [c for c in criteria if isinstance(c.grader, schema.JudgeGrader)]
+        self._judged = [c for c in criteria if isinstance(c.grader, schema.MODEL_GRADED)]
         self._graded = [c for c in criteria if isinstance(c.grader, schema.HumanGrader)]
         self._by_item: dict[str, list[ItemRecord]] = {}
         with collection_paused():  # a list an item: acyclic, and 10,000s of them

@@ -120,7 +120,7 @@ class CellGrader:
         label = f"{self.cell.id}/{item.id}#{sample}"
         jobs = []
         for c, _ in self.criteria:
-            if isinstance(c.grader, schema.JudgeGrader) and applies(c, item.tags):
+            if isinstance(c.grader, schema.MODEL_GRADED) and applies(c, item.tags):
                 # A judge request that cannot be made buys nothing: grading records why.
                 with contextlib.suppress(JudgeFailed):
                     jobs.append(self.judges.job(c, item, text, label, calls))
@@ -139,7 +139,7 @@ class CellGrader:
             grades = self.human.get(grader.file)
             passed = grades.majority(key, grader.min_raters) if grades else None
             return None if passed is None else Verdict(passed, float(passed), "human majority")
-        assert isinstance(grader, schema.JudgeGrader)
+        assert isinstance(grader, schema.MODEL_GRADED)
         if self.judges is None:
             raise JudgeFailed("no judge available")
         label = f"{self.cell.id}/{item.id}#{sample}"
@@ -245,7 +245,7 @@ class CellGrader:
         return record
 
 
-_ELSEWHERE = (schema.JudgeGrader, schema.HumanGrader)
+_ELSEWHERE = (*schema.MODEL_GRADED, schema.HumanGrader)
 
 
 def cell_grader(

@@ -537,7 +537,7 @@ class _Planner:
         elif plan.to_buy and not plan.output_tokens:
             cap = _max_output_tokens(plan.to_buy[0])
             plan.output_tokens = f"{cap} output tokens: max_tokens, no history"
-        judged = [c for c in cell.rubric.criteria if isinstance(c.grader, schema.JudgeGrader)]
+        judged = [c for c in cell.rubric.criteria if isinstance(c.grader, schema.MODEL_GRADED)]
         if not judged:
             return
         judging: tuple[schema.Item, tuple[int, int]] | None = None

@@ -366,7 +366,7 @@ def _streams(plan: CellPlan, options: RunOptions) -> bool:
 
 def _judged(cell: Cell) -> bool:
     """Whether a criterion of the cell is graded by a judge model."""
-    return any(isinstance(c.grader, schema.JudgeGrader) for c in cell.rubric.criteria)
+    return any(isinstance(c.grader, schema.MODEL_GRADED) for c in cell.rubric.criteria)
 
 
 class _CellStream:
