@@ -448,3 +448,61 @@ def test_the_tasks_redacted_fields_stay_redacted(explored: Repo, cli):
     assert rules[2][0]["output"] == json.dumps({"label": "[redacted]"})
     assert {c[3] for c in rules[2][0]["criteria"]} == {"[redacted]"}  # details quote outputs
     assert "message 2" not in page
+
+
+def row_cells(driver, item: str) -> list[str]:
+    return driver.execute_script(
+        "const row = [...document.querySelectorAll('#layer .row')]"
+        ".find(r => r.querySelector('.c-id').textContent === arguments[0]);"
+        "return [...row.querySelectorAll('.c-cand')].map(e => e.textContent)",
+        item,
+    )
+
+
+def search(driver, text: str) -> None:
+    driver.execute_script(
+        "const f = document.getElementById('f-search'); f.value = arguments[0];"
+        "f.dispatchEvent(new Event('input'))",
+        text,
+    )
+
+
+@needs_browser
+def test_the_grid_shows_outputs_and_the_search_reads_inputs_and_outputs(
+    explored: Repo, cli, driver
+):
+    assert cli(explored, "view").code == 0
+    open_page(driver, explored.root / "reports/explorer/labels.html")
+    levels = [{r["item"]: r["level"] for r in records(explored, c)} for c in CANDIDATES]
+    cells = row_cells(driver, "m-002")
+    assert [cell.split(" · ")[0] for cell in cells] == [lv["m-002"] for lv in levels]
+    assert all(re.fullmatch(r'\w+ · \{"label": "[ab]"\}', cell) for cell in cells)
+    assert row_cells(driver, "m-001")[1].endswith(" · " + INJECTED)  # as text, never markup
+    search(driver, "MESSAGE 3")  # an input, whatever the case
+    assert shown_rows(driver) == ("1 of 4 items", ["m-003"])
+    search(driver, "window.__pwned=1")  # an output
+    assert shown_rows(driver) == ("1 of 4 items", ["m-001"])
+    search(driver, "m-00")
+    assert shown_rows(driver)[0] == "4 of 4 items"
+    assert driver.execute_script("return typeof window.__pwned") == "undefined"
+
+
+@needs_browser
+def test_the_filtered_rows_download_as_csv(explored: Repo, cli, driver):
+    import csv
+    import io
+
+    assert cli(explored, "view").code == 0
+    open_page(driver, explored.root / "reports/explorer/labels.html")
+    choose(driver, "f-cand", "mini")
+    search(driver, "m-001")
+    rows = list(csv.reader(io.StringIO(driver.execute_script("return evalregExplorer.csv()"))))
+    head = ["use_case", "item", "tags", "candidate", "sample", "output", "level"]
+    tail = ["latency_ms", "input_tokens", "output_tokens", "cost_usd", "error"]
+    assert rows[0] == [*head, "criterion:valid_json", "criterion:label", *tail]
+    [record] = [r for r in records(explored, "mini") if r["item"] == "m-001"]
+    [row] = rows[1:]
+    assert row[:7] == ["labels", "m-001", "common", "mini", "0", INJECTED, record["level"]]
+    verdicts = {cid: "pass" if v["passed"] else "fail" for cid, v in record["criteria"].items()}
+    assert row[7:9] == [verdicts.get("valid_json", ""), verdicts.get("label", "")]
+    assert row[9:12] == [str(record["latency_ms"]), *map(str, record["tokens"].values())][:3]

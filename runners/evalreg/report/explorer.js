@@ -5,6 +5,7 @@
   const D = JSON.parse(document.getElementById("explorer-data").textContent);
   performance.mark("explorer-data-parsed");
   const ROW = 28;
+  const SNIPPET = 80;
   // Candidates without a single record (pending: never run) get no column, only a mention.
   const withRecords = D.candidates.map((_, c) => c).filter((c) => D.samples[c].some((l) => l.length));
   const COLS = withRecords.length ? withRecords : D.candidates.map((_, c) => c);
@@ -103,6 +104,23 @@
     return dir === "either" || (dir === "regressed" ? now === "0" : now === "1");
   }
 
+  // What the search looks in, per item, made once when first searched: its id, its input
+  // (or conversation) and expected answer, and every candidate's outputs, lower-cased.
+  let HAY = null;
+  function haystack(i) {
+    if (HAY === null) {
+      HAY = D.items.map((item, k) => {
+        const parts = [item.id];
+        if (item.input !== undefined) parts.push(json(item.input));
+        if (item.messages !== undefined) item.messages.forEach((m) => parts.push(m[1]));
+        if (item.expected !== undefined) parts.push(json(item.expected));
+        for (const c of COLS) D.samples[c][k].forEach((s) => { if (s.output !== undefined) parts.push(s.output); });
+        return parts.join("\n").toLowerCase();
+      });
+    }
+    return HAY[i];
+  }
+
   let visible = [];
   function applyFilters() {
     const want = {
@@ -127,7 +145,7 @@
     for (let i = 0; i < NI; i++) {
       const item = D.items[i];
       if (slice && item.tags.indexOf(slice) < 0) continue;
-      if (needle && item.id.toLowerCase().indexOf(needle) < 0) continue;
+      if (needle && haystack(i).indexOf(needle) < 0) continue;
       if (cand !== null) {
         if (!candidateMatches(cand, i, want)) continue;
       } else {
@@ -161,13 +179,20 @@
     if (list.length === 1) {
       const s = list[0];
       if (s.error !== null) return ["lv-e", "error"];
-      return [LEVEL_CLASS[s.level] || "lv-none", s.level || "no level"];
+      const level = s.level || "no level";
+      return [LEVEL_CLASS[s.level] || "lv-none", s.output === undefined ? level : level + " · " + snippet(s.output)];
     }
     const passes = D.passes[c][i];
     const errors = list.filter((s) => s.error !== null).length;
     const ok = list.filter((s) => s.error === null && D.pass_levels.indexOf(s.level) >= 0).length;
     const text = ok + "/" + (list.length - errors) + " pass" + (errors ? ", " + errors + " err" : "");
     return [passes === "1" ? "lv-c" : passes === "0" ? "lv-u" : "lv-e", text];
+  }
+
+  // An output as the grid shows it: one line, its start (the cell cuts it to its width).
+  function snippet(text) {
+    const line = text.replace(/\s+/g, " ").trim();
+    return line.length > SNIPPET ? line.slice(0, SNIPPET - 1) + "…" : line;
   }
 
   const body = $("rows");
@@ -380,6 +405,45 @@
     pane.appendChild(grid);
   }
 
+  // ------------------------------------------------------------ the rows as CSV
+  // The filtered rows as `evalreg export --format csv` writes the use case: one line a
+  // sample (of the candidate the filters name, else of every candidate with results).
+  const EXPORT_HEAD = ["use_case", "item", "tags", "candidate", "sample", "output", "level"];
+  const EXPORT_TAIL = ["latency_ms", "input_tokens", "output_tokens", "cost_usd", "error"];
+  function csvCell(value) {
+    let text = value === null || value === undefined ? "" : String(value);
+    if (typeof value === "string" && /^[=+\-@\t\r]/.test(text)) text = "'" + text; // a spreadsheet formula
+    return /[",\r\n]/.test(text) ? '"' + text.replace(/"/g, '""') + '"' : text;
+  }
+  function usd(micro) {
+    // Exact decimal dollars from integer micro-dollars, as the export writes them.
+    const sign = micro < 0 ? "-" : "";
+    const whole = String(Math.abs(micro)).padStart(7, "0");
+    const frac = whole.slice(-6).replace(/0+$/, "");
+    return sign + whole.slice(0, -6) + (frac ? "." + frac : "");
+  }
+  function csv() {
+    const ids = D.criteria.map((c) => c.id);
+    const lines = [[...EXPORT_HEAD, ...ids.map((id) => "criterion:" + id), ...EXPORT_TAIL]];
+    const cands = F.cand.value === "" ? COLS : [Number(F.cand.value)];
+    for (const i of visible) {
+      const item = D.items[i];
+      for (const c of cands) {
+        for (const s of D.samples[c][i]) {
+          const verdicts = Object.fromEntries(s.criteria.map(([cid, passed]) => [cid, passed ? "pass" : "fail"]));
+          const [latency, input, output, cost] = s.usage;
+          lines.push([
+            D.use_case, item.id, item.tags.join(" "), D.candidates[c].id, s.sample,
+            s.output === undefined ? "" : s.output, s.level === null ? "" : s.level,
+            ...ids.map((id) => verdicts[id] || ""),
+            latency, input, output, usd(cost), s.error === null ? "" : s.error,
+          ]);
+        }
+      }
+    }
+    return lines.map((line) => line.map(csvCell).join(",") + "\r\n").join("");
+  }
+
   // ------------------------------------------------------------ start
   const header = $("matrix-head");
   header.appendChild(el("span", "c-id", "item"));
@@ -396,11 +460,22 @@
   if (pending.length) notes.push("Without results (pending), not shown: " + pending.join(", ") + ".");
   $("pending").textContent = notes.join(" ");
   // Fixed widths: the header and the rows (two grids) line up whatever the window.
-  const widths = "14rem 13rem repeat(" + NC + ", 9rem)";
+  const widths = "14rem 13rem repeat(" + NC + (D.texts ? ", 16rem)" : ", 9rem)");
   header.style.gridTemplateColumns = widths;
   const sheet = document.styleSheets[0];
   sheet.insertRule(".row { grid-template-columns: " + widths + "; }", sheet.cssRules.length);
   Object.values(F).forEach((f) => f.addEventListener(f === F.search ? "input" : "change", applyFilters));
+  $("download").addEventListener("click", () => {
+    const blob = new Blob([csv()], { type: "text/csv;charset=utf-8" });
+    const link = el("a");
+    link.href = URL.createObjectURL(blob);
+    link.download = D.use_case + ".csv";
+    document.body.appendChild(link);
+    link.click();
+    link.remove();
+    setTimeout(() => URL.revokeObjectURL(link.href), 0);
+  });
+  window.evalregExplorer = Object.freeze({ csv });
   $("reset").addEventListener("click", () => {
     Object.values(F).forEach((f) => { f.value = f === F.verdict ? "failed" : f === F.flipDir ? "either" : ""; });
     applyFilters();

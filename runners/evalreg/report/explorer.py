@@ -112,8 +112,10 @@ _FILTERS = (
     '<label>flips <select id="f-flip-a"></select> vs <select id="f-flip-b"></select>'
     '<select id="f-flip-dir"></select></label>'
     '<label id="rev-filter"><span id="rev-label"></span> <select id="f-rev"></select></label>'
-    '<label>item id <input id="f-search" type="search" size="12"></label>'
+    '<label>search <input id="f-search" type="search" size="18" '
+    'placeholder="id, input or output"></label>'
     '<button type="button" id="reset">reset</button>'
+    '<button type="button" id="download">download CSV</button>'
     '<span class="count" id="count"></span>'
     '<span class="help">click a row for the item · j / k: next / previous</span>'
     "</div>"

@@ -207,6 +207,12 @@ def _sample(sample: SampleEvidence, cell: Cell, item: schema.Item) -> dict[str, 
         "latency": milliseconds(record["latency_ms"]),
         "tokens": [count(record["tokens"][k]) for k in ("input", "output", "reasoning")],
         "cost": usd_micro(record["cost_micro_usd"]),
+        "usage": [
+            record["latency_ms"],
+            record["tokens"]["input"],
+            record["tokens"]["output"],
+            record["cost_micro_usd"],
+        ],
         "criteria": [
             [cid, bool(v["passed"]), _partial(v["score"]), v["detail"]]
             for cid, v in sorted(record["criteria"].items())
