@@ -7,7 +7,8 @@ view --base BASE`` in a fresh process (reading the records, the store and the ev
 rendering the page), three times, the median; then the page it wrote, opened from the file
 system in headless Chromium (Debian's, as the tests drive it): the time to the first
 rendered matrix (from navigation start, the data parsed on the way), to apply a filter,
-and to draw rows after a scroll to the end, three times each.
+to draw rows after a scroll to the end, to search the text the first time (which reads
+every input and output once) and again, and to make the CSV of every row, three times each.
 
 Run: python tests/benchmarks/explorer_scale.py [--items N] [--candidates N]
 """
@@ -42,6 +43,18 @@ const rows = document.getElementById("rows");
 rows.scrollTop = rows.scrollHeight;
 rows.dispatchEvent(new Event("scroll"));
 return [performance.now() - started, document.querySelectorAll("#layer .row").length];
+"""
+SEARCH = """
+const started = performance.now();
+const field = document.getElementById("f-search");
+field.value = arguments[0];
+field.dispatchEvent(new Event("input"));
+return [performance.now() - started, document.getElementById("count").textContent];
+"""
+CSV = """
+const started = performance.now();
+const text = evalregExplorer.csv();
+return [performance.now() - started, text.length];
 """
 
 
@@ -99,7 +112,7 @@ def main(argv: list[str] | None = None) -> int:
         )
         (page,) = out.glob("*.html")
         print(f"page: {page.stat().st_size / 1e6:.1f} MB")
-        loads, parses, filters, scrolls = [], [], [], []
+        loads, parses, filters, scrolls, searches, again, csvs = [], [], [], [], [], [], []
         with browser.chromium() as driver:
             for _ in range(args.repeat):
                 driver.get(page.resolve().as_uri())
@@ -113,6 +126,14 @@ def main(argv: list[str] | None = None) -> int:
                 scrolls.append(ms_scroll)
                 ms, count = driver.execute_script(FILTER, "f-slice", harness.TAGS[0])
                 filters.append(ms)
+                driver.execute_script(FILTER, "f-slice", "")
+                ms, found = driver.execute_script(SEARCH, "i-00012")
+                searches.append(ms)
+                ms, found = driver.execute_script(SEARCH, "i-000123")
+                again.append(ms)
+                driver.execute_script(SEARCH, "")
+                ms, csv_chars = driver.execute_script(CSV)
+                csvs.append(ms)
         print(f"a scroll to the end draws {drawn} rows; the slice filter shows {count}")
         print(f"each measured {args.repeat} times in one browser: the median")
         print(f"  data parsed after          {statistics.median(parses):7.0f} ms")
@@ -127,6 +148,19 @@ def main(argv: list[str] | None = None) -> int:
             )
         )
         print(f"  rows drawn after a scroll  {statistics.median(scrolls):7.1f} ms")
+        print(
+            harness.ratio_line(
+                "  a first text search", statistics.median(searches), TARGET_FILTER_MS, "ms"
+            )
+        )
+        print(
+            harness.ratio_line(
+                "  a second text search", statistics.median(again), TARGET_FILTER_MS, "ms"
+            )
+        )
+        print(f"    (the search shows {found})")
+        csv_ms = statistics.median(csvs)
+        print(f"  CSV of every row           {csv_ms:7.0f} ms ({csv_chars:,} characters)")
     return 0
 
 
