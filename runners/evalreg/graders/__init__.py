@@ -12,6 +12,7 @@ from evalreg.graders import (  # noqa: F401
     _json,
     _length,
     _match,
+    _overlap,
     _pattern,
     _python,
     _refusal,

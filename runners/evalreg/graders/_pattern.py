@@ -129,8 +129,16 @@ def _haystack_and_needles(
     return text, [as_text(n) for n in needles]
 
 
-def searched(parsed: Parsed, config: schema.ContainsGrader | schema.RegexGrader) -> str:
-    """The text a pattern grader searches: the raw output, or the answer's string form."""
+def searched(
+    parsed: Parsed,
+    config: schema.ContainsGrader
+    | schema.RegexGrader
+    | schema.LevenshteinGrader
+    | schema.RougeGrader
+    | schema.BleuGrader,
+) -> str:
+    """The text a pattern or overlap grader reads: the raw output, or the answer's string
+    form."""
     return parsed.text if config.raw else as_text(answer(parsed, config.field))
 
 

@@ -755,6 +755,68 @@ class FieldSetF1Grader(_FieldGrader):
     """Least F1 between the list and the expected list, as sets (1.0: the same set)."""
 
 
+class _ReferenceGrader(_TextGrader):
+    value: str | Annotated[list[str], Field(min_length=1)] | None = None
+    """The reference text, or several; absent: the item's expected value (or its
+    ``expected_field``), text or a list of texts."""
+
+
+class LevenshteinGrader(_ReferenceGrader):
+    """Edit distance from the reference: the fewest characters inserted, deleted or
+    substituted to turn one text into the other. With several references, the nearest
+    counts. The score is the similarity, 1 - distance / the longer text's length."""
+
+    type: Literal["levenshtein"]
+    max_distance: Annotated[int, Field(ge=0)] | None = None
+    """Most edits that pass (promptfoo's ``levenshtein`` threshold)."""
+    min_similarity: Fraction | None = None
+    """Least similarity that passes (0 to 1; 1 is equal)."""
+    ignore_case: bool = False
+    """True: both texts are compared with their case folded, as ``case`` says."""
+    case: Case = "casefold"
+    utf16: bool = False
+    """True: count edits in UTF-16 code units, as JavaScript does: a character beyond U+FFFF
+    (most emoji) is two."""
+
+    @model_validator(mode="after")
+    def _some_bound(self) -> LevenshteinGrader:
+        if self.max_distance is None and self.min_similarity is None:
+            raise ValueError("give 'max_distance' (edits), 'min_similarity' (0 to 1), or both")
+        return self
+
+
+class RougeGrader(_ReferenceGrader):
+    """ROUGE F-measure against the reference, by Google's ``rouge-score``: both texts
+    lower-cased, words are runs of the letters a-z and digits (other characters separate
+    them). With several references, the best F-measure counts."""
+
+    type: Literal["rouge"]
+    variant: Literal["rouge1", "rouge2", "rougeL"] = "rouge1"
+    """``rouge1``: words in common; ``rouge2``: pairs of adjacent words in common;
+    ``rougeL``: the longest sequence of words both have in the same order."""
+    threshold: Fraction = 0.75
+    """Least F-measure that passes."""
+    stemmer: bool = False
+    """True: compare words of more than three letters by their Porter stem (``jumps`` and
+    ``jumped`` are ``jump``), as rouge-score's ``use_stemmer``."""
+
+
+class BleuGrader(_ReferenceGrader):
+    """Sentence BLEU against the reference (several: BLEU's own multi-reference counting),
+    by ``sacrebleu``: its defaults for one sentence (exponential smoothing, effective
+    order), scaled to 0..1."""
+
+    type: Literal["bleu"]
+    threshold: Fraction = 0.5
+    """Least BLEU (0 to 1) that passes."""
+    tokenize: Literal["13a", "intl", "zh", "char", "none"] = "13a"
+    """How the texts become words: ``13a``, sacrebleu's default (punctuation split off
+    words); ``intl``, Unicode punctuation and symbols split off too; ``zh``, each Chinese
+    character a word; ``char``, each character a word; ``none``, split at spaces only."""
+    ignore_case: bool = False
+    """True: lower-case both texts first (sacrebleu's ``lowercase``)."""
+
+
 class _ToolGrader(_Grader):
     expected_field: str = "tool_calls"
     """Key in the item's ``expected`` holding the expected calls: a list of ``{name,
@@ -906,6 +968,9 @@ Grader = Annotated[
     | FieldNumericGrader
     | FieldFuzzyGrader
     | FieldSetF1Grader
+    | LevenshteinGrader
+    | RougeGrader
+    | BleuGrader
     | ToolChoiceGrader
     | ToolArgumentGrader
     | ToolCallsF1Grader

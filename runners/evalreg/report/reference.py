@@ -131,6 +131,23 @@ GRADER_SUMMARY: dict[str, tuple[str, str]] = {
         "F1 between a list field and the expected list, treated as sets, reaches `threshold`.",
         "type: field_set_f1\nfield: tags\nthreshold: 0.8",
     ),
+    "levenshtein": (
+        "The edit distance to the reference (characters inserted, deleted or substituted) "
+        "is at most `max_distance`, and the similarity (1 − distance / the longer length, "
+        "the score) at least `min_similarity`: give either or both.",
+        "type: levenshtein\nfield: order_id\nmax_distance: 1",
+    ),
+    "rouge": (
+        "ROUGE F-measure (`rouge1`, `rouge2` or `rougeL`) of the text against the "
+        "reference reaches `threshold`, by Google's rouge-score (English words: a–z and "
+        "digits).",
+        "type: rouge\nvariant: rougeL\nexpected_field: summary\nthreshold: 0.5",
+    ),
+    "bleu": (
+        "Sentence BLEU (0–1) of the text against the reference or references reaches "
+        "`threshold`, by sacrebleu.",
+        "type: bleu\nexpected_field: translations\nthreshold: 0.4",
+    ),
     "tool_choice": (
         "The model's first tool call is to the tool the item expects first "
         "(`expected.tool_calls`); expecting `[]`, it called none.",
