@@ -13,6 +13,7 @@ from evalreg.graders import GradingContext, build_grader
 from evalreg.graders.levels import applies, assign_level
 from evalreg.graders.parsing import parse_output
 from evalreg.importers import ImportProblem, import_openai_evals, import_promptfoo
+from evalreg.importers.promptfoo_asserts import BLEU_NOTE, ROUGE_NOTE
 from evalreg.registry.loader import load_registry
 from evalreg.templating import render
 
@@ -1109,3 +1110,58 @@ tests:
     assert "Reference answer: Paris is the capital of {France}\n" in rendered
     assert "Output:\nParis.\n" in rendered and "Score 0 for (D) and 1 otherwise." in rendered
     assert "Criterion: names a city\n" in render(closedqa.grader.prompt, variables)  # type: ignore[union-attr]
+
+
+def test_similarity_asserts_import_as_graders_and_say_how_their_metrics_differ(tmp_path: Path):
+    config = write_config(
+        tmp_path / "pf",
+        """\
+prompts: ["Summarise: {{text}}"]
+providers: [openai:gpt-4o-mini-2024-07-18]
+tests:
+  - vars: {text: All day long the cat sat on the mat.}
+    assert:
+      - {type: levenshtein, value: The cat sat on the mat., threshold: 3}
+      - {type: rouge-n, value: The cat sat on the mat.}
+      - {type: bleu, value: [The cat sat on the mat., A cat was on the mat.], threshold: 0.4}
+  - vars: {text: Paris is the capital and the largest city of France.}
+    assert:
+      - {type: rouge-n, value: Paris is the capital of France.}
+      - {type: not-levenshtein, value: Paris}
+""",
+    )
+    root = bare_registry(tmp_path)
+    result = import_promptfoo(config, root, name="summaries")
+    assert result.not_mapped == ("tests[1].assert[1]: not-levenshtein has no evalreg grader",)
+    assert result.notes[:2] == (ROUGE_NOTE, BLEU_NOTE)  # once each, however many asserts
+    registry = load_registry(root)
+    criteria = {
+        c.id: c.grader.model_dump(exclude_defaults=True)
+        for c in registry.rubrics["summaries"].criteria
+    }
+    assert criteria == {
+        "levenshtein": {
+            "type": "levenshtein",
+            "value": "The cat sat on the mat.",
+            "raw": True,
+            "max_distance": 3,
+            "utf16": True,
+        },
+        "rouge-n": {"type": "rouge", "expected_field": "rouge-n", "raw": True},
+        "bleu": {
+            "type": "bleu",
+            "value": ["The cat sat on the mat.", "A cat was on the mat."],
+            "raw": True,
+            "threshold": 0.4,
+            "tokenize": "none",
+            "ignore_case": True,
+        },
+    }
+    assert grade(registry, "summaries", "test-001", "The cat sat on a mat.") == (
+        "correct",
+        {"levenshtein": True, "rouge-n": True, "bleu": True},
+    )
+    assert grade(registry, "summaries", "test-002", "France's capital: Paris.") == (
+        "unacceptable",
+        {"rouge-n": False},
+    )

@@ -30,7 +30,9 @@ A promptfoo row holds the decision (``pass``) or, for an assert promptfoo refuse
 throwing, the first line of its error (``error``). The regular expression rows cross
 JavaScript patterns with outputs that tell JavaScript's semantics from Python's (the
 ``regex`` assert is ``new RegExp(value).test(output)``, no flags; an invalid pattern fails
-every output, ``not-regex`` included).
+every output, ``not-regex`` included). A ``rouge-n`` or ``bleu`` row also holds promptfoo's
+score (``score``): evalreg grades them with other implementations of the metrics, so the
+test measures how far apart they are rather than requiring agreement.
 """
 
 from __future__ import annotations
@@ -204,8 +206,9 @@ _JSON_ASSERTS: list[dict[str, Any]] = [
     {"type": "regex", "value": '"size":\\s*3\\b'},
 ]
 
+_JSON_LEVENSHTEIN: dict[str, Any] = {"type": "levenshtein", "value": "Paris", "threshold": 2}
+"""An edit distance from JSON outputs, its rows before those of ``_UNMAPPED_ASSERTS``."""
 _UNMAPPED_ASSERTS: list[dict[str, Any]] = [
-    {"type": "levenshtein", "value": "Paris", "threshold": 2},
     {"type": "javascript", "value": "output.length > 3"},
     {"type": "not-is-json"},
     {"type": "not-equals", "value": {"color": "yellow"}},
@@ -344,10 +347,114 @@ _ERROR_ASSERTS: list[dict[str, Any]] = [
 ]
 """Asserts promptfoo refuses (it throws): the importer must refuse them too."""
 
+_SENTENCES = [
+    "The cat sat on the mat.",
+    "The cat sat on the mat",
+    "the cat sat on the mat.",
+    "THE CAT SAT ON THE MAT.",
+    "The cat\nsat on the mat.",
+    "The dog sat on the mat.",
+    "The cat was sitting on the mat.",
+    "On the mat the cat sat.",
+    "The cat sat on mat.",
+    "The cat sat.",
+    "The small cat sat.",
+    "cat",
+    "Dogs run in the park.",
+    "The the the the the the.",
+    "The cat sat on the mat. The cat sat on the mat.",
+    "🙂 The cat sat on the mat.",
+    '{"answer": "The cat sat on the mat."}',
+    "Paris is the capital of France.",
+    "The capital of France is Paris.",
+    "paris is the capital of france",
+    "It's Paris, the capital of France!",
+    "Paris.",
+    "The quick brown fox jumps over the lazy dog.",
+    "The quick brown dog jumps on the log.",
+    "Refunds take 5 to 7 business days.",
+    "Refunds take 5-7 business days.",
+    "Refunds take five to seven business days.",
+    "Your refund will arrive in 5 to 7 business days.",
+    "We cannot process your refund until the item is returned.",
+    "We can't process your refund until the item's returned.",
+    "Das Paket kommt am Montag an.",
+    "Das Paket kommt Montag.",
+    "Le café est fermé le dimanche.",
+    "Le cafe est ferme le dimanche.",
+    "",
+    "   ",
+]
+"""Outputs the similarity asserts meet: the sentences of promptfoo's own BLEU tests and
+rouge-score's README, their near misses (case, punctuation, order, contractions, words
+repeated, other scripts, accents), and the empty output."""
+_REFERENCES = [
+    "The cat sat on the mat.",
+    "Paris is the capital of France.",
+    "The quick brown fox jumps over the lazy dog",
+    "Refunds take 5 to 7 business days.",
+    "We can't process your refund until the item is returned.",
+    "Das Paket kommt am Montag an.",
+    "Le café est fermé le dimanche.",
+]
+_CATS = "The cat sat on the mat."
+_SIMILARITY_ASSERTS: list[dict[str, Any]] = [
+    *({"type": "rouge-n", "value": r} for r in _REFERENCES),
+    {"type": "rouge-n", "value": _CATS, "threshold": 0.5},
+    {"type": "rouge-n", "value": "Paris is the capital of France.", "threshold": 0.9},
+    {"type": "rouge-n", "value": _REFERENCES[2], "threshold": 0.6},
+    *({"type": "bleu", "value": r} for r in _REFERENCES),
+    {
+        "type": "bleu",
+        "value": [_CATS, "There is a cat on the mat.", "A cat is sitting on the mat."],
+    },
+    {"type": "bleu", "value": ["The cat sat on mat.", "Cat mat.", "A cat is sitting on a mat."]},
+    {
+        "type": "bleu",
+        "value": ["The small cat sat.", "A cat was sitting.", "The cat is on the mat."],
+    },
+    {"type": "bleu", "value": _CATS, "threshold": 0.8},
+    {"type": "bleu", "value": "Paris is the capital of France.", "threshold": 0.3},
+]
+"""``rouge-n`` and ``bleu`` asserts (promptfoo's defaults: 0.75 and 0.5), each crossed with
+every sentence; their rows keep promptfoo's score too, as the metrics are not the same."""
+_LEVENSHTEIN_ASSERTS: list[dict[str, Any]] = [
+    {"type": "levenshtein", "value": "Paris"},
+    {"type": "levenshtein", "value": "Paris", "threshold": 0},
+    {"type": "levenshtein", "value": "Paris", "threshold": 1},
+    {"type": "levenshtein", "value": "paris", "threshold": 2.5},
+    {"type": "levenshtein", "value": "The capital is Paris.", "threshold": 3},
+    {"type": "levenshtein", "value": "", "threshold": 3},
+    {"type": "levenshtein", "value": "Straße", "threshold": 1},
+    {"type": "levenshtein", "value": "café", "threshold": 1},
+    {"type": "levenshtein", "value": "emoji 🙂 ok", "threshold": 1},
+    {"type": "levenshtein", "value": "🙂", "threshold": 1},
+    {"type": "levenshtein", "value": "line one\nline two", "threshold": 2},
+    {"type": "levenshtein", "value": _CATS, "threshold": 10},
+]
+"""Edit distances, crossed with the text outputs and the sentences: JavaScript counts a
+character beyond U+FFFF as two, and a threshold that is not whole bounds the distance."""
+_SIMILARITY_REFUSED: list[dict[str, Any]] = [
+    {"type": "levenshtein", "value": 5},
+    {"type": "rouge-n", "value": ["Paris"]},
+    {"type": "bleu", "value": []},
+    {"type": "bleu", "value": 5},
+    {"type": "levenshtein", "value": "Paris", "threshold": -1},
+    {"type": "rouge-n", "value": "Paris", "threshold": 1.5},
+    {"type": "bleu", "value": "Paris", "threshold": -0.5},
+    {"type": "not-levenshtein", "value": "Paris"},
+    {"type": "not-rouge-n", "value": "Paris"},
+    {"type": "not-bleu", "value": "Paris"},
+]
+"""Similarity asserts promptfoo refuses (a value of the wrong type) or that decide nothing
+(a threshold no score reaches, or every score does), and the negated forms: the importer
+maps none of them."""
+
 _RUNNER = """
 import { assertions } from 'promptfoo';
 import { readFileSync } from 'node:fs';
 const cases = JSON.parse(readFileSync(process.argv[2], 'utf8'));
+const scored = new Set(['rouge-n', 'bleu']);
 const out = [];
 for (const c of cases) {
   try {
@@ -355,7 +462,7 @@ for (const c of cases) {
       prompt: 'prompt', assertion: c.assert, test: {vars: {}, assert: [c.assert]},
       providerResponse: {output: c.output},
     });
-    out.push({pass: r.pass});
+    out.push(scored.has(c.assert.type) ? {pass: r.pass, score: r.score} : {pass: r.pass});
   } catch (e) {
     out.push({error: String(e.message).split('\\n')[0]});
   }
@@ -364,18 +471,25 @@ process.stdout.write(JSON.stringify(out));
 """
 """Runs each case's assert on its output (read from a JSON file, so every output reaches
 promptfoo exactly as written: no argument quoting, no provider trimming it). An assert
-promptfoo refuses throws; the first line of its message is kept."""
+promptfoo refuses throws; the first line of its message is kept. ``rouge-n`` and ``bleu``
+rows keep promptfoo's score beside its decision."""
 
 
 def promptfoo_cases() -> list[dict[str, Any]]:
-    """Every (assert, output) pair: the text, JSON, regular expression and refused sets."""
+    """Every (assert, output) pair: the text, JSON, regular expression and refused sets, then
+    the similarity sets (edit distance, ROUGE, BLEU)."""
     cases = [{"assert": a, "output": o} for a in _TEXT_ASSERTS for o in _TEXT_OUTPUTS]
     cases += [{"assert": a, "output": o} for a in _JSON_ASSERTS for o in _JSON_OUTPUTS]
-    cases += [{"assert": a, "output": o} for a in _UNMAPPED_ASSERTS for o in _JSON_OUTPUTS[:5]]
+    unmapped = [_JSON_LEVENSHTEIN, *_UNMAPPED_ASSERTS]
+    cases += [{"assert": a, "output": o} for a in unmapped for o in _JSON_OUTPUTS[:5]]
     for kind, patterns in (("regex", _REGEX_PATTERNS), ("not-regex", _NOT_REGEX_PATTERNS)):
         asserts = [{"type": kind, "value": p} for p in patterns]
         cases += [{"assert": a, "output": o} for a in asserts for o in _REGEX_OUTPUTS]
     cases += [{"assert": a, "output": o} for a in _ERROR_ASSERTS for o in _REGEX_OUTPUTS[:3]]
+    texts = _TEXT_OUTPUTS + _SENTENCES
+    cases += [{"assert": a, "output": o} for a in _LEVENSHTEIN_ASSERTS for o in texts]
+    cases += [{"assert": a, "output": o} for a in _SIMILARITY_ASSERTS for o in _SENTENCES]
+    cases += [{"assert": a, "output": o} for a in _SIMILARITY_REFUSED for o in _SENTENCES[:3]]
     return cases
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -66,12 +67,29 @@ SLICE_PREFIX = "assert-"
 _KEYS = frozenset({"type", "value", "threshold", "weight", "metric", "provider"})
 _NEEDS_CODE = frozenset({"javascript", "python", "ruby", "webhook"})
 _WHY = {
-    "levenshtein": "it compares the whole output by edit distance; evalreg's fuzzy grader "
-    "(field_fuzzy) compares one field of a JSON answer",
     "similar": "it needs an embedding model; evalreg has no embedding-similarity grader",
     "cost": "gate the selection on cost_per_item_usd instead",
     "latency": "gate the selection on latency_p95_ms instead",
 }
+
+ROUGE_NOTE = (
+    "rouge-n is graded by Google's rouge-score (ROUGE-1, whose words are runs of the letters "
+    "a-z and digits), not promptfoo's js-rouge (which counts punctuation and every letter): "
+    "measured on 360 rouge-n asserts and outputs (evalreg's fidelity corpus), the decisions "
+    "differ in 5, the scores by up to 0.29; review each rouge-n threshold"
+)
+"""The review note of an imported ``rouge-n`` assert; the test of the corpus checks its
+figures."""
+BLEU_NOTE = (
+    "bleu is graded by sacrebleu's sentence BLEU, lower-cased and split at spaces as "
+    "promptfoo's is; but promptfoo gives an n-gram order with no match a precision of 1e-7 "
+    "where sacrebleu counts half a match (a quarter at the next such order), and counts the "
+    "matches of the one reference matching most where sacrebleu counts each n-gram in any "
+    "reference: measured on 432 bleu asserts and outputs (evalreg's fidelity corpus), the "
+    "decisions differ in 4, the scores by up to 0.57; review each bleu threshold"
+)
+"""The review note of an imported ``bleu`` assert; the test of the corpus checks its
+figures."""
 
 JudgeFor = Callable[[Any], str]
 """The judge pin for an assert's ``provider`` (None: the test's grader); raises NotMapped."""
@@ -101,6 +119,9 @@ class Check:
     """For a judged check: the judge prompt, ``{rubric}`` where the value goes."""
     describe: str | None = None
     """For a judged check: its description, ``{v}`` the value (None: the value itself)."""
+    note: str | None = None
+    """What the review list says when the check is imported: how evalreg's metric differs
+    from promptfoo's."""
 
 
 @dataclass
@@ -167,6 +188,8 @@ def build_criteria(checks: Sequence[Sequence[Check]], log: ImportLog) -> Criteri
     out = Criteria([], [{} for _ in checks], [[] for _ in checks], parser)
     ids = IdPool()
     for group in groups:
+        if group.check.note is not None:
+            log.note(group.check.note)
         if group.check.slot in ("value", "rubric") and len(_distinct(group.values)) > 1:
             _per_item(group, ids.claim(group.check.stem), out, count)
         else:
@@ -455,16 +478,92 @@ def _judged(kind: str, negated: bool, value: Any, raw: dict[str, Any], judge: Ju
         "judge": judge(raw.get("provider")),
         "prompt_version": version,
     }
-    threshold = raw.get("threshold")
-    if threshold is not None:
-        if isinstance(threshold, bool) or not isinstance(threshold, (int, float)):
-            raise NotMapped(f"threshold {threshold!r} is not a number")
+    if raw.get("threshold") is not None:
+        threshold = _threshold(raw["threshold"])
         if not 0 <= threshold <= 1:
-            raise NotMapped(f"threshold {threshold!r}: a judge's pass threshold is in 0..1")
-        grader["pass_threshold"] = float(threshold)
+            raise NotMapped(f"threshold {threshold:g}: a judge's pass threshold is in 0..1")
+        grader["pass_threshold"] = threshold
     return Check(
         kind, base, grader, "rubric", rubric, _shown(rubric), "", prompt=prompt, describe=describe
     )
+
+
+def _levenshtein(
+    kind: str, negated: bool, value: Any, raw: dict[str, Any], judge: JudgeFor
+) -> Check:
+    if negated:
+        raise NotMapped(f"{kind} has no evalreg grader")
+    reference = _reference(value, kind)
+    threshold = _threshold(raw.get("threshold"), 5)
+    if threshold < 0:
+        raise NotMapped(
+            f"threshold {threshold:g}: no edit distance is below 0, so promptfoo fails every output"
+        )
+    # promptfoo counts edits in JavaScript's UTF-16 code units
+    most = math.floor(threshold)
+    grader = {"type": "levenshtein"} | _RAW | {"utf16": True, "max_distance": most}
+    return Check(kind, kind, grader, "value", reference, _shown(reference), "")
+
+
+def _rouge(kind: str, negated: bool, value: Any, raw: dict[str, Any], judge: JudgeFor) -> Check:
+    if negated:
+        raise NotMapped(f"{kind} has no evalreg grader")
+    reference = _reference(value, kind)
+    grader = {"type": "rouge"} | _RAW | {"variant": "rouge1"}
+    grader["threshold"] = _score_threshold(raw, 0.75, kind)
+    return Check(kind, kind, grader, "value", reference, _shown(reference), "", note=ROUGE_NOTE)
+
+
+def _bleu(kind: str, negated: bool, value: Any, raw: dict[str, Any], judge: JudgeFor) -> Check:
+    if negated:
+        raise NotMapped(f"{kind} has no evalreg grader")
+    several = isinstance(value, list) and value and all(isinstance(v, str) for v in value)
+    if not several and not isinstance(value, str):
+        refused = "an empty list" if value == [] else _refused(value)
+        raise NotMapped(f"{kind} needs a text or a list of texts: promptfoo refuses {refused}")
+    # promptfoo lower-cases both texts and splits them at whitespace, as these options do
+    grader = {"type": "bleu"} | _RAW | {"tokenize": "none", "ignore_case": True}
+    grader["threshold"] = _score_threshold(raw, 0.5, kind)
+    return Check(kind, kind, grader, "value", value, _shown(value), "", note=BLEU_NOTE)
+
+
+def _reference(value: Any, kind: str) -> str:
+    """The text a similarity assert compares with: promptfoo takes any string, even empty."""
+    if not isinstance(value, str):
+        raise NotMapped(f"{kind} needs a text value: promptfoo refuses {_refused(value)}")
+    return value
+
+
+def _threshold(threshold: Any, default: float | None = None) -> float:
+    """An assert's ``threshold`` as a number; absent (None), promptfoo's ``default``.
+
+    Raises:
+        NotMapped: it is not a finite number.
+    """
+    if threshold is None and default is not None:
+        return default
+    if (
+        isinstance(threshold, bool)
+        or not isinstance(threshold, (int, float))
+        or not math.isfinite(threshold)
+    ):
+        raise NotMapped(f"threshold {threshold!r} is not a number")
+    return float(threshold)
+
+
+def _score_threshold(raw: dict[str, Any], default: float, kind: str) -> float:
+    """The threshold of an assert whose score is in 0..1 (absent: promptfoo's ``default``).
+
+    Raises:
+        NotMapped: it is not a number, or it is outside 0..1, where it decides nothing.
+    """
+    threshold = _threshold(raw.get("threshold"), default)
+    if not 0 <= threshold <= 1:
+        every = "fails" if threshold > 1 else "passes"
+        raise NotMapped(
+            f"threshold {threshold:g}: a {kind} score is in 0..1, so promptfoo {every} every output"
+        )
+    return threshold
 
 
 def _schema(value: Any) -> dict[str, Any] | None:
@@ -504,6 +603,9 @@ _MAKERS: dict[str, Maker] = {
     "factuality": _judged,
     "model-graded-factuality": _judged,
     "model-graded-closedqa": _judged,
+    "levenshtein": _levenshtein,
+    "rouge-n": _rouge,
+    "bleu": _bleu,
 }
 _DESCRIBE = {
     "equals": "The output is exactly {v}",
@@ -522,5 +624,8 @@ _DESCRIBE = {
     "not-starts-with": "The output does not start with {v}",
     "is-json": "The output is valid JSON{v}",
     "contains-json": "The output contains valid JSON{v}",
+    "levenshtein": "The output is within the allowed edit distance of {v}",
+    "rouge-n": "The output shares enough words with {v} (ROUGE-1)",
+    "bleu": "The output shares enough runs of words with {v} (BLEU)",
 }
 """Criterion descriptions by check stem; ``{v}`` is the quoted value or where it is kept."""
