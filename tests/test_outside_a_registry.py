@@ -20,6 +20,7 @@ READS_A_REGISTRY: dict[tuple[str, ...], list[tuple[str, ...]]] = {
     ("reproduce",): [("HEAD",), ("--range", "HEAD..HEAD")],
     ("report",): [()],
     ("view",): [(), ("--rev", "HEAD")],
+    ("export",): [("labels",), ("labels", "--rev", "HEAD")],
     ("schema",): [()],
     ("resolve",): [()],
     ("select",): [("labels", "rules", "--reason", "why")],

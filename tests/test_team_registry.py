@@ -62,6 +62,10 @@ def commands(commits: dict[str, str]) -> dict[tuple[str, ...], list[tuple[list[s
         ],
         ("report",): [(["report"], {0})],
         ("view",): [(["view"], {0}), (["view", "triage-us", "--base", start], {0})],
+        ("export",): [
+            (["export", "chat-support"], {0}),
+            (["export", "triage-us", "--format", "jsonl", "--rev", results], {0}),
+        ],
         ("schema",): [(["schema"], {0})],
         ("resolve",): [(["resolve", "--no-push"], {1})],  # mini-warm needs a live run
         ("select",): [(["select", "triage-us", "haiku", "--reason", "Cheaper at par."], {0})],

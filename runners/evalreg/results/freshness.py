@@ -12,6 +12,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from evalreg.cells import Cell, cells, fingerprint, fingerprint_parts, use_case_cells
+from evalreg.errors import UsageError
 from evalreg.registry.loader import Registry
 from evalreg.registry.tree import Tree
 from evalreg.results.records import read_summary
@@ -64,6 +65,13 @@ def status(
             reasons.append(f"{errors} provider errors to retry")
         out.append(CellStatus(cell, "stale" if reasons else "fresh", reasons, fp, parts))
     return out
+
+
+def require_use_case(registry: Registry, selection_id: str) -> None:
+    """Refuse (``UsageError``) a use case ``registry`` does not hold, naming those it does."""
+    if selection_id not in registry.selections:
+        known = ", ".join(sorted(registry.selections)) or "none"
+        raise UsageError(f"unknown use case {selection_id!r} (use cases: {known})")
 
 
 def use_case_status(

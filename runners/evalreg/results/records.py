@@ -9,9 +9,11 @@ one place, ``results.tally``.
 
 from __future__ import annotations
 
+import io
 import json
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
+from pathlib import Path
 from typing import Any, Final, NotRequired, TypedDict, cast
 
 import orjson
@@ -362,6 +364,29 @@ def read_records(tree: Tree, cell: Cell) -> list[ItemRecord]:
     if not (tree.is_file(path) or tree.is_file(path + ".dvc")):
         return []
     return read_items(tree.read_data(path))
+
+
+RecordsSource = Path | bytes
+"""Where a cell's records are read from: a file on this machine, or the file's bytes."""
+
+
+def records_source(tree: Tree, cell: Cell) -> RecordsSource | None:
+    """Where ``cell``'s per-item records are in ``tree``, for a reader that takes a few at a
+    time (``stream_records``): the file holding them on this machine, else their bytes
+    (a git blob, or a copy DVC fetches now); None when it has no items file."""
+    path = cell.items_path
+    if not (tree.is_file(path) or tree.is_file(path + ".dvc")):
+        return None
+    return tree.data_path(path) or tree.read_data(path)
+
+
+def stream_records(source: RecordsSource) -> Iterator[ItemRecord]:
+    """The records of an items file, in file order, read a line at a time from a file (a
+    hundred thousand of them are never held at once)."""
+    with io.BytesIO(source) if isinstance(source, bytes) else source.open("rb") as f:
+        for line in f:
+            if line.strip():
+                yield cast(ItemRecord, load_json(line))
 
 
 def read_summary(tree: Tree, cell: Cell) -> CellSummary | None:

@@ -17,14 +17,13 @@ from pathlib import Path
 from typing import Any
 
 from evalreg.cells import Cell, cells
-from evalreg.errors import UsageError
 from evalreg.graders.levels import applies
 from evalreg.metrics import pass_levels
 from evalreg.providers.tools import call_text
 from evalreg.registry import schema
 from evalreg.registry.loader import Registry, load_registry
 from evalreg.registry.tree import GitTree, Tree, WorkspaceTree
-from evalreg.results.freshness import status, use_case_status
+from evalreg.results.freshness import require_use_case, status, use_case_status
 from evalreg.results.item_evidence import CellEvidence, Evidence, SampleEvidence
 from evalreg.results.records import LEVELS, ItemRecord, read_records
 from evalreg.store.segments import ResponseStore
@@ -131,9 +130,7 @@ def samples_at(
     registry = load_registry(tree)
     wanted = list(use_cases) or sorted(registry.selections)
     for sid in wanted:
-        if sid not in registry.selections:
-            known = ", ".join(sorted(registry.selections)) or "none"
-            raise UsageError(f"unknown use case {sid!r} (use cases: {known})")
+        require_use_case(registry, sid)
     base_tree = GitTree(root, base) if base else None
     base_registry = load_registry(base_tree) if base_tree is not None else None
     store = ResponseStore.load(tree)

@@ -21,6 +21,7 @@ __all__ = [
     "fits",
     "html_inline",
     "inline",
+    "json_line",
     "json_text",
     "link",
     "prose",
@@ -111,7 +112,18 @@ def json_text(data: Any) -> str:
     back is the same and there is nothing for a terminal to act on.
     """
     text = json.dumps(data, sort_keys=True, indent=2, ensure_ascii=False)
-    return _JSON_UNSAFE.sub(lambda found: f"\\u{ord(found.group()):04x}", text)
+    return _JSON_UNSAFE.sub(_unicode_escape, text)
+
+
+def json_line(data: Any) -> str:
+    """``data`` as one line of compact JSON, its keys in their order, escaped as
+    ``json_text`` escapes it: a JSON Lines record."""
+    text = json.dumps(data, separators=(",", ":"), ensure_ascii=False)
+    return _JSON_UNSAFE.sub(_unicode_escape, text)
+
+
+def _unicode_escape(found: re.Match[str]) -> str:
+    return f"\\u{ord(found.group()):04x}"
 
 
 def inline(text: str, *, limit: int = 200) -> str:
