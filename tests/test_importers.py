@@ -1165,3 +1165,48 @@ tests:
         "unacceptable",
         {"rouge-n": False},
     )
+
+
+def test_similar_asserts_import_as_cosine_on_a_pinned_embedding_model(tmp_path: Path):
+    config = write_config(
+        tmp_path / "pf",
+        """\
+prompts: ["{{ q }}"]
+providers: [openai:gpt-4o-mini-2024-07-18]
+tests:
+  - vars: {q: refund}
+    assert:
+      - {type: similar, value: Refunds take five days., threshold: 0.8}
+  - vars: {q: password}
+    assert:
+      - {type: similar, value: [Reset it from the sign-in page., Use the reset link.]}
+  - vars: {q: shipping}
+    options:
+      provider: {embedding: openai:embedding:text-embedding-3-small}
+    assert:
+      - {type: "similar:cosine", value: We ship to Norway.}
+      - {type: "similar:dot", value: We ship to Norway.}
+      - {type: not-similar, value: We ship to Norway.}
+""",
+    )
+    root = bare_registry(tmp_path)
+    result = import_promptfoo(config, root, name="support")
+    registry = load_registry(root)
+    graders = [c.grader for c in registry.rubrics["support"].criteria]
+    similar = [g for g in graders if g.type == "similar"]
+    assert {(g.embedder, g.threshold) for g in similar} == {
+        ("support-text-embedding-3-large", 0.8),
+        ("support-text-embedding-3-large", 0.75),
+        ("support-text-embedding-3-small", 0.75),
+    }
+    large = registry.pins["support-text-embedding-3-large"]
+    assert (large.provider, large.model, large.api_key_env) == (
+        "openai",
+        "text-embedding-3-large",
+        "OPENAI_API_KEY",
+    )
+    assert result.not_mapped == (
+        "tests[2].assert[1]: similar:dot: evalreg's similar grader compares by cosine "
+        "similarity, not by dot",
+        "tests[2].assert[2]: not-similar has no evalreg grader",
+    )

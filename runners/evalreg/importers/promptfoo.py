@@ -300,7 +300,11 @@ def _checks(
     """Each test's asserts as checks; what does not map is logged."""
 
     def judge_for(test: _Test) -> JudgeFor:
-        def resolve(spec: Any) -> str:
+        def resolve(spec: Any, embedding: bool = False) -> str:
+            if embedding:  # promptfoo's options.provider.embedding, or its default
+                grading = test.grader.get("embedding") if isinstance(test.grader, dict) else None
+                chosen = spec if spec is not None else grading or DEFAULT_EMBEDDER
+                return pins.add(chosen, "embedding provider", embedding=True)[0]
             chosen = spec if spec is not None else test.grader
             if chosen is not None:
                 return pins.add(chosen, "grading provider")[0]
@@ -438,10 +442,11 @@ class _Pins:
         self._ids = IdPool()
         self._by_content: dict[str, str] = {}
 
-    def add(self, raw: Any, where: str) -> tuple[str, str]:
-        """(pin id, short label) for a provider; raises NotMapped when it has no pin."""
+    def add(self, raw: Any, where: str, *, embedding: bool = False) -> tuple[str, str]:
+        """(pin id, short label) for a provider (``embedding``: an embedding model's);
+        raises NotMapped when it has no pin."""
         pid, label, config = _provider_parts(raw, where, self.log)
-        provider, model = _split_provider_id(pid)
+        provider, model = _split_embedding_id(pid) if embedding else _split_provider_id(pid)
         doc: dict[str, Any] = {
             "schema_version": schema.SCHEMA_VERSION,
             "description": f"Imported from promptfoo {where}: {pid}.",
@@ -515,6 +520,22 @@ def _provider_parts(raw: Any, where: str, log: ImportLog) -> tuple[str, str | No
     if not isinstance(config, dict):
         raise NotMapped("its config is not a mapping")
     return raw["id"], label if isinstance(label, str) else None, config
+
+
+DEFAULT_EMBEDDER = "openai:embedding:text-embedding-3-large"
+"""The embedding model promptfoo's ``similar`` asks when none is named."""
+
+
+def _split_embedding_id(pid: str) -> tuple[str, str]:
+    """("openai", model) from ``openai:embedding:model`` (or ``openai:embeddings:model``)."""
+    vendor, _, rest = pid.partition(":")
+    api, _, model = rest.partition(":")
+    if vendor != "openai" or api not in ("embedding", "embeddings") or not model:
+        raise NotMapped(
+            f"{pid}: evalreg's similar grader asks an OpenAI-compatible /embeddings endpoint "
+            "(openai:embedding:<model>)"
+        )
+    return vendor, model
 
 
 def _split_provider_id(pid: str) -> tuple[str, str]:

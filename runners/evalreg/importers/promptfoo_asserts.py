@@ -67,7 +67,6 @@ SLICE_PREFIX = "assert-"
 _KEYS = frozenset({"type", "value", "threshold", "weight", "metric", "provider"})
 _NEEDS_CODE = frozenset({"javascript", "python", "ruby", "webhook"})
 _WHY = {
-    "similar": "it needs an embedding model; evalreg has no embedding-similarity grader",
     "cost": "gate the selection on cost_per_item_usd instead",
     "latency": "gate the selection on latency_p95_ms instead",
 }
@@ -91,7 +90,9 @@ BLEU_NOTE = (
 """The review note of an imported ``bleu`` assert; the test of the corpus checks its
 figures."""
 
-JudgeFor = Callable[[Any], str]
+JudgeFor = Callable[..., str]
+"""The pin that grades: ``judge(provider spec)`` a judge's, ``judge(spec, embedding=True)``
+an embedding model's (a spec of None: the test's or the default)."""
 """The judge pin for an assert's ``provider`` (None: the test's grader); raises NotMapped."""
 
 
@@ -505,6 +506,33 @@ def _levenshtein(
     return Check(kind, kind, grader, "value", reference, _shown(reference), "")
 
 
+def _similar(kind: str, negated: bool, value: Any, raw: dict[str, Any], judge: JudgeFor) -> Check:
+    if negated:
+        raise NotMapped(f"{kind} has no evalreg grader")
+    metric = kind.partition(":")[2] or "cosine"
+    if metric != "cosine":
+        raise NotMapped(
+            f"{kind}: evalreg's similar grader compares by cosine similarity, not by {metric}"
+        )
+    several = isinstance(value, list) and value and all(isinstance(v, str) for v in value)
+    if not several and not isinstance(value, str):
+        raise NotMapped(f"{kind} needs a text value or a list of them")
+    threshold = _threshold(raw.get("threshold"), 0.75)
+    if not -1 <= threshold <= 1:
+        every = "fails" if threshold > 1 else "passes"
+        raise NotMapped(
+            f"threshold {threshold:g}: a cosine similarity is in -1..1, so promptfoo {every} "
+            "every output"
+        )
+    grader: dict[str, Any] = {
+        "type": "similar",
+        "embedder": judge(raw.get("provider"), embedding=True),
+    }
+    if threshold != 0.75:
+        grader["threshold"] = threshold
+    return Check(kind, "similar", grader, "value", value, _shown(value), "")
+
+
 def _rouge(kind: str, negated: bool, value: Any, raw: dict[str, Any], judge: JudgeFor) -> Check:
     if negated:
         raise NotMapped(f"{kind} has no evalreg grader")
@@ -604,6 +632,10 @@ _MAKERS: dict[str, Maker] = {
     "model-graded-factuality": _judged,
     "model-graded-closedqa": _judged,
     "levenshtein": _levenshtein,
+    "similar": _similar,
+    "similar:cosine": _similar,
+    "similar:dot": _similar,
+    "similar:euclidean": _similar,
     "rouge-n": _rouge,
     "bleu": _bleu,
 }
@@ -625,6 +657,7 @@ _DESCRIBE = {
     "is-json": "The output is valid JSON{v}",
     "contains-json": "The output contains valid JSON{v}",
     "levenshtein": "The output is within the allowed edit distance of {v}",
+    "similar": "The output means nearly what {v} means (cosine similarity of embeddings)",
     "rouge-n": "The output shares enough words with {v} (ROUGE-1)",
     "bleu": "The output shares enough runs of words with {v} (BLEU)",
 }
