@@ -745,7 +745,8 @@ class FieldFuzzyGrader(_FieldGrader):
     type: Literal["field_fuzzy"]
     field: str
     threshold: Fraction = 0.8
-    """Least similarity (difflib's ratio, 0 to 1) between the field and the expected text."""
+    """Least similarity (rapidfuzz's normalised Indel similarity, 0 to 1) between the field and
+    the expected text."""
 
 
 class FieldSetF1Grader(_FieldGrader):
