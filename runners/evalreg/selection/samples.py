@@ -23,6 +23,8 @@ from evalreg.providers.tools import call_text
 from evalreg.registry import schema
 from evalreg.registry.loader import Registry, load_registry
 from evalreg.registry.tree import GitTree, Tree, WorkspaceTree
+from evalreg.results.export import NUMBERS as EXPORT_NUMBERS
+from evalreg.results.export import columns as export_columns
 from evalreg.results.freshness import require_use_case, status, use_case_status
 from evalreg.results.item_evidence import CellEvidence, Evidence, SampleEvidence
 from evalreg.results.records import LEVELS, ItemRecord, read_records
@@ -106,6 +108,11 @@ def use_case_samples(
             for c in rubric.criteria
         ],
         "candidates": candidates,
+        # The columns `evalreg export` writes, which the page's CSV download writes too.
+        "export": {
+            "columns": list(export_columns([c.id for c in rubric.criteria])),
+            "numbers": sorted(EXPORT_NUMBERS),
+        },
         "prompts": [{"system": s, "template": t} for s, t in prompts],
         "items": shown,
         "requests": requests,
@@ -205,7 +212,7 @@ def _sample(sample: SampleEvidence, cell: Cell, item: schema.Item) -> dict[str, 
         "tokens": [count(record["tokens"][k]) for k in ("input", "output", "reasoning")],
         "cost": usd_micro(record["cost_micro_usd"]),
         "usage": [
-            record["latency_ms"],
+            None if record.get("batch") else record["latency_ms"],
             record["tokens"]["input"],
             record["tokens"]["output"],
             record["cost_micro_usd"],
