@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -181,10 +182,10 @@ def similarity_verdict(text: str, threshold: float) -> JudgeVerdict:
     if not refs:
         raise JudgeFailed("unreadable embeddings: no reference vector")
     best = max(cosine(output, ref) for ref in refs)
-    sign = "≥" if best >= threshold else "<"
-    return JudgeVerdict(
-        best >= threshold, max(0.0, best), f"cosine {best:.3f} {sign} {threshold:g}"
-    )
+    # promptfoo's comparison, to its last bit: a similarity within an epsilon below passes
+    passed = best >= threshold - sys.float_info.epsilon
+    sign = "≥" if passed else "<"
+    return JudgeVerdict(passed, max(0.0, best), f"cosine {best:.3f} {sign} {threshold:g}")
 
 
 def _judged(call: Mapping[str, Any]) -> dict[str, Any]:
