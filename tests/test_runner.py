@@ -219,7 +219,7 @@ def test_reproduce_lists_every_difference(live: Repo, cli):
     rev = live.commit("tampered")
     result = cli(live, "reproduce", rev)
     assert result.code == 1
-    assert "labels/mini: 1 differences" in result.out
+    assert "labels/mini: 1 difference\n" in result.out
     assert "summary totals.levels.correct: recorded 3, reproduced 4" in result.out
     assert "labels/rules: identical" in result.out
 

@@ -406,7 +406,7 @@ def print_reproduction(rep: Reproduction) -> None:
             seen = f" (same evidence as at {cell.same_as[:12]})" if cell.same_as else ""
             out.print(f"{cell.cell}: identical{seen}")
         else:
-            out.print(f"[red]{cell.cell}: {len(cell.differences)} differences[/red]")
+            out.print(f"[red]{cell.cell}: {plural(len(cell.differences), 'difference')}[/red]")
             for d in cell.differences:
                 out.print(Text(plain("  " + d)))
     for purge in rep.purges:
