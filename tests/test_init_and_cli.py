@@ -239,6 +239,14 @@ def test_init_from_an_editable_install_warns_that_ci_cannot_install_it_yet(tmp_p
     assert "until that version is published" in result.err
 
 
+def test_the_editable_install_warning_names_what_ci_installs_with_the_remotes_extra(
+    tmp_path: Path, cli
+):
+    result = cli(None, "init", str(tmp_path / "r"), "--remote", "s3://bucket/evalreg")
+    assert result.code in (0, 1), result.err  # 1: the bucket cannot be reached from here
+    assert "so CI installs 'evalreg[s3]==" in result.err
+
+
 def _installed(tmp_path: Path, direct_url: dict[str, object]):
     from importlib import metadata
 

@@ -94,7 +94,9 @@ def init_registry(
     failed = dvcrepo.push(root, [EXAMPLE_EVALSET])
     if failed is None:  # staged like the pointer DVC staged: the in-repository remote's object
         dvcrepo.stage_objects(root, [EXAMPLE_EVALSET])
-    return Scaffolded(root, where, spec, failed, build.warnings + install.warnings)
+    # The build's warnings quote what CI installs: the spec with its remote's extra.
+    named = tuple(w.replace(repr(build.spec), repr(spec)) for w in build.warnings)
+    return Scaffolded(root, where, spec, failed, named + install.warnings)
 
 
 def _settings_privacy(path: Path) -> None:
