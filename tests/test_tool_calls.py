@@ -397,6 +397,9 @@ def test_a_judge_sees_the_tool_calls_and_show_prints_them(tooled: Repo, cli, ser
     shown = cli(tooled, "show", "w-paris", "--candidate", "mini")
     assert shown.code == 0, shown.err
     assert 'tool calls:\n  get_weather({"city": "paris", "days": 4})' in shown.out
+    # A conversation's assistant turn that only called a tool shows the call it made.
+    bergen = cli(tooled, "show", "w-bergen", "--candidate", "mini")
+    assert '[assistant] calls get_weather({"city": "Oslo"})\n' in bergen.out
     # The judge's reason is found again, under the request the calls made.
     assert "fits" in shown.out
     # The explorer's page holds the same lines for its sample.

@@ -24,6 +24,7 @@ from evalreg.graders.human import parse_grades
 from evalreg.graders.levels import applies
 from evalreg.graders.llm_judge import JudgeFailed, Judges
 from evalreg.prompting import as_text, effective_prompt, render_messages
+from evalreg.providers.tools import call_text
 from evalreg.redaction import REDACTED
 from evalreg.registry import schema
 from evalreg.registry.loader import Registry
@@ -197,11 +198,19 @@ class UseCase:
     def _request(self, variant: schema.PromptVariant, item: schema.Item) -> list[Message] | str:
         try:
             return [
-                {"role": m["role"], "content": as_text(m["content"])}
+                {"role": m["role"], "content": _turn_text(m)}
                 for m in render_messages(self.task, variant, item, cell=self.task_id)
             ]
         except PromptError as exc:
             return str(exc)
+
+
+def _turn_text(message: dict[str, Any]) -> str:
+    """A turn's text as a reader sees it: its content, then the tool calls it made, one a
+    line (an assistant turn that only calls tools has no content of its own)."""
+    content = as_text(message["content"])
+    calls = [f"calls {call_text(call)}" for call in message.get("tool_calls") or ()]
+    return "\n".join(part for part in (content, *calls) if part)
 
 
 class CellEvidence:
