@@ -155,6 +155,21 @@ def test_the_report_says_what_the_monthly_volume_would_cost_at_batch_prices(
     assert "a month instead of" in line and "at the pin's batch prices" in line
     # The python baseline has no batch prices: nothing is said for it.
     assert not any(x.startswith("- `rules`: $") for x in text.splitlines())
+    # Bought through the batch API instead (a changed pin asks again), the same figures:
+    # not discounted twice.
+    pin = live.read("registry/models/mini.yaml")
+    live.write("registry/models/mini.yaml", pin.replace("temperature: 0", "temperature: 0.1"))
+    assert cli(live, "run", "--batch", *POLL, "--candidate", "mini").code == 0
+    assert _summary(live, "labels/mini")["totals"]["batched"] == 4
+    live.commit("results bought through the batch API")
+    assert cli(live, "report").code == 0
+    text = (live.root / "reports/labels.md").read_text()
+    (again,) = [x for x in text.splitlines() if x.startswith("- `mini`: $")]
+    batched_at_batch, batched_at_live = [
+        float(w.strip("$,")) for w in again.split() if w.startswith("$")
+    ]
+    assert batched_at_batch == pytest.approx(at_batch, rel=0.01)
+    assert batched_at_live == pytest.approx(at_live, rel=0.01)
 
 
 def test_max_cost_admits_batched_requests_at_the_batch_price(

@@ -545,12 +545,17 @@ def _batch_pricing(ev: SelectionEvidence) -> str:
         batch = tokens["input"] * batch_in + tokens["output"] * batch_out
         if not live:
             continue
-        # Per-call fees stay as they are; the tokens' part scales by batch over live rates.
+        # Per-call fees stay as they are; the tokens' part scales by batch over the rates the
+        # recorded responses were bought at: live ones, batch ones for those bought through a
+        # batch API (so a batched run's cost is not discounted twice).
+        batched = totals.get("batched", 0) / totals["graded"] if totals.get("graded") else 0.0
+        bought = (1 - batched) * live + batched * batch
         monthly = m["monthly_cost_usd"].value
         fees = min(monthly, price.per_call * volume)
-        at_batch = fees + (monthly - fees) * batch / live
+        at_batch = fees + (monthly - fees) * batch / bought
+        at_live = fees + (monthly - fees) * live / bought
         lines.append(
-            f"- {code(cid)}: {usd(at_batch)} a month instead of {usd(monthly)} "
+            f"- {code(cid)}: {usd(at_batch)} a month instead of {usd(at_live)} "
             f"({plural(volume, 'request')} at the pin's batch prices)"
         )
     if not lines:
