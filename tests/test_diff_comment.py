@@ -687,6 +687,7 @@ def test_unreproduced_numbers_are_the_prs_claims_never_identical(branch: Repo, c
     assert "could not be reproduced here (responses missing)" in text
     assert "identical results" not in text
     reproduced = _diff_json(cli, branch, "--reproduction", "reproduced")
+    assert reproduced["reproduction"] == {"status": "reproduced", "reason": ""}
     text = diff_markdown(reproduced)
     assert "Not reproduced" not in text and "identical results" in text
     assert _diff_json(cli, branch)["reproduction"] == {

@@ -400,7 +400,9 @@ def diff(
             data = _diff(root, base, head, scans)
         finally:
             scans.cancel()
-    data["reproduction"] = {"status": status_, "reason": redact(reason.strip() or NOT_STATED)}
+    # Only "not attempted" without a reason means nobody said: a bare status speaks for itself.
+    said = reason.strip() or (NOT_STATED if status_ == "not_attempted" else "")
+    data["reproduction"] = {"status": status_, "reason": redact(said)}
     data["check"] = checked
     data["remote_objects"] = checked.get("remote") if checked else None
     data["dvc_remote"] = remote_config_change(base.registry.tree, head.registry.tree)
