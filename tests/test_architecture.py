@@ -39,6 +39,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "evalreg.dvclock",
             "evalreg.dvcrepo",
             "evalreg.stats",
+            "evalreg.sequential",
             "evalreg.families",
             "evalreg.text",
         ),
