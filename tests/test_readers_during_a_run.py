@@ -94,10 +94,13 @@ def outside_dvc_tmp(repo: Repo) -> dict[str, tuple[str, int]]:
 
 def test_status_and_report_during_a_run(live: Repo, server):
     with run_held_mid_fetch(live, server) as run:
-        before = outside_dvc_tmp(live)
+        # The run's own segment is left out: the run may still be flushing the responses
+        # it was answered before the hold into it.
+        own = {p for p in runs.untracked_data(live) if p.startswith(STORE_DIR)}
+        before = {k: v for k, v in outside_dvc_tmp(live).items() if k not in own}
         status = runs.evalreg(live, "status", "--json")
         report = runs.evalreg(live, "report")
-        assert outside_dvc_tmp(live) == before
+        assert {k: v for k, v in outside_dvc_tmp(live).items() if k not in own} == before
         assert runs.journal_phase(live) == "fetch"
 
     assert status.returncode == 0, status.stderr
