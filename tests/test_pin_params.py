@@ -55,6 +55,20 @@ def test_check_refuses_a_misspelt_or_mistyped_param_at_its_place(repo, cli, bloc
     assert "Traceback" not in err
 
 
+def test_every_bad_param_is_reported_at_its_place_not_only_the_first(repo, cli):
+    set_params(repo, "params:\n  temprature: 0\n  max_tokens: 0\n  top_p: 1.1\n")
+    assert_refused(
+        repo,
+        cli,
+        "check",
+        expect=(
+            f"{PIN}:7:15: params.temprature: 'temprature' is not a parameter",
+            f"{PIN}:8:15: params.max_tokens: max_tokens must be a positive integer, not 0 (int)\n",
+            f"{PIN}:9:10: params.top_p: top_p must be a number from 0 to 1, not 1.1 (float)\n",
+        ),
+    )
+
+
 def test_an_unknown_param_without_a_close_match_points_at_extra_params(repo, cli):
     set_params(repo, "params:\n  top_k: 5\n")
     assert_refused(

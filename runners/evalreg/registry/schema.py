@@ -20,10 +20,11 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    ValidationError,
     field_validator,
     model_validator,
 )
-from pydantic_core import PydanticCustomError
+from pydantic_core import InitErrorDetails, PydanticCustomError
 
 from evalreg.registry.params import KNOWN, param_problem, renamed_twice
 from evalreg.text.utf16 import code_units
@@ -583,10 +584,17 @@ class Pin(VersionedFile):
                     "under 'params', not 'extra_params'"
                 )
             return
-        for name, value in self.params.items():
-            problem = param_problem(self.provider, name, value)
-            if problem is not None:
-                raise PydanticCustomError("param", problem, {"at": ("params", name)})
+        problems = [
+            InitErrorDetails(
+                type=PydanticCustomError("param", problem, {"at": ("params", name)}),
+                loc=(),
+                input=self.params,  # not the value: the message names it with its type
+            )
+            for name, value in self.params.items()
+            if (problem := param_problem(self.provider, name, value)) is not None
+        ]
+        if problems:  # every one, each at its parameter, not only the first
+            raise ValidationError.from_exception_data(type(self).__name__, problems)
         twice = renamed_twice(self.provider, self.params)
         if twice is not None:
             raise PydanticCustomError(
