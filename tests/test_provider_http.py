@@ -114,6 +114,18 @@ def test_run_sends_the_rendered_body_and_reads_the_output_path(on_service: Repo,
     assert [json.loads(row)["level"] for row in items.splitlines()] == ["correct"] * 4
 
 
+def test_show_prints_the_body_the_service_was_sent(on_service: Repo, cli, service):
+    assert cli(on_service, "run", "--candidate", "mini").code == 0
+    shown = cli(on_service, "show", "m-001", "--candidate", "mini")
+    assert shown.code == 0, shown.err
+    assert "body sent to the service:" in shown.out
+    assert '"question": "Message: message 1"' in shown.out and '"top_k": 3' in shown.out
+    [view] = json.loads(cli(on_service, "show", "m-001", "--candidate", "mini", "--json").out)
+    (candidate,) = view["candidates"]
+    (sent,) = [r.body for r in service.received if r.body["question"].endswith("message 1")]
+    assert candidate["body"] == sent  # the exact body, as stored
+
+
 def test_a_replay_sends_nothing_and_a_new_version_buys_again(on_service: Repo, cli, service):
     assert cli(on_service, "run", "--candidate", "mini").code == 0
     assert cli(on_service, "run", "--candidate", "mini").code == 0

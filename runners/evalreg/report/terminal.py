@@ -815,7 +815,8 @@ def _candidate_heading(cand: CandidateView) -> Text:
 
 
 def _print_request(cand: CandidateView, seen: dict[str, str]) -> None:
-    """The messages the candidate's prompt renders; once per distinct request."""
+    """The messages the candidate's prompt renders, once per distinct request; then, for an
+    ``http`` pin, the body its service was sent."""
     out = console()
     if cand.messages is None:
         out.print(Text(plain(f"request: {cand.prompt_error}"), style="red"), soft_wrap=False)
@@ -826,10 +827,13 @@ def _print_request(cand: CandidateView, seen: dict[str, str]) -> None:
             Text(plain(f"request: the same messages as {seen[turns]}"), style="dim"),
             soft_wrap=False,
         )
-        return
-    seen[turns] = cand.id
-    out.print(Text("request:", style="bold"), soft_wrap=False)
-    _indented(Text(plain(turns)))
+    else:
+        seen[turns] = cand.id
+        out.print(Text("request:", style="bold"), soft_wrap=False)
+        _indented(Text(plain(turns)))
+    if cand.body is not None:
+        out.print(Text("body sent to the service:", style="bold"), soft_wrap=False)
+        _indented(Text(plain(json.dumps(cand.body, indent=2, ensure_ascii=False))))
 
 
 def _print_sample(sample: SampleView, several: bool) -> None:

@@ -95,6 +95,9 @@ class CandidateView:
     """What the candidate's prompt renders for the item: system first, then the turns."""
     prompt_error: str | None
     samples: list[SampleView]
+    body: Any = None
+    """An ``http`` pin's request body as its service was sent it (its templates rendered
+    from ``messages``): the first stored sample's; None for every other pin."""
 
 
 @dataclass(frozen=True)
@@ -239,6 +242,9 @@ def _candidate_view(st: CellStatus, evidence: ItemEvidence, declared: str) -> Ca
         messages=request if isinstance(request, list) else None,
         prompt_error=request if isinstance(request, str) else None,
         samples=[_sample_view(cell, s) for s in mine.samples],
+        body=next((s.request for s in mine.samples if s.request is not None), None)
+        if cell.pin.provider == "http"
+        else None,
     )
 
 
