@@ -242,6 +242,8 @@ def test_check_renders_every_items_body(on_service: Repo, cli, service):
         (("output_path: answer.text", "output_path: answer[?"), "is not a JMESPath expression"),
         (("{{ messages }}", "{{ messages "), "body.history: is not a valid template"),
         (("provider: http", "provider: http\nmodel: faq"), "an 'http' pin takes no 'model'"),
+        (("{top_k: 3, rerank: true}", "{1: 3}"), "is not JSON: the key 1 is not text"),
+        (("{top_k: 3, rerank: true}", "{top_k: .nan}"), "12:20: '.nan' is not a finite number"),
     ],
 )
 def test_a_bad_http_pin_is_refused_where_it_is_wrong(

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import ipaddress
+import math
 import re
 from collections.abc import Callable, Mapping
 from datetime import date
@@ -247,10 +248,18 @@ def _check_body(value: Any, at: tuple[str | int, ...]) -> None:
             ) from None
     elif isinstance(value, dict):
         for key, inner in value.items():
+            if not isinstance(key, str):
+                raise PydanticCustomError(
+                    "http",
+                    "is not JSON: the key {key} is not text (quote it)",
+                    {"key": repr(key), "at": (*at, key)},
+                )
             _check_body(inner, (*at, key))
     elif isinstance(value, list):
         for index, inner in enumerate(value):
             _check_body(inner, (*at, index))
+    elif isinstance(value, float) and not math.isfinite(value):
+        raise PydanticCustomError("http", "is not JSON: {value}", {"value": value, "at": at})
     elif not (value is None or isinstance(value, (bool, int, float))):
         raise PydanticCustomError(
             "http", "is not JSON: a {kind}", {"kind": type(value).__name__, "at": at}
