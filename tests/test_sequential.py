@@ -270,3 +270,28 @@ def test_many_orders_at_once_match_one_at_a_time() -> None:
         alone = sequential.threshold_sides(orders[k], 64, 0.45, 0.05)
         assert (together.above[k] == alone.above).all()
         assert (together.below[k] == alone.below).all()
+
+
+def test_the_purchase_order_is_a_pure_function_of_the_eval_sets_content():
+    from evalreg.sequential import purchase_order
+
+    ids = [f"q-{i:03d}" for i in range(200)]
+    order = purchase_order("36f724ac8703" * 2, ids)
+    assert sorted(order) == ids  # a permutation
+    assert order != ids  # not the file's order
+    assert purchase_order("36f724ac8703" * 2, list(reversed(ids))) == order  # input order aside
+    assert purchase_order("36f724ac8703" * 2, ids) == order  # the same on every call
+    assert purchase_order("0" * 24, ids) != order  # another eval set, another order
+    assert purchase_order("36f724ac8703" * 2, ids, seed=1) != order
+
+
+def test_the_purchase_order_puts_each_item_anywhere_alike():
+    """Over many eval set versions, the first of 4 items lands in each place about a
+    quarter of the time (a chi-square check at a generous level)."""
+    from evalreg.sequential import purchase_order
+
+    counts = [0, 0, 0, 0]
+    for version in range(4000):
+        counts[purchase_order(f"{version:032x}", ["a", "b", "c", "d"]).index("a")] += 1
+    chi2 = sum((c - 1000) ** 2 / 1000 for c in counts)
+    assert chi2 < 16.27  # the 0.999 quantile of chi-square with 3 degrees of freedom

@@ -384,3 +384,21 @@ def _comparison_verdict(
         above, below = bool(sides.above[0, -1]), bool(sides.below[0, -1])
         outcome = "first" if above else "second" if below else None
     return Verdict(comparison.name, outcome, ci[-1], alpha)
+
+
+def purchase_order(evalset_md5: str, item_ids: Sequence[str], seed: int = 0) -> list[str]:
+    """The order a sequential run buys an eval set's items in: a pseudo-random permutation
+    that is a pure function of the eval set's content hash (and ``seed``), whatever order
+    ``item_ids`` come in. Every candidate and every use case on the same eval set gets the
+    same order, so comparisons stay paired and a shared cell is bought once; another version
+    of the eval set gets another order. Each item's place is the SHA-256 of the hash, the
+    seed and its id, so the order is uniform over permutations as far as SHA-256 is a random
+    function (ties, which need a collision, fall back to the ids)."""
+    import hashlib
+
+    prefix = f"{evalset_md5}\0{seed}\0".encode()
+
+    def place(item_id: str) -> tuple[bytes, str]:
+        return hashlib.sha256(prefix + item_id.encode("utf-8", "surrogatepass")).digest(), item_id
+
+    return sorted(item_ids, key=place)
