@@ -12,12 +12,11 @@ from __future__ import annotations
 
 import csv
 import io
-import os
-import secrets
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 from evalreg.results.export import NUMBERS, OutputsTable
+from evalreg.store.journal import write_durably
 from evalreg.text.escape import json_line, strip_controls
 
 FORMATS = ("csv", "jsonl")
@@ -75,16 +74,6 @@ def chunks(table: OutputsTable, kind: str) -> Iterator[str]:
 
 
 def write_file(path: Path, text: Iterable[str]) -> None:
-    """Write ``text`` to ``path`` in UTF-8, whole or not at all: into a file beside it,
-    renamed over it once the last chunk is written (an error on the way removes it)."""
-    tmp = path.with_name(f"{path.name}.{secrets.token_hex(4)}.tmp")
-    try:
-        with tmp.open("x", encoding="utf-8", newline="") as f:
-            for chunk in text:
-                f.write(chunk)
-            f.flush()
-            os.fsync(f.fileno())
-        tmp.replace(path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
+    """Write ``text`` to ``path`` in UTF-8, whole or not at all, a chunk at a time
+    (``store.journal.write_durably``)."""
+    write_durably(path, (chunk.encode("utf-8") for chunk in text))

@@ -37,7 +37,7 @@ import json
 import os
 import secrets
 import shutil
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -62,12 +62,14 @@ def _fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
-def write_durably(path: Path, data: bytes) -> None:
-    """Replace ``path`` with ``data`` atomically: the old bytes or the new, never half."""
+def write_durably(path: Path, data: bytes | Iterable[bytes]) -> None:
+    """Replace ``path`` with ``data`` (bytes, or chunks of them written as they come)
+    atomically: the old bytes or the new, never half."""
     tmp = path.with_name(f"{path.name}.{secrets.token_hex(4)}{TMP_SUFFIX}")
     try:
         with tmp.open("wb") as f:
-            f.write(data)
+            for chunk in (data,) if isinstance(data, bytes) else data:
+                f.write(chunk)
             f.flush()
             os.fsync(f.fileno())
         tmp.replace(path)
