@@ -517,13 +517,7 @@ def _filtered(value: nodes.Expr, name: str) -> nodes.Filter:
 def _sole_variable(source: str) -> str | None:
     """The name of the context field that is all ``source`` is (``{{ text }}``: a
     template made of one variable, with no filter, test or text around it), or None."""
-    try:
-        body = _parse(source).body
-    except TemplateProblem:
-        return None
-    if len(body) != 1 or not isinstance(body[0], nodes.Output) or len(body[0].nodes) != 1:
-        return None
-    node = body[0].nodes[0]
+    node = _sole_expression(source)
     # Globals and the names Jinja binds itself (``self`` is the template) are not fields.
     if not isinstance(node, nodes.Name) or node.name in environment().globals:
         return None

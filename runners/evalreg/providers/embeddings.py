@@ -14,17 +14,17 @@ from collections.abc import Sequence
 from typing import Any, ClassVar
 
 from evalreg.canonical import canonical_bytes
-from evalreg.providers.base import Completion, ProviderError, api_key, key_scope
+from evalreg.providers.base import Completion, ProviderError, key_scope
 from evalreg.providers.fetch import Job, Request
-from evalreg.providers.openai import DEFAULT_BASE_URL
+from evalreg.providers.openai import DEFAULT_BASE_URL, OpenAIProvider
 from evalreg.registry.schema import Pin
 
 
-class EmbeddingsProvider:
-    """Not a pin's provider: how an ``openai`` pin is asked for embeddings."""
+class EmbeddingsProvider(OpenAIProvider):
+    """Not a pin's provider: how an ``openai`` pin is asked for embeddings (its key and
+    base URL as for chat completions)."""
 
     name: ClassVar[str] = "openai_embeddings"
-    http: ClassVar[bool] = True
 
     def body(
         self, pin: Pin, texts: Any, item_input: Any = None, tools: Any = None
@@ -33,10 +33,6 @@ class EmbeddingsProvider:
 
     def endpoint(self, pin: Pin) -> str:
         return (pin.base_url or DEFAULT_BASE_URL).rstrip("/") + "/embeddings"
-
-    def headers(self, pin: Pin) -> dict[str, str]:
-        key = api_key(pin)
-        return {"authorization": f"Bearer {key}"} if key else {}
 
     def parse(self, data: Any) -> Completion:
         try:
