@@ -22,6 +22,7 @@ from evalreg.registry.loader import load_registry
 from conftest import LIVE_KEY, Repo, assert_refused
 from support.cloud_servers import BedrockServer, GeminiServer
 from support.llm_server import LLMServer
+from support.runs import stored_records as stored
 
 PIN = "registry/models/mini.yaml"
 EVALSET = "evalsets/messages.jsonl"
@@ -61,13 +62,6 @@ def items(extra: dict[str, list[dict[str, str]]] | None = None) -> str:
             }
         )
     return "".join(json.dumps(r, sort_keys=True) + "\n" for r in rows)
-
-
-def stored(repo: Repo) -> list[dict]:
-    records = []
-    for segment in sorted((repo.root / "reports/store").glob("*.jsonl")):
-        records += [json.loads(line) for line in segment.read_text().splitlines()]
-    return records
 
 
 @pytest.fixture

@@ -22,6 +22,7 @@ from support.clouds import EntraTokens
 from support.llm_server import LLMServer
 from support.provider_calls import completion, pin_of, send
 from support.runs import everything_written
+from support.runs import stored_records as stored
 
 AZURE_KEY = "az-canary-3f9Kq2Lm8Np5Rs1Tv7Wx"
 PIN = "registry/models/mini.yaml"
@@ -59,13 +60,6 @@ def azure_live(live: Repo, server: LLMServer, pin: str) -> Repo:
     live.commit("the mini pin on Azure OpenAI")
     server.deployments = {"mini-prod": "gpt-4o-mini-2024-07-18"}
     return live
-
-
-def stored(repo: Repo) -> list[dict]:
-    lines = []
-    for segment in sorted((repo.root / "reports/store").glob("*.jsonl")):
-        lines += [json.loads(line) for line in segment.read_text().splitlines()]
-    return lines
 
 
 @pytest.fixture

@@ -20,6 +20,7 @@ from evalreg.registry.schema import Pin
 from conftest import Repo
 from support.cloud_servers import BedrockServer, Request
 from support.clouds import BEDROCK_MODEL, aws_environment, bedrock_pin
+from support.runs import stored_records as stored
 
 ACCESS_KEY = "AKIALOOPBACK7EXAMPLE"
 SECRET_KEY = "wJalrXUtnFEMI-loopback-secret-9Qx2"
@@ -57,13 +58,6 @@ def on_bedrock(live: Repo, bedrock: BedrockServer, aws_env: Path) -> Repo:
     live.write(PIN, bedrock_pin(bedrock.root_url))
     live.commit("mini on bedrock")
     return live
-
-
-def stored(repo: Repo) -> list[dict]:
-    records = []
-    for segment in sorted((repo.root / "reports/store").glob("*.jsonl")):
-        records += [json.loads(line) for line in segment.read_text().splitlines()]
-    return records
 
 
 def files_holding(root: Path, *secrets: str) -> list[str]:

@@ -19,6 +19,7 @@ from evalreg.registry.schema import Pin
 from conftest import Repo
 from support.cloud_servers import GeminiServer, Request
 from support.clouds import VERTEX, authorized_user_adc, gemini_pin, service_account_adc
+from support.runs import stored_records as stored
 
 API_KEY = "AIzaSy-loopback-gemini-key-3Hq7Vd"
 PIN = "registry/models/mini.yaml"
@@ -56,13 +57,6 @@ def on_vertex(live: Repo, gemini: GeminiServer, adc: str) -> Repo:
     live.write(PIN, gemini_pin(gemini.root_url, VERTEX))
     live.commit("mini on vertex")
     return live
-
-
-def stored(repo: Repo) -> list[dict]:
-    records = []
-    for segment in sorted((repo.root / "reports/store").glob("*.jsonl")):
-        records += [json.loads(line) for line in segment.read_text().splitlines()]
-    return records
 
 
 def files_holding(root: Path, *secrets: str) -> list[str]:

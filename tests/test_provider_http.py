@@ -17,6 +17,8 @@ from evalreg.registry.loader import load_registry
 
 from conftest import Repo, assert_refused
 from support import runs
+from support.leaks import leaks
+from support.runs import stored_records as stored
 from support.team_service import Answer, Received, TeamService, answer_json
 
 KEY = "svc-loopback-key-7d1f0c2b9e"
@@ -69,15 +71,11 @@ def on_service(live: Repo, service: TeamService, monkeypatch) -> Repo:
     return live
 
 
-def stored(repo: Repo) -> list[dict]:
-    records = []
-    for segment in sorted((repo.root / "reports/store").glob("*.jsonl")):
-        records += [json.loads(line) for line in segment.read_text().splitlines()]
-    return records
-
-
 def files_holding(root: Path, secret: str) -> list[str]:
-    return [str(p) for p in root.rglob("*") if p.is_file() and secret.encode() in p.read_bytes()]
+    """The files under ``root`` holding ``secret`` in any form a key leaks in (raw,
+    JSON-escaped, percent-encoded, base64)."""
+    written = ((str(p), p.read_bytes()) for p in root.rglob("*") if p.is_file())
+    return sorted({where for where, _, _ in leaks(written, [secret])})
 
 
 def test_run_sends_the_rendered_body_and_reads_the_output_path(on_service: Repo, cli, service):

@@ -356,6 +356,14 @@ def stored_keys(repo: Repo) -> set[str]:
     return set(ResponseStore.open(repo.root).keys())
 
 
+def stored_records(repo: Repo) -> list[dict]:
+    """Every record of the store's segments on disk, segment after segment, as written."""
+    records = []
+    for segment in sorted((repo.root / STORE_DIR).glob("*.jsonl")):
+        records += [json.loads(line) for line in segment.read_text().splitlines()]
+    return records
+
+
 def raw_in_git(repo: Repo) -> list[str]:
     """Store segments or items files committed as raw data rather than as DVC pointers."""
     return [
