@@ -7,6 +7,7 @@ import json
 import os
 import signal
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -313,4 +314,29 @@ def test_a_run_signalled_mid_purchase_resumes_without_buying_anything_twice(
     for request in kept.values():
         body = json.dumps(request, sort_keys=True, separators=(",", ":")).encode()
         assert sent.count(body) == 1  # stored before the signal: never bought again
+    assert len({r["key"] for r in stored(on_service)}) == 4
+
+
+def test_two_runs_started_together_ask_the_service_once_per_item(on_service: Repo, cli, service):
+    release = threading.Event()
+
+    def held(received: Received) -> Answer:
+        release.wait(30)  # the first run holds its lock until the other has been refused
+        return label(received)
+
+    service.answer = held
+    procs = [runs.start(on_service, "run", "--candidate", "mini", "--no-push") for _ in range(2)]
+    try:
+        deadline = time.monotonic() + 60
+        while all(p.poll() is None for p in procs) and time.monotonic() < deadline:
+            time.sleep(0.01)  # waiting for an observed event: one process ended
+    finally:
+        release.set()
+    outcomes = [(p.wait(timeout=120), p.communicate()[1]) for p in procs]
+    assert sorted(code for code, _ in outcomes) == [0, 2], outcomes  # the second refused
+    refused = next(err for code, err in outcomes if code == 2)
+    assert "another evalreg process is writing" in refused and "Traceback" not in refused
+    assert cli(on_service, "run", "--candidate", "mini", "--no-push").code == 0
+    sent = [r.raw for r in service.received]
+    assert len(sent) == len(set(sent)) == 4  # nothing asked twice, nothing lost
     assert len({r["key"] for r in stored(on_service)}) == 4
