@@ -52,7 +52,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("graders", ("evalreg.graders",)),
     ("cells", ("evalreg.cells",)),
     ("results", ("evalreg.results",)),
-    ("metrics", ("evalreg.metrics",)),
+    ("metrics", ("evalreg.metrics", "evalreg.selection.stopping")),
     (
         "runner",
         (

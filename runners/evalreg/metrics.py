@@ -48,6 +48,7 @@ __all__ = [
     "compare",
     "covered",
     "family_sentence",
+    "item_scores",
     "pass_levels",
     "passing",
     "verdicts",
@@ -300,6 +301,38 @@ def _slice_metrics(
         if coverage is not None:
             out[f"{COVERAGE}{cid}"] = coverage
     return out
+
+
+ITEM_RATES = frozenset(
+    {"pass_rate", "correct_rate", "acceptable_rate", "unacceptable_rate", "error_rate"}
+)
+"""The rates that are a mean of per-item scores over every item (criteria's rates are over
+the items each applies to): what ``item_scores`` gives beside ``criterion:<id>``."""
+
+
+def item_scores(outcomes: Outcomes, metric: str, pass_level: str) -> dict[str, float] | None:
+    """Per item with a counted sample, its score on the rate ``metric``: the share of its
+    samples that count for it (pass, have the level, err, or pass criterion ``<id>``), so
+    that the rate is the mean of these scores. None for a metric that is no such rate
+    (latency, cost, consistency, coverage)."""
+    cell = _Cell(outcomes)
+    counts: ItemCounts
+    if metric == "error_rate":
+        counts = cell.errors
+    elif metric.startswith("criterion:"):
+        counts = cell.criterion_counts(metric.removeprefix("criterion:"))
+    elif metric in ITEM_RATES:
+        levels = {
+            "pass_rate": pass_levels(pass_level),
+            "correct_rate": _CORRECT,
+            "acceptable_rate": _ACCEPTABLE,
+            "unacceptable_rate": _UNACCEPTABLE,
+        }[metric]
+        counts = cell.level_counts(levels)
+    else:
+        return None
+    ids = outcomes.ids
+    return {ids[i]: float(counts.k[i] / counts.n[i]) for i in np.flatnonzero(counts.has)}
 
 
 def cell_metrics(

@@ -276,6 +276,8 @@ class Gate:
     scores: Sequence[float]
     threshold: float
     op: Literal[">=", "<="] = ">="
+    population: int | None = None
+    """The items the rate is over, when not every item of the eval set (a slice)."""
 
 
 @dataclass(frozen=True)
@@ -285,6 +287,8 @@ class Comparison:
     name: str
     first: Sequence[float]
     second: Sequence[float]
+    population: int | None = None
+    """The items compared, when not every item of the eval set."""
 
 
 @dataclass(frozen=True)
@@ -340,8 +344,10 @@ def decide(
     if k == 0:
         return Decision((), alpha)
     each = alpha / k
-    verdicts = [_gate_verdict(gate, population, each, grid) for gate in gates]
-    verdicts += [_comparison_verdict(c, population, each, grid) for c in comparisons]
+    verdicts = [_gate_verdict(g, g.population or population, each, grid) for g in gates]
+    verdicts += [
+        _comparison_verdict(c, c.population or population, each, grid) for c in comparisons
+    ]
     return Decision(tuple(verdicts), each)
 
 

@@ -34,6 +34,7 @@ def add_run_options(p: argparse.ArgumentParser) -> list[argparse.Action]:
     """Add ``evalreg run``'s options to ``p`` and return them, in order: the command that
     resumes an interrupted run is read off them (``resume_command``)."""
     pending = p.add_mutually_exclusive_group()
+    how_many = p.add_mutually_exclusive_group()
     return [
         p.add_argument(
             "--offline",
@@ -121,11 +122,30 @@ def add_run_options(p: argparse.ArgumentParser) -> list[argparse.Action]:
             metavar="S",
             help="seconds before the first poll of a batch (doubling up to 5 minutes; default 15)",
         ),
+        how_many.add_argument(
+            "--until-decided",
+            action="store_true",
+            help="buy each use case's items in rounds, in one seeded order, and stop once its "
+            "decision is settled (at most a 5%% chance, or its policy's `sequential.alpha`, "
+            "that a full run would decide otherwise)",
+        ),
+        how_many.add_argument(
+            "--all-items",
+            action="store_true",
+            help="buy every item, also for use cases whose policy says to stop once decided, "
+            "and complete the cells a sequential run stopped early",
+        ),
     ]
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from evalreg.report.terminal import RunProgress, plain, print_run
+    from evalreg.report.terminal import (
+        RunProgress,
+        plain,
+        print_round,
+        print_run,
+        print_sequential,
+    )
     from evalreg.runner.command import run_command
     from evalreg.runner.planning import RunOptions
     from evalreg.runner.run import RunInterrupted
@@ -148,6 +168,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         batch=args.batch,
         wait=not args.no_wait,
         batch_poll_s=args.batch_poll,
+        until_decided=args.until_decided,
+        all_items=args.all_items,
     )
     if args.no_wait and not args.batch:
         raise UsageError("--no-wait goes with --batch: a live run has nothing to wait for")
@@ -156,7 +178,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     else:
         with writing(root) as lock:
             try:
-                verdict = run_command(root, options, lock=lock, display=RunProgress)
+                verdict = run_command(
+                    root, options, lock=lock, display=RunProgress, on_round=print_round
+                )
             except RunInterrupted as exc:
                 note(
                     f"interrupted: {plural(exc.stored, 'response')} bought by this run "
@@ -164,7 +188,10 @@ def cmd_run(args: argparse.Namespace) -> int:
                     f"`{resume_command(args)}`: it buys only what is missing"
                 )
                 raise
-    print_run(verdict.result, dry_run=options.dry_run)
+    if verdict.sequential is None or verdict.result.plans:
+        print_run(verdict.result, dry_run=options.dry_run)
+    if verdict.sequential is not None:
+        print_sequential(verdict.sequential)
     for refusal in verdict.refusals:
         sys.stderr.write(plain(f"evalreg: error: {refusal}") + "\n")
     if verdict.refusals and not (options.strict or options.allow_pending):

@@ -1244,6 +1244,17 @@ class NonInferiority(Model):
     prefer: Term
 
 
+class Sequential(Model):
+    """Buy items in rounds until the decision is settled (``evalreg run --until-decided``)."""
+
+    alpha: Annotated[float, Field(gt=0.0, le=0.2)] = 0.05
+    """The chance, at most, that the decision differs from a full run's."""
+    min_items: Annotated[int, Field(ge=1)] = 100
+    """Items bought before the first look."""
+    round: Annotated[int, Field(ge=1)] = 100
+    """Items added between two looks (the runner takes at least its concurrency)."""
+
+
 class Policy(Model):
     pass_level: Literal["correct", "acceptable"] = "correct"
     """The level an item must reach to count as passed in ``pass_rate``."""
@@ -1253,6 +1264,9 @@ class Policy(Model):
     objective: Objective
     """How the candidates that pass every gate are ranked."""
     non_inferiority: NonInferiority | None = None
+    sequential: Sequential | None = None
+    """Buy items in rounds and stop once the decision is settled: ``run`` behaves as
+    ``run --until-decided`` for this use case. Part of the criteria fixed beforehand."""
 
 
 class Candidate(Model):

@@ -50,6 +50,7 @@ if TYPE_CHECKING:
     from evalreg.runner.planning import CellPlan
     from evalreg.runner.reproduce import RangeReproduction, Reproduction
     from evalreg.runner.run import RunResult
+    from evalreg.runner.until_decided import SequentialRun
     from evalreg.scaffold import Scaffolded
     from evalreg.selection.edit import Selected
     from evalreg.store.batches import Batch
@@ -154,7 +155,7 @@ def print_status(statuses: list[CellStatus], batches: Sequence[Batch] = ()) -> N
     task, cell_headers, cell_rows = _cell_columns([st.cell.id for st in statuses])
     table = _table("Cells" + (f" of {plain(task)}" if task else ""))
     rows: list[list[str | Text]] = [
-        [*cell, Text(st.state, style=colors[st.state]), plain("; ".join(st.reasons))]
+        [*cell, Text(st.shown, style=colors[st.state]), plain("; ".join(st.reasons))]
         for cell, st in zip(cell_rows, statuses, strict=True)
     ]
     notes = _fill(table, [*cell_headers, "state", "why"], rows)
@@ -981,6 +982,53 @@ def _fill(
             last = f"note {noted.setdefault(last, len(noted) + 1)}"
         table.add_row(*(Text(v) if isinstance(v, str) else v for v in [*row[:-1], last]))
     return noted
+
+
+def print_round(number: int, items: dict[str, int]) -> None:
+    """On stderr, after each round of a sequential run: the items each cell has now."""
+    bought = ", ".join(f"{cell} {n:,}" for cell, n in sorted(items.items()))
+    sys.stderr.write(plain(f"round {number}: items bought: {bought}") + "\n")
+
+
+def print_sequential(done: SequentialRun) -> None:
+    """What a sequential run did: its last round's table, each use case's state, and for
+    each cell it stopped early, where and what it did not buy."""
+    out = console()
+    if done.final is not None:
+        print_run(done.final)
+    stop = done.stop
+    if stop is None:
+        return
+    for case in done.cases:
+        state = stop.states.get(case.selection_id)
+        if state is None:
+            continue
+        reached = stop.reached[case.selection_id]
+        if state.blocked is not None:
+            line = f"use case {case.selection_id}: not decided: {state.blocked}"
+        else:
+            verdict = (
+                f"recommends {state.recommended}"
+                if state.recommended is not None
+                else "no candidate passes every gate"
+            )
+            line = (
+                f"use case {case.selection_id}: decided on {reached:,} of {case.size:,} items: "
+                f"{verdict} (alpha {number(case.params.alpha)})"
+            )
+        out.print(Text(plain(line)))
+    written = {o.plan.status.cell.id: o for o in (done.final.outcomes if done.final else [])}
+    for cell, record in sorted(done.stops.items()):
+        left = record["of"] - record["items"]
+        line = f"{cell}: decided after {record['items']:,} of {record['of']:,} items"
+        outcome = written.get(cell)
+        if outcome is not None and outcome.written and record["items"]:
+            per_item = outcome.cost_micro_usd / record["items"]
+            saved = usd_micro(round(per_item * left))
+            line += f"; {plural(left, 'item')} not bought (about {saved} at this run's cost)"
+        out.print(Text(plain(line)))
+    if done.stops:
+        out.print(Text(plain(f"Method: {next(iter(done.stops.values()))['method']}.")))
 
 
 def _print_notes(notes: dict[str, int]) -> None:

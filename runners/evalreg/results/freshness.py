@@ -15,7 +15,7 @@ from evalreg.cells import Cell, cells, fingerprint, fingerprint_parts, use_case_
 from evalreg.errors import UsageError
 from evalreg.registry.loader import Registry
 from evalreg.registry.tree import Tree
-from evalreg.results.records import read_summary
+from evalreg.results.records import CellSummary, read_summary
 from evalreg.store.purge_log import read_log
 
 
@@ -27,15 +27,29 @@ class CellStatus:
     reasons: list[str] = field(default_factory=list)
     fingerprint: str = ""
     parts: dict[str, Any] = field(default_factory=dict)
+    decided: tuple[int, int] | None = None
+    """(N, M) for a fresh cell whose results hold the first N of its M items: a sequential
+    run stopped there, its use cases decided (``run --until-decided``)."""
+
+    @property
+    def shown(self) -> str:
+        """The state as ``status`` shows it: ``decided (N of M)`` for a decided cell."""
+        if self.decided is not None and self.state == "fresh":
+            return f"decided ({self.decided[0]} of {self.decided[1]})"
+        return self.state
 
     def as_dict(self) -> dict[str, Any]:
         """What ``evalreg status --json`` prints of the cell."""
-        return {
+        decided = self.decided is not None and self.state == "fresh"
+        out: dict[str, Any] = {
             "cell": self.cell.id,
-            "state": self.state,
+            "state": "decided" if decided else self.state,
             "reasons": self.reasons,
             "fingerprint": self.fingerprint,
         }
+        if self.decided is not None:
+            out["items"], out["of"] = self.decided
+        return out
 
 
 def status(
@@ -63,8 +77,20 @@ def status(
         errors = int(summary.get("totals", {}).get("errors", 0))
         if errors:
             reasons.append(f"{errors} provider errors to retry")
-        out.append(CellStatus(cell, "stale" if reasons else "fresh", reasons, fp, parts))
+        state = "stale" if reasons else "fresh"
+        out.append(CellStatus(cell, state, reasons, fp, parts, _decided(summary)))
     return out
+
+
+def _decided(summary: CellSummary) -> tuple[int, int] | None:
+    """(N, M) when the summary records a sequential run's stop before the last item."""
+    stop = summary.get("sequential")
+    if not isinstance(stop, dict):
+        return None
+    items, of = stop.get("items"), stop.get("of")
+    if isinstance(items, int) and isinstance(of, int) and 0 <= items < of:
+        return items, of
+    return None
 
 
 def require_use_case(registry: Registry, selection_id: str) -> None:

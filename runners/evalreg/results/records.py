@@ -164,6 +164,30 @@ class CellSummary(TypedDict):
     """By tag, in tag order; the totals are the ``all`` slice."""
     samples: NotRequired[SampleColumns]
     """Absent from schema 1."""
+    sequential: NotRequired[SequentialStop]
+    """Present when a sequential run stopped before every item (``run --until-decided``):
+    the records hold the first ``items`` of the eval set in its purchase order."""
+
+
+class UseCaseStop(TypedDict):
+    """A use case reading a cell a sequential run stopped early: its parameters, and the
+    items its last round reached."""
+
+    alpha: float
+    min_items: int
+    round: int
+    reached: int
+
+
+class SequentialStop(TypedDict):
+    """Where a sequential run stopped buying a cell's items."""
+
+    items: int
+    of: int
+    method: str
+    order: str
+    """How the purchase order is made (``sequential.purchase_order``)."""
+    use_cases: dict[str, UseCaseStop]
 
 
 SUMMARY_SCHEMA = 2
@@ -424,6 +448,7 @@ _SUMMARY_FIELDS = {
     "totals": dict,
     "slices": dict,
     "samples": dict,
+    "sequential": dict,
 }
 """The type of each field a summary may hold, for the readers that rely on it."""
 

@@ -20,7 +20,13 @@ from typing import BinaryIO
 from evalreg.cells import Cell
 from evalreg.evalsets.evalset import EvalSet
 from evalreg.results.freshness import CellStatus
-from evalreg.results.records import CellSummary, ItemRecord, item_line, summary_bytes
+from evalreg.results.records import (
+    CellSummary,
+    ItemRecord,
+    SequentialStop,
+    item_line,
+    summary_bytes,
+)
 from evalreg.results.tally import CellTally
 from evalreg.store.journal import Staged
 
@@ -76,9 +82,12 @@ class CellWriter:
             self.file.write(self.pending)
             self.pending.clear()
 
-    def finish(self, status: CellStatus, evalset: EvalSet) -> CellSummary:
+    def finish(
+        self, status: CellStatus, evalset: EvalSet, stop: SequentialStop | None = None
+    ) -> CellSummary:
         """Write the items file and the summary under their temporary names (``staged``
-        says where they go); return the summary."""
+        says where they go); return the summary. ``stop``: where a sequential run stopped
+        buying the cell's items, when it did before the last."""
         self._flush()
         self.file.close()
         summary = self.tally.summary(
@@ -89,6 +98,8 @@ class CellWriter:
             evalset.md5,
             self.md5.hexdigest(),
         )
+        if stop is not None:
+            summary["sequential"] = stop
         self.summary_tmp.write_bytes(summary_bytes(summary))
         cell = self.cell
         self.staged = (

@@ -11,15 +11,23 @@ how progress is shown.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Protocol
 
+from evalreg.cells import use_case_cells, use_cases_of
 from evalreg.dvcrepo import require_remote_plugin
-from evalreg.registry.loader import load_registry
+from evalreg.registry.loader import Registry, load_registry
+from evalreg.results.freshness import status
 from evalreg.runner._dvcworker import Tracker
 from evalreg.runner.planning import CellPlan, RunOptions, prepare
 from evalreg.runner.run import RunResult, run
+from evalreg.runner.until_decided import (
+    SequentialRun,
+    refuse,
+    run_until_decided,
+    sequential_use_cases,
+)
 from evalreg.store.lock import RepositoryLock
 
 
@@ -44,6 +52,8 @@ class RunVerdict:
     the variable or credentials to set)."""
     failed: bool = False
     """A request failed, a cell was left incomplete, or a cell in ``refusals``."""
+    sequential: SequentialRun | None = None
+    """The use cases bought until decided, after the other cells' run (``result``)."""
 
     @property
     def exit_code(self) -> int:
@@ -56,6 +66,7 @@ def run_command(
     *,
     lock: RepositoryLock | None = None,
     display: Callable[[list[CellPlan]], ProgressDisplay] | None = None,
+    on_round: Callable[[int, dict[str, int]], None] | None = None,
 ) -> RunVerdict:
     """Run the cells ``options`` select and judge the outcome.
 
@@ -68,10 +79,15 @@ def run_command(
         return RunVerdict(run(root, options))
     if lock is None:
         raise ValueError("a run that writes needs the repository lock")
+    registry = load_registry(root)
+    sequential = (
+        [] if options.all_items else sequential_use_cases(registry, status(registry), options)
+    )
+    refuse(registry, sequential, options)
     if options.push:
         # Before anything is bought: responses the remote cannot receive reach no teammate.
         require_remote_plugin(root)
-    registry = load_registry(root)
+    options = replace(options, leave=_left_to_sequential(registry, options))
     # DVC gets ready on another core while the cells are planned (a run with nothing to
     # do dismisses it).
     with Tracker(root, lock_fd=lock.fd) as tracker:
@@ -83,7 +99,34 @@ def run_command(
                 result = run(
                     root, options, progress=shown.advance, prepared=prepared, tracker=tracker
                 )
-    return judge(result, options)
+    verdict = judge(result, options)
+    if not sequential:
+        return verdict
+    rounds = run_until_decided(root, options, load_registry(root), sequential, on_round)
+    failed = verdict.failed or rounds.stop is None or rounds.stop.blocked is not None
+    if rounds.final is not None:
+        last = judge(rounds.final, options)
+        failed = failed or last.failed
+        verdict = replace(verdict, refusals=verdict.refusals + last.refusals)
+    return replace(verdict, failed=failed, sequential=rounds)
+
+
+def _left_to_sequential(registry: Registry, options: RunOptions) -> frozenset[str]:
+    """The cells a plain run leaves alone: those every use case reading them buys until
+    decided (``--until-decided``, or its policy's ``sequential`` block)."""
+    if options.all_items or options.holdout:
+        return frozenset()  # a hold-out set is run whole, as the decision is checked on it
+    sequential = {
+        sid
+        for sid, selection in registry.selections.items()
+        if options.until_decided or selection.policy.sequential is not None
+    }
+    return frozenset(
+        cell.id
+        for sid in sequential
+        for cell in use_case_cells(registry, sid)
+        if set(use_cases_of(registry, cell)) <= sequential
+    )
 
 
 def judge(result: RunResult, options: RunOptions) -> RunVerdict:

@@ -13,7 +13,7 @@ import contextlib
 import functools
 import itertools
 from collections import Counter
-from collections.abc import Container, Iterable, Iterator, Sequence
+from collections.abc import Container, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -34,6 +34,7 @@ from evalreg.providers.tools import toolset
 from evalreg.registry import schema
 from evalreg.registry.loader import Registry, load_registry
 from evalreg.results.freshness import CellStatus, status
+from evalreg.results.records import SequentialStop
 from evalreg.runner._gradepool import Samples
 from evalreg.runner.rebuy import LostEvidence, lost_evidence, open_store, rerun
 from evalreg.store.batches import BatchJournal
@@ -71,6 +72,21 @@ class RunOptions:
     """With ``batch``: wait for the batches and collect them (else submit and return)."""
     batch_poll_s: float = 15.0
     """The first wait between two polls of a batch (it doubles, up to five minutes)."""
+    until_decided: bool = False
+    """Buy every use case's items in rounds and stop once its decision is settled
+    (``until_decided``); a use case whose policy has a ``sequential`` block is so bought
+    without it."""
+    all_items: bool = False
+    """Buy every item, even for a use case whose policy says to stop once decided."""
+    only: Mapping[str, frozenset[str]] | None = None
+    """By cell id, the items of it to run; no other cell is run (a sequential run's
+    rounds). Results are written only with ``decided``."""
+    decided: Mapping[str, SequentialStop] | None = None
+    """With ``only``: write the cells' results on those items, each summary saying where
+    the sequential run stopped (its last round)."""
+    leave: frozenset[str] = frozenset()
+    """Cells this run leaves to a sequential run (every use case reading them is decided
+    so); any other cell decided on part of its items is completed."""
 
 
 @dataclass
@@ -410,6 +426,9 @@ class _Planner:
         items = evalset.by_id
         if self.options.limit is not None:
             items = items[: self.options.limit]
+        if self.options.only is not None:
+            wanted = self.options.only.get(cell.id, frozenset())
+            items = [item for item in items if item.id in wanted]
         plan.items = items
         if self.options.shard is None:
             plan.in_shard = len(items) * cell.task.repeats
@@ -604,6 +623,17 @@ class Prepared:
                 pass
 
 
+def _to_run(st: CellStatus, options: RunOptions) -> bool:
+    """Whether the run plans the cell (its task and candidate selected): the cells a
+    sequential round names; else a stale or pending one, one decided on part of its items
+    that no sequential run keeps so, and with ``--force`` a fresh one too."""
+    if options.only is not None:
+        return st.cell.id in options.only
+    if st.cell.id in options.leave:
+        return False
+    return st.state != "fresh" or options.force or st.decided is not None
+
+
 def prepare(
     root: Path, options: RunOptions, registry: Registry | None = None, *, keyed: bool = True
 ) -> Prepared:
@@ -630,7 +660,7 @@ def prepare(
             continue
         if options.candidates and cell.candidate.id not in options.candidates:
             continue
-        if st.state == "fresh" and not options.force:
+        if not _to_run(st, options):
             continue
         plan = planner.plan(st)
         # A pin that cannot be called (the cell's or a judge's) blocks its cell only if it

@@ -13,7 +13,7 @@ import contextlib
 import hashlib
 import json
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, cast
@@ -24,6 +24,7 @@ from evalreg.canonical import digest
 from evalreg.cells import METRICS_DIR, RESULTS_DIR, Cell, cells, fingerprint, fingerprint_parts
 from evalreg.dvcrepo import pointer_md5
 from evalreg.errors import DataMissingError, RegistryError, UsageError
+from evalreg.evalsets.evalset import EvalSet
 from evalreg.providers import all_providers
 from evalreg.registry import schema
 from evalreg.registry.diagnostics import Finding
@@ -33,9 +34,11 @@ from evalreg.results.dvc_metrics import metrics_bytes, metrics_of
 from evalreg.results.records import (
     CellSummary,
     ItemRecord,
+    SequentialStop,
     as_schema,
     item_line,
     read_items,
+    read_records,
     read_summary,
     summary_bytes,
 )
@@ -43,6 +46,8 @@ from evalreg.results.tally import CellTally
 from evalreg.runner._revisionstores import RevisionStore, Segment, SegmentCache
 from evalreg.runner.grading import CellGrader, cell_grader
 from evalreg.runner.planning import cell_jobs
+from evalreg.runner.until_decided import replay
+from evalreg.sequential import purchase_order
 from evalreg.store.hashes import refuse_altered
 from evalreg.store.purge_log import PURGE_LOG, LoggedPurge, read_log
 from evalreg.store.rebought_log import LostAt, LostObject, Rebought, lost_objects, rebought_at
@@ -97,6 +102,7 @@ def reproduce(root: Path, rev: str, shared: Shared | None = None) -> Reproductio
     )
     versions: set[str] = set()
     outcomes = []
+    stops: dict[str, SequentialStop] = {}
     all_cells = cells(registry) + cells(registry, "holdout")
     with _materialized(tree, _code_paths(all_cells)) as code_root:
         providers = all_providers(code_root)
@@ -114,6 +120,10 @@ def reproduce(root: Path, rev: str, shared: Shared | None = None) -> Reproductio
                 continue
             before = set(used)
             renders = _renders(registry, cell, parts)
+            stop = recorded.get("sequential")
+            if stop is not None:
+                stops[cell.id] = stop
+                renders = ""  # its keys are of part of the items: none to share
             try:
                 outcome, keys = _reproduce_cell(
                     tree,
@@ -123,7 +133,7 @@ def reproduce(root: Path, rev: str, shared: Shared | None = None) -> Reproductio
                     parts,
                     recorded,
                     providers[cell.pin.provider],
-                    shared.keys.get(renders),
+                    shared.keys.get(renders) if renders else None,
                     code_root,
                     purges,
                     used,
@@ -142,10 +152,13 @@ def reproduce(root: Path, rev: str, shared: Shared | None = None) -> Reproductio
                 )
                 continue
             outcomes.append(outcome)
-            shared.keys[renders] = keys
+            if renders:
+                shared.keys[renders] = keys
             shared.verdicts[evidence] = _Verdict(
                 tree.rev, keys, store.locate(keys), frozenset(used - before), outcome
             )
+    if stops:
+        _check_stops(tree, registry, stops, outcomes)
     return Reproduction(
         tree.rev,
         sorted(versions),
@@ -308,14 +321,14 @@ def _reproduce_cell(
         cell,
         cell_grader(cell, registry, store, code_root),
         store,
-        evalset.by_id,
+        _recorded_items(evalset, recorded),
         provider,
         known_keys,
         failed,
         {p.item: p for p in purges if p.evalset == evalset.path},
         segments_lost,
     )
-    graded = grading.all()
+    graded = grading.all() if grading.ordered else []
     keys = tuple(k for g in graded for k in _split_keys(g.keys))
     items = b"".join(g.lines for g in graded)
     tally = graded[0].tally
@@ -326,6 +339,9 @@ def _reproduce_cell(
         used |= g.purges
     items_md5 = hashlib.md5(items, usedforsecurity=False).hexdigest()
     summary = tally.summary(cell, fingerprint(parts), parts, evalset.path, evalset.md5, items_md5)
+    if "sequential" in recorded:
+        # Where it stopped is checked by replaying the rounds (``_check_stops``).
+        summary["sequential"] = recorded["sequential"]
     # Results recorded under an older summary schema reproduce as that schema recorded them.
     summary = as_schema(summary, recorded.get("schema_version"))
     if summary_bytes(summary) != tree.read(cell.summary_path):
@@ -349,6 +365,31 @@ def _reproduce_cell(
     out.identical = not out.differences
     del out.differences[MAX_DIFFERENCES_PER_CELL:]
     return out, keys
+
+
+def _recorded_items(evalset: EvalSet, recorded: CellSummary) -> Sequence[schema.Item]:
+    """The items the recorded results hold, in id order: every one, or the first of the
+    purchase order where a sequential run stopped."""
+    stop = recorded.get("sequential")
+    if stop is None:
+        return evalset.by_id
+    wanted = frozenset(purchase_order(evalset.md5, [i.id for i in evalset.items])[: stop["items"]])
+    return [item for item in evalset.by_id if item.id in wanted]
+
+
+def _check_stops(
+    tree: Tree, registry: Any, stops: dict[str, SequentialStop], outcomes: list[CellReproduction]
+) -> None:
+    """Replay the rounds of the sequential run that stopped the cells of ``stops`` early, on
+    the recorded records (each cell's graded again above): a stopping point the rule does
+    not reach again is a difference of the cell's."""
+    by_id = {c.id: c for c in cells(registry)}
+    differences = replay(registry, stops, lambda cell: read_records(tree, by_id[cell]))
+    for outcome in outcomes:
+        found = differences.get(outcome.cell)
+        if found:
+            outcome.differences += found
+            outcome.identical = False
 
 
 class _Lost(Exception):
@@ -386,7 +427,7 @@ class _Grading:
     cell: Cell
     grader: CellGrader
     store: RevisionStore
-    ordered: list[schema.Item]
+    ordered: Sequence[schema.Item]
     provider: Any
     known_keys: tuple[str, ...] | None
     failed: dict[str | None, str | None]

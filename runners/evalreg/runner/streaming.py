@@ -361,7 +361,12 @@ def _unauthenticated_judge(jobs: list[Job], store: ResponseStore) -> tuple[str, 
 def _streams(plan: CellPlan, options: RunOptions) -> bool:
     """Whether the cell is graded while its responses arrive: it writes results and no
     criterion waits for a judge's response (those are bought after the fetch)."""
-    return options.shard is None and options.limit is None and not _judged(plan.status.cell)
+    return (
+        options.shard is None
+        and options.limit is None
+        and (options.only is None or options.decided is not None)
+        and not _judged(plan.status.cell)
+    )
 
 
 def _judged(cell: Cell) -> bool:
@@ -497,7 +502,11 @@ def _finish(
             errored.append(key)
         if cause != BATCHED:
             errors += 1
-    partial = options.shard is not None or options.limit is not None
+    partial = (
+        options.shard is not None
+        or options.limit is not None
+        or (options.only is not None and options.decided is None)
+    )
     if unresolved or partial:
         # Under --shard or --limit no results are written, errors or not: a request that
         # failed is as missing as one that was never sent, and nothing claims otherwise.
@@ -520,7 +529,9 @@ def _finish(
         return outcome
     assert stream is not None
     stream.drain(failed)
-    summary = stream.writer.finish(plan.status, registry.evalset_of(cell.task_id, cell.split))
+    stop = options.decided.get(cell.id) if options.decided is not None else None
+    evalset = registry.evalset_of(cell.task_id, cell.split)
+    summary = stream.writer.finish(plan.status, evalset, stop)
     outcome.written = True
     totals = summary["totals"]
     outcome.errors = totals["errors"]
