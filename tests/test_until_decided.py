@@ -4,11 +4,13 @@ an eval set of 2,000 items bought in rounds until the use case is decided."""
 from __future__ import annotations
 
 import json
+import os
+import signal
 from collections.abc import Iterator
 
 import pytest
 
-from conftest import Repo
+from conftest import Repo, assert_refused
 from support import runs
 from support.llm_server import LLMServer, Request
 from support.runs import evalreg, in_process, live_registry
@@ -89,3 +91,132 @@ def test_a_clear_cut_use_case_stops_early_and_reproduces(two_pins: Repo, server:
     assert len(server.requests) == bought
     reproduced = in_process(repo, "reproduce", "HEAD")
     assert reproduced.returncode == 0, reproduced.stdout + reproduced.stderr
+    # A stop the rule does not reach again is a difference: here, a first look recorded
+    # as taken after 50 items, where the rule has already settled the decision.
+    for candidate in ("mini", "mini2"):
+        path = f"reports/results/labels/{candidate}.json"
+        repo.write(path, repo.read(path).replace('"min_items": 100', '"min_items": 50'))
+    repo.commit("a stopping point edited by hand")
+    tampered = in_process(repo, "reproduce", "HEAD")
+    assert tampered.returncode == 1
+    assert "stopping point: recorded after 100 of 2000 items, the rule stops after 50" in (
+        tampered.stdout
+    )
+    repo.git("revert", "--no-edit", "HEAD")
+    checked = in_process(repo, "check")
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    written = in_process(repo, "report")
+    assert written.returncode == 0, written.stderr
+    report = repo.read("reports/labels.md")
+    assert "### Decided on part of the items" in report
+    assert "Waudby-Smith & Ramdas 2023" in report
+    assert "rests on at most 100 of the 2,000 items" in report
+    # Every item, when anyone wants them: the rest is bought, the cells read as usual.
+    whole = evalreg(repo, "run", "--no-push", "--all-items")
+    assert whole.returncode == 0, whole.stderr
+    assert len(server.requests) == bought + 2 * (ITEMS - 100)
+    for candidate in ("mini", "mini2"):
+        summary = _summary(repo, candidate)
+        assert "sequential" not in summary and summary["totals"]["items"] == ITEMS
+    assert "decided (" not in in_process(repo, "status").stdout
+
+
+def close_pair(request: Request) -> str:
+    """mini and mini2 right on the same share of items (85 %), wrong on different ones:
+    their pass rates tie exactly, so no round settles which is better."""
+    text = request.body["messages"][-1]["content"]
+    i = int(text.rsplit(" ", 1)[-1])
+    right = "a" if i % 2 else "b"
+    wrong = "b" if right == "a" else "a"
+    odd_one = 7 if request.body["model"] == "gpt-test-2" else 9
+    return json.dumps({"label": wrong if i % 10 == 3 or i % 20 == odd_one else right})
+
+
+def test_a_close_use_case_runs_to_the_end_and_reads_as_a_full_run(
+    two_pins: Repo, server: LLMServer
+) -> None:
+    repo = two_pins
+    server.responder = close_pair
+    _policy(repo, 0.5, "  sequential:\n    min_items: 100\n    round: 700\n")
+    repo.commit("policy: decided sequentially, rounds of 700")
+    done = evalreg(repo, "run", "--no-push")
+    assert done.returncode == 0, done.stderr + done.stdout
+    assert len(server.requests) == 2 * ITEMS
+    assert [line for line in done.stderr.splitlines() if line.startswith("round ")] == [
+        f"round {n}: items bought: labels/mini {k:,}, labels/mini2 {k:,}"
+        for n, k in enumerate((100, 800, 1500, 2000), start=1)
+    ]
+    for candidate in ("mini", "mini2"):
+        summary = _summary(repo, candidate)
+        assert "sequential" not in summary and summary["totals"]["items"] == ITEMS
+    repo.commit("results")
+    reproduced = in_process(repo, "reproduce", "HEAD")
+    assert reproduced.returncode == 0, reproduced.stdout
+    assert in_process(repo, "check").returncode == 0
+
+
+def test_killed_between_rounds_a_run_resumes_without_buying_anything_twice(
+    two_pins: Repo, server: LLMServer
+) -> None:
+    repo = two_pins
+    server.responder = close_pair
+    _policy(repo, 0.5, "  sequential:\n    min_items: 100\n    round: 300\n")
+    repo.commit("policy: decided sequentially")
+    proc = runs.start(repo, "run", "--no-push", "--max-concurrency", "8")
+    # Caught in its second round, some of it bought.
+    assert runs.wait_until(proc, lambda: len(server.requests) > 2 * 100 + 150)
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    kept = runs.stored_keys(repo)  # what reached the store before the signal
+    assert len(server.requests) - len(kept) <= 8  # at most the requests in flight
+    server.reset()
+    done = evalreg(repo, "run", "--no-push")
+    assert done.returncode == 0, done.stderr + done.stdout
+    received = [runs.request_key_of(r, server) for r in server.requests]
+    assert not set(received) & kept  # nothing stored is bought again
+    assert len(received) == len(set(received))
+    assert len(set(received) | kept) == 2 * ITEMS
+    repo.commit("results")
+    assert in_process(repo, "reproduce", "HEAD").returncode == 0
+
+
+@pytest.mark.parametrize(
+    ("args", "why"),
+    [
+        (("--batch",), "--until-decided cannot be combined with --batch"),
+        (("--shard", "1/2"), "--until-decided cannot be combined with --shard"),
+        (("--limit", "5"), "--until-decided cannot be combined with --limit"),
+    ],
+)
+def test_options_that_buy_otherwise_are_refused(
+    repo: Repo, cli, args: tuple[str, ...], why: str
+) -> None:
+    assert_refused(repo, cli, "run", "--until-decided", *args, expect=(why,))
+
+
+def test_a_decision_that_needs_every_item_is_refused_with_the_reason(repo: Repo, cli) -> None:
+    path = "registry/selections/labels.yaml"
+    repo.write(
+        path,
+        repo.read(path).replace(
+            "    - metric: pass_rate\n      slice: common\n      min: 0.5\n",
+            "    - metric: latency_p95_ms\n      max: 900\n",
+        ),
+    )
+    repo.commit("a latency gate")
+    assert_refused(
+        repo,
+        cli,
+        "run",
+        "--until-decided",
+        expect=("use case labels cannot be decided on part of its items", "latency_p95_ms"),
+    )
+    # Written into the policy, the same is a finding at its place.
+    repo.write(
+        path, repo.read(path).replace("  objective:", "  sequential: {alpha: 0.05}\n  objective:")
+    )
+    found = cli(repo, "check")
+    assert found.code != 0
+    line = repo.read(path).splitlines().index("  sequential: {alpha: 0.05}") + 1
+    assert f"{path}:{line}:" in found.out + found.err
+    assert "gate 1 is on latency_p95_ms" in found.out + found.err

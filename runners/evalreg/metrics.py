@@ -27,6 +27,7 @@ from evalreg.families import (
     holm_levels,
 )
 from evalreg.registry import schema
+from evalreg.registry.rates import ITEM_RATES
 from evalreg.results.outcomes import ERROR, FAILED, Codes, Ints, Mask, Outcomes
 from evalreg.results.records import LEVELS
 
@@ -301,13 +302,6 @@ def _slice_metrics(
         if coverage is not None:
             out[f"{COVERAGE}{cid}"] = coverage
     return out
-
-
-ITEM_RATES = frozenset(
-    {"pass_rate", "correct_rate", "acceptable_rate", "unacceptable_rate", "error_rate"}
-)
-"""The rates that are a mean of per-item scores over every item (criteria's rates are over
-the items each applies to): what ``item_scores`` gives beside ``criterion:<id>``."""
 
 
 def item_scores(outcomes: Outcomes, metric: str, pass_level: str) -> dict[str, float] | None:

@@ -21,6 +21,7 @@ from evalreg.prompting import ATTACHMENT_CALL, PARTS
 from evalreg.registry import schema
 from evalreg.registry.diagnostics import Finding, Severity
 from evalreg.registry.migrations import upgrade
+from evalreg.registry.rates import refusal as sequential_refusal
 from evalreg.registry.tree import PathEscapes, Tree, WorkspaceTree, clean_relpath, pointer_md5_of
 from evalreg.registry.validation import validate
 from evalreg.registry.yamlio import Document, Loc, parse_yaml
@@ -749,6 +750,17 @@ class _Loader:
             problem = metric_problem(metric, criteria)
             if problem:
                 self._error("selections", ident, loc, problem)
+        rubric = self.registry.rubrics.get(task.rubric) if task is not None else None
+        if policy.sequential is not None and rubric is not None:
+            why = sequential_refusal(sel, rubric)
+            if why is not None:
+                self._error(
+                    "selections",
+                    ident,
+                    ("policy", "sequential"),
+                    f"this use case cannot be decided on part of its items: {why} "
+                    "(remove `sequential` to buy every item)",
+                )
         if slices is not None:
             for i, gate in enumerate(policy.gates):
                 if gate.slice != "all" and gate.slice not in slices:

@@ -215,6 +215,13 @@ def _decision_lines(ev: SelectionEvidence) -> str:
             "and no waiver records why; `evalreg check` fails until one is added."
         )
     lines.append(f"- **Rationale (as declared):** {prose(sel.rationale, limit=1000)}")
+    if ev.settled is not None:
+        most = max(ev.settled.items.values())
+        lines.append(
+            f"- **Decided on part of the items:** the decision rests on at most {most:,} of "
+            f"the {ev.settled.case.size:,} items, bought in a seeded random order until it was "
+            "settled (see Evidence, Decided on part of the items)."
+        )
     lines.append("\nWhy the policy decided as it did:\n")
     lines += [f"- {prose(r, limit=300)}" for r in d.reasons]
     return "\n".join(lines) + "\n"
@@ -617,6 +624,7 @@ def _evidence(ev: SelectionEvidence, evalreg_version: str) -> str:
             ["criterion", "what it checks", "grader", "kind", "weight", "applies to"], rubric_rows
         )
     )
+    out.append(_settled(ev))
     out.append("### Overall\n")
     out.append(table(_OVERALL_HEADERS, _overall_rows(ev)))
     out.append(_batch_pricing(ev))
@@ -629,6 +637,61 @@ def _evidence(ev: SelectionEvidence, evalreg_version: str) -> str:
     out.append(_benchmark_contradiction(ev))
     # A section with nothing to show is left out, not left as a blank line.
     return "\n".join(section for section in out if section)
+
+
+def _settled(ev: SelectionEvidence) -> str:
+    """What a decision taken on part of the items rests on: the items, the method and the
+    anytime-valid intervals of every statement it needed."""
+    settled = ev.settled
+    if settled is None:
+        return ""
+    state, case = settled.state, settled.case
+    params = case.params
+    gates = ev.selection.policy.gates
+    out = [
+        "### Decided on part of the items\n",
+        f"A sequential run bought the items in one seeded random order (SHA-256 of the eval "
+        f"set's md5 and each item's id), the same for every candidate, and stopped once the "
+        f"decision was settled; method: {settled.method}. With probability at least "
+        f"{percent(1 - params.alpha)} over that order, the decision is the one a run of all "
+        f"{case.size:,} items would make: alpha {number(params.alpha)} is split evenly over "
+        f"the {plural(case.family, 'statement')} the decision may need (every candidate's "
+        f"gates, and every pair of candidates on the objective), {number(state.alpha_each)} "
+        "each. The intervals below hold at that level whenever the run stopped; the "
+        "fixed-size intervals elsewhere in this report describe the items bought only.\n",
+    ]
+    rows = []
+    for cand in ev.selection.candidates:
+        items = settled.items.get(cand.id, 0)
+        row = [code(cand.id), f"{items:,} of {case.size:,}"]
+        for i, gate in enumerate(gates, start=1):
+            verdict = state.gates.get((cand.id, i))
+            if verdict is None:
+                row.append("–")
+                continue
+            outcome = {"pass": "✅ proved to pass", "fail": "❌ proved to fail"}.get(
+                verdict.outcome or "", "❔ not settled"
+            )
+            lo, hi = verdict.interval
+            row.append(f"{outcome}: {number(lo)} to {number(hi)} ({cell(gate_text(gate))})")
+        rows.append(row)
+    headers = ["candidate", "items", *(f"gate {i}" for i in range(1, len(gates) + 1))]
+    out.append(table(headers, rows))
+    if state.pairs:
+        term = ev.selection.policy.objective.terms[0]
+        what = f"{term.metric}" if ev.selection.policy.objective.lexicographic else "the objective"
+        pair_rows = []
+        for (a, b), verdict in state.pairs.items():
+            lo, hi = verdict.interval
+            outcome = {
+                "first": f"{code(a)} is better",
+                "second": f"{code(b)} is better",
+                "tie": "equal on every item",
+            }.get(verdict.outcome or "", "not settled")
+            pair_rows.append([f"{code(a)} − {code(b)}", f"{number(lo)} to {number(hi)}", outcome])
+        out.append(f"\nDifferences on {cell(what)} (first minus second, on the items both have):\n")
+        out.append(table(["pair", "anytime-valid interval", "verdict"], pair_rows))
+    return "\n".join(out) + "\n"
 
 
 def _judges(ev: SelectionEvidence, judges: list[str]) -> str:

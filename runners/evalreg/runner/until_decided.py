@@ -18,6 +18,7 @@ from pathlib import Path
 
 from evalreg.cells import use_case_cells
 from evalreg.errors import UsageError
+from evalreg.providers.fetch import FetchReport
 from evalreg.registry import schema
 from evalreg.registry.loader import Registry
 from evalreg.registry.tree import WorkspaceTree
@@ -27,8 +28,15 @@ from evalreg.runner.grading import cell_grader
 from evalreg.runner.planning import RunOptions
 from evalreg.runner.rebuy import open_store
 from evalreg.runner.run import RunResult, run
-from evalreg.selection.stopping import DEFAULTS, METHOD, Stop, UseCase, refusal, schedule
-from evalreg.sequential import purchase_order
+from evalreg.selection.stopping import (
+    DEFAULTS,
+    METHOD,
+    Stop,
+    UseCase,
+    refusal,
+    schedule,
+    use_case_of,
+)
 
 ORDER = "sha256(eval set md5, seed 0, item id), ascending"
 """How the purchase order is made, as the summaries record it."""
@@ -115,23 +123,6 @@ class SequentialRun:
         )
 
 
-def use_case_of(registry: Registry, sid: str, params: schema.Sequential | None = None) -> UseCase:
-    """The use case as ``selection.stopping`` decides it."""
-    selection = registry.selections[sid]
-    task = registry.tasks[selection.task]
-    evalset = registry.evalset_of(selection.task)
-    return UseCase(
-        sid,
-        selection,
-        registry.rubrics[task.rubric],
-        task.repeats,
-        {item.id: tuple(item.tags) for item in evalset.items},
-        purchase_order(evalset.md5, [item.id for item in evalset.items]),
-        {c.candidate.id: c.id for c in use_case_cells(registry, sid)},
-        params or selection.policy.sequential or DEFAULTS,
-    )
-
-
 def run_until_decided(
     root: Path,
     options: RunOptions,
@@ -210,7 +201,27 @@ def run_until_decided(
         decided=done.stops,
     )
     done.final = run(root, final)
+    # The last round buys nothing: what it reports is what the rounds bought.
+    done.final.fetch = _bought(done.final.fetch, [r.fetch for r in done.rounds])
+    done.final.judge_fetch = _bought(done.final.judge_fetch, [r.judge_fetch for r in done.rounds])
     return done
+
+
+def _bought(last: FetchReport | None, rounds: list[FetchReport | None]) -> FetchReport | None:
+    """``last`` (the closing round's report) counting as bought what the rounds bought."""
+    if last is None:
+        return None
+    fetched = sum(r.fetched for r in rounds if r is not None)
+    shared = sum(r.shared for r in rounds if r is not None)
+    errors = [e for r in rounds if r is not None for e in r.errors]
+    cached = max(0, last.cached - fetched - shared)
+    return replace(
+        last,
+        fetched=last.fetched + fetched,
+        shared=last.shared + shared,
+        cached=cached,
+        errors=[*errors, *last.errors],
+    )
 
 
 def _params(registry: Registry, sid: str, options: RunOptions) -> schema.Sequential:

@@ -21,6 +21,7 @@ from evalreg.results.records import (
 )
 from evalreg.selection.calibration import Calibration, add_agreement, calibrations
 from evalreg.selection.policy import Decision, decide
+from evalreg.selection.stopping import DEFAULTS, State, UseCase, assess_outcomes, use_case_of
 
 
 @dataclass
@@ -55,6 +56,20 @@ class SelectionEvidence:
     """Candidate → judge criteria whose agreement with human grades was measured there."""
     rater_kappa: dict[str, tuple[float | None, int]] = field(default_factory=dict)
     """Human grades file with exactly two raters → their Cohen's kappa and shared grades."""
+    settled: Settled | None = None
+    """Where a sequential run stopped, when a candidate's results rest on part of the items."""
+
+
+@dataclass(frozen=True)
+class Settled:
+    """A use case decided on part of its items: its verdicts, and the items each
+    candidate's results hold (of ``case.size``)."""
+
+    state: State
+    case: UseCase
+    items: dict[str, int]
+    """By candidate id."""
+    method: str
 
 
 OutcomeCache = dict[tuple[str, ...], Outcomes]
@@ -144,7 +159,8 @@ def gather(
         if outcomes is not None:
             metrics[cand.id] = _metrics(outcomes, task, rubric, policy, only)
     pending = {c for c, e in candidates.items() if e.outcomes is None}
-    decision = decide(selection, metrics, pending)
+    settled = _settled(registry, selection_id, candidates)
+    decision = decide(selection, metrics, pending, settled.state if settled else None)
     declared = candidates[selection.selected].outcomes
     compared = {
         cid: compare(declared, ev.outcomes, policy.pass_level, policy.confidence)
@@ -190,4 +206,43 @@ def gather(
         holdout,
         calibrated,
         kappas,
+        settled,
     )
+
+
+def _settled(
+    registry: Registry, selection_id: str, candidates: dict[str, CandidateEvidence]
+) -> Settled | None:
+    """The verdicts of the sequential run whose stop a candidate's summary records, from
+    the recorded results, with the parameters it recorded; None when every candidate's
+    results hold every item."""
+    stops = {
+        cid: stop
+        for cid, ev in candidates.items()
+        if ev.summary is not None and (stop := ev.summary.get("sequential")) is not None
+    }
+    if not stops:
+        return None
+    selection = registry.selections[selection_id]
+    recorded = next(
+        (s["use_cases"][selection_id] for s in stops.values() if selection_id in s["use_cases"]),
+        None,
+    )
+    params = (
+        schema.Sequential(
+            alpha=recorded["alpha"], min_items=recorded["min_items"], round=recorded["round"]
+        )
+        if recorded is not None
+        else selection.policy.sequential or DEFAULTS
+    )
+    case = use_case_of(registry, selection_id, params)
+    items = {
+        cid: stops[cid]["items"] if cid in stops else case.size if ev.outcomes else 0
+        for cid, ev in candidates.items()
+    }
+    state = assess_outcomes(
+        case,
+        {ev.cell.id: ev.outcomes for ev in candidates.values()},
+        {ev.cell.id: items[cid] for cid, ev in candidates.items()},
+    )
+    return Settled(state, case, items, next(iter(stops.values()))["method"])

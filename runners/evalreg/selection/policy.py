@@ -6,11 +6,13 @@ Pure: it takes metrics per candidate and returns the decision with its reasons.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from evalreg import stats
 from evalreg.metrics import COVERAGE, LOWER_IS_BETTER, Metric, SliceMetrics, covered
 from evalreg.registry import schema
+from evalreg.selection.stopping import State
+from evalreg.sequential import Verdict
 from evalreg.text.numbers import (
     compared_on,
     coverage_text,
@@ -146,6 +148,26 @@ def check_gate(
     )
 
 
+def _as_settled(result: GateResult, verdict: Verdict | None) -> GateResult:
+    """A gate's result as a sequential run proved it: passed only when proved to pass,
+    with the anytime-valid interval the proof rests on."""
+    if verdict is None:
+        return result
+    lo, hi = verdict.interval
+    interval = (
+        f"anytime-valid interval {number(lo)} to {number(hi)} at alpha {number(verdict.alpha)}"
+    )
+    proved = {"pass": "proved to pass", "fail": "proved to fail"}.get(
+        verdict.outcome or "", "not settled on the items bought"
+    )
+    return replace(
+        result,
+        passed=verdict.outcome == "pass",
+        too_small=verdict.outcome is None,
+        note=f"{proved}: {interval}",
+    )
+
+
 def _value(metrics: dict[str, SliceMetrics], metric: str) -> float:
     m = metrics.get("all", {}).get(metric)
     return m.value if m is not None else 0.0
@@ -171,8 +193,14 @@ def decide(
     selection: schema.Selection,
     metrics: dict[str, dict[str, SliceMetrics]],
     pending: set[str],
+    settled: State | None = None,
 ) -> Decision:
-    """Apply the policy to every candidate's metrics; pending candidates are never ranked."""
+    """Apply the policy to every candidate's metrics; pending candidates are never ranked.
+
+    ``settled``: the verdicts of a sequential run that stopped before every item was
+    bought (``selection.stopping``). They decide in place of the fixed-size tests, whose
+    intervals on part of the items carry no guarantee for the whole eval set: a gate passes
+    when proved to pass, and the recommendation is the one the run settled on."""
     policy = selection.policy
     assessments: dict[str, Assessment] = {}
     reasons: list[str] = []
@@ -185,13 +213,29 @@ def decide(
             check_gate(g, i, metrics[cand.id].get(g.slice, {}).get(g.metric), policy.confidence)
             for i, g in enumerate(policy.gates, start=1)
         ]
+        if settled is not None:
+            results = [_as_settled(r, settled.gates.get((cand.id, r.index))) for r in results]
         assessments[cand.id] = Assessment(cand.id, False, results)
         for r in results:
-            if not r.passed:
+            if not r.passed and settled is not None and r.too_small:
+                reasons.append(
+                    f"{cand.id}: gate {r.index} ({r.describe()}) was not settled when the "
+                    f"sequential run stopped buying it: {r.why()}"
+                )
+            elif not r.passed:
                 reasons.append(f"{cand.id} fails gate {r.index} ({r.describe()}): {r.why()}")
     eligible = [c for c, a in assessments.items() if a.eligible]
     ranking = sorted(eligible, key=lambda c: _objective_key(policy.objective, metrics[c], c))
     recommended = ranking[0] if ranking else None
+    if settled is not None:
+        recommended = settled.recommended if settled.decided else None
+        if recommended is not None and recommended in ranking:
+            ranking.remove(recommended)
+            ranking.insert(0, recommended)
+        if not settled.decided:
+            reasons.append("the sequential run stopped before the decision was settled")
+            waiver = next((w for w in selection.waivers if w.candidate == selection.selected), None)
+            return Decision(selection.selected, None, ranking, assessments, reasons, waiver)
     if recommended is None:
         reasons.append("no candidate passes every gate: nothing can be recommended")
     else:

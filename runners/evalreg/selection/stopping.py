@@ -31,12 +31,18 @@ from dataclasses import dataclass, field
 from itertools import combinations
 from typing import Literal
 
+import numpy as np
+
 from evalreg import sequential, stats
+from evalreg.cells import use_case_cells
 from evalreg.graders.levels import applies
-from evalreg.metrics import ITEM_RATES, item_scores
+from evalreg.metrics import item_scores
 from evalreg.registry import schema
-from evalreg.results.outcomes import from_records
+from evalreg.registry.loader import Registry
+from evalreg.registry.rates import refusal
+from evalreg.results.outcomes import ERROR, Outcomes, from_records
 from evalreg.results.records import ItemRecord
+from evalreg.sequential import purchase_order
 
 METHOD = "betting confidence sequences, sampling without replacement (Waudby-Smith & Ramdas 2023)"
 """The method, as the report and the summaries name it."""
@@ -44,36 +50,18 @@ METHOD = "betting confidence sequences, sampling without replacement (Waudby-Smi
 DEFAULTS = schema.Sequential()
 """``--until-decided`` for a use case whose policy has no ``sequential`` block."""
 
-
-def _is_rate(metric: str) -> bool:
-    return metric in ITEM_RATES or metric.startswith("criterion:")
-
-
-def refusal(selection: schema.Selection, rubric: schema.Rubric) -> str | None:
-    """Why the use case's decision cannot be taken on part of its items, or None."""
-    policy = selection.policy
-    human = [c.id for c in rubric.criteria if isinstance(c.grader, schema.HumanGrader)]
-    if human:
-        return (
-            f"its rubric has human criteria ({', '.join(human)}): their grades arrive after "
-            "the run, so no round can be decided"
-        )
-    for i, gate in enumerate(policy.gates, start=1):
-        if not _is_rate(gate.metric):
-            return (
-                f"gate {i} is on {gate.metric}, which is measured over every item, not a rate "
-                "a part of them can settle"
-            )
-    terms = policy.objective.terms
-    if policy.objective.lexicographic is not None and not _is_rate(terms[0].metric):
-        return f"its objective ranks by {terms[0].metric}, which is not a rate"
-    if policy.objective.weighted is not None:
-        other = [t.metric for t in terms if t.metric not in ITEM_RATES]
-        if other:
-            return f"its weighted objective includes {', '.join(other)}, which is not a rate"
-    if policy.non_inferiority is not None:
-        return "a non-inferiority margin is not decided sequentially"
-    return None
+__all__ = [
+    "DEFAULTS",
+    "METHOD",
+    "State",
+    "Stop",
+    "UseCase",
+    "assess",
+    "assess_outcomes",
+    "refusal",
+    "schedule",
+    "use_case_of",
+]
 
 
 @dataclass(frozen=True)
@@ -102,6 +90,23 @@ class UseCase:
         pair of candidates when there is a ranking to settle."""
         n = len(self.selection.candidates)
         return n * len(self.selection.policy.gates) + n * (n - 1) // 2
+
+
+def use_case_of(registry: Registry, sid: str, params: schema.Sequential | None = None) -> UseCase:
+    """The use case as ``selection.stopping`` decides it."""
+    selection = registry.selections[sid]
+    task = registry.tasks[selection.task]
+    evalset = registry.evalset_of(selection.task)
+    return UseCase(
+        sid,
+        selection,
+        registry.rubrics[task.rubric],
+        task.repeats,
+        {item.id: tuple(item.tags) for item in evalset.items},
+        purchase_order(evalset.md5, [item.id for item in evalset.items]),
+        {c.candidate.id: c.id for c in use_case_cells(registry, sid)},
+        params or selection.policy.sequential or DEFAULTS,
+    )
 
 
 @dataclass(frozen=True)
@@ -184,11 +189,8 @@ def _objective_scores(
     return out
 
 
-def _scorer(
-    records: Sequence[ItemRecord], criteria: list[str], pass_level: str
-) -> Callable[[str], dict[str, float] | None]:
-    """Per-item scores of a cell's records on a metric, each metric computed once."""
-    outcomes = from_records(records, criteria) if records else None
+def _scorer(outcomes: Outcomes | None, pass_level: str) -> Callable[[str], dict[str, float] | None]:
+    """Per-item scores of a cell's outcomes on a metric, each metric computed once."""
     seen: dict[str, dict[str, float] | None] = {}
 
     def of(metric: str) -> dict[str, float] | None:
@@ -204,15 +206,26 @@ def assess(
 ) -> State:
     """The use case after a round: ``records`` by cell id are each cell's graded samples of
     the first ``bought[cell]`` items of ``case.order``."""
-    policy = case.selection.policy
     criteria = [c.id for c in case.rubric.criteria]
+    outcomes = {
+        cell: from_records(records[cell], criteria) if records.get(cell) else None
+        for cell in case.cells.values()
+    }
+    return assess_outcomes(case, outcomes, bought)
+
+
+def assess_outcomes(
+    case: UseCase, outcomes: Mapping[str, Outcomes | None], bought: Mapping[str, int]
+) -> State:
+    """``assess`` from each cell's outcomes (its records as columns)."""
+    policy = case.selection.policy
     candidates = [c.id for c in case.selection.candidates]
     size = case.size
     alpha_each = case.params.alpha / max(case.family, 1)
     scores: dict[str, Callable[[str], dict[str, float] | None]] = {}
     for cand in candidates:
-        cell_records = records.get(case.cells[cand], ())
-        errors = sum(1 for r in cell_records if r["error"] is not None)
+        found = outcomes.get(case.cells[cand])
+        errors = 0 if found is None else int(np.count_nonzero(found.level == ERROR))
         if errors:
             return State(
                 False,
@@ -220,7 +233,7 @@ def assess(
                 tuple(candidates),
                 blocked=f"{cand}: {errors} provider errors; the next run retries them",
             )
-        scores[cand] = _scorer(cell_records, criteria, policy.pass_level)
+        scores[cand] = _scorer(found, policy.pass_level)
     prefix = {cand: case.order[: bought.get(case.cells[cand], 0)] for cand in candidates}
 
     gates: list[sequential.Gate] = []
@@ -265,8 +278,8 @@ def assess(
             pair_names.append((a, b))
     # Each statement at alpha / family, the family fixed before the first round.
     tested = len(gates) + len(comparisons)
-    found = sequential.decide(gates, comparisons, size, alpha_each * tested or case.params.alpha)
-    verdicts = iter(found.verdicts)
+    decision = sequential.decide(gates, comparisons, size, alpha_each * tested or case.params.alpha)
+    verdicts = iter(decision.verdicts)
     gate_verdicts = {name: next(verdicts) for name in names}
     for name in impossible:
         gate_verdicts[name] = sequential.Verdict(
