@@ -4,6 +4,7 @@ states out; against the policy's own decision on the full records."""
 
 from __future__ import annotations
 
+import itertools
 import random
 from typing import Any
 
@@ -265,3 +266,79 @@ def test_many_use_cases_err_at_most_alpha_against_the_full_run() -> None:
         stop = run(case(sel, 200, min_items=50, round=50), records)
         wrong += stop.states["u"].recommended != full_decision(sel, records)
     assert wrong <= 0.05 * 60
+
+
+def test_a_cell_two_use_cases_read_is_bought_as_far_as_the_later_decision_needs() -> None:
+    # "quick" settles at its first look; "strict" (a gate near a and b's rates) needs more.
+    # Both read the same cells: they are bought once, as far as "strict" needs, and
+    # "quick"'s decision stays settled as they grow.
+    quick = case(selection(["a", "b"], [{"metric": "pass_rate", "min": 0.5}]), 1000)
+    strict = case(selection(["a", "b"], [{"metric": "pass_rate", "min": 0.82}]), 1000)
+    strict = stopping.UseCase(
+        "strict",
+        strict.selection,
+        RUBRIC,
+        1,
+        strict.items,
+        strict.order,
+        strict.cells,
+        strict.params,
+    )
+    records = population(1000, {"a": 0.9, "b": 0.6}, seed=11)
+    asked: list[dict[str, int]] = []
+
+    def buy(want: dict[str, int]) -> dict[str, list[ItemRecord]]:
+        asked.append(dict(want))
+        out = {}
+        for cell, n in want.items():
+            inside = set(quick.order[:n])
+            out[cell] = [r for r in records[cell.split("/")[1]] if r["item"] in inside]
+        return out
+
+    stop = stopping.schedule([quick, strict], buy)
+    assert stop.states["u"].recommended == "a" and stop.reached["u"] == 100
+    assert stop.states["strict"].recommended == "a" and stop.reached["strict"] > 100
+    assert stop.bought["t/a"] == stop.reached["strict"]
+    assert stop.bought["t/b"] == 100  # b failed "strict"'s gate at once, and lost "quick"
+    # Each round asks for each cell once, never for fewer items than before.
+    for before, after in itertools.pairwise(asked):
+        assert all(after[c] >= before[c] for c in before)
+
+
+def test_with_repeats_the_item_is_the_unit() -> None:
+    sel = selection(["a"], [{"metric": "pass_rate", "min": 0.5}])
+    use_case = case(sel, 300)
+    rng = random.Random(2)
+    records = []
+    for n in range(300):
+        item = f"i{n:05d}"
+        for sample in range(3):
+            r = record(item, rng.random() < 0.8)
+            records.append({**r, "sample": sample})
+    state = stopping.assess(use_case, {"t/a": records}, {"t/a": 300})
+    verdict = state.gates[("a", 1)]
+    # At the last item the interval is the exact mean of the items' mean scores.
+    per_item = [
+        sum(r["score"] for r in records if r["item"] == f"i{n:05d}") / 3 for n in range(300)
+    ]
+    assert verdict.interval[0] == pytest.approx(sum(per_item) / 300)
+    assert verdict.outcome == "pass"
+
+
+def test_human_grades_are_refused() -> None:
+    rubric = RUBRIC.model_copy(
+        update={
+            "criteria": [
+                *RUBRIC.criteria,
+                schema.Criterion.model_validate(
+                    {
+                        "id": "tone",
+                        "description": "d",
+                        "grader": {"type": "human", "file": "grades.jsonl"},
+                    }
+                ),
+            ]
+        }
+    )
+    found = stopping.refusal(selection(["a"], []), rubric)
+    assert found is not None and "human criteria (tone)" in found

@@ -288,6 +288,13 @@ def _criteria(ev: SelectionEvidence, dates: CriteriaDates | None) -> str:
     terms = objective_text(policy.objective.terms, weighted=weighted, name=code)
     kind = "weighted" if weighted else "lexicographic"
     out.append(f"Objective ({kind}, ties broken by candidate id): {terms}.\n")
+    if policy.sequential is not None:
+        seq = policy.sequential
+        out.append(
+            f"Bought until decided: items in rounds of {seq.round:,} after the first "
+            f"{seq.min_items:,}, stopping once the decision is settled with at most a "
+            f"{percent(seq.alpha)} chance that a run of every item would decide otherwise.\n"
+        )
     if policy.non_inferiority:
         ni = policy.non_inferiority
         prefer = ni.prefer

@@ -76,7 +76,16 @@ def run_command(
     A registry that cannot be loaded stops the run before anything is started.
     """
     if options.dry_run:
-        return RunVerdict(run(root, options))
+        result = run(root, options)
+        if not options.all_items:
+            registry = load_registry(root)
+            buying = replace(options, dry_run=False)
+            for sid in sequential_use_cases(registry, status(registry), buying):
+                result.notes.append(
+                    f"use case {sid} is bought until decided: its cells cost at most what is "
+                    "shown (--all-items buys every item)"
+                )
+        return RunVerdict(result)
     if lock is None:
         raise ValueError("a run that writes needs the repository lock")
     registry = load_registry(root)
