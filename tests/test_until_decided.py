@@ -5,10 +5,14 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 from collections.abc import Iterator
 
 import pytest
+from test_judges_human import JUDGE_CRITERION, JUDGE_PIN, records
+
+from evalreg.graders.llm_judge import JUDGE_INSTRUCTIONS
 
 from conftest import Repo, assert_refused
 from support import runs
@@ -220,3 +224,44 @@ def test_a_decision_that_needs_every_item_is_refused_with_the_reason(repo: Repo,
     line = repo.read(path).splitlines().index("  sequential: {alpha: 0.05}") + 1
     assert f"{path}:{line}:" in found.out + found.err
     assert "gate 1 is on latency_p95_ms" in found.out + found.err
+
+
+def test_judges_are_bought_round_by_round_with_their_candidates(
+    two_pins: Repo, server: LLMServer
+) -> None:
+    repo = two_pins
+
+    def respond(request: Request) -> str:
+        if request.body["messages"][0]["content"] == JUDGE_INSTRUCTIONS:
+            return json.dumps({"score": 0.9, "reason": "calm"})
+        if request.body["model"] == "gpt-test-2":
+            return json.dumps({"label": "a"})
+        return triage_well(request)
+
+    server.responder = respond
+    repo.write(
+        "registry/models/judge.yaml",
+        JUDGE_PIN.format(url=server.base_url).replace("OPENAI_API_KEY", "CRASH_TEST_KEY"),
+    )
+    rubric = "registry/rubrics/labels.yaml"
+    repo.write(rubric, repo.read(rubric).replace("levels:", JUDGE_CRITERION + "levels:"))
+    _policy(repo, 0.7, "  sequential:\n    min_items: 100\n    round: 100\n")
+    repo.commit("a judged criterion; decided sequentially")
+    done = evalreg(repo, "run", "--no-push")
+    assert done.returncode == 0, done.stderr + done.stdout
+    judge = [r for r in server.requests if r.body["messages"][0]["content"] == JUDGE_INSTRUCTIONS]
+    asked = [r for r in server.requests if r not in judge]
+    assert len(asked) == 200  # decided at the first look
+    # Each judged answer is one of the 200 bought (two alike are judged once); none other.
+    bought = {int(r.body["messages"][-1]["content"].rsplit(" ", 1)[-1]) for r in asked}
+    judged = set()
+    for r in judge:
+        found = re.search(r'"message (\d+)"', r.body["messages"][1]["content"])
+        assert found is not None
+        judged.add(int(found.group(1)))
+    assert judged == bought and len(bought) == 100
+    assert 100 <= len(judge) <= 200
+    mini = records(repo, "reports/results/labels/mini")
+    assert len(mini) == 100 and all(r["criteria"]["tone"]["passed"] for r in mini)
+    repo.commit("results")
+    assert in_process(repo, "reproduce", "HEAD").returncode == 0
