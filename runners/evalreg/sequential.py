@@ -296,11 +296,12 @@ class Verdict:
     """One gate's or comparison's state: ``outcome`` is None until decided, then ``"pass"``
     or ``"fail"`` for a gate and ``"first"``, ``"second"`` or ``"tie"`` for a comparison.
     ``interval`` is the current confidence interval (of the rate, or of the difference
-    ``first - second``) at level ``alpha``, and never disagrees with the outcome."""
+    ``first - second``) at level ``alpha``, and never disagrees with the outcome; None when
+    it was not asked for (``decide(intervals=False)``)."""
 
     name: str
     outcome: str | None
-    interval: tuple[float, float]
+    interval: tuple[float, float] | None
     alpha: float
 
     @property
@@ -327,8 +328,12 @@ def decide(
     alpha: float = 0.05,
     *,
     grid: int = DEFAULT_GRID,
+    intervals: bool = True,
 ) -> Decision:
     """Whether the items bought so far settle every gate and comparison.
+
+    ``intervals=False`` leaves the verdicts' intervals out: the outcomes need only the
+    capital at each threshold (``O(t)``), an interval a grid of means (``O(t · grid)``).
 
     ``alpha`` is split evenly (Bonferroni) over the ``k`` gates and comparisons: each gets a
     confidence sequence at ``alpha / k``, so with probability at least ``1 - alpha`` over the
@@ -344,20 +349,26 @@ def decide(
     if k == 0:
         return Decision((), alpha)
     each = alpha / k
-    verdicts = [_gate_verdict(g, g.population or population, each, grid) for g in gates]
+    grid_or_none = grid if intervals else None
+    verdicts = [_gate_verdict(g, g.population or population, each, grid_or_none) for g in gates]
     verdicts += [
-        _comparison_verdict(c, c.population or population, each, grid) for c in comparisons
+        _comparison_verdict(c, c.population or population, each, grid_or_none) for c in comparisons
     ]
     return Decision(tuple(verdicts), each)
 
 
-def _gate_verdict(gate: Gate, population: int, alpha: float, grid: int) -> Verdict:
-    """One gate's outcome at level ``alpha`` (see :func:`decide`)."""
+def _gate_verdict(gate: Gate, population: int, alpha: float, grid: int | None) -> Verdict:
+    """One gate's outcome at level ``alpha`` (see :func:`decide`); its interval on a grid of
+    ``grid`` steps, or none."""
     if not gate.scores:
-        return Verdict(gate.name, None, (0.0, 1.0), alpha)
-    ci = confidence_sequence(gate.scores, population, alpha, grid=grid, points=(gate.threshold,))
+        return Verdict(gate.name, None, (0.0, 1.0) if grid else None, alpha)
+    ci = (
+        confidence_sequence(gate.scores, population, alpha, grid=grid, points=(gate.threshold,))
+        if grid
+        else None
+    )
     if len(gate.scores) == population:
-        rate = ci[-1][0]
+        rate = math.fsum(gate.scores) / population
         shown_at_least, shown_at_most = rate >= gate.threshold, rate <= gate.threshold
         shown_above, shown_below = not shown_at_most, not shown_at_least
     else:
@@ -368,28 +379,34 @@ def _gate_verdict(gate: Gate, population: int, alpha: float, grid: int) -> Verdi
         outcome = "pass" if shown_at_least else "fail" if shown_below else None
     else:
         outcome = "pass" if shown_at_most else "fail" if shown_above else None
-    return Verdict(gate.name, outcome, ci[-1], alpha)
+    return Verdict(gate.name, outcome, ci[-1] if ci else None, alpha)
 
 
 def _comparison_verdict(
-    comparison: Comparison, population: int, alpha: float, grid: int
+    comparison: Comparison, population: int, alpha: float, grid: int | None
 ) -> Verdict:
-    """One comparison's outcome at level ``alpha`` (see :func:`decide`)."""
+    """One comparison's outcome at level ``alpha`` (see :func:`decide`); its interval on a
+    grid of ``grid`` steps, or none."""
     if not comparison.first:
-        return Verdict(comparison.name, None, (-1.0, 1.0), alpha)
-    ci = paired_confidence_sequence(
-        comparison.first, comparison.second, population, alpha, grid=grid
+        return Verdict(comparison.name, None, (-1.0, 1.0) if grid else None, alpha)
+    ci = (
+        paired_confidence_sequence(
+            comparison.first, comparison.second, population, alpha, grid=grid
+        )
+        if grid
+        else None
     )
     outcome: str | None
     if len(comparison.first) == population:
-        diff = ci[-1][0]
+        diff = math.fsum(a - b for a, b in zip(comparison.first, comparison.second, strict=True))
+        diff /= population
         outcome = "first" if diff > 0 else "second" if diff < 0 else "tie"
     else:
         pairs = zip(comparison.first, comparison.second, strict=True)
         sides = threshold_sides([[(a - b + 1.0) / 2.0 for a, b in pairs]], population, 0.5, alpha)
         above, below = bool(sides.above[0, -1]), bool(sides.below[0, -1])
         outcome = "first" if above else "second" if below else None
-    return Verdict(comparison.name, outcome, ci[-1], alpha)
+    return Verdict(comparison.name, outcome, ci[-1] if ci else None, alpha)
 
 
 def purchase_order(evalset_md5: str, item_ids: Sequence[str], seed: int = 0) -> list[str]:

@@ -679,7 +679,7 @@ def _settled(ev: SelectionEvidence) -> str:
             outcome = {"pass": "✅ proved to pass", "fail": "❌ proved to fail"}.get(
                 verdict.outcome or "", "❔ not settled"
             )
-            lo, hi = verdict.interval
+            lo, hi = verdict.interval or (0.0, 1.0)
             row.append(f"{outcome}: {number(lo)} to {number(hi)} ({cell(gate_text(gate))})")
         rows.append(row)
     headers = ["candidate", "items", *(f"gate {i}" for i in range(1, len(gates) + 1))]
@@ -689,7 +689,7 @@ def _settled(ev: SelectionEvidence) -> str:
         what = f"{term.metric}" if ev.selection.policy.objective.lexicographic else "the objective"
         pair_rows = []
         for (a, b), verdict in state.pairs.items():
-            lo, hi = verdict.interval
+            lo, hi = verdict.interval or (0.0, 1.0)
             outcome = {
                 "first": f"{code(a)} is better",
                 "second": f"{code(b)} is better",

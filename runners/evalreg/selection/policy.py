@@ -153,7 +153,7 @@ def _as_settled(result: GateResult, verdict: Verdict | None) -> GateResult:
     with the anytime-valid interval the proof rests on."""
     if verdict is None:
         return result
-    lo, hi = verdict.interval
+    lo, hi = verdict.interval or (0.0, 1.0)
     interval = (
         f"anytime-valid interval {number(lo)} to {number(hi)} at alpha {number(verdict.alpha)}"
     )

@@ -202,20 +202,29 @@ def _scorer(outcomes: Outcomes | None, pass_level: str) -> Callable[[str], dict[
 
 
 def assess(
-    case: UseCase, records: Mapping[str, Sequence[ItemRecord]], bought: Mapping[str, int]
+    case: UseCase,
+    records: Mapping[str, Sequence[ItemRecord]],
+    bought: Mapping[str, int],
+    *,
+    intervals: bool = True,
 ) -> State:
     """The use case after a round: ``records`` by cell id are each cell's graded samples of
-    the first ``bought[cell]`` items of ``case.order``."""
+    the first ``bought[cell]`` items of ``case.order``. ``intervals=False``: the verdicts
+    without their intervals, which deciding does not need (``schedule``)."""
     criteria = [c.id for c in case.rubric.criteria]
     outcomes = {
         cell: from_records(records[cell], criteria) if records.get(cell) else None
         for cell in case.cells.values()
     }
-    return assess_outcomes(case, outcomes, bought)
+    return assess_outcomes(case, outcomes, bought, intervals=intervals)
 
 
 def assess_outcomes(
-    case: UseCase, outcomes: Mapping[str, Outcomes | None], bought: Mapping[str, int]
+    case: UseCase,
+    outcomes: Mapping[str, Outcomes | None],
+    bought: Mapping[str, int],
+    *,
+    intervals: bool = True,
 ) -> State:
     """``assess`` from each cell's outcomes (its records as columns)."""
     policy = case.selection.policy
@@ -278,7 +287,9 @@ def assess_outcomes(
             pair_names.append((a, b))
     # Each statement at alpha / family, the family fixed before the first round.
     tested = len(gates) + len(comparisons)
-    decision = sequential.decide(gates, comparisons, size, alpha_each * tested or case.params.alpha)
+    decision = sequential.decide(
+        gates, comparisons, size, alpha_each * tested or case.params.alpha, intervals=intervals
+    )
     verdicts = iter(decision.verdicts)
     gate_verdicts = {name: next(verdicts) for name in names}
     for name in impossible:
@@ -388,7 +399,7 @@ def schedule(cases: Sequence[UseCase], buy: Buy, start: Mapping[str, int] | None
             state = states.get(case.selection_id)
             if state is not None and state.decided:
                 continue
-            states[case.selection_id] = assess(case, records, bought)
+            states[case.selection_id] = assess(case, records, bought, intervals=False)
         if any(s.blocked for s in states.values()):
             return Stop(bought, states, reached)
         undecided = [c for c in cases if not states[c.selection_id].decided]
