@@ -19,7 +19,15 @@ is wrong when it differs from it. Each row prints the share of use cases decided
 (every item bought, never wrong). Seeded (numpy ``Generator(PCG64)``): the same arguments
 print the same table. Prints, never asserts.
 
+A second table (``--policy N`` use cases per scenario, default 200) runs the rule a run
+applies, ``selection.stopping.schedule``, on per-item records: three candidates, one gate
+(``pass_rate ≥ 0.60``) and a lexicographic objective, candidates out of the running no longer
+bought; a stop is wrong when its recommendation differs from ``selection.policy.decide`` on
+every record. Scenarios: all three exactly at the gate and equal (the null), the best 5, 15
+or 30 points above the other two. Its "saved" counts every candidate's items.
+
 Run: python tests/benchmarks/sequential.py [--cases N] [--items M] [--round R] [--alpha A]
+       [--policy N]
 """
 
 from __future__ import annotations
@@ -106,6 +114,107 @@ def scenarios(args: argparse.Namespace, rng: np.random.Generator):
         yield f"family of 3 (2 gates, 1 pair), {delta * 100:.0f} pt", wrong, bought
 
 
+def policy_scenarios(args: argparse.Namespace, rng: np.random.Generator):
+    """(name, wrong, share of items bought) per use case of the policy-level table."""
+    from evalreg.metrics import cell_metrics
+    from evalreg.registry import schema
+    from evalreg.results.outcomes import from_records
+    from evalreg.selection import stopping
+    from evalreg.selection.policy import decide
+    from evalreg.sequential import purchase_order
+
+    rubric = schema.Rubric.model_validate(
+        {
+            "schema_version": 1,
+            "description": "d",
+            "version": "1",
+            "criteria": [
+                {"id": "ok", "description": "d", "grader": {"type": "field_exact", "field": "x"}}
+            ],
+            "levels": {"correct": {"require": "all"}, "acceptable": {"require": ["ok"]}},
+        }
+    )
+    task = schema.Task.model_validate(
+        {
+            "schema_version": 1,
+            "description": "d",
+            "evalset": "e.jsonl",
+            "prompt": {"template": "x"},
+            "output": {"parser": "json"},
+            "rubric": "r",
+        }
+    )
+    names = ("a", "b", "c")
+    selection = schema.Selection.model_validate(
+        {
+            "schema_version": 1,
+            "use_case": "u",
+            "task": "t",
+            "candidates": [{"id": c, "pin": c} for c in names],
+            "policy": {
+                "gates": [{"metric": "pass_rate", "min": GATE}],
+                "objective": {"lexicographic": [{"maximize": "pass_rate"}]},
+            },
+            "selected": "a",
+            "rationale": "r",
+        }
+    )
+    size = args.items
+    ids = [f"i{n:05d}" for n in range(size)]
+    params = schema.Sequential(alpha=args.alpha, min_items=args.round, round=args.round)
+
+    def record(item: str, passed: bool) -> dict:
+        return {
+            "item": item,
+            "sample": 0,
+            "tags": [],
+            "cluster": None,
+            "key": None,
+            "error": None,
+            "criteria": {"ok": {"passed": passed, "score": float(passed)}},
+            "level": "correct" if passed else "unacceptable",
+            "score": float(passed),
+            "latency_ms": 1,
+            "tokens": {"input": 1, "output": 1, "reasoning": 0},
+            "cost_micro_usd": 0,
+            "content": "c",
+        }
+
+    for delta in (0.0, 0.05, 0.15, 0.30):
+        wrong, bought = [], []
+        for case_no in range(args.policy):
+            rates = {"a": GATE + delta, "b": GATE, "c": GATE}
+            records = {}
+            for cand, rate in rates.items():
+                passing = set(rng.choice(size, round(rate * size), replace=False).tolist())
+                records[cand] = [record(i, n in passing) for n, i in enumerate(ids)]
+            case = stopping.UseCase(
+                "u",
+                selection,
+                rubric,
+                1,
+                dict.fromkeys(ids, ()),
+                purchase_order(f"case-{case_no}", ids),
+                {c: c for c in names},
+                params,
+            )
+            position = {item: n for n, item in enumerate(case.order)}
+
+            def buy(want: dict[str, int], records=records, position=position) -> dict:
+                return {
+                    c: [r for r in records[c] if position[r["item"]] < n] for c, n in want.items()
+                }
+
+            stop = stopping.schedule([case], buy)
+            full = {
+                c: cell_metrics(from_records(rs, ["ok"]), task, rubric) for c, rs in records.items()
+            }
+            expected = decide(selection, full, set()).recommended
+            wrong.append(stop.states["u"].recommended != expected)
+            bought.append(sum(stop.bought.values()) / (len(names) * size))
+        yield f"3 candidates, 1 gate, best +{delta * 100:.0f} pt", np.array(wrong), np.array(bought)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("--cases", type=int, default=1_000, help="use cases per scenario")
@@ -113,6 +222,9 @@ def main() -> None:
     parser.add_argument("--round", type=int, default=16, help="items bought per round")
     parser.add_argument("--alpha", type=float, default=0.05)
     parser.add_argument("--seed", type=int, default=20_240)
+    parser.add_argument(
+        "--policy", type=int, default=200, help="use cases per policy-level scenario (0: none)"
+    )
     args = parser.parse_args()
     rng = np.random.Generator(np.random.PCG64(args.seed))
     started = time.perf_counter()
@@ -128,6 +240,13 @@ def main() -> None:
             f"   0.00 %, 0.0 %"
         )
     print(f"{total} use cases in {time.perf_counter() - started:.1f} s")
+    if args.policy:
+        started = time.perf_counter()
+        print(f"\nThe run's rule (selection.stopping), {args.policy} use cases per scenario")
+        print(f"{'scenario':<40} {'wrong':>7} {'saved':>7}   fixed-size run: wrong, saved")
+        for name, wrong, share in policy_scenarios(args, rng):
+            print(f"{name:<40} {wrong.mean():>7.2%} {1 - share.mean():>7.1%}   0.00 %, 0.0 %")
+        print(f"in {time.perf_counter() - started:.1f} s")
 
 
 if __name__ == "__main__":
