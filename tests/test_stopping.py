@@ -251,7 +251,7 @@ def test_a_provider_error_blocks_the_round_rather_than_count_as_a_failure() -> N
     records = population(200, {"a": 0.9})["a"]
     records[0] = {**records[0], "error": "server_error", "criteria": {}, "level": None}
     state = stopping.assess(case(sel, 200), {"t/a": records}, {"t/a": 200})
-    assert state.blocked is not None and "provider errors" in state.blocked
+    assert state.blocked is not None and "1 sample without a graded response" in state.blocked
     assert not state.decided
 
 

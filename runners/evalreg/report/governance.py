@@ -184,7 +184,7 @@ def headline(ev: SelectionEvidence) -> str:
         f"### {inline(ev.selection.use_case)} (`{ev.selection_id}`)\n",
         _decision_lines(ev),
         _gates(ev) or "No gates.\n",
-        "Results on all items:\n",
+        "Results on all items:\n" if ev.settled is None else "Results on the items bought:\n",
         table(_OVERALL_HEADERS, _overall_rows(ev)),
     ]
     return "\n".join(parts)
@@ -664,8 +664,9 @@ def _settled(ev: SelectionEvidence) -> str:
         f"{case.size:,} items would make: alpha {number(params.alpha)} is split evenly over "
         f"the {plural(case.family, 'statement')} the decision may need (every candidate's "
         f"gates, and every pair of candidates on the objective), {number(state.alpha_each)} "
-        "each. The intervals below hold at that level whenever the run stopped; the "
-        "fixed-size intervals elsewhere in this report describe the items bought only.\n",
+        "each. The intervals below hold at that level whenever the run stopped. Every other "
+        "figure in this report (rates and their fixed-size intervals, latency, cost) is of "
+        "the items bought only.\n",
     ]
     rows = []
     for cand in ev.selection.candidates:

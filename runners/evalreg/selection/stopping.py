@@ -43,6 +43,7 @@ from evalreg.registry.rates import refusal
 from evalreg.results.outcomes import ERROR, Outcomes, from_records
 from evalreg.results.records import ItemRecord
 from evalreg.sequential import purchase_order
+from evalreg.text.numbers import plural
 
 METHOD = "betting confidence sequences, sampling without replacement (Waudby-Smith & Ramdas 2023)"
 """The method, as the report and the summaries name it."""
@@ -240,7 +241,11 @@ def assess_outcomes(
                 False,
                 None,
                 tuple(candidates),
-                blocked=f"{cand}: {errors} provider errors; the next run retries them",
+                blocked=(
+                    f"{cand}: {plural(errors, 'sample')} without a graded response (a provider "
+                    "or judge error, or --max-cost); the next run buys what is missing and "
+                    "goes on"
+                ),
             )
         scores[cand] = _scorer(found, policy.pass_level)
     prefix = {cand: case.order[: bought.get(case.cells[cand], 0)] for cand in candidates}
