@@ -265,3 +265,26 @@ def test_judges_are_bought_round_by_round_with_their_candidates(
     assert len(mini) == 100 and all(r["criteria"]["tone"]["passed"] for r in mini)
     repo.commit("results")
     assert in_process(repo, "reproduce", "HEAD").returncode == 0
+
+
+def test_a_round_cut_short_by_max_cost_writes_nothing_and_the_next_run_goes_on(
+    two_pins: Repo, server: LLMServer
+) -> None:
+    repo = two_pins
+    server.responder = lambda request: (
+        json.dumps({"label": "a"})
+        if request.body["model"] == "gpt-test-2"
+        else triage_well(request)
+    )
+    _policy(repo, 0.7, "  sequential:\n    min_items: 100\n    round: 100\n")
+    repo.commit("policy: decided sequentially")
+    cut = evalreg(repo, "run", "--no-push", "--max-cost", "0.0002")
+    assert cut.returncode == 1, cut.stderr + cut.stdout
+    assert "not decided" in cut.stdout and "--max-cost" in cut.stdout
+    assert not (repo.root / "reports/results/labels/mini.json").exists()
+    first = len(server.requests)
+    assert 0 < first < 200
+    done = evalreg(repo, "run", "--no-push")
+    assert done.returncode == 0, done.stderr
+    assert len(server.requests) == 200  # the rest of the first round, nothing again
+    assert _summary(repo, "mini")["sequential"]["items"] == 100
