@@ -224,7 +224,7 @@ def test_alpha_is_split_over_every_gate_and_pair_fixed_beforehand() -> None:
                     "weighted": [{"maximize": "pass_rate"}, {"minimize": "cost_per_item_usd"}]
                 }
             },
-            "cost_per_item_usd, which is not a rate",
+            "includes cost_per_item_usd: a weighted objective is settled on rates",
         ),
         (
             [],

@@ -7,6 +7,7 @@ import json
 import os
 import re
 import signal
+import subprocess
 from collections.abc import Iterator
 
 import pytest
@@ -286,3 +287,55 @@ def test_a_round_cut_short_by_max_cost_writes_nothing_and_the_next_run_goes_on(
     assert done.returncode == 0, done.stderr
     assert len(server.requests) == 200  # the rest of the first round, nothing again
     assert _summary(repo, "mini")["sequential"]["items"] == 100
+
+
+def test_a_shard_leaves_a_sequential_use_case_to_a_run_without_it_and_says_so(
+    two_pins: Repo, server: LLMServer
+) -> None:
+    repo = two_pins
+    _clear_cut(repo, server)
+    repo.commit("policy: decided sequentially")
+    shard = evalreg(repo, "run", "--no-push", "--shard", "1/2")
+    assert shard.returncode == 0, shard.stderr
+    assert "use case labels is bought until decided" in shard.stderr
+    assert "a run with --shard leaves its cells to a run without it" in shard.stderr
+    assert len(server.requests) == 0
+
+
+def test_a_sequential_policy_changed_after_the_run_makes_its_cells_stale(
+    two_pins: Repo, server: LLMServer
+) -> None:
+    repo = two_pins
+    _clear_cut(repo, server)
+    repo.commit("policy: decided sequentially")
+    assert evalreg(repo, "run", "--no-push").returncode == 0
+    repo.commit("results")
+    path = "registry/selections/labels.yaml"
+    repo.write(path, repo.read(path).replace("    min_items: 100", "    min_items: 300"))
+    repo.commit("a first look after 300 items")
+    status = json.loads(in_process(repo, "status", "--json").stdout)
+    assert {c["state"] for c in status} == {"stale"}
+    assert all("changed: the sequential policy of labels" in c["reasons"] for c in status)
+    bought = len(server.requests)
+    again = evalreg(repo, "run", "--no-push")
+    assert again.returncode == 0, again.stderr
+    assert len(server.requests) == bought + 2 * 200  # items 101 to 300 of each cell
+    assert _summary(repo, "mini")["sequential"]["items"] == 300
+
+
+def test_what_the_rounds_bought_reaches_the_remote_and_a_teammates_clone_reproduces_it(
+    two_pins: Repo, server: LLMServer, tmp_path
+) -> None:
+    repo = two_pins
+    _clear_cut(repo, server)
+    repo.commit("policy: decided sequentially")
+    # Named candidates still decide the whole use case: every candidate is bought.
+    done = evalreg(repo, "run", "--candidate", "mini")
+    assert done.returncode == 0, done.stderr + done.stdout
+    assert "recommends mini" in done.stdout
+    assert _summary(repo, "mini2")["sequential"]["items"] == 100
+    repo.commit("results")
+    clone = Repo(tmp_path / "clone")
+    subprocess.run(["git", "clone", "-q", str(repo.root), str(clone.root)], check=True)
+    reproduced = in_process(clone, "reproduce", "HEAD")
+    assert reproduced.returncode == 0, reproduced.stdout + reproduced.stderr

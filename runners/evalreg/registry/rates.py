@@ -39,7 +39,10 @@ def refusal(selection: schema.Selection, rubric: schema.Rubric) -> str | None:
     if policy.objective.weighted is not None:
         other = [t.metric for t in terms if t.metric not in ITEM_RATES]
         if other:
-            return f"its weighted objective includes {', '.join(other)}, which is not a rate"
+            return (
+                f"its weighted objective includes {', '.join(other)}: a weighted objective is "
+                "settled on rates over every item (pass, level and error rates)"
+            )
     if policy.non_inferiority is not None:
         return "a non-inferiority margin is not decided sequentially"
     return None

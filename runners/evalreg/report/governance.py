@@ -291,7 +291,8 @@ def _criteria(ev: SelectionEvidence, dates: CriteriaDates | None) -> str:
     if policy.sequential is not None:
         seq = policy.sequential
         out.append(
-            f"Bought until decided: items in rounds of {seq.round:,} after the first "
+            f"Bought until decided: items in rounds of {seq.round:,} (at least the run's "
+            f"concurrency) after the first "
             f"{seq.min_items:,}, stopping once the decision is settled with at most a "
             f"{percent(seq.alpha)} chance that a run of every item would decide otherwise.\n"
         )

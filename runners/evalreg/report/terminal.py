@@ -303,7 +303,11 @@ def print_run(result: RunResult, *, dry_run: bool = False) -> None:
                 )
             )
     if not result.plans:
-        out.print("Nothing to run: every cell is fresh.")
+        out.print(
+            "Nothing to run: every cell is fresh."
+            if not result.notes
+            else "Nothing to run here: every other cell is fresh (see the notes)."
+        )
     if judged:
         out.print(
             "Estimated cost of missing responses: "
@@ -1006,6 +1010,14 @@ def print_sequential(done: SequentialRun) -> None:
         reached = stop.reached[case.selection_id]
         if state.blocked is not None:
             line = f"use case {case.selection_id}: not decided: {state.blocked}"
+        elif reached == case.size:
+            # Nothing was settled early: the policy decides on every item, as for any run.
+            line = (
+                f"use case {case.selection_id}: not settled before the last item; every item "
+                "bought, and the policy decides as for any run"
+            )
+        elif not state.decided:
+            line = f"use case {case.selection_id}: not decided after {reached:,} items"
         else:
             verdict = (
                 f"recommends {state.recommended}"

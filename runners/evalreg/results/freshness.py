@@ -77,8 +77,30 @@ def status(
         errors = int(summary.get("totals", {}).get("errors", 0))
         if errors:
             reasons.append(f"{errors} provider errors to retry")
+        reasons += _sequential_changes(registry, summary)
         state = "stale" if reasons else "fresh"
         out.append(CellStatus(cell, state, reasons, fp, parts, _decided(summary)))
+    return out
+
+
+def _sequential_changes(registry: Registry, summary: CellSummary) -> list[str]:
+    """Why results a sequential run stopped early no longer stand: a use case reading them
+    whose policy now asks for another ``alpha`` or ``min_items``, or larger rounds."""
+    stop = summary.get("sequential")
+    if not isinstance(stop, dict):
+        return []
+    out = []
+    for sid, given in sorted((stop.get("use_cases") or {}).items()):
+        selection = registry.selections.get(sid)
+        now = selection.policy.sequential if selection is not None else None
+        if now is None or not isinstance(given, dict):
+            continue
+        if (
+            now.alpha != given.get("alpha")
+            or now.min_items != given.get("min_items")
+            or now.round > int(given.get("round") or 0)
+        ):
+            out.append(f"changed: the sequential policy of {sid}")
     return out
 
 

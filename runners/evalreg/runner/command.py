@@ -24,6 +24,7 @@ from evalreg.runner.planning import CellPlan, RunOptions, prepare
 from evalreg.runner.run import RunResult, run
 from evalreg.runner.until_decided import (
     SequentialRun,
+    not_sequential,
     refuse,
     run_until_decided,
     sequential_use_cases,
@@ -109,6 +110,7 @@ def run_command(
                     root, options, progress=shown.advance, prepared=prepared, tracker=tracker
                 )
     verdict = judge(result, options)
+    result.notes += _left_notes(registry, options)
     if not sequential:
         return verdict
     rounds = run_until_decided(root, options, load_registry(root), sequential, on_round)
@@ -118,6 +120,22 @@ def run_command(
         failed = failed or last.failed
         verdict = replace(verdict, refusals=verdict.refusals + last.refusals)
     return replace(verdict, failed=failed, sequential=rounds)
+
+
+def _left_notes(registry: Registry, options: RunOptions) -> list[str]:
+    """What a run that cannot buy in rounds (``--shard``, ``--offline``...) left to one that
+    can: the use cases with work whose policy buys them until decided."""
+    clash = not_sequential(options)
+    if clash is None or options.until_decided or options.all_items:
+        return []
+    buying = replace(
+        options, shard=None, batch=False, limit=None, offline=False, holdout=False, dry_run=False
+    )
+    return [
+        f"use case {sid} is bought until decided (its policy's `sequential`): a run with "
+        f"{clash} leaves its cells to a run without it (or run with --all-items)"
+        for sid in sequential_use_cases(registry, status(registry), buying)
+    ]
 
 
 def _left_to_sequential(registry: Registry, options: RunOptions) -> frozenset[str]:

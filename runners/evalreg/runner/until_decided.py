@@ -147,7 +147,9 @@ def run_until_decided(
     graded: dict[str, list[ItemRecord]] = {}
     have: dict[str, int] = {}
     committed: dict[str, list[ItemRecord]] = {}
-    round_options = replace(options, push=False, until_decided=False)
+    # Every cell of the use cases, whatever --task and --candidate chose: a decision needs
+    # all its candidates. Each round pushes what it bought, as any run does.
+    round_options = replace(options, until_decided=False, tasks=(), candidates=())
 
     def buy(want: dict[str, int]) -> Mapping[str, Sequence[ItemRecord]]:
         running = {
@@ -195,15 +197,20 @@ def run_until_decided(
         if n < done.sizes[cell]:
             done.stops[cell] = _stop_record(cell, n, done.sizes[cell], cases, stop)
     final = replace(
-        options,
-        until_decided=False,
+        round_options,
         only={cell: frozenset(order[cell][:n]) for cell, n in written.items()},
         decided=done.stops,
     )
     done.final = run(root, final)
-    # The last round buys nothing: what it reports is what the rounds bought.
-    done.final.fetch = _bought(done.final.fetch, [r.fetch for r in done.rounds])
-    done.final.judge_fetch = _bought(done.final.judge_fetch, [r.judge_fetch for r in done.rounds])
+    # The last round buys nothing: what it reports is what the rounds bought, pushed and
+    # left to commit (its own push takes whatever an earlier round could not push).
+    last, rounds = done.final, done.rounds
+    last.fetch = _bought(last.fetch, [r.fetch for r in rounds])
+    last.judge_fetch = _bought(last.judge_fetch, [r.judge_fetch for r in rounds])
+    last.to_commit = list(
+        dict.fromkeys([*(p for r in rounds for p in r.to_commit), *last.to_commit])
+    )
+    last.pushed = list(dict.fromkeys([*(p for r in rounds for p in r.pushed), *last.pushed]))
     return done
 
 
