@@ -21,6 +21,8 @@ from support.llm_server import LLMServer, Request
 from support.runs import evalreg, in_process, live_registry
 
 ITEMS = 2000
+FEW = 400
+"""The eval set of the tests about something other than how far a run goes."""
 
 
 def triage_well(request: Request) -> str:
@@ -59,6 +61,12 @@ def server(server_port: int) -> Iterator[LLMServer]:
 @pytest.fixture
 def two_pins(repo: Repo, server: LLMServer) -> Repo:
     live_registry(repo, server, items=ITEMS, pins=2)
+    return repo
+
+
+@pytest.fixture
+def few(repo: Repo, server: LLMServer) -> Repo:
+    live_registry(repo, server, items=FEW, pins=2)
     return repo
 
 
@@ -164,15 +172,15 @@ def test_a_close_use_case_runs_to_the_end_and_reads_as_a_full_run(
 
 
 def test_killed_between_rounds_a_run_resumes_without_buying_anything_twice(
-    two_pins: Repo, server: LLMServer
+    few: Repo, server: LLMServer
 ) -> None:
-    repo = two_pins
+    repo = few
     server.responder = close_pair
-    _policy(repo, 0.5, "  sequential:\n    min_items: 100\n    round: 300\n")
+    _policy(repo, 0.5, "  sequential:\n    min_items: 100\n    round: 100\n")
     repo.commit("policy: decided sequentially")
     proc = runs.start(repo, "run", "--no-push", "--max-concurrency", "8")
     # Caught in its second round, some of it bought.
-    assert runs.wait_until(proc, lambda: len(server.requests) > 2 * 100 + 150)
+    assert runs.wait_until(proc, lambda: len(server.requests) > 2 * 100 + 50)
     os.killpg(proc.pid, signal.SIGKILL)
     proc.wait()
     kept = runs.stored_keys(repo)  # what reached the store before the signal
@@ -183,7 +191,7 @@ def test_killed_between_rounds_a_run_resumes_without_buying_anything_twice(
     received = [runs.request_key_of(r, server) for r in server.requests]
     assert not set(received) & kept  # nothing stored is bought again
     assert len(received) == len(set(received))
-    assert len(set(received) | kept) == 2 * ITEMS
+    assert len(set(received) | kept) == 2 * FEW
     repo.commit("results")
     assert in_process(repo, "reproduce", "HEAD").returncode == 0
 
@@ -231,9 +239,9 @@ def test_a_decision_that_needs_every_item_is_refused_with_the_reason(repo: Repo,
 
 
 def test_judges_are_bought_round_by_round_with_their_candidates(
-    two_pins: Repo, server: LLMServer
+    few: Repo, server: LLMServer
 ) -> None:
-    repo = two_pins
+    repo = few
 
     def respond(request: Request) -> str:
         if request.body["messages"][0]["content"] == JUDGE_INSTRUCTIONS:
@@ -272,9 +280,9 @@ def test_judges_are_bought_round_by_round_with_their_candidates(
 
 
 def test_a_round_cut_short_by_max_cost_writes_nothing_and_the_next_run_goes_on(
-    two_pins: Repo, server: LLMServer
+    few: Repo, server: LLMServer
 ) -> None:
-    repo = two_pins
+    repo = few
     _clear_cut(repo, server)
     repo.commit("policy: decided sequentially")
     cut = evalreg(repo, "run", "--no-push", "--max-cost", "0.0002")
@@ -290,9 +298,9 @@ def test_a_round_cut_short_by_max_cost_writes_nothing_and_the_next_run_goes_on(
 
 
 def test_a_shard_leaves_a_sequential_use_case_to_a_run_without_it_and_says_so(
-    two_pins: Repo, server: LLMServer
+    few: Repo, server: LLMServer
 ) -> None:
-    repo = two_pins
+    repo = few
     _clear_cut(repo, server)
     repo.commit("policy: decided sequentially")
     shard = evalreg(repo, "run", "--no-push", "--shard", "1/2")
@@ -303,9 +311,9 @@ def test_a_shard_leaves_a_sequential_use_case_to_a_run_without_it_and_says_so(
 
 
 def test_a_sequential_policy_changed_after_the_run_makes_its_cells_stale(
-    two_pins: Repo, server: LLMServer
+    few: Repo, server: LLMServer
 ) -> None:
-    repo = two_pins
+    repo = few
     _clear_cut(repo, server)
     repo.commit("policy: decided sequentially")
     assert evalreg(repo, "run", "--no-push").returncode == 0
@@ -324,9 +332,9 @@ def test_a_sequential_policy_changed_after_the_run_makes_its_cells_stale(
 
 
 def test_what_the_rounds_bought_reaches_the_remote_and_a_teammates_clone_reproduces_it(
-    two_pins: Repo, server: LLMServer, tmp_path
+    few: Repo, server: LLMServer, tmp_path
 ) -> None:
-    repo = two_pins
+    repo = few
     _clear_cut(repo, server)
     repo.commit("policy: decided sequentially")
     # Named candidates still decide the whole use case: every candidate is bought.
