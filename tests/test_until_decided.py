@@ -347,3 +347,24 @@ def test_what_the_rounds_bought_reaches_the_remote_and_a_teammates_clone_reprodu
     subprocess.run(["git", "clone", "-q", str(repo.root), str(clone.root)], check=True)
     reproduced = in_process(clone, "reproduce", "HEAD")
     assert reproduced.returncode == 0, reproduced.stdout + reproduced.stderr
+
+
+def test_an_early_look_with_the_flag_is_completed_by_the_next_plain_run(
+    few: Repo, server: LLMServer
+) -> None:
+    repo = few
+    _clear_cut(repo, server)
+    path = "registry/selections/labels.yaml"
+    repo.write(
+        path, repo.read(path).replace("  sequential:\n    min_items: 100\n    round: 100\n", "")
+    )
+    repo.commit("policy: no sequential block")
+    look = evalreg(repo, "run", "--no-push", "--until-decided")
+    assert look.returncode == 0, look.stderr
+    assert "responses not bought" in look.stdout
+    assert len(server.requests) == 2 * 100  # the defaults: a first look after 100 items
+    assert "decided (100 of 400)" in in_process(repo, "status").stdout
+    whole = evalreg(repo, "run", "--no-push")
+    assert whole.returncode == 0, whole.stderr
+    assert len(server.requests) == 2 * FEW
+    assert _summary(repo, "mini")["totals"]["items"] == FEW

@@ -1032,12 +1032,20 @@ def print_sequential(done: SequentialRun) -> None:
     written = {o.plan.status.cell.id: o for o in (done.final.outcomes if done.final else [])}
     for cell, record in sorted(done.stops.items()):
         left = record["of"] - record["items"]
-        line = f"{cell}: decided after {record['items']:,} of {record['of']:,} items"
+        alphas = sorted({number(u["alpha"]) for u in record["use_cases"].values()})
+        line = (
+            f"{cell}: decided after {record['items']:,} of {record['of']:,} items "
+            f"(alpha {', '.join(alphas)}, betting confidence sequences)"
+        )
         outcome = written.get(cell)
         if outcome is not None and outcome.written and record["items"]:
             per_item = outcome.cost_micro_usd / record["items"]
             saved = usd_micro(round(per_item * left))
-            line += f"; {plural(left, 'item')} not bought (about {saved} at this run's cost)"
+            responses = left * outcome.plan.status.cell.task.repeats
+            line += (
+                f"; {plural(responses, 'response')} not bought (about {saved} at this run's "
+                "cost, judges included)"
+            )
         out.print(Text(plain(line)))
     if done.stops:
         out.print(Text(plain(f"Method: {next(iter(done.stops.values()))['method']}.")))
