@@ -171,6 +171,7 @@ def test_a_close_use_case_runs_to_the_end_and_reads_as_a_full_run(
     assert in_process(repo, "check").returncode == 0
 
 
+@pytest.mark.slow  # a kill and a resume: `nox -s slow`, which CI runs too
 def test_killed_between_rounds_a_run_resumes_without_buying_anything_twice(
     few: Repo, server: LLMServer
 ) -> None:
@@ -279,6 +280,7 @@ def test_judges_are_bought_round_by_round_with_their_candidates(
     assert in_process(repo, "reproduce", "HEAD").returncode == 0
 
 
+@pytest.mark.slow  # a kill and a resume: `nox -s slow`, which CI runs too
 def test_a_round_cut_short_by_max_cost_writes_nothing_and_the_next_run_goes_on(
     few: Repo, server: LLMServer
 ) -> None:
