@@ -12,7 +12,7 @@ import os
 import subprocess
 import sys
 import tempfile
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -385,6 +385,9 @@ class Timed:
     returncode: int
     stdout: str
     stderr: str
+    cpu_seconds: float = 0.0
+    """User and system time of the command and every descendant it waited for (wait4's
+    rusage of the child counts those reaped below it)."""
 
 
 # Starts the measured command from a small, fresh process. Linux carries the peak resident
@@ -402,14 +405,23 @@ if pid == 0:
         os._exit(127)
 _, status, usage = os.wait4(pid, 0)
 seconds = time.perf_counter() - started
+cpu = usage.ru_utime + usage.ru_stime
 with open(report, "w") as f:
-    f.write(f"{seconds} {usage.ru_maxrss} {os.waitstatus_to_exitcode(status)}")
+    f.write(f"{seconds} {usage.ru_maxrss} {os.waitstatus_to_exitcode(status)} {cpu}")
 """
 
 
-def timed(args: Sequence[str], cwd: Path, **extra_env: str) -> Timed:
-    """Run a child to completion: its wall time and its own peak resident set (from wait4
-    in a small launcher process)."""
+def timed(
+    args: Sequence[str],
+    cwd: Path,
+    *,
+    environ: Mapping[str, str] | None = None,
+    timeout: float | None = None,
+    **extra_env: str,
+) -> Timed:
+    """Run a child to completion: its wall time, its own peak resident set and the CPU time
+    of its whole process tree (from wait4 in a small launcher process). ``environ``: its
+    whole environment, instead of ``env(**extra_env)``."""
     with (
         tempfile.TemporaryFile() as out,
         tempfile.TemporaryFile() as err,
@@ -417,8 +429,15 @@ def timed(args: Sequence[str], cwd: Path, **extra_env: str) -> Timed:
     ):
         report = Path(scratch) / "rusage"
         launcher = [PYTHON, "-S", "-c", _LAUNCHER, str(report), *args]
-        subprocess.run(launcher, cwd=cwd, env=env(**extra_env), stdout=out, stderr=err)
-        seconds, maxrss_kb, returncode = report.read_text().split()
+        subprocess.run(
+            launcher,
+            cwd=cwd,
+            env=dict(environ) if environ is not None else env(**extra_env),
+            stdout=out,
+            stderr=err,
+            timeout=timeout,
+        )
+        seconds, maxrss_kb, returncode, cpu = report.read_text().split()
         out.seek(0)
         err.seek(0)
         return Timed(
@@ -427,6 +446,7 @@ def timed(args: Sequence[str], cwd: Path, **extra_env: str) -> Timed:
             int(returncode),
             out.read().decode(errors="replace"),
             err.read().decode(errors="replace"),
+            float(cpu),
         )
 
 
