@@ -13,23 +13,18 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from evalreg.cells import use_case_cells, use_cases_of
 from evalreg.dvcrepo import require_remote_plugin
 from evalreg.registry.loader import Registry, load_registry
-from evalreg.results.freshness import status
 from evalreg.runner._dvcworker import Tracker
-from evalreg.runner.planning import CellPlan, RunOptions, prepare
+from evalreg.runner.planning import CellPlan, RunOptions, not_sequential, prepare
 from evalreg.runner.run import RunResult, run
-from evalreg.runner.until_decided import (
-    SequentialRun,
-    not_sequential,
-    refuse,
-    run_until_decided,
-    sequential_use_cases,
-)
 from evalreg.store.lock import RepositoryLock
+
+if TYPE_CHECKING:
+    from evalreg.runner.until_decided import SequentialRun
 
 
 class ProgressDisplay(Protocol):
@@ -77,23 +72,22 @@ def run_command(
     A registry that cannot be loaded stops the run before anything is started.
     """
     if options.dry_run:
-        result = run(root, options)
-        if not options.all_items:
-            registry = load_registry(root)
-            buying = replace(options, dry_run=False)
-            for sid in sequential_use_cases(registry, status(registry), buying):
-                result.notes.append(
-                    f"use case {sid} is bought until decided: its cells cost at most what is "
-                    "shown (--all-items buys every item)"
-                )
+        registry = load_registry(root)
+        result = run(root, options, prepared=prepare(root, options, registry))
+        for sid in _sequential(registry, replace(options, dry_run=False)):
+            result.notes.append(
+                f"use case {sid} is bought until decided: its cells cost at most what is "
+                "shown (--all-items buys every item)"
+            )
         return RunVerdict(result)
     if lock is None:
         raise ValueError("a run that writes needs the repository lock")
     registry = load_registry(root)
-    sequential = (
-        [] if options.all_items else sequential_use_cases(registry, status(registry), options)
-    )
-    refuse(registry, sequential, options)
+    sequential = _sequential(registry, options)
+    if sequential or options.until_decided:
+        from evalreg.runner.until_decided import refuse
+
+        refuse(registry, sequential, options)
     if options.push:
         # Before anything is bought: responses the remote cannot receive reach no teammate.
         require_remote_plugin(root)
@@ -113,6 +107,8 @@ def run_command(
     result.notes += _left_notes(registry, options)
     if not sequential:
         return verdict
+    from evalreg.runner.until_decided import run_until_decided
+
     rounds = run_until_decided(root, options, load_registry(root), sequential, on_round)
     failed = verdict.failed or rounds.stop is None or rounds.stop.blocked is not None
     if rounds.final is not None:
@@ -134,8 +130,22 @@ def _left_notes(registry: Registry, options: RunOptions) -> list[str]:
     return [
         f"use case {sid} is bought until decided (its policy's `sequential`): a run with "
         f"{clash} leaves its cells to a run without it (or run with --all-items)"
-        for sid in sequential_use_cases(registry, status(registry), buying)
+        for sid in _sequential(registry, buying)
     ]
+
+
+def _sequential(registry: Registry, options: RunOptions) -> list[str]:
+    """The use cases this run buys until decided (``until_decided.sequential_use_cases``);
+    nothing is imported or computed for a run where none can be."""
+    if options.all_items or not (
+        options.until_decided
+        or any(s.policy.sequential is not None for s in registry.selections.values())
+    ):
+        return []
+    from evalreg.results.freshness import status
+    from evalreg.runner.until_decided import sequential_use_cases
+
+    return sequential_use_cases(registry, status(registry), options)
 
 
 def _left_to_sequential(registry: Registry, options: RunOptions) -> frozenset[str]:

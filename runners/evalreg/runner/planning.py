@@ -89,6 +89,21 @@ class RunOptions:
     so); any other cell decided on part of its items is completed."""
 
 
+def not_sequential(options: RunOptions) -> str | None:
+    """The option that keeps a run from buying in rounds, or None."""
+    for flag, given in (
+        ("--shard", options.shard is not None),
+        ("--batch", options.batch),
+        ("--limit", options.limit is not None),
+        ("--holdout", options.holdout),
+        ("--offline", options.offline),
+        ("--dry-run", options.dry_run),
+    ):
+        if given:
+            return flag
+    return None
+
+
 @dataclass
 class CellPlan:
     status: CellStatus

@@ -25,7 +25,7 @@ from evalreg.registry.tree import WorkspaceTree
 from evalreg.results.freshness import CellStatus, status
 from evalreg.results.records import ItemRecord, SequentialStop, UseCaseStop, read_records
 from evalreg.runner.grading import cell_grader
-from evalreg.runner.planning import RunOptions
+from evalreg.runner.planning import RunOptions, not_sequential
 from evalreg.runner.rebuy import open_store
 from evalreg.runner.run import RunResult, run
 from evalreg.selection.stopping import (
@@ -65,21 +65,6 @@ def sequential_use_cases(
         if any(by_id[c.id].state != "fresh" for c in cells):
             out.append(sid)
     return out
-
-
-def not_sequential(options: RunOptions) -> str | None:
-    """The option that keeps a run from buying in rounds, or None."""
-    for flag, given in (
-        ("--shard", options.shard is not None),
-        ("--batch", options.batch),
-        ("--limit", options.limit is not None),
-        ("--holdout", options.holdout),
-        ("--offline", options.offline),
-        ("--dry-run", options.dry_run),
-    ):
-        if given:
-            return flag
-    return None
 
 
 def refuse(registry: Registry, use_cases: Sequence[str], options: RunOptions) -> None:
