@@ -226,6 +226,12 @@ class HttpLayer:
         self._ca_bundle = ca_bundle
         self._root = root
         self._clients: dict[tuple[str, ...], _StatelessClient] = {}
+        self._direct: dict[int, ConnectionPool] = {}
+        """By client (``id``), its connection pool, when no proxy is mounted beside it: a
+        request is then handed to the pool itself (``AsyncBaseTransport``'s public
+        ``handle_async_request``), without the client's routing, auth, redirect and cookie
+        steps, which have nothing to do for it (no auth, no redirects followed, no
+        cookies kept)."""
         self._by_bundle: dict[str | None, _StatelessClient] = {}
         self._client = self._client_for(())
         self._backoff = backoff or Backoff()
@@ -272,6 +278,8 @@ class HttpLayer:
                 timeout=httpx.Timeout(120.0, connect=15.0),
                 follow_redirects=False,
             )
+            if isinstance(transport, ConnectionPool) and not mounts:
+                self._direct[id(client)] = transport
         return client
 
     def _client_of(self, ca_bundle: str | None) -> _StatelessClient:
@@ -526,7 +534,12 @@ class HttpLayer:
                     MAX_BODY_EXTENSION: max_bytes,
                 },
             )
-            response = await client.send(request, stream=True)
+            pool = self._direct.get(id(client))
+            response = await (
+                pool.handle_async_request(request)
+                if pool is not None
+                else client.send(request, stream=True)
+            )
             try:
                 body = await read_body(response, max_bytes)
             finally:
