@@ -541,7 +541,14 @@ class HttpLayer:
                 else client.send(request, stream=True)
             )
             try:
-                body = await read_body(response, max_bytes)
+                stream = response.stream
+                if isinstance(stream, _Slices) and "content-encoding" not in response.headers:
+                    # Read whole by the pool and not encoded: the bytes are the body.
+                    body = stream.body
+                    if len(body) > max_bytes:
+                        raise ResponseTooLarge(max_bytes, response.status_code, request=request)
+                else:
+                    body = await read_body(response, max_bytes)
             finally:
                 await response.aclose()
                 # httpx binds the stream to its response, each referring to the other: a
@@ -1316,10 +1323,10 @@ class _Slices(httpx.AsyncByteStream):
     time, and a reader that stops at a length stops its decompression there too."""
 
     def __init__(self, body: bytes) -> None:
-        self._body = body
+        self.body = body
 
     async def __aiter__(self) -> AsyncIterator[bytes]:
-        body = self._body
+        body = self.body
         if len(body) <= _SLICE:
             yield body
             return
