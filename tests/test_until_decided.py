@@ -18,7 +18,7 @@ from evalreg.graders.llm_judge import JUDGE_INSTRUCTIONS
 from conftest import Repo, assert_refused
 from support import runs
 from support.llm_server import LLMServer, Request
-from support.runs import evalreg, in_process, live_registry
+from support.runs import in_process, live_registry
 
 ITEMS = 2000
 FEW = 400
@@ -90,7 +90,7 @@ def test_a_clear_cut_use_case_stops_early_and_reproduces(two_pins: Repo, server:
     repo = two_pins
     _clear_cut(repo, server)
     repo.commit("policy: one gate, decided sequentially")
-    done = evalreg(repo, "run", "--no-push", "--max-concurrency", "16")
+    done = in_process(repo, "run", "--no-push", "--max-concurrency", "16")
     assert done.returncode == 0, done.stderr + done.stdout
     bought = len(server.requests)
     assert bought < ITEMS, done.stdout  # two cells of 2,000 items, stopped well before
@@ -102,7 +102,7 @@ def test_a_clear_cut_use_case_stops_early_and_reproduces(two_pins: Repo, server:
     assert "decided (" in status.stdout, status.stdout
     repo.commit("results, decided sequentially")
     # A second run buys nothing.
-    again = evalreg(repo, "run", "--no-push", "--until-decided")
+    again = in_process(repo, "run", "--no-push", "--until-decided")
     assert again.returncode == 0, again.stderr
     assert len(server.requests) == bought
     reproduced = in_process(repo, "reproduce", "HEAD")
@@ -128,7 +128,7 @@ def test_a_clear_cut_use_case_stops_early_and_reproduces(two_pins: Repo, server:
     assert "Waudby-Smith & Ramdas 2023" in report
     assert "rests on at most 100 of the 2,000 items" in report
     # Every item, when anyone wants them: the rest is bought, the cells read as usual.
-    whole = evalreg(repo, "run", "--no-push", "--all-items")
+    whole = in_process(repo, "run", "--no-push", "--all-items")
     assert whole.returncode == 0, whole.stderr
     assert len(server.requests) == bought + 2 * (ITEMS - 100)
     for candidate in ("mini", "mini2"):
@@ -155,7 +155,7 @@ def test_a_close_use_case_runs_to_the_end_and_reads_as_a_full_run(
     server.responder = close_pair
     _policy(repo, 0.5, "  sequential:\n    min_items: 100\n    round: 700\n")
     repo.commit("policy: decided sequentially, rounds of 700")
-    done = evalreg(repo, "run", "--no-push")
+    done = in_process(repo, "run", "--no-push")
     assert done.returncode == 0, done.stderr + done.stdout
     assert len(server.requests) == 2 * ITEMS
     assert [line for line in done.stderr.splitlines() if line.startswith("round ")] == [
@@ -187,7 +187,7 @@ def test_killed_between_rounds_a_run_resumes_without_buying_anything_twice(
     kept = runs.stored_keys(repo)  # what reached the store before the signal
     assert len(server.requests) - len(kept) <= 8  # at most the requests in flight
     server.reset()
-    done = evalreg(repo, "run", "--no-push")
+    done = in_process(repo, "run", "--no-push")
     assert done.returncode == 0, done.stderr + done.stdout
     received = [runs.request_key_of(r, server) for r in server.requests]
     assert not set(received) & kept  # nothing stored is bought again
@@ -260,7 +260,7 @@ def test_judges_are_bought_round_by_round_with_their_candidates(
     repo.write(rubric, repo.read(rubric).replace("levels:", JUDGE_CRITERION + "levels:"))
     _policy(repo, 0.7, "  sequential:\n    min_items: 100\n    round: 100\n")
     repo.commit("a judged criterion; decided sequentially")
-    done = evalreg(repo, "run", "--no-push")
+    done = in_process(repo, "run", "--no-push")
     assert done.returncode == 0, done.stderr + done.stdout
     judge = [r for r in server.requests if r.body["messages"][0]["content"] == JUDGE_INSTRUCTIONS]
     asked = [r for r in server.requests if r not in judge]
@@ -287,13 +287,13 @@ def test_a_round_cut_short_by_max_cost_writes_nothing_and_the_next_run_goes_on(
     repo = few
     _clear_cut(repo, server)
     repo.commit("policy: decided sequentially")
-    cut = evalreg(repo, "run", "--no-push", "--max-cost", "0.0002")
+    cut = in_process(repo, "run", "--no-push", "--max-cost", "0.0002")
     assert cut.returncode == 1, cut.stderr + cut.stdout
     assert "not decided" in cut.stdout and "--max-cost" in cut.stdout
     assert not (repo.root / "reports/results/labels/mini.json").exists()
     first = len(server.requests)
     assert 0 < first < 200
-    done = evalreg(repo, "run", "--no-push")
+    done = in_process(repo, "run", "--no-push")
     assert done.returncode == 0, done.stderr
     assert len(server.requests) == 200  # the rest of the first round, nothing again
     assert _summary(repo, "mini")["sequential"]["items"] == 100
@@ -305,7 +305,7 @@ def test_a_shard_leaves_a_sequential_use_case_to_a_run_without_it_and_says_so(
     repo = few
     _clear_cut(repo, server)
     repo.commit("policy: decided sequentially")
-    shard = evalreg(repo, "run", "--no-push", "--shard", "1/2")
+    shard = in_process(repo, "run", "--no-push", "--shard", "1/2")
     assert shard.returncode == 0, shard.stderr
     assert "use case labels is bought until decided" in shard.stderr
     assert "a run with --shard leaves its cells to a run without it" in shard.stderr
@@ -318,7 +318,7 @@ def test_a_sequential_policy_changed_after_the_run_makes_its_cells_stale(
     repo = few
     _clear_cut(repo, server)
     repo.commit("policy: decided sequentially")
-    assert evalreg(repo, "run", "--no-push").returncode == 0
+    assert in_process(repo, "run", "--no-push").returncode == 0
     repo.commit("results")
     path = "registry/selections/labels.yaml"
     repo.write(path, repo.read(path).replace("    min_items: 100", "    min_items: 300"))
@@ -327,7 +327,7 @@ def test_a_sequential_policy_changed_after_the_run_makes_its_cells_stale(
     assert {c["state"] for c in status} == {"stale"}
     assert all("changed: the sequential policy of labels" in c["reasons"] for c in status)
     bought = len(server.requests)
-    again = evalreg(repo, "run", "--no-push")
+    again = in_process(repo, "run", "--no-push")
     assert again.returncode == 0, again.stderr
     assert len(server.requests) == bought + 2 * 200  # items 101 to 300 of each cell
     assert _summary(repo, "mini")["sequential"]["items"] == 300
@@ -340,7 +340,7 @@ def test_what_the_rounds_bought_reaches_the_remote_and_a_teammates_clone_reprodu
     _clear_cut(repo, server)
     repo.commit("policy: decided sequentially")
     # Named candidates still decide the whole use case: every candidate is bought.
-    done = evalreg(repo, "run", "--candidate", "mini")
+    done = in_process(repo, "run", "--candidate", "mini")
     assert done.returncode == 0, done.stderr + done.stdout
     assert "recommends mini" in done.stdout
     assert _summary(repo, "mini2")["sequential"]["items"] == 100
@@ -361,12 +361,12 @@ def test_an_early_look_with_the_flag_is_completed_by_the_next_plain_run(
         path, repo.read(path).replace("  sequential:\n    min_items: 100\n    round: 100\n", "")
     )
     repo.commit("policy: no sequential block")
-    look = evalreg(repo, "run", "--no-push", "--until-decided")
+    look = in_process(repo, "run", "--no-push", "--until-decided")
     assert look.returncode == 0, look.stderr
     assert "responses not bought" in look.stdout
     assert len(server.requests) == 2 * 100  # the defaults: a first look after 100 items
     assert "decided (100 of 400)" in in_process(repo, "status").stdout
-    whole = evalreg(repo, "run", "--no-push")
+    whole = in_process(repo, "run", "--no-push")
     assert whole.returncode == 0, whole.stderr
     assert len(server.requests) == 2 * FEW
     assert _summary(repo, "mini")["totals"]["items"] == FEW
