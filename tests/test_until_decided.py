@@ -13,6 +13,7 @@ from collections.abc import Iterator
 import pytest
 from test_judges_human import JUDGE_CRITERION, JUDGE_PIN, records
 
+from evalreg.compare.diff_document import DiffDocument
 from evalreg.graders.llm_judge import JUDGE_INSTRUCTIONS
 
 from conftest import Repo, assert_refused
@@ -370,3 +371,23 @@ def test_an_early_look_with_the_flag_is_completed_by_the_next_plain_run(
     assert whole.returncode == 0, whole.stderr
     assert len(server.requests) == 2 * FEW
     assert _summary(repo, "mini")["totals"]["items"] == FEW
+
+
+def test_the_diff_of_a_completed_cell_says_what_its_results_rest_on(
+    few: Repo, server: LLMServer
+) -> None:
+    repo = few
+    _clear_cut(repo, server)
+    repo.commit("policy: decided sequentially")
+    assert in_process(repo, "run", "--no-push").returncode == 0
+    base = repo.commit("results decided on 100 items")
+    assert in_process(repo, "run", "--no-push", "--all-items").returncode == 0
+    repo.commit("every item")
+    shown = in_process(repo, "diff", base, "HEAD", "--format", "md")
+    assert shown.returncode == 0, shown.stderr
+    assert "without a cause" not in shown.stdout  # other items, not other numbers
+    assert "items decided on: 100 → 400 of 400" in shown.stdout
+    document = json.loads(in_process(repo, "diff", base, "HEAD", "--format", "json").stdout)
+    DiffDocument.model_validate(document)  # the published shape, the new field included
+    bought = {c["id"]: c.get("items_bought") for c in document["cells"]}
+    assert bought["labels/mini"] == {"base": 100, "head": 400, "of": 400}

@@ -498,6 +498,9 @@ def _diff(root: Path, base: Side, head: Side, scans: Prefetch) -> dict[str, Any]
                 cid, base_status[cid].parts, head_status[cid].parts, warnings
             )
             entry["unexplained"] = moved
+            bought = _items_bought(base, head, b, h)
+            if bought is not None:  # only then, so other diffs keep their bytes
+                entry["items_bought"] = bought
             config = config_changes(b, h)
             if config:  # only when some, so diffs of unchanged configurations keep their bytes
                 entry["config_changes"] = config
@@ -553,6 +556,23 @@ def _changed_records(
         if b is not None and h is not None and b != h:
             out += [b, h]
     return out
+
+
+def _items_bought(base: Side, head: Side, b: Cell, h: Cell) -> dict[str, int] | None:
+    """The items each side's results hold, when a sequential run stopped the cell early on
+    either side and the two differ; None otherwise."""
+    before, after = read_summary(base.registry.tree, b), read_summary(head.registry.tree, h)
+    if before is None or after is None:
+        return None
+    stops = (before.get("sequential"), after.get("sequential"))
+    if stops[0] == stops[1]:
+        return None
+    size = len(head.registry.evalset_of(h.task_id, h.split).items)
+
+    def held(stop: object) -> int:
+        return int(stop["items"]) if isinstance(stop, dict) else size
+
+    return {"base": held(stops[0]), "head": held(stops[1]), "of": size}
 
 
 def _unexplained(base: Side, head: Side, b: Cell | None, h: Cell | None) -> list[str]:

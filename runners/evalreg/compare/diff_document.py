@@ -266,6 +266,14 @@ class ConfigChange(_Part):
     head: JsonValue
 
 
+class ItemsBought(_Part):
+    """The items a cell's results hold on each side, and of how many."""
+
+    base: int
+    head: int
+    of: int
+
+
 class CellChange(_Part):
     id: str
     """``task/candidate``."""
@@ -273,6 +281,9 @@ class CellChange(_Part):
     fingerprint_changes: Omittable[list[str]] = None
     unexplained: Omittable[list[str]] = None
     """Result fields that moved while the fingerprint did not (both sides' summaries)."""
+    items_bought: Omittable[ItemsBought] = None
+    """Written when a sequential run stopped the cell before its last item on either side,
+    at another item (``run --until-decided``), or a later run completed it."""
     config_changes: Omittable[list[ConfigChange]] = None
     ruler_changed: Omittable[bool] = None
     overall: OverallPair

@@ -61,6 +61,8 @@ def unexplained(before: CellSummary, after: CellSummary) -> list[str]:
         return []
     if before.get("fingerprint_parts") != after.get("fingerprint_parts"):
         return []
+    if before.get("sequential") != after.get("sequential"):
+        return []  # a sequential run stopped elsewhere, or the cell was completed: other items
     b: Mapping[str, object] = before
     a: Mapping[str, object] = after
     return [f for f in RESULT_FIELDS if f in b and f in a and b[f] != a[f]]

@@ -389,7 +389,7 @@ def _cells_table(entries: list[CellChange], reproduced: bool) -> str:
                 else "–",
                 f"{usd(b.cost_per_item_usd)} → {usd(h.cost_per_item_usd)}",
                 f"{milliseconds(b.latency_p95_ms)} → {milliseconds(h.latency_p95_ms)}",
-                ", ".join(_s(p) for p in e.fingerprint_changes or []) or "–",
+                _what_changed(e),
             ]
         )
     return "### Cells\n\n" + _table(
@@ -405,6 +405,15 @@ def _cells_table(entries: list[CellChange], reproduced: bool) -> str:
         ],
         rows,
     )
+
+
+def _what_changed(e: CellChange) -> str:
+    """The fingerprint parts that changed, and the items a sequential run stopped at."""
+    parts = [_s(p) for p in e.fingerprint_changes or []]
+    if e.items_bought is not None:
+        n = e.items_bought
+        parts.append(f"items decided on: {n.base:,} → {n.head:,} of {n.of:,}")
+    return ", ".join(parts) or "–"
 
 
 def _config_changes(entries: list[CellChange]) -> str:
