@@ -387,7 +387,8 @@ def test_the_diff_of_a_completed_cell_says_what_its_results_rest_on(
     assert shown.returncode == 0, shown.stderr
     assert "without a cause" not in shown.stdout  # other items, not other numbers
     assert "items decided on: 100 → 400 of 400" in shown.stdout
-    document = json.loads(in_process(repo, "diff", base, "HEAD", "--format", "json").stdout)
-    DiffDocument.model_validate(document)  # the published shape, the new field included
+    text = in_process(repo, "diff", base, "HEAD", "--format", "json").stdout
+    DiffDocument.model_validate_json(text)  # the published shape, the new field included
+    document = json.loads(text)
     bought = {c["id"]: c.get("items_bought") for c in document["cells"]}
     assert bought["labels/mini"] == {"base": 100, "head": 400, "of": 400}
