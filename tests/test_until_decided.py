@@ -392,3 +392,24 @@ def test_the_diff_of_a_completed_cell_says_what_its_results_rest_on(
     document = json.loads(text)
     bought = {c["id"]: c.get("items_bought") for c in document["cells"]}
     assert bought["labels/mini"] == {"base": 100, "head": 400, "of": 400}
+
+
+@pytest.mark.slow  # two processes at once: `nox -s slow`, which CI runs too
+def test_two_sequential_runs_started_together_buy_each_response_once(
+    few: Repo, server: LLMServer
+) -> None:
+    repo = few
+    server.responder = close_pair  # rounds to the last item: the lock is held a while
+    _policy(repo, 0.5, "  sequential:\n    min_items: 100\n    round: 100\n")
+    repo.commit("policy: decided sequentially")
+    procs = [runs.start(repo, "run", "--no-push", "--until-decided") for _ in range(2)]
+    outcomes = [(p.wait(timeout=120), p.communicate()[1]) for p in procs]
+    assert sorted(code for code, _ in outcomes) == [0, 2], outcomes
+    refused = next(err for code, err in outcomes if code == 2)
+    assert "another evalreg process is writing" in refused and "Traceback" not in refused
+    again = in_process(repo, "run", "--no-push", "--until-decided")
+    assert again.returncode == 0, again.stderr
+    keys = [runs.request_key_of(r, server) for r in server.requests]
+    assert len(keys) == len(set(keys)) == 2 * FEW  # nothing bought twice, nothing lost
+    repo.commit("results")
+    assert in_process(repo, "reproduce", "HEAD").returncode == 0
