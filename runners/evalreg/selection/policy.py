@@ -202,6 +202,7 @@ def decide(
     intervals on part of the items carry no guarantee for the whole eval set: a gate passes
     when proved to pass, and the recommendation is the one the run settled on."""
     policy = selection.policy
+    waiver = next((w for w in selection.waivers if w.candidate == selection.selected), None)
     assessments: dict[str, Assessment] = {}
     reasons: list[str] = []
     for cand in selection.candidates:
@@ -234,7 +235,6 @@ def decide(
             ranking.insert(0, recommended)
         if not settled.decided:
             reasons.append("the sequential run stopped before the decision was settled")
-            waiver = next((w for w in selection.waivers if w.candidate == selection.selected), None)
             return Decision(selection.selected, None, ranking, assessments, reasons, waiver)
     if recommended is None:
         reasons.append("no candidate passes every gate: nothing can be recommended")
@@ -272,5 +272,4 @@ def decide(
                     f"{chosen} is recommended"
                 )
                 recommended = chosen
-    waiver = next((w for w in selection.waivers if w.candidate == selection.selected), None)
     return Decision(selection.selected, recommended, ranking, assessments, reasons, waiver)
