@@ -49,7 +49,7 @@ from evalreg.registry.loader import Registry, inspect_registry
 from evalreg.registry.tree import GitTree, Tree, WorkspaceTree
 from evalreg.results.freshness import status
 from evalreg.results.outcomes import Outcomes, from_records
-from evalreg.results.records import items_md5, read_records, read_summary
+from evalreg.results.records import CellSummary, items_md5, read_records, read_summary
 from evalreg.selection.evidence import (
     OutcomeCache,
     SelectionEvidence,
@@ -478,7 +478,8 @@ def _diff(root: Path, base: Side, head: Side, scans: Prefetch) -> dict[str, Any]
         entry: dict[str, Any] = {"id": cid}
         b_out = _outcomes(base, b, base_status, cache)
         h_out = _outcomes(head, h, head_status, cache)
-        moved = _unexplained(base, head, b, h)
+        summaries = _summaries(base, head, b, h)
+        moved = unexplained(*summaries) if summaries is not None else []
         if h is None:
             entry["status"] = "removed"
         elif b is None:
@@ -498,7 +499,7 @@ def _diff(root: Path, base: Side, head: Side, scans: Prefetch) -> dict[str, Any]
                 cid, base_status[cid].parts, head_status[cid].parts, warnings
             )
             entry["unexplained"] = moved
-            bought = _items_bought(base, head, b, h)
+            bought = _items_bought(summaries, head, h)
             if bought is not None:  # only then, so other diffs keep their bytes
                 entry["items_bought"] = bought
             config = config_changes(b, h)
@@ -558,12 +559,14 @@ def _changed_records(
     return out
 
 
-def _items_bought(base: Side, head: Side, b: Cell, h: Cell) -> dict[str, int] | None:
+def _items_bought(
+    summaries: tuple[CellSummary, CellSummary] | None, head: Side, h: Cell
+) -> dict[str, int] | None:
     """The items each side's results hold, when a sequential run stopped the cell early on
     either side and the two differ; None otherwise."""
-    before, after = read_summary(base.registry.tree, b), read_summary(head.registry.tree, h)
-    if before is None or after is None:
+    if summaries is None:
         return None
+    before, after = summaries
     stops = (before.get("sequential"), after.get("sequential"))
     if stops[0] == stops[1]:
         return None
@@ -575,12 +578,14 @@ def _items_bought(base: Side, head: Side, b: Cell, h: Cell) -> dict[str, int] | 
     return {"base": held(stops[0]), "head": held(stops[1]), "of": size}
 
 
-def _unexplained(base: Side, head: Side, b: Cell | None, h: Cell | None) -> list[str]:
-    """The result fields of a cell's summaries that moved while its fingerprint did not."""
+def _summaries(
+    base: Side, head: Side, b: Cell | None, h: Cell | None
+) -> tuple[CellSummary, CellSummary] | None:
+    """A cell's summaries on both sides, when both have one."""
     if b is None or h is None:
-        return []
+        return None
     before, after = read_summary(base.registry.tree, b), read_summary(head.registry.tree, h)
-    return unexplained(before, after) if before is not None and after is not None else []
+    return (before, after) if before is not None and after is not None else None
 
 
 def _outcomes(
