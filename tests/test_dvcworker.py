@@ -168,6 +168,7 @@ def test_the_push_failing_is_reported_and_the_data_kept(repo: Repo, tmp_path: Pa
     assert md5 is not None and dvcrepo.cached(repo.root, md5) is not None
 
 
+@pytest.mark.slow  # DVC's lock gives up after three seconds, in the child and again after
 def test_a_lock_held_elsewhere_falls_back_and_reports(
     repo: Repo, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ):

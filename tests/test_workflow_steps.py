@@ -134,6 +134,12 @@ class Registry:
     pr_sha: str
     broken_sha: str
     main_after_merge: str
+
+
+@dataclass
+class LaterBranches:
+    """Branches only the scenarios of ``nox -s slow`` use, made on demand."""
+
     main_after_fork: str
     """Main once a fork's pull request (#9) whose run never pushed is merged."""
     moved_sha: str
@@ -190,6 +196,30 @@ def _registry(runner: Runner, base: Path) -> Registry:
     config.write_text(config.read_text().replace("../dvc-storage", "../no-such-remote"))
     _git(author, "commit", "-qam", "Move the DVC remote")
     broken_sha = _git(author, "rev-parse", "HEAD")
+    # What main becomes when the pull request merges (for the push-to-main job).
+    _git(author, "checkout", "-qb", "merged", "main")
+    _git(author, "merge", "-q", "--no-ff", "better-router", "-m", "Merge pull request #7")
+    main_after_merge = _git(author, "rev-parse", "HEAD")
+    _git(author, "checkout", "-q", "main")
+    origin = base / "origin.git"
+    subprocess.run(["git", "clone", "-q", "--bare", str(author), str(origin)], check=True)
+    # GitHub keeps each pull request's head under refs/pull/N/head; a plain clone lacks it.
+    subprocess.run(["git", "-C", str(origin), "update-ref", "refs/pull/7/head", pr_sha], check=True)
+    return Registry(origin, author, base_sha, pr_sha, broken_sha, main_after_merge)
+
+
+@pytest.fixture(scope="module")
+def later(registry: Registry, tmp_path_factory: pytest.TempPathFactory) -> LaterBranches:
+    with session_environment(tmp_path_factory) as env:
+        env.delenv("OPENAI_API_KEY")
+        return _later_branches(registry, tmp_path_factory.mktemp("later"))
+
+
+def _later_branches(registry: Registry, base: Path) -> LaterBranches:
+    author, base_sha = registry.author, registry.base_sha
+    router = author / "registry/systems/keyword_router.py"
+    config = author / ".dvc/config"
+    text = router.read_text()  # main's, as at base_sha
     # A pull request that points the remote at a copy and buys its new results into it.
     copy = base / "copy-remote"
     shutil.copytree(author / "dvc-storage", copy)
@@ -201,10 +231,6 @@ def _registry(runner: Runner, base: Path) -> Registry:
     _git(author, "add", "-A")
     _git(author, "commit", "-qm", "Keyword router: note on invoices, on our copy of the remote")
     moved_sha = _git(author, "rev-parse", "HEAD")
-    # What main becomes when the pull request merges (for the push-to-main job).
-    _git(author, "checkout", "-qb", "merged", "main")
-    _git(author, "merge", "-q", "--no-ff", "better-router", "-m", "Merge pull request #7")
-    main_after_merge = _git(author, "rev-parse", "HEAD")
     # A fork's pull request whose results were bought with --no-push, merged anyway.
     _git(author, "checkout", "-qb", "fork-no-push", base_sha)
     router.write_text(text + "\n# Also route returns.\n")
@@ -216,13 +242,9 @@ def _registry(runner: Runner, base: Path) -> Registry:
     _git(author, "merge", "-q", "--no-ff", "fork-no-push", "-m", FORK_MERGE)
     main_after_fork = _git(author, "rev-parse", "HEAD")
     _git(author, "checkout", "-q", "main")
-    origin = base / "origin.git"
-    subprocess.run(["git", "clone", "-q", "--bare", str(author), str(origin)], check=True)
-    # GitHub keeps each pull request's head under refs/pull/N/head; a plain clone lacks it.
-    subprocess.run(["git", "-C", str(origin), "update-ref", "refs/pull/7/head", pr_sha], check=True)
-    return Registry(
-        origin, author, base_sha, pr_sha, broken_sha, main_after_merge, main_after_fork, moved_sha
-    )
+    for branch in ("moved-remote", "merged-fork"):
+        _git(author, "push", "-q", str(registry.origin), branch)
+    return LaterBranches(main_after_fork, moved_sha)
 
 
 FORK_MERGE = "Merge pull request #9 from outsider/registry"
@@ -433,11 +455,12 @@ def test_a_same_repository_pull_request_that_cannot_be_reproduced_fails(
     assert moved and all("no-such-remote" in f["message"] for f in moved)
 
 
+@pytest.mark.slow  # a scenario beyond the workflow's main paths
 def test_a_pull_request_that_moves_the_remote_and_changes_results_fails(
-    runner: Runner, registry: Registry, api: GitHubAPI, tmp_path: Path
+    runner: Runner, registry: Registry, later: LaterBranches, api: GitHubAPI, tmp_path: Path
 ):
     artifacts = tmp_path / "artifacts"
-    event = _pull_request_event(registry, registry.moved_sha, "moved-remote", fork=False)
+    event = _pull_request_event(registry, later.moved_sha, "moved-remote", fork=False)
     pr = _run(
         runner,
         registry,
@@ -446,7 +469,7 @@ def test_a_pull_request_that_moves_the_remote_and_changes_results_fails(
         event_name="pull_request",
         event=event,
         ref="moved-remote",
-        sha=registry.moved_sha,
+        sha=later.moved_sha,
         api=api,
         artifacts=artifacts,
     )
@@ -526,12 +549,13 @@ def test_the_push_to_main_reverifies_and_writes_the_audit_record(
     assert explorers and all(b"explorer-data" in p.read_bytes() for p in explorers)
 
 
+@pytest.mark.slow  # a scenario beyond the workflow's main paths
 def test_the_push_to_main_of_a_fork_merged_without_its_objects_fails_naming_them(
-    runner: Runner, registry: Registry, api: GitHubAPI, tmp_path: Path
+    runner: Runner, registry: Registry, later: LaterBranches, api: GitHubAPI, tmp_path: Path
 ):
     """The fork's pointers name objects its run never pushed: main's job stops at `check
     --remote`, which names each object and pull request #9, before anything reads them."""
-    sha = registry.main_after_fork
+    sha = later.main_after_fork
     event = _push_event(registry.base_sha, sha)
     main = _run(
         runner,
@@ -654,6 +678,7 @@ def _in(cwd: Path, *command: str, env: dict[str, str]) -> subprocess.CompletedPr
     return proc
 
 
+@pytest.mark.slow  # a scenario beyond the workflow's main paths
 def test_an_s3_remote_is_bought_into_by_shards_and_reproduced_by_the_workflow(
     runner: Runner, s3: str, api: GitHubAPI, tmp_path: Path
 ):
@@ -730,7 +755,7 @@ def test_an_s3_remote_is_bought_into_by_shards_and_reproduced_by_the_workflow(
     _git(author, "push", "-q", str(origin), "main")
 
     # The push-to-main job: a fresh clone, the workflow's own install, pull and reproduce.
-    registry = Registry(origin, author, sha, sha, sha, sha, sha, sha)
+    registry = Registry(origin, author, sha, sha, sha, sha)
     event = _push_event(sha, sha)
     main = _run(
         runner,
@@ -775,6 +800,7 @@ def own_repository(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str,
     return origin, base_sha, head_sha
 
 
+@pytest.mark.slow  # the scaffolded pull-request job's main path runs above in the fast suite
 def test_this_repositorys_pull_request_workflow_runs_on_a_fresh_runner(
     runner: Runner, own_repository: tuple[Path, str, str], api: GitHubAPI, tmp_path: Path
 ):
