@@ -998,3 +998,66 @@ def test_a_failed_sync_is_raised_with_the_segment_named(
         writer.sync()
     assert raised.value.filename == str(writer.path)
     writer.close()
+
+
+# A request the layer writes out itself, and the same request through httpx's models.
+HEADER_SETS = [
+    {"authorization": "Bearer sk-test-1"},
+    {"x-api-key": "k", "anthropic-version": "2023-06-01", "anthropic-beta": "a,b"},
+    {"X-Service-Key": "s", "Accept-Language": "en", "user-agent": "team/1.0"},
+    {"api-key": "k", "accept": "application/json", "connection": "close"},
+    {"content-type": "application/x-ndjson", "x-note": 'a b; c="d"'},
+]
+BODIES = [b"{}", json.dumps({"q": "é" * 3, "n": 1}).encode(), b"x" * 200_000]
+ANSWERS = [
+    ok(b'{"a":1}'),
+    b"HTTP/1.1 429 Too Many Requests\r\nretry-after: 7\r\ncontent-length: 2\r\n\r\n{}",
+    b"HTTP/1.1 503 Busy\r\ncontent-length: 43\r\n\r\n"
+    + b'{"error":{"message":"over","status":"BUSY"}}'[:43],
+    ok(__import__("gzip").compress(b'{"zipped":true}'), b"content-encoding: gzip\r\n"),
+    b'HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n3\r\n{"b\r\n4\r\n":2}\r\n0\r\n\r\n',
+    ok(b"y" * 2048),  # longer than the request allows
+    b"HTTP/1.1 401 Unauthorized\r\nx-amzn-ErrorType: Denied:x\r\ncontent-length: 2\r\n\r\n{}",
+]
+
+
+def _both_ways(headers: dict[str, str], body: bytes, answer: bytes) -> list:
+    """The bytes a server received, and what ``HttpLayer.call`` returned or raised, sent
+    the layer's own way and through an ``httpx.Request``: two lists."""
+    from evalreg.providers.base import ProviderError
+    from evalreg.registry.schema import Limits
+
+    limits = Limits(max_retries=0, max_response_bytes=1024)
+
+    async def go() -> list:
+        seen = []
+        async with ScriptedServer([answer, answer]) as srv:
+            for direct in (True, False):
+                async with HttpLayer() as layer:
+                    if not direct:
+                        layer._direct.clear()  # every request through httpx.Client.send
+                    try:
+                        out: object = await layer.call(
+                            "p", limits, "POST", f"{srv.url}/v1/x?a=1", headers, body
+                        )
+                    except ProviderError as exc:
+                        out = (exc.kind, exc.status, str(exc), exc.retry_after, exc.retryable)
+                seen.append((srv.requests[-1], out))
+        return seen
+
+    return asyncio.run(go())
+
+
+@pytest.mark.parametrize("headers", HEADER_SETS, ids=range(len(HEADER_SETS)))
+def test_a_request_written_out_by_the_layer_is_byte_for_byte_httpxs(headers):
+    for body in BODIES:
+        (sent, got), (expected_sent, expected) = _both_ways(headers, body, ok(b'{"a":1}'))
+        assert sent == expected_sent and sent.endswith(b"\r\n\r\n" + body)
+        assert got == expected == b'{"a":1}'
+
+
+@pytest.mark.parametrize("answer", ANSWERS, ids=range(len(ANSWERS)))
+def test_an_answer_read_without_httpxs_models_is_what_httpxs_would_give(answer):
+    (sent, got), (expected_sent, expected) = _both_ways(HEADER_SETS[0], b"{}", answer)
+    assert sent == expected_sent
+    assert got == expected

@@ -60,7 +60,7 @@ import random
 import re
 import ssl
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from email.utils import parsedate_to_datetime
 from pathlib import Path
@@ -241,6 +241,9 @@ class HttpLayer:
         self._timeout_dicts: dict[int, dict[str, float | None]] = {}
         """``as_dict()`` of each timeout in ``_timeouts``, by identity (they live as long)."""
         self._merged_headers: dict[tuple[tuple[str, str], ...], httpx.Headers] = {}
+        self._heads: dict[
+            tuple[str, int, tuple[tuple[str, str], ...]], tuple[bytes, bytes, bool] | None
+        ] = {}
         self._pins: dict[str, _PinState] = {}
 
     async def aclose(self) -> None:
@@ -521,41 +524,31 @@ class HttpLayer:
     ) -> bytes:
         """Send (a POST unless ``method`` says otherwise) and return the body of a 200
         response, at most ``max_bytes`` of it."""
+        pool = self._direct.get(id(client))
+        head = self._raw_head(method, url, headers) if pool is not None and content else None
         try:
-            # The request is built here, with the client's default headers merged once per
-            # distinct header set, rather than by ``client.post`` on every call.
-            request = httpx.Request(
-                method,
-                url,
-                headers=self._headers(headers),
-                content=content,
-                extensions={
-                    "timeout": self._timeout_dicts[id(timeout)],
-                    MAX_BODY_EXTENSION: max_bytes,
-                },
-            )
-            pool = self._direct.get(id(client))
-            response = await (
-                pool.handle_async_request(request)
-                if pool is not None
-                else client.send(request, stream=True)
-            )
-            try:
-                stream = response.stream
-                if isinstance(stream, _Slices) and "content-encoding" not in response.headers:
-                    # Read whole by the pool and not encoded: the bytes are the body.
-                    body = stream.body
-                    if len(body) > max_bytes:
-                        raise ResponseTooLarge(max_bytes, response.status_code, request=request)
-                else:
-                    body = await read_body(response, max_bytes)
-            finally:
-                await response.aclose()
-                # httpx binds the stream to its response, each referring to the other: a
-                # cycle of some twenty objects a request that only the collector frees, in
-                # pauses of a tenth of a second during a large fetch. Closed, the stream is
-                # not read again; without it the response is freed when it is dropped.
-                response.stream = _CLOSED
+            if pool is not None and head is not None:
+                # What the pool needs, written out here: no ``httpx.Request`` or
+                # ``httpx.Response`` is made for a request to an origin no proxy is mounted
+                # for, and whose answer is 200 and not content-encoded.
+                answer = await pool.exchange(
+                    url,
+                    method,
+                    b"%b%d%b" % (head[0], len(content), head[1]),
+                    content,
+                    self._timeout_dicts[id(timeout)],
+                    max_bytes,
+                    close=head[2],
+                )
+                if len(answer.body) > max_bytes:
+                    raise ResponseTooLarge(max_bytes, answer.status)
+                if answer.status == 200 and not answer.encoded:
+                    return answer.body
+                response, body = await _response_of(answer, max_bytes)
+            else:
+                response, body = await self._send_request(
+                    client, pool, url, headers, content, timeout, max_bytes, method
+                )
         except ResponseTooLarge as exc:
             raise ProviderError(
                 "too_large",
@@ -603,6 +596,76 @@ class HttpLayer:
         error = ProviderError("server" if status == 501 else "client", detail, status=status)
         error.item_cause = status in ITEM_STATUSES and _names_item_cause(body)
         raise error
+
+    async def _send_request(
+        self,
+        client: httpx.AsyncClient,
+        pool: ConnectionPool | None,
+        url: httpx.URL,
+        headers: dict[str, str],
+        content: bytes,
+        timeout: httpx.Timeout,
+        max_bytes: int,
+        method: str,
+    ) -> tuple[httpx.Response, bytes]:
+        """The response to an ``httpx.Request`` (through the pool, or the client where a
+        proxy may be mounted), and its decoded body, at most ``max_bytes`` of it."""
+        # The request is built here, with the client's default headers merged once per
+        # distinct header set, rather than by ``client.post`` on every call.
+        request = httpx.Request(
+            method,
+            url,
+            headers=self._headers(headers),
+            content=content,
+            extensions={
+                "timeout": self._timeout_dicts[id(timeout)],
+                MAX_BODY_EXTENSION: max_bytes,
+            },
+        )
+        response = await (
+            pool.handle_async_request(request)
+            if pool is not None
+            else client.send(request, stream=True)
+        )
+        try:
+            stream = response.stream
+            if isinstance(stream, _Slices) and "content-encoding" not in response.headers:
+                # Read whole by the pool and not encoded: the bytes are the body.
+                body = stream.body
+                if len(body) > max_bytes:
+                    raise ResponseTooLarge(max_bytes, response.status_code, request=request)
+            else:
+                body = await read_body(response, max_bytes)
+        finally:
+            await response.aclose()
+            # httpx binds the stream to its response, each referring to the other: a
+            # cycle of some twenty objects a request that only the collector frees, in
+            # pauses of a tenth of a second during a large fetch. Closed, the stream is
+            # not read again; without it the response is freed when it is dropped.
+            response.stream = _CLOSED
+        return response, body
+
+    def _raw_head(
+        self, method: str, url: httpx.URL, headers: dict[str, str]
+    ) -> tuple[bytes, bytes, bool] | None:
+        """The head of a request with this method, URL and headers, as ``request_head``
+        writes an ``httpx.Request``'s, cut around its Content-Length value; and whether it
+        asks to close the connection. Made once per distinct head; None where httpx's head
+        has no single Content-Length to fill in."""
+        key = (method, id(url), tuple(headers.items()))
+        if key in self._heads:
+            return self._heads[key]
+        if len(self._heads) >= MAX_HEADER_SETS:
+            self._heads.clear()  # signed requests: every attempt's set is new
+        # ``url`` lives as long as this layer (``_url``), so its id names it.
+        template = httpx.Request(method, url, headers=self._headers(headers), content=b"-")
+        head, close, chunked = request_head(template)
+        before, mark, after = head.partition(b"\r\nContent-Length: 1\r\n")
+        cut = None
+        if mark and not chunked and b"\r\ncontent-length:" not in (before + after).lower():
+            cut = (before + b"\r\nContent-Length: ", b"\r\n" + after, close)
+        self._heads[key] = cut
+        return cut
 
     def retry_delay(self, exc: ProviderError, attempt: int) -> float:
         """Seconds to wait after failed attempt number ``attempt`` (its ``Retry-After``, or
@@ -749,7 +812,7 @@ async def read_body(response: httpx.Response, max_bytes: int) -> bytes:
     async for piece in response.aiter_bytes():
         size += len(piece)
         if size > max_bytes:
-            raise ResponseTooLarge(max_bytes, response.status_code, request=response.request)
+            raise ResponseTooLarge(max_bytes, response.status_code)
         pieces.append(piece)
     return b"".join(pieces)
 
@@ -890,6 +953,64 @@ _NO_BODY_STATUS = frozenset({204, 304})
 Origin = tuple[bytes, bytes, int]
 
 
+@dataclass(slots=True)
+class Answer:
+    """A response read whole by ``ConnectionPool.exchange``."""
+
+    version: bytes
+    status: int
+    reason: bytes
+    headers: list[tuple[bytes, bytes]]
+    body: bytes
+
+    @property
+    def encoded(self) -> bool:
+        """Whether the body is content-encoded (compressed): not yet the bytes meant."""
+        return any(name.lower() == b"content-encoding" for name, _ in self.headers)
+
+
+async def _response_of(answer: Answer, max_bytes: int) -> tuple[httpx.Response, bytes]:
+    """``answer`` as an ``httpx.Response``, and its body decoded, at most ``max_bytes`` of
+    it."""
+    response = httpx.Response(
+        answer.status,
+        headers=answer.headers,
+        stream=_Slices(answer.body),
+        extensions={"http_version": answer.version, "reason_phrase": answer.reason},
+    )
+    try:
+        body = await read_body(response, max_bytes) if answer.encoded else answer.body
+    finally:
+        await response.aclose()
+        response.stream = _CLOSED
+    return response, body
+
+
+def request_head(request: httpx.Request) -> tuple[bytes, bool, bool]:
+    """``request``'s head as HTTP/1.1 writes it (request line, headers, blank line); whether
+    it asks to close the connection after it; whether its body is sent chunked."""
+    raw = request.headers.raw
+    lines = [b"%b %b HTTP/1.1" % (request.method.encode("ascii"), request.url.raw_path)]
+    chunked = close = False
+    for name, value in raw:
+        lines.append(name + b": " + value)
+        lower = name.lower()
+        if lower == b"transfer-encoding":
+            chunked = value.rsplit(b",", 1)[-1].strip().lower() == b"chunked"
+        elif lower == b"connection":
+            close = b"close" in value.lower()
+    lines += (b"", b"")
+    head = b"\r\n".join(lines)
+    # Every CR and LF must be a line end written here: one in a name or value would let it
+    # smuggle a header (or a request) onto the wire.
+    ends = len(raw) + 2
+    if head.count(b"\n") != ends or head.count(b"\r") != ends or b"\0" in head:
+        raise httpx.LocalProtocolError(
+            "a header name or value contains CR, LF or NUL", request=request
+        )
+    return head, close, chunked
+
+
 class ConnectionPool(httpx.AsyncBaseTransport):
     """An ``httpx`` transport: HTTP/1.1 over keep-alive connections, kept per origin.
 
@@ -925,7 +1046,52 @@ class ConnectionPool(httpx.AsyncBaseTransport):
         self._closed = False
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
-        url = request.url
+        head, close, chunked = request_head(request)
+        stream = request.stream
+        body: bytes | AsyncIterable[bytes]
+        if isinstance(stream, httpx.ByteStream):
+            body = request.content
+        elif isinstance(stream, httpx.AsyncByteStream):
+            body = stream
+        else:
+            raise RuntimeError("an async transport cannot send a synchronous request body")
+        answer = await self.exchange(
+            request.url,
+            request.method,
+            head,
+            body,
+            request.extensions.get("timeout") or {},
+            request.extensions.get(MAX_BODY_EXTENSION),
+            close=close,
+            chunked=chunked,
+            request=request,
+        )
+        return httpx.Response(
+            answer.status,
+            headers=answer.headers,
+            stream=_Slices(answer.body),
+            extensions={"http_version": answer.version, "reason_phrase": answer.reason},
+            request=request,
+        )
+
+    async def exchange(
+        self,
+        url: httpx.URL,
+        method: str,
+        head: bytes,
+        body: bytes | AsyncIterable[bytes],
+        timeouts: dict[str, float | None],
+        limit: int | None,
+        *,
+        close: bool = False,
+        chunked: bool = False,
+        request: httpx.Request | None = None,
+    ) -> Answer:
+        """Send a request already written out (``head``, from ``request_head`` or made as
+        it makes them, then ``body``) to ``url``'s origin and read its whole answer, at most
+        ``limit`` bytes of body. ``handle_async_request`` is this, for an ``httpx.Request``;
+        a caller that sends many requests alike writes their heads itself. ``request``, when
+        there is one, is named by the errors raised."""
         scheme = url.raw_scheme
         if scheme not in _DEFAULT_PORTS:
             raise httpx.UnsupportedProtocol(
@@ -933,7 +1099,6 @@ class ConnectionPool(httpx.AsyncBaseTransport):
             )
         if self._closed:
             raise RuntimeError("the connection pool is closed")
-        timeouts = request.extensions.get("timeout") or {}
         origin = (scheme, url.raw_host, url.port or _DEFAULT_PORTS[scheme])
         semaphore = self._semaphore
         if semaphore is None:
@@ -951,15 +1116,17 @@ class ConnectionPool(httpx.AsyncBaseTransport):
             if connection is None:
                 connection = await self._connect(origin, request, timeouts.get("connect"))
             try:
-                response, reusable = await connection.exchange(request, timeouts)
+                answer, reusable = await connection.exchange(
+                    head, body, method, limit, timeouts, chunked=chunked, request=request
+                )
             except BaseException:
                 connection.close()
                 raise
-            if reusable:
+            if reusable and not close:
                 self._checkin(origin, connection)
             else:
                 connection.close()
-            return response
+            return answer
         finally:
             semaphore.release()
 
@@ -992,7 +1159,7 @@ class ConnectionPool(httpx.AsyncBaseTransport):
         return self._ssl
 
     async def _connect(
-        self, origin: Origin, request: httpx.Request, timeout: float | None
+        self, origin: Origin, request: httpx.Request | None, timeout: float | None
     ) -> _Connection:
         scheme, host, port = origin
         loop = asyncio.get_running_loop()
@@ -1088,57 +1255,49 @@ class _Connection(asyncio.Protocol):
 
     # -- one request ---------------------------------------------------------------------
     async def exchange(
-        self, request: httpx.Request, timeouts: dict[str, float | None]
-    ) -> tuple[httpx.Response, bool]:
-        """Send ``request`` and read its whole response; also whether the connection can
+        self,
+        head: bytes,
+        body: bytes | AsyncIterable[bytes],
+        method: str,
+        limit: int | None,
+        timeouts: dict[str, float | None],
+        *,
+        chunked: bool = False,
+        request: httpx.Request | None = None,
+    ) -> tuple[Answer, bool]:
+        """Write a request and read its whole answer; also whether the connection can
         carry another request."""
         self._busy = True
         try:
-            close = await self._write_request(request, timeouts.get("write"))
-            response, reusable = await self._read_response(request, timeouts.get("read"))
-            return response, reusable and not close
+            await self._write(head, body, chunked, timeouts.get("write"), request)
+            return await self._read_response(method, limit, timeouts.get("read"), request)
         finally:
             self._busy = False
 
-    async def _write_request(self, request: httpx.Request, timeout: float | None) -> bool:
-        """Write ``request``; return whether it asked to close the connection after it."""
+    async def _write(
+        self,
+        head: bytes,
+        body: bytes | AsyncIterable[bytes],
+        chunked: bool,
+        timeout: float | None,
+        request: httpx.Request | None,
+    ) -> None:
         transport = self._transport
         if transport is None or self._eof:
             raise httpx.WriteError("the connection is closed", request=request)
-        raw = request.headers.raw
-        lines = [b"%b %b HTTP/1.1" % (request.method.encode("ascii"), request.url.raw_path)]
-        chunked = close = False
-        for name, value in raw:
-            lines.append(name + b": " + value)
-            lower = name.lower()
-            if lower == b"transfer-encoding":
-                chunked = value.rsplit(b",", 1)[-1].strip().lower() == b"chunked"
-            elif lower == b"connection":
-                close = b"close" in value.lower()
-        lines += (b"", b"")
-        head = b"\r\n".join(lines)
-        # Every CR and LF must be a line end we wrote: one in a name or value would let it
-        # smuggle a header (or a request) onto the wire.
-        ends = len(raw) + 2
-        if head.count(b"\n") != ends or head.count(b"\r") != ends or b"\0" in head:
-            raise httpx.LocalProtocolError(
-                "a header name or value contains CR, LF or NUL", request=request
-            )
-        stream = request.stream
-        if isinstance(stream, httpx.ByteStream):
-            transport.write(head + request.content)
+        if isinstance(body, bytes):
+            transport.write(head + body)
         else:
             transport.write(head)
-            async for chunk in stream:  # type: ignore[union-attr]
+            async for chunk in body:
                 if chunk:
                     transport.write(b"%x\r\n%b\r\n" % (len(chunk), chunk) if chunked else chunk)
                     await self._drained(request, timeout)
             if chunked:
                 transport.write(b"0\r\n\r\n")
         await self._drained(request, timeout)
-        return close
 
-    async def _drained(self, request: httpx.Request, timeout: float | None) -> None:
+    async def _drained(self, request: httpx.Request | None, timeout: float | None) -> None:
         if not self._paused:
             return
         if self._lost is not None or self._eof:
@@ -1152,7 +1311,7 @@ class _Connection(asyncio.Protocol):
         finally:
             self._drain = None
 
-    async def _more(self, request: httpx.Request, timeout: float | None, what: str) -> None:
+    async def _more(self, request: httpx.Request | None, timeout: float | None, what: str) -> None:
         """Wait for more bytes; raise if the server closed the connection instead."""
         if self._eof:
             if isinstance(self._lost, OSError):
@@ -1171,7 +1330,7 @@ class _Connection(asyncio.Protocol):
             if expire is not None:
                 expire.cancel()
 
-    async def _read_head(self, request: httpx.Request, timeout: float | None) -> bytes:
+    async def _read_head(self, request: httpx.Request | None, timeout: float | None) -> bytes:
         buffer = self._buffer
         start = 0
         while True:
@@ -1189,7 +1348,7 @@ class _Connection(asyncio.Protocol):
                 "before the response" if not buffer else "inside the response head",
             )
 
-    async def _read_line(self, request: httpx.Request, timeout: float | None) -> bytes:
+    async def _read_line(self, request: httpx.Request | None, timeout: float | None) -> bytes:
         buffer = self._buffer
         start = 0
         while True:
@@ -1203,7 +1362,9 @@ class _Connection(asyncio.Protocol):
             start = max(0, len(buffer) - 1)
             await self._more(request, timeout, "inside a chunked body")
 
-    async def _read_exactly(self, n: int, request: httpx.Request, timeout: float | None) -> bytes:
+    async def _read_exactly(
+        self, n: int, request: httpx.Request | None, timeout: float | None
+    ) -> bytes:
         buffer = self._buffer
         while len(buffer) < n:
             await self._more(request, timeout, "before the body was complete")
@@ -1212,7 +1373,7 @@ class _Connection(asyncio.Protocol):
         return data
 
     async def _read_to_close(
-        self, request: httpx.Request, timeout: float | None, limit: int | None, status: int
+        self, request: httpx.Request | None, timeout: float | None, limit: int | None, status: int
     ) -> bytes:
         while not self._eof:
             if limit is not None and len(self._buffer) > limit:
@@ -1236,7 +1397,7 @@ class _Connection(asyncio.Protocol):
         return data
 
     async def _read_chunked(
-        self, request: httpx.Request, timeout: float | None, limit: int | None, status: int
+        self, request: httpx.Request | None, timeout: float | None, limit: int | None, status: int
     ) -> bytes:
         chunks: list[bytes] = []
         total = 0
@@ -1261,8 +1422,8 @@ class _Connection(asyncio.Protocol):
                 raise httpx.RemoteProtocolError("invalid chunk terminator", request=request)
 
     async def _read_response(
-        self, request: httpx.Request, timeout: float | None
-    ) -> tuple[httpx.Response, bool]:
+        self, method: str, limit: int | None, timeout: float | None, request: httpx.Request | None
+    ) -> tuple[Answer, bool]:
         while True:
             head = await self._read_head(request, timeout)
             version, status, reason, headers = _parse_head(head, request)
@@ -1285,8 +1446,7 @@ class _Connection(asyncio.Protocol):
                     keep_alive = False
                 elif b"keep-alive" in tokens and version == b"HTTP/1.0":
                     keep_alive = True
-        limit = request.extensions.get(MAX_BODY_EXTENSION)
-        if request.method == "HEAD" or status in _NO_BODY_STATUS:
+        if method == "HEAD" or status in _NO_BODY_STATUS:
             body = b""
         elif coding:
             if coding == b"chunked":
@@ -1308,14 +1468,7 @@ class _Connection(asyncio.Protocol):
             keep_alive = False
         if self._buffer or self._eof:
             keep_alive = False  # trailing bytes, or the server is already gone
-        response = httpx.Response(
-            status,
-            headers=headers,
-            stream=_Slices(body),
-            extensions={"http_version": version, "reason_phrase": reason},
-            request=request,
-        )
-        return response, keep_alive
+        return Answer(version, status, reason, headers, body), keep_alive
 
 
 class _Slices(httpx.AsyncByteStream):
@@ -1343,7 +1496,7 @@ def _expire(waiter: asyncio.Future[None]) -> None:
 
 
 def _parse_head(
-    head: bytes, request: httpx.Request
+    head: bytes, request: httpx.Request | None
 ) -> tuple[bytes, int, bytes, list[tuple[bytes, bytes]]]:
     """(version, status, reason, headers) of a response head; malformed heads raise."""
     lines = head.lstrip(b"\r\n").split(b"\r\n")
