@@ -64,3 +64,77 @@ def test_canonical_bytes_refuse_what_json_refuses(value: Any) -> None:
         reference(value)
     with pytest.raises(ValueError):
         canonical_bytes(value)
+
+
+# --- reading: loads_finite is the standard library's reading, whichever reader reads it
+
+
+def reference_loads(text: str) -> Any:
+    """What ``loads_finite`` answers, read by ``json`` alone: a value, or the error's type."""
+    from evalreg import canonical
+
+    try:
+        return ("value", repr(canonical._FINITE_DECODE(text)))
+    except (ValueError, RecursionError) as exc:
+        return ("error", type(exc).__name__)
+
+
+def read(text: str) -> Any:
+    from evalreg.canonical import loads_finite
+
+    try:
+        # repr: 0.0 and -0.0, 1 and 1.0, True and 1 are told apart.
+        return ("value", repr(loads_finite(text)))
+    except (ValueError, RecursionError) as exc:
+        return ("error", type(exc).__name__)
+
+
+NUMBERS = [
+    *("0", "-0", "-0.0", "0.0", "1", "-1", "1E5", "1e+5", "1e-5", "2.5E-05", "01", "1.", ".5"),
+    *("9223372036854775807", "-9223372036854775808", "18446744073709551615"),
+    *("18446744073709551616", "123456789012345678901234", "1" * 400, "1" * 5000),
+    *("1e308", "1.7976931348623157e308", "1.7976931348623159e308", "1e309", "-1e400"),
+    *("1e-400", "5e-324", "2.4703282292062328e-324", "4.9406564584124654e-324"),
+    *("0.1", "0.30000000000000004", "1.0000000000000002", "9007199254740993"),
+    *("9007199254740993.0", "0.12345678901234567890", "123456789.123456789e-3"),
+    *("NaN", "-NaN", "Infinity", "-Infinity", "+1", "0x10", "1_000", "١٢٣"),
+]
+TEXTS = [
+    *("{}", "[]", '""', "null", "true", "false", " \t\n{ } \r\n", "", " ", "{", "[1,]"),
+    *('{"a":1,"a":2}', '{"a":1,"b":{"a":[1,2,{"c":null}]}}', '"\\ud800"', '"\\udc00\\ud800"'),
+    *('"\\ud83d\\ude00"', '"\\u0000"', '"\x01"', '"\x7f"', '"\\/"', '"a\\qb"', "\ufeff{}"),
+    *('{"a":1}x', '{"a":1} {"b":2}', "[" * 2000 + "]" * 2000, "[" * 200 + "]" * 200),
+    *("{1:2}", "{'a':1}", '{"a" 1}', "[1 2]", '"\ud800"', '{"\\u00e9":"é"}'),
+]
+
+
+@pytest.mark.parametrize("text", [*NUMBERS, *TEXTS, *(f"[{n}]" for n in NUMBERS)])
+def test_loads_finite_reads_what_json_reads_at_the_edges(text: str) -> None:
+    assert read(text) == reference_loads(text)
+
+
+def test_loads_finite_reads_what_json_reads_for_varied_documents() -> None:
+    rng = random.Random(7)
+    for _ in range(3000):
+        value = random_value(rng)
+        try:
+            text = json.dumps(value, ensure_ascii=rng.random() < 0.5, allow_nan=False)
+        except ValueError:
+            continue
+        # Floats written every way: repr, fixed, exponent, more digits than a double holds.
+        number = float(f"{rng.random():.17f}e{rng.randint(-330, 310)}")
+        written = rng.choice([repr(number), f"{number:.{rng.randint(0, 25)}e}", f"{number:f}"])
+        for case in (text, written, f'{{"x":{written},"y":{text}}}'):
+            assert read(case) == reference_loads(case), case
+            # One character cut or changed: an error, or a value, the same either way.
+            if case:
+                at = rng.randrange(len(case))
+                for broken in (case[:at], case[:at] + rng.choice('{}[]",:0e-.\\ ') + case[at:]):
+                    assert read(broken) == reference_loads(broken), broken
+
+
+def test_loads_finite_leaves_long_integers_to_json() -> None:
+    from evalreg.canonical import loads_finite
+
+    assert loads_finite('{"id":123456789012345678901234}') == {"id": 123456789012345678901234}
+    assert type(loads_finite("18446744073709551616")) is int
