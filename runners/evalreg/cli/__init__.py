@@ -19,11 +19,22 @@ from collections.abc import Sequence
 from typing import NoReturn
 
 from evalreg._version import __version__
-from evalreg.cli import edit, evalset, imports, registry, reports, results, review, run, store
+from evalreg.cli import (
+    edit,
+    evalset,
+    imports,
+    propose,
+    registry,
+    reports,
+    results,
+    review,
+    run,
+    store,
+)
 from evalreg.cli.common import Handler
 from evalreg.errors import EvalregError, RegistryError
 
-GROUPS = (registry, results, run, reports, edit, review, store, evalset, imports)
+GROUPS = (registry, results, run, reports, edit, review, propose, store, evalset, imports)
 """In the order ``evalreg --help`` lists their commands."""
 
 

@@ -1,0 +1,141 @@
+"""The model lists providers publish, asked with the pins' own endpoints and credentials.
+
+- OpenAI and OpenAI-compatible servers (``openai``, ``openai_responses``): ``GET
+  {base_url}/models``, ``{"data": [{"id": ...}]}``; a server that pages it the way
+  Anthropic does (``has_more``, ``last_id``) is followed to its last page.
+- Anthropic: ``GET /v1/models?limit=1000`` and ``after_id`` while ``has_more``.
+- The Gemini API: ``GET /v1beta/models?pageSize=1000`` and ``pageToken`` while a
+  ``nextPageToken`` comes back; ids are read without their ``models/`` prefix.
+
+A pin whose provider publishes no list here (a Python callable, a team's ``http`` service,
+a Vertex AI model, Azure deployments and Bedrock, whose lists name no deployment of a
+team's own) is left out, and said to be.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import quote
+
+from evalreg.canonical import loads_finite
+from evalreg.providers.base import ProviderError
+from evalreg.registry.schema import Limits, Pin
+
+MAX_PAGES = 100
+"""Pages followed in one list before it is called endless (100,000 models at 1,000 a page)."""
+
+
+@dataclass(frozen=True)
+class Source:
+    """Where a pin's provider lists its models, and how a request there is made."""
+
+    kind: str
+    """``openai``, ``anthropic`` or ``gemini``: the list's shape."""
+    url: str
+    headers: Callable[[], dict[str, str]]
+    """The pin's own credentials, read when asked (never stored)."""
+
+    @property
+    def key(self) -> tuple[str, str]:
+        """Pins with the same key share one list (one set of requests)."""
+        return (self.kind, self.url)
+
+
+def source(pin: Pin) -> Source | str:
+    """Where ``pin``'s provider lists its models, or why it has no list here."""
+    from evalreg.providers import get_provider
+
+    provider = pin.provider
+    if provider in ("openai", "openai_responses"):
+        from evalreg.providers.openai import DEFAULT_BASE_URL
+
+        base = (pin.base_url or DEFAULT_BASE_URL).rstrip("/")
+        return Source("openai", f"{base}/models", lambda: get_provider("openai").headers(pin))
+    if provider == "anthropic":
+        from evalreg.providers.anthropic import DEFAULT_BASE_URL as ANTHROPIC
+
+        base = (pin.base_url or ANTHROPIC).rstrip("/")
+        url = base + ("/models" if base.endswith("/v1") else "/v1/models")
+        return Source("anthropic", url, lambda: get_provider("anthropic").headers(pin))
+    if provider == "gemini" and pin.vertex is None:
+        from evalreg.providers.gemini import DEFAULT_BASE_URL as GEMINI
+
+        base = (pin.base_url or GEMINI).rstrip("/")
+        return Source(
+            "gemini", f"{base}/v1beta/models", lambda: get_provider("gemini").headers(pin)
+        )
+    if provider == "gemini":
+        return "a Vertex AI model: Vertex AI's model garden is not listed here"
+    if provider in ("azure_openai", "bedrock"):
+        return f"{provider}: its list names base models, not the team's own deployments"
+    return f"a {provider} pin has no provider model list"
+
+
+Get = Callable[[str, dict[str, str]], Any]
+"""An awaitable GET: the body of a 200 answer to a URL with headers (``HttpLayer.call``)."""
+
+
+async def model_ids(source: Source, get: Callable[[str, dict[str, str]], Any]) -> list[str]:
+    """Every model id ``source`` lists, following its pages."""
+    headers = source.headers()
+    ids: list[str] = []
+    cursor: str | None = None
+    for _ in range(MAX_PAGES):
+        url = _page_url(source, cursor)
+        page = _object(await get(url, headers), url)
+        found, cursor = _read_page(source.kind, page, url)
+        ids += found
+        if cursor is None:
+            return ids
+    raise ProviderError("client", f"{source.url} listed more than {MAX_PAGES} pages of models")
+
+
+def _page_url(source: Source, cursor: str | None) -> str:
+    if source.kind == "anthropic":
+        url = f"{source.url}?limit=1000"
+        return url + (f"&after_id={quote(cursor, safe='')}" if cursor else "")
+    if source.kind == "gemini":
+        url = f"{source.url}?pageSize=1000"
+        return url + (f"&pageToken={quote(cursor, safe='')}" if cursor else "")
+    return source.url + (f"?after={quote(cursor, safe='')}" if cursor else "")
+
+
+def _object(body: bytes, url: str) -> dict[str, Any]:
+    try:
+        data = loads_finite(body.decode("utf-8-sig"))
+    except (ValueError, RecursionError) as exc:
+        raise ProviderError("malformed", f"{url} did not answer with JSON: {exc}") from None
+    if not isinstance(data, dict):
+        raise ProviderError("malformed", f"{url} did not answer with a JSON object")
+    return data
+
+
+def _read_page(kind: str, page: dict[str, Any], url: str) -> tuple[list[str], str | None]:
+    """The ids on one page, and the cursor of the next (None: the last page)."""
+    if kind == "gemini":
+        entries, field = page.get("models", []), "name"
+    else:
+        entries, field = page.get("data"), "id"
+    if not isinstance(entries, list):
+        raise ProviderError("malformed", f"{url} answered without a list of models")
+    ids = []
+    for entry in entries:
+        name = entry.get(field) if isinstance(entry, dict) else None
+        if not isinstance(name, str) or not name:
+            raise ProviderError("malformed", f"{url} listed a model without an {field}")
+        ids.append(name.removeprefix("models/") if kind == "gemini" else name)
+    if kind == "gemini":
+        token = page.get("nextPageToken")
+        return ids, token if isinstance(token, str) and token else None
+    if page.get("has_more") is True:
+        last = page.get("last_id") or (ids[-1] if ids else None)
+        if not isinstance(last, str) or not last:
+            raise ProviderError("malformed", f"{url} said it has more but named no last id")
+        return ids, last
+    return ids, None
+
+
+LIST_LIMITS = Limits(concurrency=4, timeout_s=60.0, max_retries=3, max_response_bytes=64 << 20)
+"""A model list is small and asked rarely: a few retries, a minute each."""

@@ -1,0 +1,81 @@
+"""What the providers' model lists say about each pin of a registry: ``evalreg propose``'s
+first step. Each list is asked once for the pins that share it (same provider and URL),
+with the first such pin's credentials; a provider that does not answer is reported for
+its pins, and the others are still surveyed."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from evalreg.errors import EvalregError
+from evalreg.propose.listing import LIST_LIMITS, Source, model_ids, source
+from evalreg.propose.snapshots import Finding, examine
+from evalreg.providers.base import ProviderError
+from evalreg.registry.loader import Registry
+
+if TYPE_CHECKING:
+    from evalreg.providers.http import HttpLayer
+
+
+@dataclass(frozen=True)
+class PinReport:
+    """One pin: what its provider's list says about it, or why it was not asked."""
+
+    pin: str
+    model: str | None
+    finding: Finding | None = None
+    skipped: str | None = None
+    """Why this pin's provider has no list here (a Python callable, a deployment...)."""
+    error: str | None = None
+    """Why its provider's list could not be read (the pin is then unknown, not retired)."""
+
+
+def survey(registry: Registry, root: Path) -> list[PinReport]:
+    """Every pin of ``registry`` (the repository at ``root``), in id order, with what its
+    provider's model list says."""
+    from evalreg.providers.http import HttpLayer
+
+    network = registry.settings.network
+
+    async def go() -> list[PinReport]:
+        async with HttpLayer(ca_bundle=network.ca_bundle, root=root) as http:
+            return await _survey(registry, http)
+
+    return asyncio.run(go())
+
+
+async def _survey(registry: Registry, http: HttpLayer) -> list[PinReport]:
+    groups: dict[tuple[str, str], tuple[Source, list[str]]] = {}
+    reports: dict[str, PinReport] = {}
+    for pin_id, pin in sorted(registry.pins.items()):
+        where = source(pin)
+        if isinstance(where, str):
+            reports[pin_id] = PinReport(pin_id, pin.model, skipped=where)
+        elif not pin.model:
+            reports[pin_id] = PinReport(pin_id, None, skipped="the pin names no model")
+        else:
+            groups.setdefault(where.key, (where, []))[1].append(pin_id)
+
+    async def one(src: Source, pins: list[str]) -> None:
+        first = pins[0]
+
+        async def get(url: str, headers: dict[str, str]) -> bytes:
+            return await http.call(first, LIST_LIMITS, "GET", url, headers)
+
+        try:
+            ids = await model_ids(src, get)
+        except (ProviderError, EvalregError) as exc:
+            for pin_id in pins:
+                model = registry.pins[pin_id].model
+                reports[pin_id] = PinReport(pin_id, model, error=f"{src.url}: {exc}")
+            return
+        for pin_id in pins:
+            model = registry.pins[pin_id].model
+            assert model is not None
+            reports[pin_id] = PinReport(pin_id, model, finding=examine(model, ids))
+
+    await asyncio.gather(*(one(src, pins) for src, pins in groups.values()))
+    return [reports[pin_id] for pin_id in sorted(reports)]
