@@ -185,3 +185,123 @@ def test_a_vertex_or_deployment_pin_is_not_asked(repo: Repo, cli):
     )
     assert "Vertex AI" in str(source(vertex))
     assert load_registry(repo.root).pins["mini"].provider == "openai"
+
+
+# --- the branches --------------------------------------------------------------------------
+
+
+def _git(repo: Repo, *args: str) -> str:
+    return repo.git(*args).strip()
+
+
+def test_each_newer_snapshot_is_a_branch_that_check_accepts(team: Repo, cli, tmp_path):
+    head, before = _git(team, "rev-parse", "HEAD"), team.snapshot()
+    done = cli(team, "propose")
+    assert done.code == 0, done.err
+    mini = "evalreg/propose/mini-gpt-4o-mini-2026-10-01"
+    flash = "evalreg/propose/flash-gemini-1.5-flash-002"
+    assert f"{mini}: created" in done.out and f"{flash}: created" in done.out
+    assert "ready for a pull request" in done.err
+    # Nothing else moved: the checked-out branch, its files, the other pins' branches.
+    assert _git(team, "rev-parse", "HEAD") == head and team.snapshot() == before
+    branches = _git(team, "branch", "--list", "evalreg/propose/*", "--format=%(refname:short)")
+    assert branches.split() == [flash, mini]
+    # One commit on HEAD: the new pin, and a candidate for it where the old pin is one.
+    assert _git(team, "rev-parse", f"{mini}^") == head
+    changed = _git(team, "diff", "--name-status", head, mini).splitlines()
+    assert changed == [
+        "A\tregistry/models/mini-2026-10-01.yaml",
+        "M\tregistry/selections/labels.yaml",
+    ]
+    old = team.read("registry/models/mini.yaml")
+    new = _git(team, "show", f"{mini}:registry/models/mini-2026-10-01.yaml") + "\n"
+    assert new == old.replace("gpt-4o-mini-2024-07-18", "gpt-4o-mini-2026-10-01").replace(
+        "price:\n",
+        'price:\n  review: "copied from mini (gpt-4o-mini-2024-07-18) by evalreg '
+        f"propose: {team.read('registry/models/mini.yaml').split('base_url: ')[1].split()[0]}"
+        '/models lists gpt-4o-mini-2026-10-01 without prices"\n',
+    )
+    selection = _git(team, "show", f"{mini}:registry/selections/labels.yaml")
+    assert "  - id: mini-2026-10-01\n    pin: mini-2026-10-01\n    description:" in selection
+    # The branch checks: a warning for the prices, nothing else.
+    work = tmp_path / "work"
+    team.git("worktree", "add", "-q", str(work), mini)
+    checked = cli(work, "check")
+    assert checked.code == 0, checked.out + checked.err
+    said = checked.out + checked.err
+    assert "registry/models/mini-2026-10-01.yaml:" in said and "to be confirmed" in said
+
+
+def test_proposing_again_changes_nothing_and_a_moved_base_updates_the_branch(team: Repo, cli):
+    first = cli(team, "propose", "--json")
+    again = cli(team, "propose", "--json")
+    one, two = (json.loads(r.out)["proposals"] for r in (first, again))
+    assert [p["outcome"] for p in one] == ["created", "created"]
+    assert [p["outcome"] for p in two] == ["unchanged", "unchanged"]
+    assert [p["commit"] for p in one] == [p["commit"] for p in two]
+    team.write("README.md", "A registry.\n")
+    head = team.commit("a note")
+    moved = json.loads(cli(team, "propose", "--json").out)["proposals"]
+    assert [p["outcome"] for p in moved] == ["updated", "updated"]
+    assert all(_git(team, "rev-parse", f"{p['branch']}^") == head for p in moved)
+    assert len(_git(team, "branch", "--list", "evalreg/propose/*").split()) == 2
+
+
+def test_a_dry_run_makes_no_branch(team: Repo, cli):
+    done = cli(team, "propose", "--dry-run")
+    assert done.code == 0 and "newer snapshot gpt-4o-mini-2026-10-01" in done.out
+    assert _git(team, "branch", "--list", "evalreg/propose/*") == ""
+
+
+def test_names_and_edits_keep_to_what_git_and_yaml_hold():
+    from evalreg.propose.branches import branch_name, new_pin_id, pin_text, selection_text
+
+    assert branch_name("bedrock-sonnet", "anthropic.claude-3-5-sonnet-20241022-v2:0") == (
+        "evalreg/propose/bedrock-sonnet-anthropic.claude-3-5-sonnet-20241022-v2-0"
+    )
+    assert branch_name("x", "a..b~c^d e") == "evalreg/propose/x-a.b-c-d-e"
+    assert (
+        new_pin_id(
+            "haiku-20241022", "claude-3-5-haiku-20241022", "claude-3-5-haiku-20251001", set()
+        )
+        == "haiku-20251001"
+    )
+    assert (
+        new_pin_id("mini", "gpt-4o-mini-2024-07-18", "gpt-4o-mini-2026-10-01", {"mini-2026-10-01"})
+        == "mini-2026-10-01-2"
+    )
+    assert (
+        new_pin_id(
+            "sonnet",
+            "anthropic.claude-3-5-sonnet-20240620-v1:0",
+            "anthropic.claude-3-5-sonnet-20241022-v2:0",
+            set(),
+        )
+        == "sonnet-20241022-v2-0"
+    )
+    text = (
+        "# The small model.\nschema_version: 1\nprovider: bedrock\n"
+        "model: 'us.anthropic.claude-3-5-haiku-20241022-v1:0'  # pinned\n"
+        "price:\n    input_per_mtok: 0.8  # per million\n    as_of: 2026-11-01\n"
+    )
+    edited = pin_text(text, "us.anthropic.claude-3-5-haiku-20251001-v1:0", "to check")
+    assert edited == (
+        "# The small model.\nschema_version: 1\nprovider: bedrock\n"
+        "model: us.anthropic.claude-3-5-haiku-20251001-v1:0  # pinned\n"
+        'price:\n    review: "to check"\n    input_per_mtok: 0.8  # per million\n'
+        "    as_of: 2026-11-01\n"
+    )
+    selection = (
+        "task: t\ncandidates:\n- id: a\n  pin: mini\n# the rules\n- id: b\n  pin: rules\n\n"
+        "policy: {}\n"
+    )
+    assert selection_text(selection, "mini", "mini-2", "new") == (
+        "task: t\ncandidates:\n- id: a\n  pin: mini\n"
+        '- id: mini-2\n  pin: mini-2\n  description: "new"\n'
+        "# the rules\n- id: b\n  pin: rules\n\npolicy: {}\n"
+    )
+    last = "candidates:\n  - id: a\n    pin: mini\n"
+    assert selection_text(last, "mini", "mini-2", "new") == (
+        last + '  - id: mini-2\n    pin: mini-2\n    description: "new"\n'
+    )
+    assert selection_text(last, "rules", "rules-2", "new") is None

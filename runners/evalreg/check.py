@@ -392,6 +392,20 @@ def _warnings(registry: Registry) -> list[Finding]:
                     Severity.WARNING,
                 )
             )
+    for ident, model in sorted(registry.pins.items()):
+        if model.price is not None and model.price.review is not None:
+            doc = registry.documents[("models", ident)]
+            line, col = doc.locate(("price", "review"), key=True)
+            out.append(
+                Finding(
+                    doc.path,
+                    line,
+                    col,
+                    f"the prices of {ident!r} are to be confirmed ({model.price.review}): "
+                    "check them against the provider's price sheet, then remove price.review",
+                    Severity.WARNING,
+                )
+            )
     return out
 
 

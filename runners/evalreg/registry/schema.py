@@ -83,6 +83,10 @@ class Price(Model):
     per_call: NonNegative = 0.0
     as_of: LaxDate
     source: str | None = None
+    review: Annotated[str, Field(min_length=1, max_length=500)] | None = None
+    """Why these prices are still to be confirmed: ``evalreg propose`` copies a new
+    snapshot's prices from the pin it follows (no model list publishes prices) and says so
+    here. ``check`` warns while it is set; remove it once the prices are confirmed."""
 
 
 class Limits(Model):

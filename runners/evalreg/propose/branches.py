@@ -1,0 +1,266 @@
+"""A proposal as a branch: a newer snapshot's pin, and a candidate for it in every
+selection that lists the pin it follows, committed on ``evalreg/propose/<pin>-<snapshot>``
+without touching the working tree or the checked-out branch.
+
+The files are edited line by line, as ``evalreg select`` edits a selection: the new pin is
+the old pin's file with its ``model`` line replaced (and, when it has prices, a
+``price.review`` saying they were copied, which ``check`` warns about until a person
+removes it); each selection gets one candidate item after the old pin's. Every other byte
+is kept. Nothing is bought: CI's pull-request job, or the author, runs the new cells.
+
+The commit is made with git's plumbing in a temporary index (``read-tree``,
+``hash-object``, ``update-index``, ``write-tree``, ``commit-tree``, ``update-ref``), on top
+of the commit the registry was read at. Proposing again what a branch already holds changes
+nothing; a branch that holds something else (an older base, an edited file) is moved to
+the new commit.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import re
+import subprocess
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from evalreg.errors import UsageError
+from evalreg.propose.snapshots import read
+from evalreg.registry.loader import Registry
+
+PREFIX = "evalreg/propose/"
+
+
+@dataclass(frozen=True)
+class Proposal:
+    """What was proposed for one pin, and where."""
+
+    pin: str
+    model: str
+    new_pin: str
+    new_model: str
+    branch: str
+    commit: str
+    files: tuple[str, ...]
+    selections: tuple[str, ...]
+    outcome: str
+    """``created``, ``updated`` (the branch held another commit) or ``unchanged``."""
+
+
+def branch_name(pin: str, snapshot: str) -> str:
+    """``evalreg/propose/<pin>-<snapshot>``, with what a ref cannot hold replaced by ``-``."""
+    tail = re.sub(r"[^A-Za-z0-9._-]+", "-", f"{pin}-{snapshot}")
+    tail = re.sub(r"\.{2,}", ".", tail).strip(".-")
+    tail = tail.removesuffix(".lock")
+    return PREFIX + tail
+
+
+def new_pin_id(pin: str, model: str, new_model: str, taken: set[str]) -> str:
+    """The new pin's id: ``pin`` with the old snapshot's version replaced by the new one's
+    where it ends with it, else the new version appended; never one already taken."""
+    old, new = read(model), read(new_model)
+    old_tail = model[len(old.stem) :].lstrip("-")
+    new_tail = re.sub(r"[^A-Za-z0-9._-]+", "-", new_model[len(new.stem) :].lstrip("-"))
+    base = (
+        pin[: -len(old_tail)] + new_tail
+        if old_tail and pin.endswith(old_tail)
+        else f"{pin}-{new_tail}"
+    )
+    base = base[:120]
+    ident, n = base, 2
+    while ident in taken:
+        ident, n = f"{base}-{n}", n + 1
+    return ident
+
+
+def _scalar(value: str) -> str:
+    """``value`` as a YAML scalar: plain where it reads back as the same string."""
+    if (
+        re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._/:-]*", value)
+        and ": " not in value
+        and not value.endswith(":")
+    ):
+        from ruamel.yaml import YAML
+
+        if YAML(typ="safe", pure=True).load(value) == value:
+            return value
+    return json.dumps(value, ensure_ascii=False)
+
+
+def _rt(text: str) -> Any:
+    from ruamel.yaml import YAML
+
+    return YAML(typ="rt").load(io.StringIO(text))
+
+
+def pin_text(text: str, new_model: str, review: str | None) -> str:
+    """The old pin file ``text`` with ``model: new_model``, and ``price.review`` first in
+    its price mapping when ``review`` is given and the pin has prices."""
+    data = _rt(text)
+    lines = text.splitlines(keepends=True)
+    line, col = data.lc.value("model")
+    old = lines[line]
+    if old[col : col + 1] in ("'", '"'):
+        end = old.index(old[col], col + 1) + 1  # a quoted id holds no quote of its kind
+    else:
+        end = col + len(str(data["model"]))
+    lines[line] = old[:col] + _scalar(new_model) + old[end:]
+    price: Any = data.get("price")
+    if review is not None and isinstance(price, dict) and price:
+        pline, pcol = getattr(price, "lc").key(next(iter(price)))  # noqa: B009
+        if pline == data.lc.key("price")[0]:
+            raise UsageError("the pin's price is a flow mapping: propose edits block mappings only")
+        lines.insert(pline, " " * pcol + f"review: {json.dumps(review, ensure_ascii=False)}\n")
+    return "".join(lines)
+
+
+def selection_text(text: str, old_pin: str, new_pin: str, description: str) -> str | None:
+    """The selection file ``text`` with a candidate for ``new_pin`` after each candidate of
+    ``old_pin`` (None: it lists no such candidate, or already one for ``new_pin``)."""
+    data = _rt(text)
+    candidates: Any = data.get("candidates")
+    if not isinstance(candidates, list):
+        return None
+    if any(isinstance(c, dict) and c.get("pin") == new_pin for c in candidates):
+        return None
+    ids = {c.get("id") for c in candidates if isinstance(c, dict)}
+    positions: Any = getattr(candidates, "lc")  # noqa: B009 (ruamel's line/column record)
+    lines = text.splitlines(keepends=True)
+    if lines and not lines[-1].endswith("\n"):
+        lines[-1] += "\n"
+    inserts: list[tuple[int, list[str]]] = []
+    top_lines = sorted(data.lc.key(k)[0] for k in data)
+    for i, c in enumerate(candidates):
+        if not (isinstance(c, dict) and c.get("pin") == old_pin):
+            continue
+        line, col = positions.item(i)
+        dash = lines[line].rfind("-", 0, col)
+        if dash < 0 or lines[line][:dash].strip():
+            raise UsageError("the selection's candidates are not a block list: edit it by hand")
+        if i + 1 < len(candidates):
+            after = positions.item(i + 1)[0]
+        else:
+            after = next((t for t in top_lines if t > line), len(lines))
+        while after > line + 1 and lines[after - 1].strip()[:1] in ("", "#"):
+            after -= 1  # blank lines and comments before what follows stay with it
+        ident, n = new_pin, 2
+        while ident in ids:
+            ident, n = f"{new_pin}-{n}", n + 1
+        ids.add(ident)
+        pad = " " * dash
+        inserts.append(
+            (
+                after,
+                [
+                    f"{pad}- id: {_scalar(ident)}\n",
+                    f"{pad}  pin: {_scalar(new_pin)}\n",
+                    f"{pad}  description: {json.dumps(description, ensure_ascii=False)}\n",
+                ],
+            )
+        )
+    if not inserts:
+        return None
+    for at, new in sorted(inserts, reverse=True):
+        lines[at:at] = new
+    return "".join(lines)
+
+
+def _git(
+    root: Path, *args: str, env: dict[str, str] | None = None, stdin: bytes | None = None
+) -> str:
+    done = subprocess.run(
+        ["git", *args],
+        cwd=root,
+        env={**os.environ, **(env or {})},
+        input=stdin,
+        capture_output=True,
+        check=False,
+    )
+    if done.returncode != 0:
+        raise UsageError(f"git {args[0]} failed: {done.stderr.decode(errors='replace').strip()}")
+    return done.stdout.decode().strip()
+
+
+def _show(root: Path, rev: str, rel: str) -> str:
+    """``rel`` as committed at ``rev``, byte for byte."""
+    done = subprocess.run(
+        ["git", "show", f"{rev}:{rel}"], cwd=root, capture_output=True, check=False
+    )
+    if done.returncode != 0:
+        raise UsageError(f"{rel} is not committed at {rev[:12]}: commit the registry first")
+    return done.stdout.decode("utf-8")
+
+
+def commit_files(
+    root: Path, base: str, branch: str, files: dict[str, bytes], message: str
+) -> tuple[str, str]:
+    """Commit ``files`` over ``base``'s tree on ``branch``; return the commit and whether
+    the branch was ``created``, ``updated`` or left ``unchanged``."""
+    with tempfile.TemporaryDirectory(prefix="evalreg-propose-") as tmp:
+        env = {"GIT_INDEX_FILE": str(Path(tmp) / "index")}
+        _git(root, "read-tree", base, env=env)
+        for rel, data in sorted(files.items()):
+            blob = _git(root, "hash-object", "-w", "--stdin", stdin=data)
+            _git(root, "update-index", "--add", "--cacheinfo", f"100644,{blob},{rel}", env=env)
+        tree = _git(root, "write-tree", env=env)
+    ref = f"refs/heads/{branch}"
+    existing = subprocess.run(
+        ["git", "rev-parse", "--verify", "--quiet", ref], cwd=root, capture_output=True, text=True
+    ).stdout.strip()
+    if existing:
+        same_tree = _git(root, "rev-parse", f"{existing}^{{tree}}") == tree
+        parent = _git(root, "rev-list", "--parents", "-n", "1", existing).split()[1:]
+        if same_tree and parent == [base]:
+            return existing, "unchanged"
+    commit = _git(root, "commit-tree", tree, "-p", base, stdin=message.encode())
+    _git(root, "update-ref", ref, commit, *([existing] if existing else []))
+    return commit, "updated" if existing else "created"
+
+
+def propose(
+    root: Path, registry: Registry, base: str, pin: str, new_model: str, listed_by: str
+) -> Proposal:
+    """The branch proposing ``new_model`` as a new pin beside ``pin``, on top of ``base``
+    (the commit ``registry`` was read at)."""
+    old = registry.pins[pin]
+    assert old.model is not None
+    new_pin = new_pin_id(pin, old.model, new_model, set(registry.pins))
+    pin_path = registry.file_of("models", pin)
+    new_path = str(Path(pin_path).with_name(new_pin + Path(pin_path).suffix).as_posix())
+    review = (
+        f"copied from {pin} ({old.model}) by evalreg propose: {listed_by} lists {new_model} "
+        "without prices"
+    )
+    files = {new_path: pin_text(_show(root, base, pin_path), new_model, review).encode()}
+    description = f"{new_model}, a newer snapshot of {old.model} (proposed by evalreg propose)"
+    touched = []
+    for sid in sorted(registry.selections):
+        rel = registry.file_of("selections", sid)
+        changed = selection_text(_show(root, base, rel), pin, new_pin, description)
+        if changed is not None:
+            files[rel] = changed.encode()
+            touched.append(sid)
+    branch = branch_name(pin, new_model)
+    message = (
+        f"Propose {new_model} for {pin}\n\n"
+        f"{listed_by} lists {new_model}, a newer snapshot of {old.model} (pin {pin}).\n"
+        f"This adds the pin {new_pin} and a candidate for it in: "
+        f"{', '.join(touched) or 'no selection'}.\n"
+        "Its prices are copied from the old pin, to be confirmed (price.review).\n"
+        "Nothing was bought: run `evalreg run` for the new cells.\n"
+    )
+    commit, outcome = commit_files(root, base, branch, files, message)
+    return Proposal(
+        pin,
+        old.model,
+        new_pin,
+        new_model,
+        branch,
+        commit,
+        tuple(sorted(files)),
+        tuple(touched),
+        outcome,
+    )
