@@ -18,7 +18,7 @@ from support.docs_examples import (
     skipped,
     unexecuted_shell_blocks,
 )
-from support.docs_models import ANSWERS, SERVICES, TOOL_CALLS, routing
+from support.docs_models import ANSWERS, MODELS, SERVICES, TOOL_CALLS, routing
 from support.llm_server import LLMServer, Request
 
 DOCS = Path(__file__).resolve().parent.parent / "docs"
@@ -61,6 +61,7 @@ def test_the_pages_examples_run_as_shown(page: Path, tmp_path: Path) -> None:
     with LLMServer(responder=answer) as server:
         server.tool_caller = tool_calls
         server.services.update(SERVICES)
+        server.models = list(MODELS)
         env = session_environment(dict(os.environ), home)
         session = Session(cwd=work, env=env, origin=server.root_url, state=tmp_path / "shell-state")
         document = examples(page)

@@ -279,9 +279,9 @@ def test_invalid_json_and_unknown_paths(server: LLMServer, client: httpx.Client)
     assert response.status_code == 400
     assert server.requests[-1].body is None
 
-    response = client.get(f"{server.base_url}/models")
+    response = client.get(f"{server.base_url}/engines")
     assert response.status_code == 404
-    assert response.json()["error"]["message"] == "Invalid URL (GET /v1/models)"
+    assert response.json()["error"]["message"] == "Invalid URL (GET /v1/engines)"
     response = client.post(f"{server.root_url}/v1/complete", headers=ANTHROPIC_HEADERS, json={})
     assert response.status_code == 404
     assert response.json()["error"]["type"] == "not_found_error"
@@ -710,3 +710,17 @@ def test_cli_prints_ready_serves_and_stops_on_sigterm() -> None:
     assert proc.returncode == 0
     assert stdout == b""
     assert stderr == b""
+
+
+def test_the_model_lists_are_what_the_sdks_read(server: LLMServer) -> None:
+    import anthropic
+    import openai
+
+    server.models = [f"model-2026-01-{d:02d}" for d in range(1, 8)]
+    key = server.api_key or "sk-any"
+    client = openai.OpenAI(base_url=server.base_url, api_key=key, max_retries=0)
+    assert [m.id for m in client.models.list()] == server.models
+    sdk = anthropic.Anthropic(
+        base_url=server.root_url, api_key=key, max_retries=0, default_headers={"x-api-key": key}
+    )
+    assert [m.id for m in sdk.models.list(limit=3)] == server.models  # three pages

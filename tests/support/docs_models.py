@@ -22,6 +22,12 @@ ANSWERS: dict[str, Callable[[Request], str]] = {}
 TOOL_CALLS: dict[str, Callable[[Request], list[dict[str, Any]]]] = {}
 SERVICES: dict[str, Callable[[Request], tuple[int, Any]]] = {}
 """A team's own services the pages reach (``provider: http``), by path."""
+MODELS = [
+    *("gpt-4o-mini", "gpt-4o-mini-2024-07-18", "gpt-4o-mini-2025-06-30"),
+    *("gpt-4o-mini-2026-10-01", "gpt-4o-mini-audio-preview-2026-10-01", "gpt-4o-2024-11-20"),
+    *("qwen2.5-7b-instruct", "claude-3-5-haiku-20241022", "claude-haiku-4-5-20251001"),
+]
+"""What the stand-in's ``GET /v1/models`` lists (``guides/propose.md``)."""
 
 ROUTES = (
     ("billing", ("invoice", "refund", "charge", "payment", "price", "rechnung", "factura")),

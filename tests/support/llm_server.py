@@ -73,6 +73,9 @@ Behaviour worth knowing:
   (the batch exists, or its results are ready, meanwhile). ``batch_requests`` lists every
   request submitted in a batch (``custom_id`` set), ``batch_answered`` those answered: what
   was bought. Faults (``fail_next``...) are not drawn for these routes.
+* Model lists: ``GET /v1/models`` lists ``models`` (every id answered for, in that order),
+  in OpenAI's shape, or in Anthropic's (``limit``, ``after_id``, ``has_more``, ``last_id``)
+  for a request with Anthropic's headers.
 
 Only the standard library is used, so the file can run under any Python >= 3.11.
 """
@@ -94,6 +97,7 @@ import struct
 import sys
 import threading
 import time
+import urllib.parse
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -148,6 +152,7 @@ _OPENAI_PATH = "/v1/chat/completions"
 _ANTHROPIC_PATH = "/v1/messages"
 _RESPONSES_PATH = "/v1/responses"
 _EMBEDDINGS_PATH = "/v1/embeddings"
+_MODELS_PATH = "/v1/models"
 EMBEDDING_DIMENSIONS = 64
 _AZURE_V1_PATH = "/openai/v1/chat/completions"
 _AZURE_DEPLOYMENT = re.compile(r"^/openai/deployments/([^/]+)/chat/completions$")
@@ -659,6 +664,8 @@ class LLMServer:
         self.services: dict[str, Callable[[Request], tuple[int, Any]]] = {}
         self.api_key = api_key
         self.model_alias: dict[str, str] = dict(model_alias or {})
+        #: The model ids ``GET /v1/models`` lists.
+        self.models: list[str] = []
         self.fingerprint = fingerprint
         #: Reasoning tokens reported in OpenAI usage (included in ``completion_tokens``).
         self.reasoning_tokens = 0
@@ -1053,6 +1060,11 @@ class LLMServer:
             if writer.is_closing():
                 return False
             self._write(writer, status, data, keep_alive, http10)
+            return keep_alive
+
+        if method == "GET" and path == _MODELS_PATH:
+            status, listed = self._answer_models(request)
+            self._write(writer, status, _encode(listed).encode(), keep_alive, http10)
             return keep_alive
 
         if method == "POST" and path == _EMBEDDINGS_PATH:
@@ -1602,6 +1614,42 @@ class LLMServer:
             )
             return 400, _encode(payload).encode()
         return 200, result if isinstance(result, bytes) else _encode(result).encode()
+
+    def _answer_models(self, request: Request) -> tuple[int, dict[str, Any]]:
+        """``GET /v1/models``: OpenAI's list, or Anthropic's page of it."""
+        if request.protocol == "anthropic":
+            status, problem = self._anthropic_auth(request)
+            if problem is not None:
+                return status, problem
+            query = {k: v[-1] for k, v in urllib.parse.parse_qs(request.query).items()}
+            ids = self.models
+            after = query.get("after_id")
+            start = ids.index(after) + 1 if after in ids else 0
+            chunk = ids[start : start + int(query.get("limit", "20"))]
+            return 200, {
+                "data": [
+                    {
+                        "id": i,
+                        "type": "model",
+                        "display_name": i,
+                        "created_at": "2026-01-01T00:00:00Z",
+                    }
+                    for i in chunk
+                ],
+                "has_more": start + len(chunk) < len(ids),
+                "first_id": chunk[0] if chunk else None,
+                "last_id": chunk[-1] if chunk else None,
+            }
+        problem = self._bearer_problem(request)
+        if problem is not None:
+            return 401, problem
+        return 200, {
+            "object": "list",
+            "data": [
+                {"id": i, "object": "model", "created": 1767225600, "owned_by": "system"}
+                for i in self.models
+            ],
+        }
 
     def _anthropic_auth(self, request: Request) -> tuple[int, dict[str, Any] | None]:
         """Anthropic's 401 for a missing or wrong ``x-api-key`` (a key is always needed; with

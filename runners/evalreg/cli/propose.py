@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from evalreg.cli.common import Commands, emit, given_path, registry_root
+from evalreg.cli.common import Commands, emit, given_path, note, registry_root
 
 
 def add_parsers(sub: Commands) -> None:
@@ -32,6 +32,7 @@ def cmd_propose(args: argparse.Namespace) -> int:
     from evalreg.propose.listing import source
     from evalreg.propose.render import render_json, render_text
     from evalreg.propose.survey import survey
+    from evalreg.redaction import url_without_credentials
     from evalreg.registry.diagnostics import Severity
     from evalreg.registry.loader import inspect_registry
     from evalreg.registry.tree import GitTree
@@ -55,7 +56,8 @@ def cmd_propose(args: argparse.Namespace) -> int:
                 continue
             where = source(registry.pins[r.pin])
             assert not isinstance(where, str)
-            proposals.append(propose(root, registry, base, r.pin, r.finding.newer, where.url))
+            listed_by = url_without_credentials(where.url)
+            proposals.append(propose(root, registry, base, r.pin, r.finding.newer, listed_by))
     if args.json:
         from evalreg.text.escape import json_text
 
@@ -85,8 +87,9 @@ def cmd_propose(args: argparse.Namespace) -> int:
             text += "\n"
     emit(text, str(given_path(args, args.output)) if args.output else None)
     if proposals and not args.json:
-        sys.stderr.write(
-            "evalreg: each branch is ready for a pull request: push it, and CI runs the new "
-            "cells (or run them: `evalreg run`)\n"
+        sys.stdout.flush()  # the findings first, then what to do with them
+        note(
+            "each branch is ready for a pull request: push it, and CI runs the new cells "
+            "(or run them: `evalreg run`)"
         )
     return 0
