@@ -305,3 +305,77 @@ def test_names_and_edits_keep_to_what_git_and_yaml_hold():
         last + '  - id: mini-2\n    pin: mini-2\n    description: "new"\n'
     )
     assert selection_text(last, "rules", "rules-2", "new") is None
+
+
+# --- pull requests ---------------------------------------------------------------------------
+
+TOKEN = "ghs_proposetoken0123456789"
+BOT = "github-actions[bot]"
+
+
+@pytest.fixture
+def github(team: Repo, tmp_path, monkeypatch: pytest.MonkeyPatch):
+    """The team's repository on a GitHub stand-in: a bare ``origin`` it reads branches from."""
+    from support.github_api import GitHubAPI
+
+    origin = tmp_path / "origin.git"
+    team.git("clone", "-q", "--bare", str(team.root), str(origin))
+    team.git("remote", "add", "origin", str(origin))
+    with GitHubAPI(tokens={TOKEN: BOT}, repository="acme/registry") as api:
+        api.git_dir = origin
+        monkeypatch.setenv("GITHUB_TOKEN", TOKEN)
+        monkeypatch.setenv("GITHUB_REPOSITORY", "acme/registry")
+        monkeypatch.setenv("GITHUB_API_URL", api.url)
+        yield api
+
+
+def _pulls(api) -> dict[str, dict]:
+    import httpx
+
+    got = httpx.get(
+        f"{api.url}/repos/acme/registry/pulls",
+        params={"state": "all"},
+        headers={"authorization": f"Bearer {TOKEN}"},
+    ).json()
+    return {p["head"]["ref"]: p for p in got}
+
+
+def test_open_pr_pushes_each_branch_and_opens_its_pull_request_once(team: Repo, github, cli):
+    done = cli(team, "propose", "--open-pr")
+    assert done.code == 0, done.err
+    mini = "evalreg/propose/mini-gpt-4o-mini-2026-10-01"
+    pulls = _pulls(github)
+    assert set(pulls) == {mini, "evalreg/propose/flash-gemini-1.5-flash-002"}
+    pr = pulls[mini]
+    assert pr["state"] == "open" and pr["base"]["ref"] == "main"
+    assert pr["title"] == "Propose gpt-4o-mini-2026-10-01 for mini"
+    assert pr["body"].startswith("<!-- evalreg:propose pin=mini -->\n")
+    # Model ids are the provider's text: shown escaped, never as Markdown.
+    assert "gpt\\-4o\\-mini\\-2025\\-06\\-30" in pr["body"] and "price.review" in pr["body"]
+    # What GitHub shows is the pushed branch: its head is the proposal's commit.
+    assert pr["head"]["sha"] == _git(team, "rev-parse", mini)
+    assert f"#{pr['number']} opened: {mini}" in done.out
+    again = cli(team, "propose", "--open-pr")
+    assert again.code == 0, again.err
+    assert f"#{pr['number']} unchanged: {mini}" in again.out
+    assert len(_pulls(github)) == 2  # nothing opened twice
+
+
+def test_a_newer_snapshot_supersedes_the_open_proposal_which_is_closed_with_a_comment(
+    team: Repo, lists: ModelLists, github, cli
+):
+    assert cli(team, "propose", "--open-pr").code == 0
+    first = _pulls(github)["evalreg/propose/mini-gpt-4o-mini-2026-10-01"]
+    lists.openai.append("gpt-4o-mini-2026-12-01")
+    done = cli(team, "propose", "--open-pr")
+    assert done.code == 0, done.err
+    pulls = _pulls(github)
+    newer = pulls["evalreg/propose/mini-gpt-4o-mini-2026-12-01"]
+    assert newer["state"] == "open"
+    assert pulls["evalreg/propose/mini-gpt-4o-mini-2026-10-01"]["state"] == "closed"
+    (comment,) = github.comments(first["number"])
+    assert comment.body.startswith("<!-- evalreg:propose-superseded -->")
+    assert f"Superseded by #{newer['number']}" in comment.body
+    assert f"(closed as superseded: #{first['number']})" in done.out
+    # The flash proposal is another pin's: left open.
+    assert pulls["evalreg/propose/flash-gemini-1.5-flash-002"]["state"] == "open"

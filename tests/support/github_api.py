@@ -1,7 +1,8 @@
 """A GitHub REST API stand-in over real HTTP on 127.0.0.1, for testing the GitHub client.
 
 ``GitHubAPI`` serves one repository from memory: issue comments (list with real pagination,
-create, update), pull requests (``/pulls``, ``/pulls/{n}``), their reviews
+create, update), pull requests (``/pulls``, ``/pulls/{n}``; created and updated, their head
+branches read from ``git_dir``, a bare repository the tests push to), their reviews
 (``/pulls/{n}/reviews``, each with the ``commit_id`` it was given on) and the pull requests
 associated with a commit (``/commits/{sha}/pulls``). Callers authenticate with
 ``Authorization: Bearer`` and a token from ``tokens``, which maps each token to the login it
@@ -52,13 +53,15 @@ import hashlib
 import json
 import math
 import re
+import subprocess
 import threading
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from types import TracebackType
 from typing import Any, cast
 from urllib.parse import SplitResult, parse_qsl, urlencode, urlsplit
@@ -101,6 +104,11 @@ class Pull:
     merged_as: str | None = None
     """The commit that merged it: set for a merged pull request only."""
     commits: tuple[str, ...] = ()
+    ref: str | None = None
+    """Its head branch (None: ``branch-N``)."""
+    title: str | None = None
+    body: str | None = None
+    base: str = "main"
 
     @property
     def merged(self) -> bool:
@@ -164,6 +172,9 @@ class GitHubAPI:
         self.link_base: str | None = None
         self._comments: list[Comment] = []
         self._pulls: dict[int, Pull] = {}
+        #: The repository's git directory (a bare clone): where a pull request created
+        #: through the API finds its head branch, as GitHub looks in the repository.
+        self.git_dir: Path | None = None
         self._reviews: list[Review] = []
         self._faults: list[_Fault] = []
         self._next_id = 1_000_001
@@ -418,11 +429,90 @@ class GitHubAPI:
             state = query.get("state", "open")
             if state not in ("open", "closed", "all"):
                 return _validation_error("PullRequest", "state", f"{state!r} is not a state")
-            listed = [self._pull_json(p) for p in self._sorted_pulls() if state in ("all", p.state)]
-            return self._page(listed, path, query)
+            pulls = [p for p in self._sorted_pulls() if state in ("all", p.state)]
+            if "head" in query:  # "owner:branch", as GitHub filters it
+                owner, _, ref = query["head"].partition(":")
+                pulls = [p for p in pulls if (owner, ref) == (self._owner, self._ref(p))]
+            if "base" in query:
+                pulls = [p for p in pulls if p.base == query["base"]]
+            return self._page([self._pull_json(p) for p in pulls], path, query)
+        if operation == "pulls/create":
+            return self._create_pull(body, login)
+        if operation == "pulls/update":
+            return self._update_pull(int(params["pull_number"]), body)
         pull = self._pulls.get(int(params["pull_number"]))  # pulls/get
         if pull is None:
             return _error(404, "Not Found")
+        return _Answer(200, self._pull_json(pull, full=True))
+
+    def _ref(self, p: Pull) -> str:
+        return p.ref or f"branch-{p.number}"
+
+    def _branch_sha(self, ref: str) -> str | None:
+        if self.git_dir is None:
+            return None
+        done = subprocess.run(
+            ["git", "rev-parse", "--verify", "--quiet", f"refs/heads/{ref}"],
+            cwd=self.git_dir,
+            capture_output=True,
+            text=True,
+        )
+        return done.stdout.strip() or None
+
+    def _create_pull(self, body: Any, login: str) -> _Answer:
+        # Called under the server's lock, as every route is.
+        if not isinstance(body, dict):
+            return _validation_error("PullRequest", "body", "a JSON object is expected")
+        for name in ("title", "head", "base"):
+            if not isinstance(body.get(name), str) or not body[name]:
+                return _validation_error("PullRequest", name, f"{name} is missing")
+        owner, colon, ref = body["head"].rpartition(":")
+        if colon and owner != self._owner:
+            return _validation_error(
+                "PullRequest", "head", "head is not a branch of the repository"
+            )
+        sha = self._branch_sha(ref)
+        if sha is None or self._branch_sha(body["base"]) is None:
+            return _validation_error("PullRequest", "head", "head or base is not a branch")
+        for p in self._pulls.values():
+            if p.state == "open" and self._ref(p) == ref and p.base == body["base"]:
+                return _validation_error(
+                    "PullRequest", "head", f"A pull request already exists for {body['head']}."
+                )
+        number = max(self._pulls, default=0) + 1
+        text = body.get("body")
+        pull = Pull(
+            number,
+            sha,
+            "open",
+            False,
+            author=login,
+            ref=ref,
+            title=body["title"],
+            body=text if isinstance(text, str) else None,
+            base=body["base"],
+        )
+        self._pulls[number] = pull
+        return _Answer(201, self._pull_json(pull, full=True))
+
+    def _update_pull(self, number: int, body: Any) -> _Answer:
+        if not isinstance(body, dict):
+            return _validation_error("PullRequest", "body", "a JSON object is expected")
+        pull = self._pulls.get(number)
+        if pull is None:
+            return _error(404, "Not Found")
+        changes: dict[str, Any] = {}
+        for name in ("title", "body"):
+            if isinstance(body.get(name), str):
+                changes[name] = body[name]
+        if "state" in body:
+            if body["state"] not in ("open", "closed") or pull.merged:
+                return _validation_error("PullRequest", "state", "state cannot be changed")
+            changes["state"] = body["state"]
+        head = self._branch_sha(self._ref(pull)) if self.git_dir is not None else None
+        if head is not None:
+            changes["head_sha"] = head  # a pushed branch moves its pull request's head
+        pull = self._pulls[number] = replace(pull, **changes)
         return _Answer(200, self._pull_json(pull, full=True))
 
     def _post_comment(self, issue: int, body: Any, login: str) -> _Answer:
@@ -542,9 +632,9 @@ class GitHubAPI:
             "number": p.number,
             "state": p.state,
             "locked": False,
-            "title": f"Change #{p.number}",
+            "title": p.title or f"Change #{p.number}",
             "user": author,
-            "body": None,
+            "body": p.body,
             "labels": [],
             "milestone": None,
             "active_lock_reason": None,
@@ -558,15 +648,15 @@ class GitHubAPI:
             "requested_reviewers": [],
             "requested_teams": [],
             "head": {
-                "label": f"{head_repo.split('/')[0]}:branch-{p.number}",
-                "ref": f"branch-{p.number}",
+                "label": f"{head_repo.split('/')[0]}:{self._ref(p)}",
+                "ref": self._ref(p),
                 "sha": p.head_sha,
                 "user": self._user_json(head_repo.split("/")[0]),
                 "repo": self._repository_json(head_repo),
             },
             "base": {
-                "label": f"{owner}:main",
-                "ref": "main",
+                "label": f"{owner}:{p.base}",
+                "ref": p.base,
                 "sha": _sha(f"base of #{p.number}"),
                 "user": self._user_json(owner),
                 "repo": self._repository_json(self.repository),

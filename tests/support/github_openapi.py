@@ -51,6 +51,8 @@ OPERATIONS: dict[str, tuple[str, str]] = {
     "pulls/list": ("GET", "/repos/{owner}/{repo}/pulls"),
     "pulls/get": ("GET", "/repos/{owner}/{repo}/pulls/{pull_number}"),
     "pulls/list-reviews": ("GET", "/repos/{owner}/{repo}/pulls/{pull_number}/reviews"),
+    "pulls/create": ("POST", "/repos/{owner}/{repo}/pulls"),
+    "pulls/update": ("PATCH", "/repos/{owner}/{repo}/pulls/{pull_number}"),
 }
 #: GitHub's general error body, for error statuses an operation does not describe.
 GENERAL_ERROR = "basic-error"

@@ -5,8 +5,17 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
+from typing import TYPE_CHECKING
 
 from evalreg.cli.common import Commands, emit, given_path, note, registry_root
+from evalreg.errors import RegistryError, UsageError
+
+if TYPE_CHECKING:
+    from evalreg.propose.branches import Proposal
+    from evalreg.propose.pulls import PullOutcome
+    from evalreg.propose.survey import PinReport
+    from evalreg.registry.loader import Registry
 
 
 def add_parsers(sub: Commands) -> None:
@@ -21,13 +30,24 @@ def add_parsers(sub: Commands) -> None:
         action="store_true",
         help="report what the lists say, and make no branch",
     )
+    p.add_argument(
+        "--open-pr",
+        action="store_true",
+        help="push each branch and open (or update) its pull request through the GitHub API "
+        "(GITHUB_TOKEN, GITHUB_REPOSITORY, GITHUB_API_URL); close older proposals it supersedes",
+    )
+    p.add_argument(
+        "--remote", default="origin", help="the git remote GitHub serves (default origin)"
+    )
+    p.add_argument(
+        "--base", metavar="BRANCH", help="the pull requests' base (default: the current branch)"
+    )
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.add_argument("-o", "--output", metavar="FILE", help="write to FILE instead of stdout")
     p.set_defaults(handler=cmd_propose)
 
 
 def cmd_propose(args: argparse.Namespace) -> int:
-    from evalreg.errors import RegistryError, UsageError
     from evalreg.propose.branches import propose
     from evalreg.propose.listing import source
     from evalreg.propose.render import render_json, render_text
@@ -58,6 +78,11 @@ def cmd_propose(args: argparse.Namespace) -> int:
             assert not isinstance(where, str)
             listed_by = url_without_credentials(where.url)
             proposals.append(propose(root, registry, base, r.pin, r.finding.newer, listed_by))
+    pulls = []
+    if args.open_pr and args.dry_run:
+        raise UsageError("--open-pr pushes branches and --dry-run makes none: give one of them")
+    if args.open_pr and proposals:
+        pulls = _open_pulls(args, root, registry, reports, proposals)
     if args.json:
         from evalreg.text.escape import json_text
 
@@ -75,6 +100,16 @@ def cmd_propose(args: argparse.Namespace) -> int:
             }
             for p in proposals
         ]
+        data["pulls"] = [
+            {
+                "branch": o.proposal.branch,
+                "number": o.number,
+                "url": o.url,
+                "action": o.action,
+                "closed": list(o.closed),
+            }
+            for o in pulls
+        ]
         text = json_text(data) + "\n"
     else:
         text = render_text(reports)
@@ -83,6 +118,10 @@ def cmd_propose(args: argparse.Namespace) -> int:
                 f"\n{p.branch}: {p.outcome} ({p.commit[:12]}): pin {p.new_pin} ({p.new_model}), "
                 f"a candidate in {', '.join(p.selections) or 'no selection'}"
             )
+        for o in pulls:
+            closed = ", ".join(f"#{n}" for n in o.closed)
+            text += f"\n#{o.number} {o.action}: {o.proposal.branch}"
+            text += f" (closed as superseded: {closed})" if closed else ""
         if proposals:
             text += "\n"
     emit(text, str(given_path(args, args.output)) if args.output else None)
@@ -93,3 +132,53 @@ def cmd_propose(args: argparse.Namespace) -> int:
             "(or run them: `evalreg run`)"
         )
     return 0
+
+
+def _open_pulls(
+    args: argparse.Namespace,
+    root: Path,
+    registry: Registry,
+    reports: list[PinReport],
+    proposals: list[Proposal],
+) -> list[PullOutcome]:
+    import os
+
+    from evalreg.gitops.github import (
+        GitHubClient,
+        api_url_from_environment,
+        token_from_environment,
+    )
+    from evalreg.propose.listing import source
+    from evalreg.propose.pulls import open_pulls
+    from evalreg.redaction import url_without_credentials
+
+    repository = os.environ.get("GITHUB_REPOSITORY", "")
+    if not repository:
+        raise UsageError("GITHUB_REPOSITORY is not set: it names the repository (OWNER/NAME)")
+    base = args.base or _current_branch(root)
+    found = {r.pin: r.finding for r in reports}
+    work = []
+    for p in proposals:
+        where = source(registry.pins[p.pin])
+        assert not isinstance(where, str)
+        finding = found[p.pin]
+        work.append((p, url_without_credentials(where.url), finding.also_newer if finding else ()))
+    with GitHubClient(
+        token_from_environment(), repository, api_url=api_url_from_environment()
+    ) as client:
+        return open_pulls(root, client, args.remote, base, work)
+
+
+def _current_branch(root: Path) -> str:
+    import subprocess
+
+    done = subprocess.run(
+        ["git", "symbolic-ref", "--quiet", "--short", "HEAD"],
+        cwd=root,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if done.returncode != 0:
+        raise UsageError("HEAD is not on a branch: give --base BRANCH for the pull requests")
+    return done.stdout.strip()

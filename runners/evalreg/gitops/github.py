@@ -241,6 +241,49 @@ class GitHubClient:
         path = f"/repos/{self.repository}/pulls/{pr_number}/reviews"
         return self._get_all(path, {}, self._waits())
 
+    def pulls_from(self, branch: str, *, state: str = "open") -> list[dict[str, Any]]:
+        """The pull requests (``state``: open, closed or all) whose head is ``branch`` of
+        this repository, all pages."""
+        owner = self.repository.split("/")[0]
+        params = {"state": state, "head": f"{owner}:{branch}"}
+        pulls = self._get_all(f"/repos/{self.repository}/pulls", params, self._waits())
+        return [p for p in pulls if isinstance(p, dict)]
+
+    def open_pulls(self) -> list[dict[str, Any]]:
+        """Every open pull request of the repository, all pages."""
+        pulls = self._get_all(f"/repos/{self.repository}/pulls", {"state": "open"}, self._waits())
+        return [p for p in pulls if isinstance(p, dict)]
+
+    def create_pull(self, *, title: str, head: str, base: str, body: str) -> dict[str, Any]:
+        """Open a pull request from branch ``head`` into ``base``. A create whose outcome
+        is unknown (a lost connection, a 5xx) is looked for before it is sent again, so a
+        pull request is never opened twice."""
+        waits = self._waits()
+        path = f"/repos/{self.repository}/pulls"
+        fields = {"title": title, "head": head, "base": base, "body": _fit(body)}
+        failures = 0
+        while True:
+            try:
+                return _object(_json(self._send("POST", path, waits, fields=fields)), path)
+            except _CreateInDoubt as exc:
+                failures += 1
+                found = [p for p in self.pulls_from(head) if _base_ref(p) == base]
+                if found:
+                    return found[0]
+                if failures > _RETRIES:
+                    raise GitHubError(
+                        f"{exc}; gave up after {failures} attempts: re-run the job later"
+                    ) from None
+                waits.pause(_backoff(failures), str(exc))
+
+    def update_pull(self, pr_number: int, **fields: str) -> dict[str, Any]:
+        """Change pull request ``pr_number``'s ``title``, ``body`` or ``state``."""
+        _check_number(pr_number)
+        if "body" in fields:
+            fields["body"] = _fit(fields["body"])
+        path = f"/repos/{self.repository}/pulls/{pr_number}"
+        return _object(_json(self._send("PATCH", path, self._waits(), fields=dict(fields))), path)
+
     def _waits(self) -> _Waits:
         return _Waits(self._max_wait_s, self._sleep)
 
@@ -298,10 +341,12 @@ class GitHubClient:
         *,
         params: dict[str, str] | None = None,
         body: str | None = None,
+        fields: dict[str, Any] | None = None,
     ) -> httpx.Response:
-        """One successful response, after waiting out rate limits and retrying failures."""
+        """One successful response, after waiting out rate limits and retrying failures
+        (``body``: a comment's; ``fields``: the JSON object sent, for other writes)."""
         where = f"{method} {httpx.URL(url).path}"
-        payload = None if body is None else {"body": body}
+        payload = fields if fields is not None else None if body is None else {"body": body}
         failures = 0
         while True:
             try:
@@ -355,6 +400,23 @@ class GitHubClient:
                 "renamed or transferred; pass its current OWNER/NAME"
             )
         return GitHubError(f"GitHub answered {status} to {where}: {message}")
+
+
+def _object(value: Any, path: str) -> dict[str, Any]:
+    if not isinstance(value, dict):
+        raise GitHubError(f"GitHub's answer on {path} is not an object: re-run the job")
+    return value
+
+
+def _fit(body: str) -> str:
+    """A pull request's body, cut as a comment's is when longer than GitHub takes."""
+    return body if len(body) <= COMMENT_LIMIT else cut_to_fit(body, COMMENT_LIMIT, note=CUT_NOTE)
+
+
+def _base_ref(pull: dict[str, Any]) -> str | None:
+    base = pull.get("base")
+    ref = base.get("ref") if isinstance(base, dict) else None
+    return ref if isinstance(ref, str) else None
 
 
 def fit_comment_body(body: str, marker: str) -> str:
