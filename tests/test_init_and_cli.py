@@ -156,7 +156,7 @@ def test_init_with_an_object_storage_remote_installs_its_dvc_plugin_in_ci(
     assert install_spec_problem(written) is None
     assert f'install: "{written}"' in (target / "registry/evalreg.yaml").read_text()
     workflows = sorted((target / ".github/workflows").glob("*.yml"))
-    assert len(workflows) == 4
+    assert len(workflows) == 5
     for workflow in workflows:
         assert f'EVALREG_SPEC: "{written}"' in workflow.read_text(), workflow.name
     assert f"python -m pip install '{written}'" in (target / "README.md").read_text()

@@ -698,7 +698,7 @@ def test_an_s3_remote_is_bought_into_by_shards_and_reproduced_by_the_workflow(
     # Every install CI runs brings DVC's S3 plugin with evalreg.
     spec = f"{runner.wheel}[s3]"
     workflows = sorted((author / ".github/workflows").glob("*.yml"))
-    assert len(workflows) == 4
+    assert len(workflows) == 5
     for workflow in workflows:
         assert f'EVALREG_SPEC: "{spec}"' in workflow.read_text(), workflow.name
     assert f'install: "{spec}"' in (author / "registry/evalreg.yaml").read_text()
@@ -908,3 +908,58 @@ def test_this_repositorys_ci_commands_exist_where_ci_installs_them():
                 else:
                     here = shutil.which(words[0], path=str(Path(sys.executable).parent))
                     assert here or words[0] in installed, words
+
+
+# --- the weekly proposals ------------------------------------------------------------------
+
+
+def test_the_propose_job_opens_a_pull_request_for_a_newer_snapshot(
+    runner: Runner, api: GitHubAPI, tmp_path: Path, tmp_path_factory: pytest.TempPathFactory
+):
+    from support.model_lists import ModelLists, model_lists
+
+    listed = ["gpt-4o-mini-2024-07-18", "gpt-4o-mini-2026-10-01", "gpt-4o-mini"]
+    with model_lists(ModelLists(openai=listed)) as lists:
+        author = tmp_path / "author"
+        with session_environment(tmp_path_factory):
+            _evalreg(tmp_path, "init", str(author), f"--evalreg-spec={runner.wheel}")
+        pin = author / "registry/models/gpt-4o-mini.yaml"
+        pin.write_text(pin.read_text().replace("https://api.openai.com/v1", f"{lists.url}/v1"))
+        _git(author, "add", "-A")
+        _git(author, "commit", "-qm", "Start an eval registry")
+        sha = _git(author, "rev-parse", "HEAD")
+        origin = tmp_path / "origin.git"
+        subprocess.run(["git", "clone", "-q", "--bare", str(author), str(origin)], check=True)
+        api.git_dir = origin
+        registry = Registry(origin, author, sha, sha, sha, sha)
+        event = {"schedule": "41 5 * * 1", "repository": {"full_name": REPO}}
+        workflow = _workflow(author / ".github/workflows/evalreg-propose.yml")
+        job = run_job(
+            workflow,
+            "propose",
+            workspace=tmp_path / "work",
+            event_name="schedule",
+            event=event,
+            repository=REPO,
+            sha=sha,
+            ref="refs/heads/main",
+            api_url=api.url,
+            runner_temp=tmp_path / "temp",
+            path=str(runner.bin),
+            uses=Actions(registry.origin, sha, tmp_path / "artifacts"),
+            secrets={"GITHUB_TOKEN": TOKEN, "OPENAI_API_KEY": lists.key},
+        )
+    assert job.conclusion == "success", job.log
+    branch = "evalreg/propose/gpt-4o-mini-gpt-4o-mini-2026-10-01"
+    pushed = subprocess.run(
+        ["git", "rev-parse", f"refs/heads/{branch}"], cwd=origin, capture_output=True, text=True
+    ).stdout.strip()
+    assert pushed, job.log
+    # The pull request GitHub would show: the pushed branch into main, opened by the bot.
+    opened = [r for r in api.writes() if r.method == "POST" and r.path.endswith("/pulls")]
+    assert [r.json["head"] for r in opened] == [branch] and opened[0].json["base"] == "main"
+    assert opened[0].json["title"] == "Propose gpt-4o-mini-2026-10-01 for gpt-4o-mini"
+    # The commit is the bot's, and the token never reached the repository's config.
+    author_line = _git(origin, "log", "-1", "--format=%an <%ae>", pushed)
+    assert author_line.startswith("github-actions[bot] <")
+    assert TOKEN not in (tmp_path / "work/.git/config").read_text()

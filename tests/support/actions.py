@@ -296,6 +296,7 @@ def run_job(
         "GITHUB_REPOSITORY": repository,
         "GITHUB_SHA": sha,
         "GITHUB_REF": ref,
+        "GITHUB_REF_NAME": github["ref_name"],
         "GITHUB_BASE_REF": github["base_ref"],
         "GITHUB_HEAD_REF": github["head_ref"],
         "GITHUB_WORKSPACE": str(workspace),
