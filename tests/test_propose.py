@@ -205,7 +205,7 @@ def test_each_newer_snapshot_is_a_branch_that_check_accepts(team: Repo, cli, tmp
     # Nothing else moved: the checked-out branch, its files, the other pins' branches.
     assert _git(team, "rev-parse", "HEAD") == head and team.snapshot() == before
     branches = _git(team, "branch", "--list", "evalreg/propose/*", "--format=%(refname:short)")
-    assert branches.split() == [flash, mini]
+    assert branches.split() == [flash, mini, "evalreg/propose/retired-haiku"]
     # One commit on HEAD: the new pin, and a candidate for it where the old pin is one.
     assert _git(team, "rev-parse", f"{mini}^") == head
     changed = _git(team, "diff", "--name-status", head, mini).splitlines()
@@ -236,15 +236,15 @@ def test_proposing_again_changes_nothing_and_a_moved_base_updates_the_branch(tea
     first = cli(team, "propose", "--json")
     again = cli(team, "propose", "--json")
     one, two = (json.loads(r.out)["proposals"] for r in (first, again))
-    assert [p["outcome"] for p in one] == ["created", "created"]
-    assert [p["outcome"] for p in two] == ["unchanged", "unchanged"]
+    assert [p["outcome"] for p in one] == ["created"] * 3
+    assert [p["outcome"] for p in two] == ["unchanged"] * 3
     assert [p["commit"] for p in one] == [p["commit"] for p in two]
     team.write("README.md", "A registry.\n")
     head = team.commit("a note")
     moved = json.loads(cli(team, "propose", "--json").out)["proposals"]
-    assert [p["outcome"] for p in moved] == ["updated", "updated"]
+    assert [p["outcome"] for p in moved] == ["updated"] * 3
     assert all(_git(team, "rev-parse", f"{p['branch']}^") == head for p in moved)
-    assert len(_git(team, "branch", "--list", "evalreg/propose/*").split()) == 2
+    assert len(_git(team, "branch", "--list", "evalreg/propose/*").split()) == 3
 
 
 def test_a_dry_run_makes_no_branch(team: Repo, cli):
@@ -345,7 +345,11 @@ def test_open_pr_pushes_each_branch_and_opens_its_pull_request_once(team: Repo, 
     assert done.code == 0, done.err
     mini = "evalreg/propose/mini-gpt-4o-mini-2026-10-01"
     pulls = _pulls(github)
-    assert set(pulls) == {mini, "evalreg/propose/flash-gemini-1.5-flash-002"}
+    assert set(pulls) == {
+        mini,
+        "evalreg/propose/flash-gemini-1.5-flash-002",
+        "evalreg/propose/retired-haiku",
+    }
     pr = pulls[mini]
     assert pr["state"] == "open" and pr["base"]["ref"] == "main"
     assert pr["title"] == "Propose gpt-4o-mini-2026-10-01 for mini"
@@ -358,7 +362,7 @@ def test_open_pr_pushes_each_branch_and_opens_its_pull_request_once(team: Repo, 
     again = cli(team, "propose", "--open-pr")
     assert again.code == 0, again.err
     assert f"#{pr['number']} unchanged: {mini}" in again.out
-    assert len(_pulls(github)) == 2  # nothing opened twice
+    assert len(_pulls(github)) == 3  # nothing opened twice
 
 
 def test_a_newer_snapshot_supersedes_the_open_proposal_which_is_closed_with_a_comment(
@@ -379,3 +383,33 @@ def test_a_newer_snapshot_supersedes_the_open_proposal_which_is_closed_with_a_co
     assert f"(closed as superseded: #{first['number']})" in done.out
     # The flash proposal is another pin's: left open.
     assert pulls["evalreg/propose/flash-gemini-1.5-flash-002"]["state"] == "open"
+
+
+def test_a_retired_pin_is_marked_on_a_branch_and_check_warns_for_its_candidates(
+    team: Repo, cli, tmp_path
+):
+    team.write(
+        "registry/selections/labels.yaml",
+        team.read("registry/selections/labels.yaml").replace(
+            "  - id: mini\n    pin: mini\n",
+            "  - id: mini\n    pin: mini\n  - id: haiku\n    pin: haiku\n",
+        ),
+    )
+    team.commit("haiku is a candidate")
+    done = cli(team, "propose")
+    assert done.code == 0, done.err
+    assert "haiku (claude-3-5-haiku-20241022): RETIRED" in done.out
+    assert "evalreg/propose/retired-haiku: created" in done.out
+    pin = _git(team, "show", "evalreg/propose/retired-haiku:registry/models/haiku.yaml")
+    assert 'model: claude-3-5-haiku-20241022\nretired: "' in pin
+    assert "no longer lists claude-3-5-haiku-20241022 (found by evalreg propose on 20" in pin
+    work = tmp_path / "retired"
+    team.git("worktree", "add", "-q", str(work), "evalreg/propose/retired-haiku")
+    checked = cli(work, "check")
+    assert checked.code == 0, checked.out + checked.err
+    said = " ".join((checked.out + checked.err).split())
+    assert "candidate 'haiku' uses the retired pin 'haiku'" in said
+    # Marked, it is not proposed again from that branch's registry.
+    again = cli(work, "propose", "--json")
+    kinds = [p["kind"] for p in json.loads(again.out)["proposals"]]
+    assert "retired" not in kinds

@@ -392,6 +392,20 @@ def _warnings(registry: Registry) -> list[Finding]:
                     Severity.WARNING,
                 )
             )
+    for sid, selection in sorted(registry.selections.items()):
+        for candidate in selection.candidates:
+            pinned = registry.pins.get(candidate.pin)
+            if pinned is not None and pinned.retired is not None:
+                out.append(
+                    Finding(
+                        registry.file_of("selections", sid),
+                        0,
+                        0,
+                        f"candidate {candidate.id!r} uses the retired pin {candidate.pin!r} "
+                        f"({pinned.retired}): its cells can no longer be bought; replace it",
+                        Severity.WARNING,
+                    )
+                )
     for ident, model in sorted(registry.pins.items()):
         if model.price is not None and model.price.review is not None:
             doc = registry.documents[("models", ident)]

@@ -48,7 +48,9 @@ def add_parsers(sub: Commands) -> None:
 
 
 def cmd_propose(args: argparse.Namespace) -> int:
-    from evalreg.propose.branches import propose
+    from datetime import UTC, datetime
+
+    from evalreg.propose.branches import propose, retire
     from evalreg.propose.listing import source
     from evalreg.propose.render import render_json, render_text
     from evalreg.propose.survey import survey
@@ -71,13 +73,17 @@ def cmd_propose(args: argparse.Namespace) -> int:
     reports = survey(registry, root)
     proposals = []
     if not args.dry_run:
+        today = datetime.now(UTC).date().isoformat()
         for r in reports:
-            if r.finding is None or r.finding.newer is None:
+            if r.finding is None:
                 continue
             where = source(registry.pins[r.pin])
             assert not isinstance(where, str)
             listed_by = url_without_credentials(where.url)
-            proposals.append(propose(root, registry, base, r.pin, r.finding.newer, listed_by))
+            if r.finding.retired and registry.pins[r.pin].retired is None:
+                proposals.append(retire(root, registry, base, r.pin, listed_by, today))
+            if r.finding.newer is not None:
+                proposals.append(propose(root, registry, base, r.pin, r.finding.newer, listed_by))
     pulls = []
     if args.open_pr and args.dry_run:
         raise UsageError("--open-pr pushes branches and --dry-run makes none: give one of them")
@@ -97,6 +103,7 @@ def cmd_propose(args: argparse.Namespace) -> int:
                 "files": list(p.files),
                 "selections": list(p.selections),
                 "outcome": p.outcome,
+                "kind": p.kind,
             }
             for p in proposals
         ]
@@ -114,6 +121,9 @@ def cmd_propose(args: argparse.Namespace) -> int:
     else:
         text = render_text(reports)
         for p in proposals:
+            if p.kind == "retired":
+                text += f"\n{p.branch}: {p.outcome} ({p.commit[:12]}): pin {p.pin} marked retired"
+                continue
             text += (
                 f"\n{p.branch}: {p.outcome} ({p.commit[:12]}): pin {p.new_pin} ({p.new_model}), "
                 f"a candidate in {', '.join(p.selections) or 'no selection'}"

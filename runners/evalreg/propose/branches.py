@@ -48,6 +48,8 @@ class Proposal:
     selections: tuple[str, ...]
     outcome: str
     """``created``, ``updated`` (the branch held another commit) or ``unchanged``."""
+    kind: str = "snapshot"
+    """``snapshot`` (a newer one proposed) or ``retired`` (the pin marked retired)."""
 
 
 def branch_name(pin: str, snapshot: str) -> str:
@@ -263,4 +265,41 @@ def propose(
         tuple(sorted(files)),
         tuple(touched),
         outcome,
+    )
+
+
+def retired_text(text: str, note: str) -> str:
+    """The pin file ``text`` with ``retired: note`` after its ``model`` line."""
+    data = _rt(text)
+    line, col = data.lc.key("model")
+    lines = text.splitlines(keepends=True)
+    if not lines[line].endswith("\n"):
+        lines[line] += "\n"
+    lines.insert(line + 1, " " * col + f"retired: {json.dumps(note, ensure_ascii=False)}\n")
+    return "".join(lines)
+
+
+def retire(
+    root: Path, registry: Registry, base: str, pin: str, listed_by: str, today: str
+) -> Proposal:
+    """The branch marking ``pin`` retired: its provider's list (``listed_by``) no longer
+    names its model."""
+    old = registry.pins[pin]
+    assert old.model is not None
+    path = registry.file_of("models", pin)
+    note = f"{listed_by} no longer lists {old.model} (found by evalreg propose on {today})"
+    files = {path: retired_text(_show(root, base, path), note).encode()}
+    users = sorted(
+        sid for sid, s in registry.selections.items() if any(c.pin == pin for c in s.candidates)
+    )
+    branch = branch_name("retired", pin)
+    message = (
+        f"Mark {pin} retired: {old.model} is no longer listed\n\n"
+        f"{listed_by} no longer lists {old.model}, which the pin {pin} names: its cells can "
+        "no longer be bought.\n"
+        f"Selections with it as a candidate: {', '.join(users) or 'none'}.\n"
+    )
+    commit, outcome = commit_files(root, base, branch, files, message)
+    return Proposal(
+        pin, old.model, pin, old.model, branch, commit, (path,), tuple(users), outcome, "retired"
     )

@@ -40,11 +40,28 @@ class PullOutcome:
 
 
 def title(p: Proposal) -> str:
+    if p.kind == "retired":
+        return f"Mark {p.pin} retired: {p.model} is no longer listed"
     return f"Propose {p.new_model} for {p.pin}"
+
+
+def retired_marker(pin: str) -> str:
+    return f"<!-- evalreg:propose retired pin={pin} -->"
 
 
 def body(p: Proposal, listed_by: str, also_newer: tuple[str, ...] = ()) -> str:
     """What was found, where, what the branch adds, and what to run."""
+    if p.kind == "retired":
+        users = ", ".join(inline(s) for s in p.selections) or "none"
+        return (
+            f"{retired_marker(p.pin)}\n## A pinned model is no longer listed\n\n"
+            f"{inline(listed_by)} no longer lists {inline(p.model)}, which the pin "
+            f"{inline(p.pin)} names: its cells can no longer be bought, and a run that asks "
+            "for them will fail.\n\n"
+            "This pull request marks the pin `retired`; `evalreg check` then warns about every "
+            f"selection that still has it as a candidate ({users}). Its results stay the "
+            "evidence they were.\n\nOpened by `evalreg propose`; nothing was bought.\n"
+        )
     lines = [
         marker(p.pin),
         "## A newer snapshot of a pinned model",
@@ -121,7 +138,7 @@ def open_pulls(
             action = "opened"
         number = int(pr["number"])
         closed = []
-        for old in client.open_pulls():
+        for old in [] if p.kind == "retired" else client.open_pulls():
             ref = _head_ref(old)
             old_body = old.get("body") if isinstance(old.get("body"), str) else ""
             if ref == p.branch or not ref.startswith(PREFIX):

@@ -359,6 +359,10 @@ class Pin(VersionedFile):
     price: Price | None = None
     limits: Limits = Field(default_factory=Limits)
     benchmarks: list[Benchmark] = Field(default_factory=_empty_list)
+    retired: Annotated[str, Field(min_length=1, max_length=500)] | None = None
+    """Why this pin's model can no longer be asked: its provider stopped listing it (set by
+    ``evalreg propose``, with the date it was found). ``check`` warns about every selection
+    that still has it as a candidate; its results stay the evidence they were."""
 
     @field_validator("api_key_env")
     @classmethod
