@@ -413,3 +413,76 @@ def test_a_retired_pin_is_marked_on_a_branch_and_check_warns_for_its_candidates(
     again = cli(work, "propose", "--json")
     kinds = [p["kind"] for p in json.loads(again.out)["proposals"]]
     assert "retired" not in kinds
+
+
+# --- Amazon Bedrock: signed list requests ------------------------------------------------------
+
+
+def test_bedrock_lists_are_asked_signed_and_paged(
+    repo: Repo, cli, monkeypatch: pytest.MonkeyPatch, tmp_path
+):
+    """ListFoundationModels for a model id, ListInferenceProfiles (paged) for a cross-region
+    profile: each request SigV4-signed, the signature checked by the stand-in."""
+    from support.cloud_servers import BedrockServer
+    from support.clouds import aws_environment
+
+    aws_environment(monkeypatch, tmp_path)
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "AKIALOOPBACK7EXAMPLE")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "wJalrXUtnFEMI-loopback-secret-9Qx2")
+    with BedrockServer(
+        access_key="AKIALOOPBACK7EXAMPLE",
+        secret_key="wJalrXUtnFEMI-loopback-secret-9Qx2",
+        region="eu-west-1",
+    ) as bedrock:
+        bedrock.models = [
+            "anthropic.claude-3-5-sonnet-20240620-v1:0",
+            "anthropic.claude-3-5-sonnet-20241022-v2:0",
+            "amazon.nova-pro-v1:0",
+        ]
+        bedrock.profiles = [
+            "eu.anthropic.claude-3-haiku-20240307-v1:0",
+            "eu.amazon.nova-lite-v1:0",
+            "eu.anthropic.claude-haiku-4-5-20251001-v1:0",
+            "eu.anthropic.claude-3-5-haiku-20241022-v1:0",
+            "eu.anthropic.claude-3-5-haiku-20250601-v1:0",
+        ]
+
+        def pin(model: str) -> str:
+            return (
+                f"schema_version: 1\nprovider: bedrock\nmodel: {model}\n"
+                f"aws:\n  region: eu-west-1\nbase_url: {bedrock.root_url}\n"
+            )
+
+        repo.write("registry/models/sonnet.yaml", pin("anthropic.claude-3-5-sonnet-20240620-v1:0"))
+        repo.write("registry/models/haiku.yaml", pin("eu.anthropic.claude-3-5-haiku-20241022-v1:0"))
+        repo.commit("bedrock pins")
+        done = cli(repo, "propose", "--dry-run", "--json")
+        assert done.code == 0, done.err
+        asked = [r.path for r in bedrock.requests]
+        signed = [r.headers.get("authorization", "") for r in bedrock.requests]
+    pins = {p["pin"]: p for p in json.loads(done.out)["pins"]}
+    assert pins["sonnet"]["newer"] == "anthropic.claude-3-5-sonnet-20241022-v2:0"
+    assert pins["haiku"]["newer"] == "eu.anthropic.claude-3-5-haiku-20250601-v1:0"
+    assert not pins["haiku"]["retired"] and not pins["sonnet"]["retired"]
+    # The two lists are asked at once: their requests interleave.
+    assert sorted(asked) == [
+        "/foundation-models",
+        "/inference-profiles?maxResults=1000",
+        "/inference-profiles?maxResults=1000&nextToken=2",
+        "/inference-profiles?maxResults=1000&nextToken=4",
+    ]
+    assert all(s.startswith("AWS4-HMAC-SHA256 Credential=AKIALOOPBACK7EXAMPLE/") for s in signed)
+
+
+def test_a_bedrock_model_arn_is_not_asked(repo: Repo):
+    from evalreg.registry.schema import Pin
+
+    arn = Pin.model_validate(
+        {
+            "schema_version": 1,
+            "provider": "bedrock",
+            "model": "arn:aws:bedrock:eu-west-1:123456789012:inference-profile/eu.anthropic.x",
+            "aws": {"region": "eu-west-1"},
+        }
+    )
+    assert "model ARN" in str(source(arn))

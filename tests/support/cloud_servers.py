@@ -1,7 +1,8 @@
 """Real loopback HTTP servers speaking Amazon Bedrock's Converse API and Google's
 ``generateContent`` (Gemini API and Vertex AI), for tests.
 
-``BedrockServer`` answers ``POST /model/{modelId}/converse`` and checks every request's
+``BedrockServer`` answers ``POST /model/{modelId}/converse`` (and ``GET /foundation-models``
+and ``/inference-profiles``, its ``models`` and ``profiles``) and checks every request's
 SigV4 signature the way AWS does: it recomputes it with botocore from the request it
 received and the credentials it was given, and answers a mismatch with 403
 ``InvalidSignatureException`` (and a signature older than ``max_age_s`` with 403
@@ -46,7 +47,7 @@ from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
 from typing import Any, Literal
-from urllib.parse import unquote
+from urllib.parse import parse_qs, unquote
 
 
 @dataclass
@@ -312,8 +313,53 @@ class BedrockServer(_Server):
         self.max_age_s = 300.0
         """How old a signature may be (AWS allows five minutes of skew)."""
         self.cache_read_tokens = 0
+        #: What ``ListFoundationModels`` (one page) and ``ListInferenceProfiles`` (``page``
+        #: ids a page at most, ``nextToken``) list.
+        self.models: list[str] = []
+        self.profiles: list[str] = []
+        self.page = 2
+
+    def _lists(self, request: Request) -> Reply:
+        denied = self._authenticate(request)
+        if denied is not None:
+            return denied
+        path, _, query = request.path.partition("?")
+        if path == "/foundation-models":
+            arn = f"arn:aws:bedrock:{self.region}::foundation-model"
+            return Reply(
+                200,
+                {
+                    "modelSummaries": [
+                        {
+                            "modelId": m,
+                            "modelArn": f"{arn}/{m}",
+                            "modelLifecycle": {"status": "ACTIVE"},
+                        }
+                        for m in self.models
+                    ]
+                },
+                {},
+            )
+        asked = {k: v[-1] for k, v in parse_qs(query).items()}
+        start = int(asked.get("nextToken", "0"))
+        size = min(int(asked.get("maxResults", "1000")), self.page)
+        chunk = self.profiles[start : start + size]
+        body: dict[str, Any] = {
+            "inferenceProfileSummaries": [
+                {"inferenceProfileId": i, "inferenceProfileName": i, "status": "ACTIVE"}
+                for i in chunk
+            ]
+        }
+        if start + size < len(self.profiles):
+            body["nextToken"] = str(start + size)
+        return Reply(200, body, {})
 
     def answer(self, request: Request) -> Reply:
+        if request.method == "GET" and request.path.partition("?")[0] in (
+            "/foundation-models",
+            "/inference-profiles",
+        ):
+            return self._lists(request)
         match = _CONVERSE.match(request.path)
         if match is None:
             return aws_error(404, "UnknownOperationException", f"no route {request.path}")

@@ -6,14 +6,19 @@
 - Anthropic: ``GET /v1/models?limit=1000`` and ``after_id`` while ``has_more``.
 - The Gemini API: ``GET /v1beta/models?pageSize=1000`` and ``pageToken`` while a
   ``nextPageToken`` comes back; ids are read without their ``models/`` prefix.
+- Amazon Bedrock (SigV4-signed, or a Bedrock API key): ``ListFoundationModels`` (``GET
+  /foundation-models``, one page) for a model id, ``ListInferenceProfiles`` (``GET
+  /inference-profiles``, ``maxResults`` and ``nextToken``) for a cross-region profile
+  (``us.anthropic…``), at the pin region's control plane.
 
 A pin whose provider publishes no list here (a Python callable, a team's ``http`` service,
-a Vertex AI model, Azure deployments and Bedrock, whose lists name no deployment of a
-team's own) is left out, and said to be.
+a Vertex AI model, an Azure OpenAI deployment, whose newer model needs a deployment the
+team makes first, a Bedrock model ARN) is left out, and said to be.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -34,8 +39,9 @@ class Source:
     kind: str
     """``openai``, ``anthropic`` or ``gemini``: the list's shape."""
     url: str
-    headers: Callable[[], dict[str, str]]
-    """The pin's own credentials, read when asked (never stored)."""
+    headers: Callable[[str], dict[str, str]]
+    """The pin's own credentials for a request to a URL, made when asked (never stored;
+    a SigV4 signature covers the URL and the time)."""
 
     @property
     def key(self) -> tuple[str, str]:
@@ -52,25 +58,56 @@ def source(pin: Pin) -> Source | str:
         from evalreg.providers.openai import DEFAULT_BASE_URL
 
         base = (pin.base_url or DEFAULT_BASE_URL).rstrip("/")
-        return Source("openai", f"{base}/models", lambda: get_provider("openai").headers(pin))
+        return Source("openai", f"{base}/models", lambda _: get_provider("openai").headers(pin))
     if provider == "anthropic":
         from evalreg.providers.anthropic import DEFAULT_BASE_URL as ANTHROPIC
 
         base = (pin.base_url or ANTHROPIC).rstrip("/")
         url = base + ("/models" if base.endswith("/v1") else "/v1/models")
-        return Source("anthropic", url, lambda: get_provider("anthropic").headers(pin))
+        return Source("anthropic", url, lambda _: get_provider("anthropic").headers(pin))
     if provider == "gemini" and pin.vertex is None:
         from evalreg.providers.gemini import DEFAULT_BASE_URL as GEMINI
 
         base = (pin.base_url or GEMINI).rstrip("/")
         return Source(
-            "gemini", f"{base}/v1beta/models", lambda: get_provider("gemini").headers(pin)
+            "gemini", f"{base}/v1beta/models", lambda _: get_provider("gemini").headers(pin)
         )
     if provider == "gemini":
         return "a Vertex AI model: Vertex AI's model garden is not listed here"
-    if provider in ("azure_openai", "bedrock"):
-        return f"{provider}: its list names base models, not the team's own deployments"
+    if provider == "bedrock":
+        return _bedrock(pin)
+    if provider == "azure_openai":
+        return (
+            "azure_openai: a newer model needs a deployment of its own first, which only the "
+            "team can make"
+        )
     return f"a {provider} pin has no provider model list"
+
+
+_PROFILE = re.compile(r"^(us|eu|apac|us-gov|jp|au|ca|global)\.")
+"""Bedrock's cross-region inference profiles: a geography before the model id."""
+
+
+def _bedrock(pin: Pin) -> Source | str:
+    """Bedrock's lists: its foundation models, or its inference profiles for a pin that names
+    one (``us.anthropic…``), at the control plane of the pin's region (or its base_url)."""
+    from evalreg.providers import get_provider
+    from evalreg.providers.bedrock import BedrockProvider
+
+    model = pin.model or ""
+    if model.startswith("arn:"):
+        return "a model ARN (provisioned throughput or an application profile) is not listed"
+    assert pin.aws is not None  # the schema requires it
+    base = (pin.base_url or f"https://bedrock.{pin.aws.region}.amazonaws.com").rstrip("/")
+    provider = get_provider("bedrock")
+    assert isinstance(provider, BedrockProvider)
+
+    def headers(url: str) -> dict[str, str]:
+        return provider.signed(pin, "GET", url, provider.headers(pin))
+
+    if _PROFILE.match(model):
+        return Source("bedrock-profiles", f"{base}/inference-profiles", headers)
+    return Source("bedrock", f"{base}/foundation-models", headers)
 
 
 Get = Callable[[str, dict[str, str]], Any]
@@ -79,12 +116,11 @@ Get = Callable[[str, dict[str, str]], Any]
 
 async def model_ids(source: Source, get: Callable[[str, dict[str, str]], Any]) -> list[str]:
     """Every model id ``source`` lists, following its pages."""
-    headers = source.headers()
     ids: list[str] = []
     cursor: str | None = None
     for _ in range(MAX_PAGES):
         url = _page_url(source, cursor)
-        page = _object(await get(url, headers), url)
+        page = _object(await get(url, source.headers(url)), url)
         found, cursor = _read_page(source.kind, page, url)
         ids += found
         if cursor is None:
@@ -99,6 +135,9 @@ def _page_url(source: Source, cursor: str | None) -> str:
     if source.kind == "gemini":
         url = f"{source.url}?pageSize=1000"
         return url + (f"&pageToken={quote(cursor, safe='')}" if cursor else "")
+    if source.kind == "bedrock-profiles":
+        url = f"{source.url}?maxResults=1000"
+        return url + (f"&nextToken={quote(cursor, safe='')}" if cursor else "")
     return source.url + (f"?after={quote(cursor, safe='')}" if cursor else "")
 
 
@@ -114,7 +153,11 @@ def _object(body: bytes, url: str) -> dict[str, Any]:
 
 def _read_page(kind: str, page: dict[str, Any], url: str) -> tuple[list[str], str | None]:
     """The ids on one page, and the cursor of the next (None: the last page)."""
-    if kind == "gemini":
+    if kind == "bedrock":
+        entries, field = page.get("modelSummaries"), "modelId"
+    elif kind == "bedrock-profiles":
+        entries, field = page.get("inferenceProfileSummaries"), "inferenceProfileId"
+    elif kind == "gemini":
         entries, field = page.get("models", []), "name"
     else:
         entries, field = page.get("data"), "id"
@@ -126,9 +169,11 @@ def _read_page(kind: str, page: dict[str, Any], url: str) -> tuple[list[str], st
         if not isinstance(name, str) or not name:
             raise ProviderError("malformed", f"{url} listed a model without an {field}")
         ids.append(name.removeprefix("models/") if kind == "gemini" else name)
-    if kind == "gemini":
-        token = page.get("nextPageToken")
+    if kind in ("gemini", "bedrock-profiles"):
+        token = page.get("nextPageToken" if kind == "gemini" else "nextToken")
         return ids, token if isinstance(token, str) and token else None
+    if kind == "bedrock":
+        return ids, None  # ListFoundationModels answers in one page
     if page.get("has_more") is True:
         last = page.get("last_id") or (ids[-1] if ids else None)
         if not isinstance(last, str) or not last:

@@ -91,6 +91,13 @@ class BedrockProvider:
 
     def sign(self, pin: Pin, url: str, headers: dict[str, str], content: bytes) -> dict[str, str]:
         """``headers`` with a SigV4 signature for this attempt (it covers the time)."""
+        return self.signed(pin, "POST", url, headers, content)
+
+    def signed(
+        self, pin: Pin, method: str, url: str, headers: dict[str, str], content: bytes = b""
+    ) -> dict[str, str]:
+        """``headers`` with a SigV4 signature of ``method`` ``url`` with ``content`` (a
+        Bedrock API key's bearer needs none)."""
         if pin.api_key_env is not None:
             return headers
         from botocore.auth import SigV4Auth
@@ -109,7 +116,7 @@ class BedrockProvider:
         # model ARNs name.
         for value in (credentials.access_key, credentials.secret_key, credentials.token):
             redaction.watch_value(value)
-        request = AWSRequest(method="POST", url=url, data=content, headers=dict(headers))
+        request = AWSRequest(method=method, url=url, data=content, headers=dict(headers))
         SigV4Auth(credentials, SERVICE, pin.aws.region).add_auth(request)
         return dict(request.headers.items())
 
