@@ -486,3 +486,14 @@ def test_a_bedrock_model_arn_is_not_asked(repo: Repo):
         }
     )
     assert "model ARN" in str(source(arn))
+
+
+def test_a_list_that_names_no_model_retires_nothing(team: Repo, lists: ModelLists, cli):
+    lists.openai.clear()
+    done = cli(team, "propose", "--dry-run")
+    assert done.code == 0, done.err
+    assert "mini (gpt-4o-mini-2024-07-18): the model list could not be read" in done.out
+    assert (
+        "listed no model at all" in done.out
+        and "mini (gpt-4o-mini-2024-07-18): RETIRED" not in done.out
+    )

@@ -70,6 +70,7 @@ def commands(commits: dict[str, str]) -> dict[tuple[str, ...], list[tuple[list[s
         ("resolve",): [(["resolve", "--no-push"], {1})],  # mini-warm needs a live run
         ("select",): [(["select", "triage-us", "haiku", "--reason", "Cheaper at par."], {0})],
         ("drift",): [(["drift", "--sample", "3"], {0})],
+        ("propose",): [(["propose", "--dry-run"], {0}), (["propose", "--json"], {0})],
         ("diff",): [
             (["diff", start], {0}),
             (["diff", results, "HEAD", "--format", "json"], {0}),

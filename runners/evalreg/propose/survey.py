@@ -67,6 +67,10 @@ async def _survey(registry: Registry, http: HttpLayer) -> list[PinReport]:
 
         try:
             ids = await model_ids(src, get)
+            if not ids:
+                # A server that lists nothing says nothing about any model: retiring every
+                # pin on its word would be wrong.
+                raise ProviderError("malformed", "it listed no model at all: nothing concluded")
         except (ProviderError, EvalregError) as exc:
             for pin_id in pins:
                 model = registry.pins[pin_id].model
