@@ -497,3 +497,36 @@ def test_a_list_that_names_no_model_retires_nothing(team: Repo, lists: ModelList
         "listed no model at all" in done.out
         and "mini (gpt-4o-mini-2024-07-18): RETIRED" not in done.out
     )
+
+
+def test_an_azure_pin_is_asked_and_reported_never_made_a_branch(
+    repo: Repo, lists: ModelLists, cli, monkeypatch: pytest.MonkeyPatch
+):
+    monkeypatch.setenv("AZURE_OPENAI_API_KEY", lists.key)
+    lists.azure = ["gpt-4o-mini-2024-07-18", "gpt-4o-mini-2026-10-01"]
+    azure = (
+        "schema_version: 1\nprovider: azure_openai\nmodel: {model}\n"
+        f"base_url: {lists.url}\napi_key_env: AZURE_OPENAI_API_KEY\n"
+        "azure:\n  deployment: {deployment}\n  api_version: 2024-10-21\n"
+    )
+    repo.write(
+        "registry/models/az.yaml",
+        azure.format(model="gpt-4o-mini-2024-07-18", deployment="triage-mini"),
+    )
+    repo.write(
+        "registry/models/az-v1.yaml",
+        azure.format(model="triage-mini", deployment="triage-mini").replace(
+            "  deployment: triage-mini\n  api_version: 2024-10-21\n", "  endpoint: v1\n"
+        ),
+    )
+    repo.commit("azure pins")
+    done = cli(repo, "propose")
+    assert done.code == 0, done.err
+    assert "az (gpt-4o-mini-2024-07-18): newer snapshot gpt-4o-mini-2026-10-01" in done.out
+    assert "Azure OpenAI: no branch is made. Deploy a newer model" in done.out
+    assert (
+        "az-v1 (triage-mini): not asked: an Azure OpenAI pin whose model is a deployment"
+        in done.out
+    )
+    assert "evalreg/propose/az" not in _git(repo, "branch", "--list", "evalreg/propose/*")
+    assert lists.asked["azure"] == 1

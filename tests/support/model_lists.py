@@ -4,6 +4,7 @@
   when the request carries ``anthropic-version`` (the key in ``x-api-key``, or as a
   bearer): ``limit`` (at most ``page`` a page here), ``after_id``, and ``data``,
   ``has_more``, ``first_id``, ``last_id``;
+- ``GET /openai/models?api-version=…`` in Azure OpenAI's (``api-key``), one page;
 - ``GET /v1beta/models`` in the Gemini API's (``x-goog-api-key``): ``pageSize``,
   ``pageToken``, and ``models`` with each ``name`` as ``models/ID``, ``nextPageToken``.
 
@@ -28,6 +29,7 @@ class ModelLists:
     openai: list[str] = field(default_factory=list)
     anthropic: list[str] = field(default_factory=list)
     gemini: list[str] = field(default_factory=list)
+    azure: list[str] = field(default_factory=list)
     key: str = "sk-lists-test-5f0c1d"
     page: int = 2
     """Most ids on one page, whatever the request asks (so every list is paged)."""
@@ -68,6 +70,8 @@ def model_lists(lists: ModelLists) -> Iterator[ModelLists]:
                 kind, ok = "openai", self.headers.get("authorization") == f"Bearer {lists.key}"
             elif parts.path == "/v1beta/models":
                 kind, ok = "gemini", self.headers.get("x-goog-api-key") == lists.key
+            elif parts.path == "/openai/models" and query.get("api-version"):
+                kind, ok = "azure", self.headers.get("api-key") == lists.key
             else:
                 self._send(404, {"error": {"message": "not found"}})
                 return
@@ -80,7 +84,10 @@ def model_lists(lists: ModelLists) -> Iterator[ModelLists]:
                     401, {"error": {"message": "invalid key", "type": "authentication_error"}}
                 )
                 return
-            if kind == "openai":
+            if kind == "azure":
+                data = [{"id": i, "status": "succeeded", "object": "model"} for i in lists.azure]
+                self._send(200, {"data": data, "object": "list"})
+            elif kind == "openai":
                 ids = lists.openai
                 chunk, more = _page(ids, query.get("after"), lists.page)
                 body: dict[str, object] = {

@@ -77,6 +77,8 @@ def cmd_propose(args: argparse.Namespace) -> int:
         for r in reports:
             if r.finding is None:
                 continue
+            if registry.pins[r.pin].provider == "azure_openai":
+                continue  # reported only: see propose.listing
             where = source(registry.pins[r.pin])
             assert not isinstance(where, str)
             listed_by = url_without_credentials(where.url)

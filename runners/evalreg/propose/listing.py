@@ -11,9 +11,15 @@
   /inference-profiles``, ``maxResults`` and ``nextToken``) for a cross-region profile
   (``us.anthropic…``), at the pin region's control plane.
 
+- Azure OpenAI: ``GET /openai/models?api-version=…`` at the resource, for a pin whose
+  ``model`` is the model (``azure.deployment`` names its deployment). What it finds is
+  reported, never made a branch: a newer model needs a deployment the team makes first,
+  and a model the resource no longer offers for new deployments may still run in an
+  existing one until its retirement date.
+
 A pin whose provider publishes no list here (a Python callable, a team's ``http`` service,
-a Vertex AI model, an Azure OpenAI deployment, whose newer model needs a deployment the
-team makes first, a Bedrock model ARN) is left out, and said to be.
+a Vertex AI model, an Azure pin whose ``model`` is a deployment's name, a Bedrock model
+ARN) is left out, and said to be.
 """
 
 from __future__ import annotations
@@ -77,10 +83,7 @@ def source(pin: Pin) -> Source | str:
     if provider == "bedrock":
         return _bedrock(pin)
     if provider == "azure_openai":
-        return (
-            "azure_openai: a newer model needs a deployment of its own first, which only the "
-            "team can make"
-        )
+        return _azure(pin)
     return f"a {provider} pin has no provider model list"
 
 
@@ -108,6 +111,30 @@ def _bedrock(pin: Pin) -> Source | str:
     if _PROFILE.match(model):
         return Source("bedrock-profiles", f"{base}/inference-profiles", headers)
     return Source("bedrock", f"{base}/foundation-models", headers)
+
+
+def _azure(pin: Pin) -> Source | str:
+    """The models an Azure OpenAI resource offers (``GET /openai/models``), for a pin whose
+    ``model`` is the model (a deployment endpoint with ``azure.deployment`` set); a pin
+    whose ``model`` is a deployment's name says nothing a model list can answer."""
+    from urllib.parse import quote as quoted
+
+    from evalreg.providers import get_provider
+
+    azure = pin.azure
+    if azure is None or azure.endpoint != "deployment" or not azure.deployment:
+        return "an Azure OpenAI pin whose model is a deployment's name, not a model's"
+    base = (pin.base_url or "").rstrip("/")
+    if base.endswith("/openai/v1") or base.endswith("/openai"):
+        base = base.rsplit("/openai", 1)[0]
+    version = quoted(azure.api_version or "", safe="")
+    provider = get_provider("azure_openai")
+
+    def headers(url: str) -> dict[str, str]:
+        sign = getattr(provider, "sign")  # noqa: B009 (Azure's Entra ID bearer, when used)
+        return dict(sign(pin, url, provider.headers(pin), b""))
+
+    return Source("azure", f"{base}/openai/models?api-version={version}", headers)
 
 
 Get = Callable[[str, dict[str, str]], Any]
@@ -138,6 +165,8 @@ def _page_url(source: Source, cursor: str | None) -> str:
     if source.kind == "bedrock-profiles":
         url = f"{source.url}?maxResults=1000"
         return url + (f"&nextToken={quote(cursor, safe='')}" if cursor else "")
+    if source.kind == "azure":
+        return source.url  # one page
     return source.url + (f"?after={quote(cursor, safe='')}" if cursor else "")
 
 
@@ -172,8 +201,8 @@ def _read_page(kind: str, page: dict[str, Any], url: str) -> tuple[list[str], st
     if kind in ("gemini", "bedrock-profiles"):
         token = page.get("nextPageToken" if kind == "gemini" else "nextToken")
         return ids, token if isinstance(token, str) and token else None
-    if kind == "bedrock":
-        return ids, None  # ListFoundationModels answers in one page
+    if kind in ("bedrock", "azure"):
+        return ids, None  # ListFoundationModels and Azure's list answer in one page
     if page.get("has_more") is True:
         last = page.get("last_id") or (ids[-1] if ids else None)
         if not isinstance(last, str) or not last:

@@ -32,6 +32,8 @@ def render_text(reports: list[PinReport]) -> str:
                 lines.append(f"  also newer, and superseded by it: {', '.join(found.also_newer)}")
         if not lines:
             lines.append(f"{head}: up to date")
+        elif r.deploy_first:
+            lines.append(f"  {r.deploy_first}")
         if found.unclear:
             lines.append(f"  listed, not proposed: {found.why}")
         elif found.why and found.newer is None:
@@ -58,5 +60,7 @@ def render_json(reports: list[PinReport]) -> dict[str, Any]:
                 unclear=list(f.unclear),
                 why=f.why,
             )
+            if r.deploy_first:
+                entry["deploy_first"] = r.deploy_first
         pins.append(entry)
     return {"pins": pins}

@@ -20,6 +20,13 @@ if TYPE_CHECKING:
     from evalreg.providers.http import HttpLayer
 
 
+AZURE_NOTE = (
+    "Azure OpenAI: no branch is made. Deploy a newer model in the resource before a pin can "
+    "use it; a model no longer offered for new deployments may still run in an existing one "
+    "until its retirement date"
+)
+
+
 @dataclass(frozen=True)
 class PinReport:
     """One pin: what its provider's list says about it, or why it was not asked."""
@@ -31,6 +38,8 @@ class PinReport:
     """Why this pin's provider has no list here (a Python callable, a deployment...)."""
     error: str | None = None
     """Why its provider's list could not be read (the pin is then unknown, not retired)."""
+    deploy_first: str | None = None
+    """For an Azure OpenAI pin: why what was found is reported, not made a branch."""
 
 
 def survey(registry: Registry, root: Path) -> list[PinReport]:
@@ -79,7 +88,10 @@ async def _survey(registry: Registry, http: HttpLayer) -> list[PinReport]:
         for pin_id in pins:
             model = registry.pins[pin_id].model
             assert model is not None
-            reports[pin_id] = PinReport(pin_id, model, finding=examine(model, ids))
+            note = AZURE_NOTE if src.kind == "azure" else None
+            reports[pin_id] = PinReport(
+                pin_id, model, finding=examine(model, ids), deploy_first=note
+            )
 
     await asyncio.gather(*(one(src, pins) for src, pins in groups.values()))
     return [reports[pin_id] for pin_id in sorted(reports)]
