@@ -25,6 +25,7 @@ READS_A_REGISTRY: dict[tuple[str, ...], list[tuple[str, ...]]] = {
     ("resolve",): [()],
     ("select",): [("labels", "rules", "--reason", "why")],
     ("drift",): [()],
+    ("propose",): [(), ("--dry-run",), ("--open-pr",)],
     ("diff",): [("HEAD",), ("HEAD", "HEAD")],
     ("audit",): [(), ("HEAD",)],
     ("store", "compact"): [()],
