@@ -117,8 +117,6 @@ def _azure(pin: Pin) -> Source | str:
     """The models an Azure OpenAI resource offers (``GET /openai/models``), for a pin whose
     ``model`` is the model (a deployment endpoint with ``azure.deployment`` set); a pin
     whose ``model`` is a deployment's name says nothing a model list can answer."""
-    from urllib.parse import quote as quoted
-
     from evalreg.providers import get_provider
 
     azure = pin.azure
@@ -127,7 +125,7 @@ def _azure(pin: Pin) -> Source | str:
     base = (pin.base_url or "").rstrip("/")
     if base.endswith("/openai/v1") or base.endswith("/openai"):
         base = base.rsplit("/openai", 1)[0]
-    version = quoted(azure.api_version or "", safe="")
+    version = quote(azure.api_version or "", safe="")
     provider = get_provider("azure_openai")
 
     def headers(url: str) -> dict[str, str]:
