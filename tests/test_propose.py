@@ -12,7 +12,7 @@ from evalreg.propose.listing import model_ids, source
 from evalreg.providers.http import HttpLayer
 from evalreg.registry.loader import load_registry
 
-from conftest import Repo
+from conftest import Repo, assert_refused
 from support.model_lists import ModelLists, model_lists
 
 OPENAI_IDS = [
@@ -530,3 +530,18 @@ def test_an_azure_pin_is_asked_and_reported_never_made_a_branch(
     )
     assert "evalreg/propose/az" not in _git(repo, "branch", "--list", "evalreg/propose/*")
     assert lists.asked["azure"] == 1
+
+
+def test_open_pr_without_a_token_or_repository_is_refused_before_anything_is_made(
+    team: Repo, cli, monkeypatch: pytest.MonkeyPatch
+):
+    monkeypatch.delenv("GITHUB_TOKEN", raising=False)
+    monkeypatch.delenv("GITHUB_REPOSITORY", raising=False)
+    before = team.snapshot()
+    refused = assert_refused(team, cli, "propose", "--open-pr", expect=("GITHUB_TOKEN",))
+    assert "Traceback" not in refused
+    monkeypatch.setenv("GITHUB_TOKEN", TOKEN)
+    assert_refused(team, cli, "propose", "--open-pr", expect=("GITHUB_REPOSITORY",))
+    assert_refused(team, cli, "propose", "--open-pr", "--dry-run", expect=("--dry-run",))
+    assert team.snapshot() == before
+    assert _git(team, "branch", "--list", "evalreg/propose/*") == ""

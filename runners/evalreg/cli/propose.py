@@ -60,6 +60,10 @@ def cmd_propose(args: argparse.Namespace) -> int:
     from evalreg.registry.tree import GitTree
 
     root = registry_root(args)
+    if args.open_pr and args.dry_run:
+        raise UsageError("--open-pr pushes branches and --dry-run makes none: give one of them")
+    if args.open_pr:
+        _github_settings(args, root)  # before anything is made: a missing one changes nothing
     # Branches are made on the last commit, so the registry is read as committed.
     try:
         tree = GitTree(root, "HEAD")
@@ -87,8 +91,6 @@ def cmd_propose(args: argparse.Namespace) -> int:
             if r.finding.newer is not None:
                 proposals.append(propose(root, registry, base, r.pin, r.finding.newer, listed_by))
     pulls = []
-    if args.open_pr and args.dry_run:
-        raise UsageError("--open-pr pushes branches and --dry-run makes none: give one of them")
     if args.open_pr and proposals:
         pulls = _open_pulls(args, root, registry, reports, proposals)
     if args.json:
@@ -153,21 +155,12 @@ def _open_pulls(
     reports: list[PinReport],
     proposals: list[Proposal],
 ) -> list[PullOutcome]:
-    import os
-
-    from evalreg.gitops.github import (
-        GitHubClient,
-        api_url_from_environment,
-        token_from_environment,
-    )
+    from evalreg.gitops.github import GitHubClient, api_url_from_environment
     from evalreg.propose.listing import source
     from evalreg.propose.pulls import open_pulls
     from evalreg.redaction import url_without_credentials
 
-    repository = os.environ.get("GITHUB_REPOSITORY", "")
-    if not repository:
-        raise UsageError("GITHUB_REPOSITORY is not set: it names the repository (OWNER/NAME)")
-    base = args.base or _current_branch(root)
+    token, repository, base = _github_settings(args, root)
     found = {r.pin: r.finding for r in reports}
     work = []
     for p in proposals:
@@ -175,10 +168,22 @@ def _open_pulls(
         assert not isinstance(where, str)
         finding = found[p.pin]
         work.append((p, url_without_credentials(where.url), finding.also_newer if finding else ()))
-    with GitHubClient(
-        token_from_environment(), repository, api_url=api_url_from_environment()
-    ) as client:
+    with GitHubClient(token, repository, api_url=api_url_from_environment()) as client:
         return open_pulls(root, client, args.remote, base, work)
+
+
+def _github_settings(args: argparse.Namespace, root: Path) -> tuple[str, str, str]:
+    """The token, repository and base branch ``--open-pr`` needs; a missing one is an error
+    (exit 2) before anything is made."""
+    import os
+
+    from evalreg.gitops.github import token_from_environment
+
+    token = token_from_environment()
+    repository = os.environ.get("GITHUB_REPOSITORY", "")
+    if not repository:
+        raise UsageError("GITHUB_REPOSITORY is not set: it names the repository (OWNER/NAME)")
+    return token, repository, args.base or _current_branch(root)
 
 
 def _current_branch(root: Path) -> str:
