@@ -1061,3 +1061,32 @@ def test_an_answer_read_without_httpxs_models_is_what_httpxs_would_give(answer):
     (sent, got), (expected_sent, expected) = _both_ways(HEADER_SETS[0], b"{}", answer)
     assert sent == expected_sent
     assert got == expected
+
+
+def test_a_header_that_cannot_be_written_is_the_same_error_either_way_and_sends_nothing():
+    from evalreg.providers.base import ProviderError
+    from evalreg.registry.schema import Limits
+
+    async def go() -> list[tuple[object, ...]]:
+        said = []
+        async with ScriptedServer([ok(), ok()]) as srv:
+            for direct in (True, False):
+                async with HttpLayer() as layer:
+                    if not direct:
+                        layer._direct.clear()
+                    with pytest.raises(ProviderError) as caught:
+                        await layer.call(
+                            "p",
+                            Limits(max_retries=0),
+                            "POST",
+                            f"{srv.url}/v1/x",
+                            {"x-note": "a\r\nx-evil: 1"},
+                            b"{}",
+                        )
+                    said.append((caught.value.kind, str(caught.value)))
+            assert srv.requests == []
+        return said
+
+    direct, through_httpx = asyncio.run(go())
+    assert direct == through_httpx and direct[0] == "connection"
+    assert "CR, LF or NUL" in direct[1]

@@ -525,8 +525,9 @@ class HttpLayer:
         """Send (a POST unless ``method`` says otherwise) and return the body of a 200
         response, at most ``max_bytes`` of it."""
         pool = self._direct.get(id(client))
-        head = self._raw_head(method, url, headers) if pool is not None and content else None
         try:
+            # Made inside: a header that cannot be written is this request's error.
+            head = self._raw_head(method, url, headers) if pool is not None and content else None
             if pool is not None and head is not None:
                 # What the pool needs, written out here: no ``httpx.Request`` or
                 # ``httpx.Response`` is made for a request to an origin no proxy is mounted
