@@ -135,12 +135,9 @@ def _azure(pin: Pin) -> Source | str:
     return Source("azure", f"{base}/openai/models?api-version={version}", headers)
 
 
-Get = Callable[[str, dict[str, str]], Any]
-"""An awaitable GET: the body of a 200 answer to a URL with headers (``HttpLayer.call``)."""
-
-
 async def model_ids(source: Source, get: Callable[[str, dict[str, str]], Any]) -> list[str]:
-    """Every model id ``source`` lists, following its pages."""
+    """Every model id ``source`` lists, following its pages; ``get`` awaits the body of a
+    200 answer to a URL with headers (``HttpLayer.call``)."""
     ids: list[str] = []
     cursor: str | None = None
     for _ in range(MAX_PAGES):
