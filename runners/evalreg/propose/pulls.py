@@ -121,11 +121,14 @@ def open_pulls(
 ) -> list[PullOutcome]:
     """For each (proposal, list URL, older snapshots): push its branch, open or update its
     pull request into ``base``, and close older proposals for the same pin."""
+    # The repository's open pull requests, listed once: each proposal's own (by its
+    # branch) and the older proposals it supersedes are found among them.
+    listed = client.open_pulls()
     outcomes = []
     for p, listed_by, also_newer in proposals:
         push(root, remote, p.branch)
         text, name = body(p, listed_by, also_newer), title(p)
-        mine = [pr for pr in client.pulls_from(p.branch) if pr.get("state") == "open"]
+        mine = [pr for pr in listed if _head_ref(pr) == p.branch]
         if mine:
             pr = mine[0]
             if pr.get("body") == text and pr.get("title") == name:
@@ -138,12 +141,11 @@ def open_pulls(
             action = "opened"
         number = int(pr["number"])
         closed = []
-        for old in [] if p.kind == "retired" else client.open_pulls():
-            ref = _head_ref(old)
-            old_body = old.get("body") if isinstance(old.get("body"), str) else ""
+        for old in [] if p.kind == "retired" else listed:
+            ref, old_body = _head_ref(old), old.get("body")
             if ref == p.branch or not ref.startswith(PREFIX):
                 continue
-            if not str(old_body).startswith(marker(p.pin) + "\n"):
+            if not (isinstance(old_body, str) and old_body.startswith(marker(p.pin) + "\n")):
                 continue
             user = old.get("user")
             login = user.get("login") if isinstance(user, dict) else None
