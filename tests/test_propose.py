@@ -8,7 +8,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from evalreg.propose.listing import model_ids, source
+from evalreg.propose.listing import LIST_LIMITS, model_ids, source
 from evalreg.providers.http import HttpLayer
 from evalreg.registry.loader import load_registry
 
@@ -140,16 +140,10 @@ def _ours(lists: ModelLists, provider: str, base_url: str, env: str) -> list[str
     async def go() -> list[str]:
         async with HttpLayer() as http:
             return await model_ids(
-                where, lambda url, headers: http.call("p", _limits(), "GET", url, headers)
+                where, lambda url, headers: http.call("p", LIST_LIMITS, "GET", url, headers)
             )
 
     return asyncio.run(go())
-
-
-def _limits():
-    from evalreg.propose.listing import LIST_LIMITS
-
-    return LIST_LIMITS
 
 
 def test_the_lists_are_read_as_the_official_sdks_read_them(
