@@ -15,7 +15,6 @@ if TYPE_CHECKING:
     from evalreg.propose.branches import Proposal
     from evalreg.propose.pulls import PullOutcome
     from evalreg.propose.survey import PinReport
-    from evalreg.registry.loader import Registry
 
 
 def add_parsers(sub: Commands) -> None:
@@ -51,10 +50,8 @@ def cmd_propose(args: argparse.Namespace) -> int:
     from datetime import UTC, datetime
 
     from evalreg.propose.branches import propose, retire
-    from evalreg.propose.listing import source
     from evalreg.propose.render import render_json, render_text
     from evalreg.propose.survey import survey
-    from evalreg.redaction import url_without_credentials
     from evalreg.registry.diagnostics import Severity
     from evalreg.registry.loader import inspect_registry
     from evalreg.registry.tree import GitTree
@@ -83,16 +80,14 @@ def cmd_propose(args: argparse.Namespace) -> int:
                 continue
             if registry.pins[r.pin].provider == "azure_openai":
                 continue  # reported only: see propose.listing
-            where = source(registry.pins[r.pin])
-            assert not isinstance(where, str)
-            listed_by = url_without_credentials(where.url)
+            listed_by = r.listed_by or ""
             if r.finding.retired and registry.pins[r.pin].retired is None:
                 proposals.append(retire(root, registry, base, r.pin, listed_by, today))
             if r.finding.newer is not None:
                 proposals.append(propose(root, registry, base, r.pin, r.finding.newer, listed_by))
     pulls = []
     if args.open_pr and proposals:
-        pulls = _open_pulls(args, root, registry, reports, proposals)
+        pulls = _open_pulls(args, root, reports, proposals)
     if args.json:
         from evalreg.text.escape import json_text
 
@@ -151,23 +146,19 @@ def cmd_propose(args: argparse.Namespace) -> int:
 def _open_pulls(
     args: argparse.Namespace,
     root: Path,
-    registry: Registry,
     reports: list[PinReport],
     proposals: list[Proposal],
 ) -> list[PullOutcome]:
     from evalreg.gitops.github import GitHubClient, api_url_from_environment
-    from evalreg.propose.listing import source
     from evalreg.propose.pulls import open_pulls
-    from evalreg.redaction import url_without_credentials
 
     token, repository, base = _github_settings(args, root)
-    found = {r.pin: r.finding for r in reports}
+    found = {r.pin: r for r in reports}
     work = []
     for p in proposals:
-        where = source(registry.pins[p.pin])
-        assert not isinstance(where, str)
-        finding = found[p.pin]
-        work.append((p, url_without_credentials(where.url), finding.also_newer if finding else ()))
+        report = found[p.pin]
+        older = report.finding.also_newer if report.finding else ()
+        work.append((p, report.listed_by or "", older))
     with GitHubClient(token, repository, api_url=api_url_from_environment()) as client:
         return open_pulls(root, client, args.remote, base, work)
 

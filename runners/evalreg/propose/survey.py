@@ -14,6 +14,7 @@ from evalreg.errors import EvalregError
 from evalreg.propose.listing import LIST_LIMITS, Source, model_ids, source
 from evalreg.propose.snapshots import Finding, examine
 from evalreg.providers.base import ProviderError
+from evalreg.redaction import url_without_credentials
 from evalreg.registry.loader import Registry
 
 if TYPE_CHECKING:
@@ -40,6 +41,8 @@ class PinReport:
     """Why its provider's list could not be read (the pin is then unknown, not retired)."""
     deploy_first: str | None = None
     """For an Azure OpenAI pin: why what was found is reported, not made a branch."""
+    listed_by: str | None = None
+    """The list asked for this pin, as it may be written down (no credentials in it)."""
 
 
 def survey(registry: Registry, root: Path) -> list[PinReport]:
@@ -74,6 +77,7 @@ async def _survey(registry: Registry, http: HttpLayer) -> list[PinReport]:
         async def get(url: str, headers: dict[str, str]) -> bytes:
             return await http.call(first, LIST_LIMITS, "GET", url, headers)
 
+        listed_by = url_without_credentials(src.url)
         try:
             ids = await model_ids(src, get)
             if not ids:
@@ -83,14 +87,16 @@ async def _survey(registry: Registry, http: HttpLayer) -> list[PinReport]:
         except (ProviderError, EvalregError) as exc:
             for pin_id in pins:
                 model = registry.pins[pin_id].model
-                reports[pin_id] = PinReport(pin_id, model, error=f"{src.url}: {exc}")
+                reports[pin_id] = PinReport(
+                    pin_id, model, error=f"{listed_by}: {exc}", listed_by=listed_by
+                )
             return
         for pin_id in pins:
             model = registry.pins[pin_id].model
             assert model is not None
             note = AZURE_NOTE if src.kind == "azure" else None
             reports[pin_id] = PinReport(
-                pin_id, model, finding=examine(model, ids), deploy_first=note
+                pin_id, model, finding=examine(model, ids), deploy_first=note, listed_by=listed_by
             )
 
     await asyncio.gather(*(one(src, pins) for src, pins in groups.values()))
