@@ -13,13 +13,14 @@ same ``reproduce`` report, everything tracked and pushed, no journal left.
 from __future__ import annotations
 
 import contextlib
+import errno
 import hashlib
 import json
 import os
 import re
 import shutil
 import signal
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -80,11 +81,22 @@ class Stage:
 
     name: str
     reached: Callable[[Repo, set[str]], bool]
+    gate: str | None = None
+    """A path made a named pipe before the command starts, for a moment too brief to
+    catch by looking: the command stops there, opening it, and the stage is reached once
+    it has (and ``reached`` holds). The pipe is removed once the command is killed."""
+    logged: Callable[[str], str] | None = None
+    """What of the journalled log line the kill is to find written to the gate's path
+    (a kill once the line's ``write`` had begun or ended); nothing if None."""
 
 
 def _phase(repo: Repo) -> str | None:
     journal = rewrite_journal(repo)
     return None if journal is None else journal.get("phase")
+
+
+def _line(repo: Repo) -> str | None:
+    return (rewrite_journal(repo) or {}).get("line")
 
 
 def _segment_file(repo: Repo) -> bool:
@@ -102,7 +114,19 @@ STAGES = [
         lambda repo, before: _phase(repo) == "replace" and bool(before - segment_pointers(repo)),
     ),
     Stage("new pointer written", lambda repo, before: bool(segment_pointers(repo) - before)),
-    Stage("log line decided", lambda repo, before: bool((rewrite_journal(repo) or {}).get("line"))),
+    Stage("log line decided", lambda repo, before: _line(repo) is not None, gate=PURGE_LOG),
+    Stage(
+        "log line cut short",
+        lambda repo, before: _line(repo) is not None,
+        gate=PURGE_LOG,
+        logged=lambda line: line[: len(line) // 2],
+    ),
+    Stage(
+        "log line written",
+        lambda repo, before: _line(repo) is not None,
+        gate=PURGE_LOG,
+        logged=lambda line: line + "\n",
+    ),
 ]
 
 
@@ -110,14 +134,48 @@ def signal_at(repo: Repo, args: tuple[str, ...], stage: Stage, signum: int) -> t
     """Start ``evalreg ARGS``; signal its process group at ``stage``. Return whether the
     stage was reached before it ended, and what it printed on stderr."""
     before = segment_pointers(repo)
-    proc = runs.start(repo, *args)
-    hit = runs.wait_until(proc, lambda: stage.reached(repo, before))
-    if hit:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signum)
-    _, err = proc.communicate(timeout=300)
-    runs.wait_group_gone(proc.pid)
+    assert stage.gate is None or signum == signal.SIGKILL, "a command at a gate is killed there"
+    with _gate(repo.root / stage.gate if stage.gate else None) as opened:
+        proc = runs.start(repo, *args)
+        hit = runs.wait_until(proc, lambda: opened() and stage.reached(repo, before))
+        if hit:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signum)
+        _, err = proc.communicate(timeout=300)
+        runs.wait_group_gone(proc.pid)
+    if hit and stage.gate is not None and stage.logged is not None:
+        line = _line(repo)
+        assert line is not None
+        (repo.root / stage.gate).write_text(stage.logged(line))
     return hit, err
+
+
+@contextlib.contextmanager
+def _gate(path: Path | None) -> Iterator[Callable[[], bool]]:
+    """Make ``path`` a named pipe; yield whether a command has begun to open it (and waits
+    there for a writer: it stays held until the pipe's end is closed, at the block's end,
+    after which the pipe is removed). No path: no gate, always open."""
+    if path is None:
+        yield lambda: True
+        return
+    path.parent.mkdir(parents=True, exist_ok=True)
+    os.mkfifo(path)
+    held: list[int] = []
+
+    def opened() -> bool:
+        if not held:
+            try:
+                held.append(os.open(path, os.O_WRONLY | os.O_NONBLOCK))
+            except OSError as e:  # ENXIO: nobody opened it to read yet
+                assert e.errno == errno.ENXIO, e
+        return bool(held)
+
+    try:
+        yield opened
+    finally:
+        for fd in held:
+            os.close(fd)
+        path.unlink()
 
 
 def store_md5s(repo: Repo) -> list[str]:
