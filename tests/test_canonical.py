@@ -103,7 +103,7 @@ TEXTS = [
     *("{}", "[]", '""', "null", "true", "false", " \t\n{ } \r\n", "", " ", "{", "[1,]"),
     *('{"a":1,"a":2}', '{"a":1,"b":{"a":[1,2,{"c":null}]}}', '"\\ud800"', '"\\udc00\\ud800"'),
     *('"\\ud83d\\ude00"', '"\\u0000"', '"\x01"', '"\x7f"', '"\\/"', '"a\\qb"', "\ufeff{}"),
-    *('{"a":1}x', '{"a":1} {"b":2}', "[" * 2000 + "]" * 2000, "[" * 200 + "]" * 200),
+    *('{"a":1}x', '{"a":1} {"b":2}', "[" * 512 + "]" * 512, "[" * 200 + "]" * 200),
     *("{1:2}", "{'a':1}", '{"a" 1}', "[1 2]", '"\ud800"', '{"\\u00e9":"é"}'),
 ]
 
@@ -131,6 +131,41 @@ def test_loads_finite_reads_what_json_reads_for_varied_documents() -> None:
                 at = rng.randrange(len(case))
                 for broken in (case[:at], case[:at] + rng.choice('{}[]",:0e-.\\ ') + case[at:]):
                     assert read(broken) == reference_loads(broken), broken
+
+
+@pytest.mark.parametrize("depth", [513, 990, 1023, 1025, 5000])
+def test_loads_finite_refuses_nesting_past_its_bound_wherever_it_is_called(depth: int) -> None:
+    """``json`` stops where the interpreter's stack does (lower the deeper its caller is),
+    orjson at 1,024: past :data:`MAX_NESTING` both are refused, at the bracket that goes
+    too deep, however deep the stack already is."""
+    from evalreg.canonical import MAX_NESTING, loads_finite
+
+    assert MAX_NESTING == 512
+    text = '{"a":' * (depth // 2) + "[" * (depth - depth // 2) + "]" * (depth - depth // 2)
+    text += "}" * (depth // 2)
+
+    def at_stack_depth(frames: int) -> Any:
+        if frames:
+            return at_stack_depth(frames - 1)
+        return loads_finite(text)
+
+    for frames in (0, 400, 800):
+        with pytest.raises(json.JSONDecodeError, match="nested more than 512 deep") as caught:
+            at_stack_depth(frames)
+        opened = [i for i, char in enumerate(text) if char in "[{"]
+        assert caught.value.pos == opened[MAX_NESTING]
+
+
+def test_loads_finite_reads_512_deep_and_does_not_count_brackets_in_strings() -> None:
+    from evalreg.canonical import loads_finite
+
+    inner = '[[[{{{"[[['  # brackets, and an escaped quote, inside a string
+    value = loads_finite("[" * 512 + json.dumps(inner) + "]" * 512)
+    for _ in range(512):
+        value = value[0]
+    assert value == inner
+    many = "[" + ",".join(['"[{"'] * 3000 + ["[" * 100 + "]" * 100] * 20) + "]"
+    assert len(loads_finite(many)) == 3020
 
 
 def test_loads_finite_leaves_long_integers_to_json() -> None:

@@ -686,6 +686,118 @@ def test_malformed_responses_are_protocol_errors():
     assert [type(e) for e in out] == [httpx.RemoteProtocolError, httpx.RemoteProtocolError]
 
 
+# Answers read as h11 (httpx's own transport) reads them: the pool's outcome is httpx's.
+CHUNKED = b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n"
+LENIENT_OR_STRICT = {
+    "folded header": b"HTTP/1.1 200 OK\r\nx-a: one\r\n  two\r\ncontent-length: 2\r\n\r\n{}",
+    "bare LF": b"HTTP/1.1 200 OK\nx-a: lf\ncontent-length: 2\n\n{}",
+    "bare LF, then CRLF": b"HTTP/1.1 200 OK\r\nx-a: mixed\ncontent-length: 2\r\n\n{}",
+    "a length sent twice in one field": b"HTTP/1.1 200 OK\r\ncontent-length: 2, 2\r\n\r\n{}",
+    "two lengths": b"HTTP/1.1 200 OK\r\ncontent-length: 2, 3\r\n\r\n{}",
+    "chunked, then identity": (
+        b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\ntransfer-encoding: identity\r\n"
+        b"\r\n2\r\n{}\r\n0\r\n\r\n"
+    ),
+    "gzip, chunked": (
+        b"HTTP/1.1 200 OK\r\ntransfer-encoding: gzip, chunked\r\n\r\n2\r\n{}\r\n0\r\n\r\n"
+    ),
+    "chunk size 0x2": CHUNKED + b"0x2\r\n{}\r\n0\r\n\r\n",
+    "chunk size 0_2": CHUNKED + b"0_2\r\n{}\r\n0\r\n\r\n",
+    "chunk size after a space": CHUNKED + b" 2\r\n{}\r\n0\r\n\r\n",
+    "NUL in a value": b"HTTP/1.1 200 OK\r\nx-a: a\x00b\r\ncontent-length: 2\r\n\r\n{}",
+    "space in a name": b"HTTP/1.1 200 OK\r\nx a: b\r\ncontent-length: 2\r\n\r\n{}",
+    "a fold first": b"HTTP/1.1 200 OK\r\n  x-a: b\r\ncontent-length: 2\r\n\r\n{}",
+    "control byte in a value": b"HTTP/1.1 200 OK\r\nx-a: a\x01b\r\ncontent-length: 2\r\n\r\n{}",
+}
+
+
+@pytest.mark.parametrize("answer", LENIENT_OR_STRICT.values(), ids=LENIENT_OR_STRICT.keys())
+def test_an_answer_is_read_or_refused_as_httpxs_own_transport_does(answer: bytes):
+    from evalreg.providers.http import ConnectionPool
+
+    async def outcome(transport: httpx.AsyncBaseTransport) -> tuple:
+        async with (
+            ScriptedServer([answer]) as srv,
+            httpx.AsyncClient(transport=transport, timeout=2) as client,
+        ):
+            try:
+                got = await client.post(f"{srv.url}/v1/x", content=b"1")
+            except httpx.HTTPError as exc:
+                return ("error", isinstance(exc, httpx.ProtocolError))
+            return ("read", got.status_code, got.content, got.headers.get("x-a"))
+
+    ours = asyncio.run(outcome(ConnectionPool()))
+    assert ours == asyncio.run(outcome(httpx.AsyncHTTPTransport()))
+    if ours[0] == "error":  # a protocol error, never a timeout or a reset
+        assert ours[1] is True
+
+
+def test_a_connection_closed_right_after_its_answer_is_not_reused_for_the_next_request():
+    """A server that closes after each answer without saying so: its end has reached this
+    side's socket, but the event loop has not yet run to tell the connection."""
+    import socket
+    import threading
+
+    from evalreg.providers.http import ConnectionPool
+
+    listener = socket.create_server(("127.0.0.1", 0))
+    closed = threading.Semaphore(0)
+    connections = []
+
+    def serve() -> None:
+        for _ in range(3):
+            conn, _ = listener.accept()
+            connections.append(conn)
+            with conn:
+                data = b""
+                while not data.endswith(b"\r\n\r\n1"):
+                    data += conn.recv(65536)
+                conn.sendall(ok())
+            closed.release()
+
+    server = threading.Thread(target=serve, daemon=True)
+    server.start()
+    url = f"http://127.0.0.1:{listener.getsockname()[1]}/v1/x"
+
+    async def go() -> list[int]:
+        statuses = []
+        async with httpx.AsyncClient(transport=ConnectionPool(), timeout=5) as client:
+            for _ in range(3):
+                statuses.append((await client.post(url, content=b"1")).status_code)
+                # Waited for without running the loop: the close is unseen by it.
+                assert closed.acquire(timeout=10)
+        return statuses
+
+    try:
+        assert asyncio.run(go()) == [200, 200, 200]
+    finally:
+        listener.close()
+        server.join(timeout=10)
+    assert len(connections) == 3
+
+
+@pytest.mark.parametrize(
+    "headers",
+    [{"x-a:b": "z"}, {"x a": "z"}, {"x-a": " padded"}, {"x-a": "padded\t"}],
+    ids=["colon in a name", "space in a name", "value begins with a space", "ends with a tab"],
+)
+def test_a_header_h11_would_refuse_to_write_is_refused_before_anything_is_sent(headers):
+    srv, out = pool_run([ok()], {"content": b"1", "headers": headers})
+    assert isinstance(out[0], httpx.LocalProtocolError)
+    assert srv.requests == []
+    # httpx's own transport refuses it too.
+    with pytest.raises(httpx.LocalProtocolError):
+        asyncio.run(_through_httpx(headers))
+
+
+async def _through_httpx(headers: dict[str, str]) -> None:
+    async with (
+        ScriptedServer([ok()]) as srv,
+        httpx.AsyncClient(transport=httpx.AsyncHTTPTransport(), timeout=2) as client,
+    ):
+        await client.post(f"{srv.url}/v1/x", content=b"1", headers=headers)
+
+
 def test_a_silent_server_is_a_read_timeout():
     from evalreg.providers.http import ConnectionPool
 

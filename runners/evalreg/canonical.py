@@ -84,7 +84,18 @@ def loads_finite(text: str) -> Any:
     19 digits or more (orjson reads an integer beyond 64 bits as a float) that orjson
     accepts (it refuses ``NaN``, infinities, a number beyond a double's range and a lone
     surrogate escape, which ``json`` reads). Everything else is left to ``json``, whose
-    answer or error it is. ``tests/test_canonical.py`` holds the two to the same values."""
+    answer or error it is. ``tests/test_canonical.py`` holds the two to the same values.
+
+    Text nested more than :data:`MAX_NESTING` deep is refused (a ``JSONDecodeError`` where
+    it goes too deep), whichever reader would read it: how deep ``json`` goes depends on
+    how deep the caller's stack already is, and what it reads must still be walked and
+    written back by code that recurses as it does."""
+    if (
+        len(text) > 2 * MAX_NESTING
+        and text.count("[") + text.count("{") > MAX_NESTING
+        and (at := _beyond(text, MAX_NESTING)) is not None
+    ):
+        raise json.JSONDecodeError(f"nested more than {MAX_NESTING} deep", text, at)
     if _LONG_DIGITS.search(text) is None:
         try:
             return orjson.loads(text)
@@ -94,6 +105,26 @@ def loads_finite(text: str) -> Any:
 
 
 _LONG_DIGITS = re.compile(r"\d{19}")
+
+MAX_NESTING = 512
+"""How deep JSON read by :func:`loads_finite` may nest lists and objects."""
+
+_STRING_OR_BRACKET = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"|[\[\]{}]', re.DOTALL)
+
+
+def _beyond(text: str, limit: int) -> int | None:
+    """Where ``text`` opens a list or object more than ``limit`` deep, if it does (brackets
+    inside strings are not counted)."""
+    depth = 0
+    for match in _STRING_OR_BRACKET.finditer(text):
+        char = match.group()
+        if char in "[{":
+            depth += 1
+            if depth > limit:
+                return match.start()
+        elif char in "]}":
+            depth -= 1
+    return None
 
 
 def _refuse_constant(name: str) -> Any:

@@ -58,6 +58,7 @@ import ipaddress
 import json
 import random
 import re
+import select
 import ssl
 import time
 from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable
@@ -1009,15 +1010,30 @@ def request_head(request: httpx.Request) -> tuple[bytes, bool, bool]:
         raise httpx.LocalProtocolError(
             "a header name or value contains CR, LF or NUL", request=request
         )
+    for name, value in raw:
+        if _REQUEST_NAME.fullmatch(name) is None or value[:1] in _SPACES or value[-1:] in _SPACES:
+            # As h11 refuses them: a name "x-a:b" is sent as header x-a, and a value read
+            # from the environment with a stray space or tab would be sent with it.
+            raise httpx.LocalProtocolError(
+                f"header {name[:40]!r}: a name must be a token, and a value cannot begin or "
+                "end with a space or tab",
+                request=request,
+            )
     return head, close, chunked
+
+
+_REQUEST_NAME = re.compile(rb"[-!#$%&'*+.^_`|~0-9A-Za-z]+")
+_SPACES = (b" ", b"\t")
 
 
 class ConnectionPool(httpx.AsyncBaseTransport):
     """An ``httpx`` transport: HTTP/1.1 over keep-alive connections, kept per origin.
 
     Taking and returning a connection costs the same however many are open: idle
-    connections wait in a last-in-first-out stack per origin, and a connection the server
-    closed is known from the event loop's callbacks, without probing its socket.
+    connections wait in a last-in-first-out stack per origin. One is reused only while its
+    socket has nothing to read: a server that closes after answering, without saying so,
+    has sent its end (or a TLS alert) before the event loop has told the connection (as
+    ``httpcore`` does, one ``poll`` with no wait).
 
     Response bodies are read whole before the response is returned (the APIs evalreg
     speaks answer in one body; it never asks for a stream), up to the length a request's
@@ -1139,7 +1155,11 @@ class ConnectionPool(httpx.AsyncBaseTransport):
         while stack:
             connection = stack.pop()
             self._idle_count -= 1
-            if connection.usable and now - connection.idle_since < self._keepalive_expiry:
+            if (
+                connection.usable
+                and now - connection.idle_since < self._keepalive_expiry
+                and not connection.readable()
+            ):
                 return connection
             connection.close()
         return None
@@ -1254,6 +1274,16 @@ class _Connection(asyncio.Protocol):
         if self._transport is not None:
             self._transport.close()
 
+    def readable(self) -> bool:
+        """Whether the idle connection's socket has something to read (the server's end,
+        or bytes nobody asked for) that the event loop has not yet handed on."""
+        sock = self._transport.get_extra_info("socket") if self._transport else None
+        if sock is None:
+            return True
+        poller = select.poll()
+        poller.register(sock.fileno(), select.POLLIN)
+        return bool(poller.poll(0))
+
     # -- one request ---------------------------------------------------------------------
     async def exchange(
         self,
@@ -1335,10 +1365,11 @@ class _Connection(asyncio.Protocol):
         buffer = self._buffer
         start = 0
         while True:
-            end = buffer.find(b"\r\n\r\n", start)
-            if end >= 0:
-                head = bytes(buffer[:end])
-                del buffer[: end + 4]
+            # A blank line ends the head; a bare LF ends a line too (RFC 9112, 2.2).
+            end = _HEAD_END.search(buffer, start)
+            if end is not None:
+                head = bytes(buffer[: end.start()])
+                del buffer[: end.end()]
                 return head
             if len(buffer) > MAX_HEAD_BYTES:
                 raise httpx.RemoteProtocolError("response head too long", request=request)
@@ -1404,13 +1435,12 @@ class _Connection(asyncio.Protocol):
         total = 0
         while True:
             line = await self._read_line(request, timeout)
-            size_text = line.split(b";", 1)[0].strip()
-            try:
-                size = int(size_text, 16)
-            except ValueError:
-                raise httpx.RemoteProtocolError("invalid chunk size", request=request) from None
-            if size < 0 or size_text[:1] in (b"+", b"-"):
-                raise httpx.RemoteProtocolError("invalid chunk size", request=request)
+            size_text = line.split(b";", 1)[0].rstrip(b" \t")
+            if _CHUNK_SIZE.fullmatch(size_text) is None:
+                raise httpx.RemoteProtocolError(
+                    f"invalid chunk size {size_text[:40]!r}", request=request
+                )
+            size = int(size_text, 16)
             if size == 0:
                 while await self._read_line(request, timeout):  # trailers, ignored
                     pass
@@ -1434,13 +1464,14 @@ class _Connection(asyncio.Protocol):
             raise httpx.RemoteProtocolError("unexpected protocol switch", request=request)
         keep_alive = version == b"HTTP/1.1"
         lengths: set[bytes] = set()
-        coding = b""
+        codings: list[bytes] = []
         for name, value in headers:
             lower = name.lower()
             if lower == b"content-length":
-                lengths.add(value)
+                # "11, 11" is one length, sent twice (RFC 9110, 8.6)
+                lengths.update(v.strip(b" \t") for v in value.split(b","))
             elif lower == b"transfer-encoding":
-                coding = value.rsplit(b",", 1)[-1].strip().lower()
+                codings += (c.strip(b" \t").lower() for c in value.split(b","))
             elif lower == b"connection":
                 tokens = {t.strip().lower() for t in value.split(b",")}
                 if b"close" in tokens:
@@ -1449,12 +1480,14 @@ class _Connection(asyncio.Protocol):
                     keep_alive = True
         if method == "HEAD" or status in _NO_BODY_STATUS:
             body = b""
-        elif coding:
-            if coding == b"chunked":
-                body = await self._read_chunked(request, timeout, limit, status)
-            else:
-                body = await self._read_to_close(request, timeout, limit, status)
-                keep_alive = False
+        elif codings:
+            # As h11: chunked alone is read; a body coded otherwise cannot be told apart
+            # from what follows it, nor decoded here.
+            if codings != [b"chunked"]:
+                raise httpx.RemoteProtocolError(
+                    f"unsupported Transfer-Encoding {b', '.join(codings)[:80]!r}", request=request
+                )
+            body = await self._read_chunked(request, timeout, limit, status)
         elif lengths:
             if len(lengths) > 1:
                 raise httpx.RemoteProtocolError("conflicting Content-Length", request=request)
@@ -1499,16 +1532,34 @@ def _expire(waiter: asyncio.Future[None]) -> None:
 def _parse_head(
     head: bytes, request: httpx.Request | None
 ) -> tuple[bytes, int, bytes, list[tuple[bytes, bytes]]]:
-    """(version, status, reason, headers) of a response head; malformed heads raise."""
-    lines = head.lstrip(b"\r\n").split(b"\r\n")
+    """(version, status, reason, headers) of a response head; malformed heads raise.
+
+    Read as h11 reads one: a line ends at CRLF or a bare LF, and a line that begins with a
+    space or a tab continues the header before it (obsolete folding, joined by a space);
+    a header's name is a token, and its value holds no NUL, CR, LF, FF or VT."""
+    lines = _LINE_END.split(head.lstrip(b"\r\n"))
     version, _, rest = lines[0].partition(b" ")
     code, _, reason = rest.partition(b" ")
     if version not in (b"HTTP/1.1", b"HTTP/1.0") or len(code) != 3 or not code.isdigit():
         raise httpx.RemoteProtocolError(f"malformed status line {lines[0][:80]!r}", request=request)
-    headers = []
+    headers: list[tuple[bytes, bytes]] = []
     for line in lines[1:]:
-        name, colon, value = line.partition(b":")
-        if not colon or not name or name[-1:] in b" \t" or line[:1] in b" \t":
+        if line[:1] in (b" ", b"\t") and headers and _FOLDED.fullmatch(line):
+            name, value = headers[-1]
+            folded = line.strip(b" \t")
+            headers[-1] = (name, value + b" " + folded if value and folded else value or folded)
+            continue
+        field = _FIELD.fullmatch(line)
+        if field is None:
             raise httpx.RemoteProtocolError(f"malformed header line {line[:80]!r}", request=request)
-        headers.append((name, value.strip(b" \t")))
+        headers.append((field[1], field[2]))
     return version, int(code), reason, headers
+
+
+_HEAD_END = re.compile(rb"\r?\n\r?\n")
+_LINE_END = re.compile(rb"\r?\n")
+_TOKEN = rb"[-!#$%&'*+.^_`|~0-9A-Za-z]+"
+_FIELD = re.compile(rb"(" + _TOKEN + rb"):[ \t]*([^\x00\r\n\f\v]*?)[ \t]*")
+"""A header line: a token, a colon, a value (without the spaces around it)."""
+_FOLDED = re.compile(rb"[ \t]+[^\x00\r\n\f\v]*")
+_CHUNK_SIZE = re.compile(rb"[0-9A-Fa-f]{1,16}")
