@@ -102,6 +102,7 @@ def cmd_propose(args: argparse.Namespace) -> int:
                 "files": list(p.files),
                 "selections": list(p.selections),
                 "outcome": p.outcome,
+                "kept": p.kept,
                 "kind": p.kind,
             }
             for p in proposals
@@ -120,6 +121,9 @@ def cmd_propose(args: argparse.Namespace) -> int:
     else:
         text = render_text(reports)
         for p in proposals:
+            if p.kept is not None:
+                text += f"\n{p.branch}: kept as it is: {p.kept}"
+                continue
             if p.kind == "retired":
                 text += f"\n{p.branch}: {p.outcome} ({p.commit[:12]}): pin {p.pin} marked retired"
                 continue

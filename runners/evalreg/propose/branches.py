@@ -33,6 +33,22 @@ from evalreg.registry.loader import Registry
 
 PREFIX = "evalreg/propose/"
 
+TRAILER = "Proposed-by: evalreg propose"
+"""The last line of every commit ``propose`` makes: a branch whose tip lacks it holds a
+person's commit, and is never moved or overwritten."""
+
+
+def made_by_propose(root: Path, commit: str) -> bool:
+    """Whether ``commit`` (in the repository at ``root``) is one ``propose`` made."""
+    done = subprocess.run(
+        ["git", "log", "-1", "--format=%B", commit, "--"],
+        cwd=root,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    return done.returncode == 0 and done.stdout.rstrip("\n").endswith("\n" + TRAILER)
+
 
 @dataclass(frozen=True)
 class Proposal:
@@ -47,9 +63,12 @@ class Proposal:
     files: tuple[str, ...]
     selections: tuple[str, ...]
     outcome: str
-    """``created``, ``updated`` (the branch held another commit) or ``unchanged``."""
+    """``created``, ``updated`` (the branch held another commit of ``propose``'s),
+    ``unchanged``, or ``kept`` (left as it is: see ``kept``)."""
     kind: str = "snapshot"
     """``snapshot`` (a newer one proposed) or ``retired`` (the pin marked retired)."""
+    kept: str | None = None
+    """Why the branch was left as it is: a person's commit is on it, or it is checked out."""
 
 
 def branch_name(pin: str, snapshot: str) -> str:
@@ -196,11 +215,19 @@ def _show(root: Path, rev: str, rel: str) -> str:
     return done.stdout.decode("utf-8")
 
 
+def checked_out(root: Path) -> set[str]:
+    """The branches checked out in the repository's worktrees (``refs/heads/…``)."""
+    listed = _git(root, "worktree", "list", "--porcelain")
+    return {line[len("branch ") :] for line in listed.splitlines() if line.startswith("branch ")}
+
+
 def commit_files(
     root: Path, base: str, branch: str, files: dict[str, bytes], message: str
-) -> tuple[str, str]:
-    """Commit ``files`` over ``base``'s tree on ``branch``; return the commit and whether
-    the branch was ``created``, ``updated`` or left ``unchanged``."""
+) -> tuple[str, str, str | None]:
+    """Commit ``files`` over ``base``'s tree on ``branch``; return the commit, whether the
+    branch was ``created``, ``updated``, left ``unchanged`` or ``kept``, and why it was
+    kept. A branch is kept, never moved, when its tip is a person's commit (a reviewer's
+    fix on the proposal) or a worktree has it checked out."""
     with tempfile.TemporaryDirectory(prefix="evalreg-propose-") as tmp:
         env = {"GIT_INDEX_FILE": str(Path(tmp) / "index")}
         _git(root, "read-tree", base, env=env)
@@ -216,10 +243,15 @@ def commit_files(
         same_tree = _git(root, "rev-parse", f"{existing}^{{tree}}") == tree
         parent = _git(root, "rev-list", "--parents", "-n", "1", existing).split()[1:]
         if same_tree and parent == [base]:
-            return existing, "unchanged"
+            return existing, "unchanged", None
+        if not made_by_propose(root, existing):
+            return existing, "kept", "its last commit is not evalreg propose's"
+        if ref in checked_out(root):
+            return existing, "kept", "it is checked out"
+    message = message.rstrip("\n") + "\n\n" + TRAILER + "\n"
     commit = _git(root, "commit-tree", tree, "-p", base, stdin=message.encode())
     _git(root, "update-ref", ref, commit, *([existing] if existing else []))
-    return commit, "updated" if existing else "created"
+    return commit, "updated" if existing else "created", None
 
 
 def propose(
@@ -254,7 +286,7 @@ def propose(
         "Its prices are copied from the old pin, to be confirmed (price.review).\n"
         "Nothing was bought: run `evalreg run` for the new cells.\n"
     )
-    commit, outcome = commit_files(root, base, branch, files, message)
+    commit, outcome, kept = commit_files(root, base, branch, files, message)
     return Proposal(
         pin,
         old.model,
@@ -265,6 +297,7 @@ def propose(
         tuple(sorted(files)),
         tuple(touched),
         outcome,
+        kept=kept,
     )
 
 
@@ -299,7 +332,17 @@ def retire(
         "no longer be bought.\n"
         f"Selections with it as a candidate: {', '.join(users) or 'none'}.\n"
     )
-    commit, outcome = commit_files(root, base, branch, files, message)
+    commit, outcome, kept = commit_files(root, base, branch, files, message)
     return Proposal(
-        pin, old.model, pin, old.model, branch, commit, (path,), tuple(users), outcome, "retired"
+        pin,
+        old.model,
+        pin,
+        old.model,
+        branch,
+        commit,
+        (path,),
+        tuple(users),
+        outcome,
+        "retired",
+        kept,
     )
