@@ -48,7 +48,8 @@ price:
 
 @pytest.fixture
 def lists() -> Iterator[ModelLists]:
-    with model_lists(ModelLists(OPENAI_IDS, ANTHROPIC_IDS, GEMINI_IDS)) as served:
+    # Copies: a test may change what its lists hold.
+    with model_lists(ModelLists([*OPENAI_IDS], [*ANTHROPIC_IDS], [*GEMINI_IDS])) as served:
         yield served
 
 
@@ -396,7 +397,7 @@ def test_a_retired_pin_is_marked_on_a_branch_and_check_warns_for_its_candidates(
     assert "evalreg/propose/retired-haiku: created" in done.out
     pin = _git(team, "show", "evalreg/propose/retired-haiku:registry/models/haiku.yaml")
     assert 'model: claude-3-5-haiku-20241022\nretired: "' in pin
-    assert "no longer lists claude-3-5-haiku-20241022 (found by evalreg propose on 20" in pin
+    assert 'no longer lists claude-3-5-haiku-20241022 (found by evalreg propose)"' in pin
     work = tmp_path / "retired"
     team.git("worktree", "add", "-q", str(work), "evalreg/propose/retired-haiku")
     checked = cli(work, "check")
@@ -539,3 +540,165 @@ def test_open_pr_without_a_token_or_repository_is_refused_before_anything_is_mad
     assert_refused(team, cli, "propose", "--open-pr", "--dry-run", expect=("--dry-run",))
     assert team.snapshot() == before
     assert _git(team, "branch", "--list", "evalreg/propose/*") == ""
+
+
+# --- what a team's repository does to proposals ----------------------------------------------
+
+
+def test_a_merged_proposal_is_not_proposed_again_nor_one_another_pin_proposes(team: Repo, cli):
+    mini = "evalreg/propose/mini-gpt-4o-mini-2026-10-01"
+    assert cli(team, "propose").code == 0
+    team.git("merge", "-q", "--ff-only", mini)
+    team.git("branch", "-q", "-D", mini)
+    # A later snapshot than mini's, pinned by hand: it would propose the same one.
+    team.write(
+        "registry/models/mid.yaml",
+        team.read("registry/models/mini.yaml").replace("2024-07-18", "2025-06-30"),
+    )
+    team.commit("merged, and a pin of the snapshot between")
+    again = cli(team, "propose", "--json")
+    assert again.code == 0, again.err
+    data = json.loads(again.out)
+    pins = {p["pin"]: p for p in data["pins"]}
+    assert pins["mini"]["not_proposed"] == "gpt-4o-mini-2026-10-01 is already pinned as " + (
+        "mini-2026-10-01"
+    )
+    assert pins["mid"]["not_proposed"] == pins["mini"]["not_proposed"]
+    assert pins["mini-2026-10-01"]["newer"] is None
+    assert all("gpt-4o-mini" not in p["model"] for p in data["proposals"])
+    assert mini not in _git(team, "branch", "--list", "evalreg/propose/*")
+    text = cli(team, "propose").out
+    assert "not proposed: gpt-4o-mini-2026-10-01 is already pinned as mini-2026-10-01" in text
+
+
+def test_of_two_pins_that_would_propose_one_snapshot_the_later_pin_does(team: Repo, cli):
+    team.write(
+        "registry/models/mid.yaml",
+        team.read("registry/models/mini.yaml").replace("2024-07-18", "2025-06-30"),
+    )
+    team.commit("a pin of the snapshot between")
+    data = json.loads(cli(team, "propose", "--json").out)
+    pins = {p["pin"]: p for p in data["pins"]}
+    assert pins["mini"]["not_proposed"] == "gpt-4o-mini-2026-10-01 is proposed for the pin mid"
+    assert "not_proposed" not in pins["mid"]
+    made = [p["branch"] for p in data["proposals"] if p["model"] == "gpt-4o-mini-2026-10-01"]
+    assert made == ["evalreg/propose/mid-gpt-4o-mini-2026-10-01"]
+
+
+def test_a_persons_commit_on_a_proposal_branch_or_a_checked_out_one_is_kept(
+    team: Repo, cli, tmp_path
+):
+    mini = "evalreg/propose/mini-gpt-4o-mini-2026-10-01"
+    flash = "evalreg/propose/flash-gemini-1.5-flash-002"
+    assert cli(team, "propose").code == 0
+    # A reviewer confirms the prices on mini's branch; flash's is checked out elsewhere.
+    work = tmp_path / "review"
+    team.git("worktree", "add", "-q", str(work), mini)
+    pin = work / "registry/models/mini-2026-10-01.yaml"
+    pin.write_text("".join(x for x in pin.read_text().splitlines(True) if "review:" not in x))
+    team.git("-C", str(work), "commit", "-q", "-am", "prices confirmed")
+    team.git("worktree", "remove", str(work))
+    reviewed = _git(team, "rev-parse", mini)
+    team.git("worktree", "add", "-q", str(tmp_path / "look"), flash)
+    looked = _git(team, "rev-parse", flash)
+    team.write("README.md", "A registry.\n")
+    team.commit("main moves on")
+    done = cli(team, "propose", "--json")
+    assert done.code == 0, done.err
+    outcome = {p["branch"]: (p["outcome"], p["kept"]) for p in json.loads(done.out)["proposals"]}
+    assert outcome[mini] == ("kept", "its last commit is not evalreg propose's")
+    assert outcome[flash] == ("kept", "it is checked out")
+    assert outcome["evalreg/propose/retired-haiku"] == ("updated", None)
+    assert _git(team, "rev-parse", mini) == reviewed and _git(team, "rev-parse", flash) == looked
+    assert "review:" not in _git(team, "show", f"{mini}:registry/models/mini-2026-10-01.yaml")
+    assert (
+        f"{mini}: kept as it is: its last commit is not evalreg propose's"
+        in cli(team, "propose").out
+    )
+
+
+def test_pins_at_one_url_with_different_keys_are_each_asked_with_their_own(
+    team: Repo, lists: ModelLists, cli, monkeypatch: pytest.MonkeyPatch
+):
+    monkeypatch.setenv("OTHER_OPENAI_KEY", "sk-another-team-key-000")
+    team.write(
+        "registry/models/other.yaml",
+        team.read("registry/models/mini.yaml").replace("OPENAI_API_KEY", "OTHER_OPENAI_KEY"),
+    )
+    team.commit("a pin on another key")
+    done = cli(team, "propose", "--dry-run", "--json")
+    assert done.code == 0, done.err
+    pins = {p["pin"]: p for p in json.loads(done.out)["pins"]}
+    # The stand-in knows one key: the other is refused, for its own pin only.
+    assert "401" in pins["other"]["error"] and "retired" not in pins["other"]
+    assert pins["mini"]["newer"] == "gpt-4o-mini-2026-10-01"
+    assert pins["mini-alias"]["retired"] is False
+    assert "sk-another-team-key" not in done.out + done.err
+
+
+def test_a_file_propose_cannot_edit_is_named_and_the_other_pins_still_proposed(team: Repo, cli):
+    flow = team.read("registry/models/flash.yaml").split("price:")[0]
+    team.write(
+        "registry/models/flash.yaml",
+        flow + "price: {input_per_mtok: 1.0, output_per_mtok: 2.0, as_of: 2026-01-01}\n",
+    )
+    team.commit("a flow-style price")
+    done = cli(team, "propose")
+    assert done.code == 1 and "Traceback" not in done.err
+    assert "flash: no branch: registry/models/flash.yaml: its price is a flow mapping" in done.err
+    made = _git(team, "branch", "--list", "evalreg/propose/*", "--format=%(refname:short)")
+    assert made.split() == [
+        "evalreg/propose/mini-gpt-4o-mini-2026-10-01",
+        "evalreg/propose/retired-haiku",
+    ]
+
+
+def test_a_bad_repository_or_output_is_refused_before_any_branch(
+    team: Repo, cli, monkeypatch: pytest.MonkeyPatch
+):
+    monkeypatch.setenv("GITHUB_TOKEN", TOKEN)
+    monkeypatch.setenv("GITHUB_REPOSITORY", "acme")
+    assert_refused(team, cli, "propose", "--open-pr", expect=("it must be OWNER/NAME",))
+    assert_refused(team, cli, "propose", "-o", "nowhere/out.txt", expect=("does not exist",))
+    assert _git(team, "branch", "--list", "evalreg/propose/*") == ""
+
+
+def test_edits_keep_a_teams_files_whole():
+    from evalreg.propose.branches import MAX_NOTE, _fit, branch_name, pin_text, selection_text
+
+    # A pin proposed earlier whose prices were never confirmed: its review is replaced.
+    text = (
+        "model: m-2026-01-01\nprice:\n  review: |\n    copied\n    long ago\n\n"
+        "  input_per_mtok: 1.0\nlimits: {}\n"
+    )
+    assert pin_text(text, "m-2026-06-01", "again") == (
+        'model: m-2026-06-01\nprice:\n  review: "again"\n\n  input_per_mtok: 1.0\nlimits: {}\n'
+    )
+    # The new candidate is tried as the old one is (its prompt variant), and a line of the
+    # old one's block scalar that begins with # stays in it.
+    selection = (
+        "candidates:\n"
+        "  - id: a\n    pin: mini\n    prompt:\n      system: Be brief.\n"
+        "    description: |\n      Our default.\n      # not a comment\n"
+        "  # the rules\n  -\n    id: b\n    pin: rules\n"
+    )
+    assert selection_text(selection, "mini", "mini-2", "new") == (
+        "candidates:\n"
+        "  - id: a\n    pin: mini\n    prompt:\n      system: Be brief.\n"
+        "    description: |\n      Our default.\n      # not a comment\n"
+        '  - id: mini-2\n    pin: mini-2\n    description: "new"\n'
+        "    prompt:\n      system: Be brief.\n"
+        "  # the rules\n  -\n    id: b\n    pin: rules\n"
+    )
+    # A candidate written "-" then its keys below it.
+    assert selection_text(selection, "rules", "rules-2", "new") == (
+        selection + '  - id: rules-2\n    pin: rules-2\n    description: "new"\n'
+    )
+    # Names: two pins never share a branch; a long one fits a ref, and notes the schema.
+    taken: set[str] = set()
+    assert branch_name("retired", "old-router", taken) == "evalreg/propose/retired-old-router"
+    assert branch_name("retired", "old-router.", taken) == "evalreg/propose/retired-old-router-2"
+    long = branch_name("p" * 112, "gpt-4o-mini-ft-" + "x" * 170 + "-2026-10-01")
+    assert len(long.encode()) <= 255 and long.startswith("evalreg/propose/ppp")
+    assert long != branch_name("p" * 112, "gpt-4o-mini-ft-" + "x" * 170 + "-2026-10-02")
+    assert len(_fit("n" * 600)) == MAX_NOTE and _fit("short") == "short"

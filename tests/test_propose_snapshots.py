@@ -124,3 +124,18 @@ def test_a_proposal_is_newer_by_its_own_reading_and_never_the_pinned_id():
         assert a.stem == b.stem and a.version and b.version
         assert a.version.shape == b.version.shape and b.version > a.version
         assert examine(found.newer, LISTED).newer is None  # the newest: nothing after it
+
+
+@pytest.mark.parametrize(
+    "listed",
+    [
+        "gpt-4o-mini-2026-10-01\n",  # a line end: `$` would match before it
+        "gpt-4o-mini-\u0662\u0660\u0662\u0667-\u0661\u0660-\u0660\u0661",  # Arabic-Indic digits
+        "gpt-4o-mini-\uff12\uff10\uff12\uff17-10-01",  # full-width digits
+        "gpt-4o-mini-2026-10-01 ",
+    ],
+)
+def test_only_ascii_digits_at_the_very_end_make_a_version(listed: str):
+    found = examine("gpt-4o-mini-2024-07-18", ["gpt-4o-mini-2024-07-18", listed])
+    assert found.newer is None
+    assert read(listed).version is None

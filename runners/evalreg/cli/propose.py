@@ -47,8 +47,6 @@ def add_parsers(sub: Commands) -> None:
 
 
 def cmd_propose(args: argparse.Namespace) -> int:
-    from datetime import UTC, datetime
-
     from evalreg.propose.branches import propose, retire
     from evalreg.propose.render import render_json, render_text
     from evalreg.propose.survey import survey
@@ -61,6 +59,8 @@ def cmd_propose(args: argparse.Namespace) -> int:
         raise UsageError("--open-pr pushes branches and --dry-run makes none: give one of them")
     if args.open_pr:
         _github_settings(args, root)  # before anything is made: a missing one changes nothing
+    if args.output and not given_path(args, args.output).parent.is_dir():
+        raise UsageError(f"{args.output}: its directory does not exist")
     # Branches are made on the last commit, so the registry is read as committed.
     try:
         tree = GitTree(root, "HEAD")
@@ -73,18 +73,24 @@ def cmd_propose(args: argparse.Namespace) -> int:
         raise RegistryError(errors)
     reports = survey(registry, root)
     proposals = []
+    problems: list[str] = []
     if not args.dry_run:
-        today = datetime.now(UTC).date().isoformat()
+        taken: set[str] = set()
         for r in reports:
             if r.finding is None:
                 continue
             if registry.pins[r.pin].provider == "azure_openai":
                 continue  # reported only: see propose.listing
             listed_by = r.listed_by or ""
-            if r.finding.retired and registry.pins[r.pin].retired is None:
-                proposals.append(retire(root, registry, base, r.pin, listed_by, today))
-            if r.finding.newer is not None:
-                proposals.append(propose(root, registry, base, r.pin, r.finding.newer, listed_by))
+            try:
+                if r.finding.retired and registry.pins[r.pin].retired is None:
+                    proposals.append(retire(root, registry, base, r.pin, listed_by, taken))
+                if r.finding.newer is not None and r.not_proposed is None:
+                    proposals.append(
+                        propose(root, registry, base, r.pin, r.finding.newer, listed_by, taken)
+                    )
+            except UsageError as exc:  # a file propose cannot edit: the others go on
+                problems.append(f"{r.pin}: no branch: {exc}")
     pulls = []
     if args.open_pr and proposals:
         pulls = _open_pulls(args, root, reports, proposals)
@@ -107,6 +113,7 @@ def cmd_propose(args: argparse.Namespace) -> int:
             }
             for p in proposals
         ]
+        data["problems"] = problems
         data["pulls"] = [
             {
                 "branch": o.proposal.branch,
@@ -138,13 +145,15 @@ def cmd_propose(args: argparse.Namespace) -> int:
         if proposals:
             text += "\n"
     emit(text, str(given_path(args, args.output)) if args.output else None)
+    sys.stdout.flush()  # the findings first, then what to do with them
+    for problem in problems:
+        note(problem)
     if proposals and not args.json:
-        sys.stdout.flush()  # the findings first, then what to do with them
         note(
             "each branch is ready for a pull request: push it, and CI runs the new cells "
             "(or run them: `evalreg run`)"
         )
-    return 0
+    return 1 if problems else 0
 
 
 def _open_pulls(
@@ -171,6 +180,7 @@ def _github_settings(args: argparse.Namespace, root: Path) -> tuple[str, str, st
     """The token, repository and base branch ``--open-pr`` needs; a missing one is an error
     (exit 2) before anything is made."""
     import os
+    import re
 
     from evalreg.gitops.github import token_from_environment
 
@@ -178,6 +188,8 @@ def _github_settings(args: argparse.Namespace, root: Path) -> tuple[str, str, st
     repository = os.environ.get("GITHUB_REPOSITORY", "")
     if not repository:
         raise UsageError("GITHUB_REPOSITORY is not set: it names the repository (OWNER/NAME)")
+    if re.fullmatch(r"[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+", repository) is None:
+        raise UsageError(f"GITHUB_REPOSITORY is {repository!r}: it must be OWNER/NAME")
     return token, repository, args.base or _current_branch(root)
 
 

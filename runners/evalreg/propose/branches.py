@@ -17,6 +17,7 @@ the new commit.
 
 from __future__ import annotations
 
+import hashlib
 import io
 import json
 import os
@@ -71,12 +72,36 @@ class Proposal:
     """Why the branch was left as it is: a person's commit is on it, or it is checked out."""
 
 
-def branch_name(pin: str, snapshot: str) -> str:
-    """``evalreg/propose/<pin>-<snapshot>``, with what a ref cannot hold replaced by ``-``."""
-    tail = re.sub(r"[^A-Za-z0-9._-]+", "-", f"{pin}-{snapshot}")
+MAX_TAIL = 200
+"""Longest branch name after the prefix (a ref is a file name: 255 bytes at most)."""
+
+MAX_NOTE = 500
+"""Longest ``price.review`` or ``retired`` text the schema accepts."""
+
+
+def branch_name(pin: str, snapshot: str, taken: set[str] | None = None) -> str:
+    """``evalreg/propose/<pin>-<snapshot>``, with what a ref cannot hold replaced by ``-``,
+    cut to :data:`MAX_TAIL` characters (ending in a hash of what was cut), and ``-2``,
+    ``-3``... after it when ``taken`` (the branches made so far, which it joins) holds it:
+    two pins whose ids differ only where a ref cannot hold them never share a branch."""
+    raw = f"{pin}-{snapshot}"
+    tail = re.sub(r"[^A-Za-z0-9._-]+", "-", raw)
     tail = re.sub(r"\.{2,}", ".", tail).strip(".-")
     tail = tail.removesuffix(".lock")
-    return PREFIX + tail
+    if len(tail) > MAX_TAIL:
+        digest = hashlib.sha256(raw.encode()).hexdigest()[:10]
+        tail = tail[: MAX_TAIL - 11].rstrip(".-") + "-" + digest
+    name, n = PREFIX + tail, 2
+    while taken is not None and name in taken:
+        name, n = f"{PREFIX}{tail}-{n}", n + 1
+    if taken is not None:
+        taken.add(name)
+    return name
+
+
+def _fit(text: str, limit: int = MAX_NOTE) -> str:
+    """``text``, cut to ``limit`` characters (ending in an ellipsis) if longer."""
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def new_pin_id(pin: str, model: str, new_model: str, taken: set[str]) -> str:
@@ -131,11 +156,29 @@ def pin_text(text: str, new_model: str, review: str | None) -> str:
     lines[line] = old[:col] + _scalar(new_model) + old[end:]
     price: Any = data.get("price")
     if review is not None and isinstance(price, dict) and price:
-        pline, pcol = getattr(price, "lc").key(next(iter(price)))  # noqa: B009
+        positions: Any = getattr(price, "lc")  # noqa: B009 (ruamel's line/column record)
+        pline, pcol = positions.key(next(iter(price)))
         if pline == data.lc.key("price")[0]:
-            raise UsageError("the pin's price is a flow mapping: propose edits block mappings only")
-        lines.insert(pline, " " * pcol + f"review: {json.dumps(review, ensure_ascii=False)}\n")
+            raise UsageError(
+                "its price is a flow mapping ({...}): write it as a block mapping, one key a "
+                "line, for propose to edit it"
+            )
+        written = " " * pcol + f"review: {json.dumps(review, ensure_ascii=False)}\n"
+        if "review" in price:  # a pin proposed earlier, its prices never confirmed
+            start = end = positions.key("review")[0]
+            end += 1
+            while end < len(lines) and (not lines[end].strip() or _indent(lines[end]) > pcol):
+                end += 1
+            while end > start + 1 and not lines[end - 1].strip():
+                end -= 1
+            lines[start:end] = [written]
+        else:
+            lines.insert(pline, written)
     return "".join(lines)
+
+
+def _indent(line: str) -> int:
+    return len(line) - len(line.lstrip(" "))
 
 
 def selection_text(text: str, old_pin: str, new_pin: str, description: str) -> str | None:
@@ -159,14 +202,26 @@ def selection_text(text: str, old_pin: str, new_pin: str, description: str) -> s
             continue
         line, col = positions.item(i)
         dash = lines[line].rfind("-", 0, col)
-        if dash < 0 or lines[line][:dash].strip():
-            raise UsageError("the selection's candidates are not a block list: edit it by hand")
+        if dash < 0 and line > 0 and lines[line - 1].strip() == "-":
+            dash = lines[line - 1].index("-")  # "-" alone, the candidate's keys below it
+        elif dash < 0 or lines[line][:dash].strip():
+            raise UsageError(
+                "its candidates are not a block list (a flow list [...] or one item a "
+                "line): write them one key a line, for propose to edit them"
+            )
         if i + 1 < len(candidates):
             after = positions.item(i + 1)[0]
+            if lines[after - 1].strip() == "-":
+                after -= 1
         else:
             after = next((t for t in top_lines if t > line), len(lines))
-        while after > line + 1 and lines[after - 1].strip()[:1] in ("", "#"):
-            after -= 1  # blank lines and comments before what follows stay with it
+        # Blank lines and comments before what follows stay with it (a line indented
+        # deeper than the dash is the candidate's own: a block scalar's, say).
+        while after > line + 1 and (
+            not lines[after - 1].strip()
+            or (lines[after - 1].lstrip().startswith("#") and _indent(lines[after - 1]) <= dash)
+        ):
+            after -= 1
         ident, n = new_pin, 2
         while ident in ids:
             ident, n = f"{new_pin}-{n}", n + 1
@@ -179,6 +234,7 @@ def selection_text(text: str, old_pin: str, new_pin: str, description: str) -> s
                     f"{pad}- id: {_scalar(ident)}\n",
                     f"{pad}  pin: {_scalar(new_pin)}\n",
                     f"{pad}  description: {json.dumps(description, ensure_ascii=False)}\n",
+                    *_other_fields(c, lines, dash, after),
                 ],
             )
         )
@@ -187,6 +243,25 @@ def selection_text(text: str, old_pin: str, new_pin: str, description: str) -> s
     for at, new in sorted(inserts, reverse=True):
         lines[at:at] = new
     return "".join(lines)
+
+
+def _other_fields(candidate: Any, lines: list[str], dash: int, end: int) -> list[str]:
+    """The lines of ``candidate``'s fields but its id, pin and description (its prompt
+    variant), as written: the new candidate is tried the way the old one is."""
+    positions: Any = getattr(candidate, "lc")  # noqa: B009
+    starts = sorted((positions.key(k)[0], str(k)) for k in candidate)
+    kept: list[str] = []
+    for n, (start, key) in enumerate(starts):
+        stop = starts[n + 1][0] if n + 1 < len(starts) else end
+        if key in ("id", "pin", "description"):
+            continue
+        block = lines[start:stop]
+        if block and block[0][dash : dash + 1] == "-" and not block[0][:dash].strip():
+            block[0] = block[0][:dash] + " " + block[0][dash + 1 :]  # its first key
+        while block and not block[-1].strip():
+            block.pop()
+        kept += [b if b.endswith("\n") else b + "\n" for b in block]
+    return kept
 
 
 def _git(
@@ -255,29 +330,42 @@ def commit_files(
 
 
 def propose(
-    root: Path, registry: Registry, base: str, pin: str, new_model: str, listed_by: str
+    root: Path,
+    registry: Registry,
+    base: str,
+    pin: str,
+    new_model: str,
+    listed_by: str,
+    taken: set[str] | None = None,
 ) -> Proposal:
     """The branch proposing ``new_model`` as a new pin beside ``pin``, on top of ``base``
-    (the commit ``registry`` was read at)."""
+    (the commit ``registry`` was read at); ``taken``: the branches made so far this run.
+    A file propose cannot edit is a ``UsageError`` naming it, before anything is made."""
     old = registry.pins[pin]
     assert old.model is not None
     new_pin = new_pin_id(pin, old.model, new_model, set(registry.pins))
     pin_path = registry.file_of("models", pin)
     new_path = str(Path(pin_path).with_name(new_pin + Path(pin_path).suffix).as_posix())
-    review = (
+    review = _fit(
         f"copied from {pin} ({old.model}) by evalreg propose: {listed_by} lists {new_model} "
         "without prices"
     )
-    files = {new_path: pin_text(_show(root, base, pin_path), new_model, review).encode()}
+    try:
+        files = {new_path: pin_text(_show(root, base, pin_path), new_model, review).encode()}
+    except UsageError as exc:
+        raise UsageError(f"{pin_path}: {exc}") from None
     description = f"{new_model}, a newer snapshot of {old.model} (proposed by evalreg propose)"
     touched = []
     for sid in sorted(registry.selections):
         rel = registry.file_of("selections", sid)
-        changed = selection_text(_show(root, base, rel), pin, new_pin, description)
+        try:
+            changed = selection_text(_show(root, base, rel), pin, new_pin, description)
+        except UsageError as exc:
+            raise UsageError(f"{rel}: {exc}") from None
         if changed is not None:
             files[rel] = changed.encode()
             touched.append(sid)
-    branch = branch_name(pin, new_model)
+    branch = branch_name(pin, new_model, taken)
     message = (
         f"Propose {new_model} for {pin}\n\n"
         f"{listed_by} lists {new_model}, a newer snapshot of {old.model} (pin {pin}).\n"
@@ -313,19 +401,24 @@ def retired_text(text: str, note: str) -> str:
 
 
 def retire(
-    root: Path, registry: Registry, base: str, pin: str, listed_by: str, today: str
+    root: Path,
+    registry: Registry,
+    base: str,
+    pin: str,
+    listed_by: str,
+    taken: set[str] | None = None,
 ) -> Proposal:
     """The branch marking ``pin`` retired: its provider's list (``listed_by``) no longer
-    names its model."""
+    names its model. The note holds no date: proposing again leaves the branch as it is."""
     old = registry.pins[pin]
     assert old.model is not None
     path = registry.file_of("models", pin)
-    note = f"{listed_by} no longer lists {old.model} (found by evalreg propose on {today})"
+    note = _fit(f"{listed_by} no longer lists {old.model} (found by evalreg propose)")
     files = {path: retired_text(_show(root, base, path), note).encode()}
     users = sorted(
         sid for sid, s in registry.selections.items() if any(c.pin == pin for c in s.candidates)
     )
-    branch = branch_name("retired", pin)
+    branch = branch_name("retired", pin, taken)
     message = (
         f"Mark {pin} retired: {old.model} is no longer listed\n\n"
         f"{listed_by} no longer lists {old.model}, which the pin {pin} names: its cells can "

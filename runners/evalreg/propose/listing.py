@@ -24,6 +24,7 @@ ARN) is left out, and said to be.
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -48,11 +49,21 @@ class Source:
     headers: Callable[[str], dict[str, str]]
     """The pin's own credentials for a request to a URL, made when asked (never stored;
     a SigV4 signature covers the URL and the time)."""
+    who: str = ""
+    """What names the credentials (the key's variable, the AWS or Azure settings; never a
+    secret): pins at one URL asked with different keys may be shown different lists."""
 
     @property
-    def key(self) -> tuple[str, str]:
+    def key(self) -> tuple[str, str, str]:
         """Pins with the same key share one list (one set of requests)."""
-        return (self.kind, self.url)
+        return (self.kind, self.url, self.who)
+
+
+def _who(pin: Pin) -> str:
+    return json.dumps(
+        pin.model_dump(mode="json", include={"api_key_env", "azure", "aws", "vertex"}),
+        sort_keys=True,
+    )
 
 
 def source(pin: Pin) -> Source | str:
@@ -64,19 +75,24 @@ def source(pin: Pin) -> Source | str:
         from evalreg.providers.openai import DEFAULT_BASE_URL
 
         base = (pin.base_url or DEFAULT_BASE_URL).rstrip("/")
-        return Source("openai", f"{base}/models", lambda _: get_provider("openai").headers(pin))
+        return Source(
+            "openai", f"{base}/models", lambda _: get_provider("openai").headers(pin), _who(pin)
+        )
     if provider == "anthropic":
         from evalreg.providers.anthropic import DEFAULT_BASE_URL as ANTHROPIC
 
         base = (pin.base_url or ANTHROPIC).rstrip("/")
         url = base + ("/models" if base.endswith("/v1") else "/v1/models")
-        return Source("anthropic", url, lambda _: get_provider("anthropic").headers(pin))
+        return Source("anthropic", url, lambda _: get_provider("anthropic").headers(pin), _who(pin))
     if provider == "gemini" and pin.vertex is None:
         from evalreg.providers.gemini import DEFAULT_BASE_URL as GEMINI
 
         base = (pin.base_url or GEMINI).rstrip("/")
         return Source(
-            "gemini", f"{base}/v1beta/models", lambda _: get_provider("gemini").headers(pin)
+            "gemini",
+            f"{base}/v1beta/models",
+            lambda _: get_provider("gemini").headers(pin),
+            _who(pin),
         )
     if provider == "gemini":
         return "a Vertex AI model: Vertex AI's model garden is not listed here"
@@ -109,8 +125,8 @@ def _bedrock(pin: Pin) -> Source | str:
         return provider.signed(pin, "GET", url, provider.headers(pin))
 
     if _PROFILE.match(model):
-        return Source("bedrock-profiles", f"{base}/inference-profiles", headers)
-    return Source("bedrock", f"{base}/foundation-models", headers)
+        return Source("bedrock-profiles", f"{base}/inference-profiles", headers, _who(pin))
+    return Source("bedrock", f"{base}/foundation-models", headers, _who(pin))
 
 
 def _azure(pin: Pin) -> Source | str:
@@ -132,7 +148,7 @@ def _azure(pin: Pin) -> Source | str:
         sign = getattr(provider, "sign")  # noqa: B009 (Azure's Entra ID bearer, when used)
         return dict(sign(pin, url, provider.headers(pin), b""))
 
-    return Source("azure", f"{base}/openai/models?api-version={version}", headers)
+    return Source("azure", f"{base}/openai/models?api-version={version}", headers, _who(pin))
 
 
 async def model_ids(source: Source, get: Callable[[str, dict[str, str]], Any]) -> list[str]:

@@ -28,6 +28,8 @@ def render_text(reports: list[PinReport]) -> str:
             lines.append(f"{head}: RETIRED: the provider no longer lists {found.pinned}")
         if found.newer is not None:
             lines.append(f"{head}: newer snapshot {found.newer}")
+            if r.not_proposed:
+                lines.append(f"  not proposed: {r.not_proposed}")
             if found.also_newer:
                 lines.append(f"  also newer, and superseded by it: {', '.join(found.also_newer)}")
         if not lines:
@@ -62,5 +64,7 @@ def render_json(reports: list[PinReport]) -> dict[str, Any]:
             )
             if r.deploy_first:
                 entry["deploy_first"] = r.deploy_first
+            if r.not_proposed:
+                entry["not_proposed"] = r.not_proposed
         pins.append(entry)
     return {"pins": pins}

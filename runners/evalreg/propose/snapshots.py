@@ -36,15 +36,15 @@ from typing import Literal
 Shape = Literal["date", "bedrock", "number"]
 
 _DATE_DASHED = re.compile(
-    r"^(?P<stem>.+?)-(?P<y>\d{4})-(?P<m>\d{2})-(?P<d>\d{2})(?P<v>-v\d+(?::\d+)?)?$"
+    r"^(?P<stem>.+?)-(?P<y>\d{4})-(?P<m>\d{2})-(?P<d>\d{2})(?P<v>-v\d+(?::\d+)?)?\Z", re.ASCII
 )
 _DATE_PLAIN = re.compile(
-    r"^(?P<stem>.+?)-(?P<y>\d{4})(?P<m>\d{2})(?P<d>\d{2})(?P<v>-v\d+(?::\d+)?)?$"
+    r"^(?P<stem>.+?)-(?P<y>\d{4})(?P<m>\d{2})(?P<d>\d{2})(?P<v>-v\d+(?::\d+)?)?\Z", re.ASCII
 )
-_BEDROCK = re.compile(r"^(?P<stem>.+?)-v(?P<major>\d+)(?::(?P<minor>\d+))?$")
-_NUMBER = re.compile(r"^(?P<stem>.+?)-(?P<n>\d{3})$")
-_FOUR_DIGITS = re.compile(r"^(?P<stem>.+?)-\d{4}$")
-_MONTH_DAY = re.compile(r"^(?P<stem>.+?)-\d{2}-\d{2}$")
+_BEDROCK = re.compile(r"^(?P<stem>.+?)-v(?P<major>\d+)(?::(?P<minor>\d+))?\Z", re.ASCII)
+_NUMBER = re.compile(r"^(?P<stem>.+?)-(?P<n>\d{3})\Z", re.ASCII)
+_FOUR_DIGITS = re.compile(r"^(?P<stem>.+?)-\d{4}\Z", re.ASCII)
+_MONTH_DAY = re.compile(r"^(?P<stem>.+?)-\d{2}-\d{2}\Z", re.ASCII)
 
 
 @dataclass(frozen=True, order=True)

@@ -1,18 +1,23 @@
 """What the providers' model lists say about each pin of a registry: ``evalreg propose``'s
-first step. Each list is asked once for the pins that share it (same provider and URL),
-with the first such pin's credentials; a provider that does not answer is reported for
-its pins, and the others are still surveyed."""
+first step. Each list is asked once for the pins that share it (same provider, URL and
+credentials), with the first such pin's; a provider that does not answer is reported for
+its pins, and the others are still surveyed.
+
+A newer snapshot is proposed once, and only while no pin names it: a snapshot some pin of
+the same list already names (a merged proposal, a pin added by hand) is not proposed
+again, and of several pins that would each propose the same one (an old snapshot and a
+later one, both pinned), the pin of the latest snapshot proposes it."""
 
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from evalreg.errors import EvalregError
 from evalreg.propose.listing import LIST_LIMITS, Source, model_ids, source
-from evalreg.propose.snapshots import Finding, examine
+from evalreg.propose.snapshots import Finding, Version, examine, read
 from evalreg.providers.base import ProviderError
 from evalreg.redaction import url_without_credentials
 from evalreg.registry.loader import Registry
@@ -43,6 +48,9 @@ class PinReport:
     """For an Azure OpenAI pin: why what was found is reported, not made a branch."""
     listed_by: str | None = None
     """The list asked for this pin, as it may be written down (no credentials in it)."""
+    not_proposed: str | None = None
+    """Why ``finding.newer`` is not proposed for this pin (already pinned, or proposed for
+    another pin)."""
 
 
 def survey(registry: Registry, root: Path) -> list[PinReport]:
@@ -60,7 +68,7 @@ def survey(registry: Registry, root: Path) -> list[PinReport]:
 
 
 async def _survey(registry: Registry, http: HttpLayer) -> list[PinReport]:
-    groups: dict[tuple[str, str], tuple[Source, list[str]]] = {}
+    groups: dict[tuple[str, str, str], tuple[Source, list[str]]] = {}
     reports: dict[str, PinReport] = {}
     for pin_id, pin in sorted(registry.pins.items()):
         where = source(pin)
@@ -100,4 +108,46 @@ async def _survey(registry: Registry, http: HttpLayer) -> list[PinReport]:
             )
 
     await asyncio.gather(*(one(src, pins) for src, pins in groups.values()))
+    return _once_each(registry, groups, reports)
+
+
+def _once_each(
+    registry: Registry,
+    groups: dict[tuple[str, str, str], tuple[Source, list[str]]],
+    reports: dict[str, PinReport],
+) -> list[PinReport]:
+    """``reports``, in pin order, each newer snapshot left to one pin to propose."""
+    pinned: dict[tuple[str, str], dict[str, str]] = {}  # (kind, url) -> model -> first pin
+    for src, pins in groups.values():
+        for pin_id in sorted(pins):
+            model = registry.pins[pin_id].model
+            assert model is not None
+            pinned.setdefault((src.kind, src.url), {}).setdefault(model, pin_id)
+    proposers: dict[tuple[str, str, str], list[str]] = {}
+    for src, pins in groups.values():
+        for pin_id in pins:
+            finding = reports[pin_id].finding
+            if finding is None or finding.newer is None:
+                continue
+            already = pinned[(src.kind, src.url)].get(finding.newer)
+            if already is not None:
+                reports[pin_id] = replace(
+                    reports[pin_id], not_proposed=f"{finding.newer} is already pinned as {already}"
+                )
+            else:
+                proposers.setdefault((src.kind, src.url, finding.newer), []).append(pin_id)
+
+    def version(pin_id: str) -> Version | None:
+        return read(registry.pins[pin_id].model or "").version
+
+    for (_, _, newer), pins in proposers.items():
+        # The pin of the latest snapshot proposes it (the first in id order, of several).
+        latest = max((v for v in map(version, pins) if v is not None), default=None)
+        chosen = min(p for p in pins if version(p) == latest)
+        for pin_id in pins:
+            if pin_id == chosen:
+                continue
+            reports[pin_id] = replace(
+                reports[pin_id], not_proposed=f"{newer} is proposed for the pin {chosen}"
+            )
     return [reports[pin_id] for pin_id in sorted(reports)]
