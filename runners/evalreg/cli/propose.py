@@ -94,6 +94,9 @@ def cmd_propose(args: argparse.Namespace) -> int:
     pulls = []
     if args.open_pr and proposals:
         pulls = _open_pulls(args, root, reports, proposals)
+        problems += [
+            f"{o.proposal.branch}: not pushed: {o.reason}" for o in pulls if o.action == "failed"
+        ]
     if args.json:
         from evalreg.text.escape import json_text
 
@@ -121,6 +124,7 @@ def cmd_propose(args: argparse.Namespace) -> int:
                 "url": o.url,
                 "action": o.action,
                 "closed": list(o.closed),
+                "reason": o.reason,
             }
             for o in pulls
         ]
@@ -140,8 +144,11 @@ def cmd_propose(args: argparse.Namespace) -> int:
             )
         for o in pulls:
             closed = ", ".join(f"#{n}" for n in o.closed)
-            text += f"\n#{o.number} {o.action}: {o.proposal.branch}"
+            head = f"#{o.number} {o.action}" if o.number else o.action
+            text += f"\n{head}: {o.proposal.branch}"
             text += f" (closed as superseded: {closed})" if closed else ""
+            if o.reason and o.reason != o.proposal.kept:  # a local "kept" is said above
+                text += f": not pushed: {o.reason}"
         if proposals:
             text += "\n"
     emit(text, str(given_path(args, args.output)) if args.output else None)
