@@ -120,7 +120,7 @@ SUMMARY = "reports/results/labels/rules.json"
             '{"items_file": null}\n',
             f"{SUMMARY}: not a results summary ('items_file' is not a dict)",
         ),
-        ("[" * 100_000, f"{SUMMARY}: not a results summary (maximum recursion depth exceeded"),
+        ("[" * 100_000, f"{SUMMARY}:1:513: not a results summary (invalid JSON: nested more"),
     ],
 )
 @pytest.mark.parametrize("command", [("check",), ("status",), ("report",), ("run", "--offline")])

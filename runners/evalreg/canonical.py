@@ -86,16 +86,16 @@ def loads_finite(text: str) -> Any:
     surrogate escape, which ``json`` reads). Everything else is left to ``json``, whose
     answer or error it is. ``tests/test_canonical.py`` holds the two to the same values.
 
-    Text nested more than :data:`MAX_NESTING` deep is refused (a ``JSONDecodeError`` where
-    it goes too deep), whichever reader would read it: how deep ``json`` goes depends on
-    how deep the caller's stack already is, and what it reads must still be walked and
-    written back by code that recurses as it does."""
+    Text nested more than :data:`MAX_NESTING` deep is refused (``NestedTooDeep``, a
+    ``JSONDecodeError``, where it goes too deep), whichever reader would read it: how deep
+    ``json`` goes depends on how deep the caller's stack already is, and what it reads must
+    still be walked and written back by code that recurses as it does."""
     if (
         len(text) > 2 * MAX_NESTING
         and text.count("[") + text.count("{") > MAX_NESTING
         and (at := _beyond(text, MAX_NESTING)) is not None
     ):
-        raise json.JSONDecodeError(f"nested more than {MAX_NESTING} deep", text, at)
+        raise NestedTooDeep(f"nested more than {MAX_NESTING} deep", text, at)
     if _LONG_DIGITS.search(text) is None:
         try:
             return orjson.loads(text)
@@ -108,6 +108,11 @@ _LONG_DIGITS = re.compile(r"\d{19}")
 
 MAX_NESTING = 512
 """How deep JSON read by :func:`loads_finite` may nest lists and objects."""
+
+
+class NestedTooDeep(json.JSONDecodeError):
+    """JSON nested more than :data:`MAX_NESTING` deep (``pos``: where it goes too deep)."""
+
 
 _STRING_OR_BRACKET = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"|[\[\]{}]', re.DOTALL)
 

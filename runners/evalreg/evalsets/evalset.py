@@ -23,7 +23,7 @@ import orjson
 from pydantic import ValidationError
 
 from evalreg import forked
-from evalreg.canonical import canonical_bytes, digest, loads_finite
+from evalreg.canonical import NestedTooDeep, canonical_bytes, digest, loads_finite
 from evalreg.errors import RegistryError, UsageError
 from evalreg.registry.diagnostics import Finding
 from evalreg.registry.schema import ID_PATTERN, NO_META, Item, ItemLine
@@ -691,6 +691,8 @@ class _Reading:
                     and line.count("[") + line.count("{") > MAX_DEPTH
                     and _too_deep(raw, MAX_DEPTH)
                 )
+            except NestedTooDeep:  # far deeper than MAX_DEPTH: said the same way
+                deep = True
             except json.JSONDecodeError as exc:
                 self.bad += 1
                 findings.append(Finding(path, lineno, exc.colno, f"invalid JSON: {exc.msg}"))
