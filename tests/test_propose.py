@@ -112,7 +112,10 @@ def test_a_provider_that_does_not_answer_is_reported_and_the_others_surveyed(
 ):
     monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-wrong-key-0000")
     done = cli(team, "propose")
-    assert done.code == 0, done.err
+    # All that could be done is done; the status says a list went unread (an expired key
+    # must not leave the weekly job green).
+    assert done.code == 1, done.err
+    assert f"1 model list(s) could not be read: {lists.url}/v1/models" in done.err
     assert "haiku (claude-3-5-haiku-20241022): the model list could not be read" in done.out
     assert "HTTP 401" in done.out and "sk-wrong-key-0000" not in done.out + done.err
     assert "newer snapshot gpt-4o-mini-2026-10-01" in done.out
@@ -452,7 +455,8 @@ def test_bedrock_lists_are_asked_signed_and_paged(
         repo.write("registry/models/haiku.yaml", pin("eu.anthropic.claude-3-5-haiku-20241022-v1:0"))
         repo.commit("bedrock pins")
         done = cli(repo, "propose", "--dry-run", "--json")
-        assert done.code == 0, done.err
+        # The example's own pin, at api.openai.com, is not reached from here.
+        assert done.code == 1 and "https://api.openai.com/v1/models" in done.err, done.err
         asked = [r.path for r in bedrock.requests]
         signed = [r.headers.get("authorization", "") for r in bedrock.requests]
     pins = {p["pin"]: p for p in json.loads(done.out)["pins"]}
@@ -486,7 +490,7 @@ def test_a_bedrock_model_arn_is_not_asked(repo: Repo):
 def test_a_list_that_names_no_model_retires_nothing(team: Repo, lists: ModelLists, cli):
     lists.openai.clear()
     done = cli(team, "propose", "--dry-run")
-    assert done.code == 0, done.err
+    assert done.code == 1 and "could not be read" in done.err, done.err
     assert "mini (gpt-4o-mini-2024-07-18): the model list could not be read" in done.out
     assert (
         "listed no model at all" in done.out
@@ -516,7 +520,8 @@ def test_an_azure_pin_is_asked_and_reported_never_made_a_branch(
     )
     repo.commit("azure pins")
     done = cli(repo, "propose")
-    assert done.code == 0, done.err
+    # The example's own pin, at api.openai.com, is not reached from here.
+    assert done.code == 1 and "https://api.openai.com/v1/models" in done.err, done.err
     assert "az (gpt-4o-mini-2024-07-18): newer snapshot gpt-4o-mini-2026-10-01" in done.out
     assert "Azure OpenAI: no branch is made. Deploy a newer model" in done.out
     assert (
@@ -627,7 +632,7 @@ def test_pins_at_one_url_with_different_keys_are_each_asked_with_their_own(
     )
     team.commit("a pin on another key")
     done = cli(team, "propose", "--dry-run", "--json")
-    assert done.code == 0, done.err
+    assert done.code == 1, done.err
     pins = {p["pin"]: p for p in json.loads(done.out)["pins"]}
     # The stand-in knows one key: the other is refused, for its own pin only.
     assert "401" in pins["other"]["error"] and "retired" not in pins["other"]

@@ -160,7 +160,12 @@ def cmd_propose(args: argparse.Namespace) -> int:
             "each branch is ready for a pull request: push it, and CI runs the new cells "
             "(or run them: `evalreg run`)"
         )
-    return 1 if problems else 0
+    unread = sorted({r.listed_by or r.pin for r in reports if r.error is not None})
+    if unread:
+        # An expired key or a provider that does not answer must not leave a scheduled job
+        # green while it learns nothing.
+        note(f"{len(unread)} model list(s) could not be read: {', '.join(unread)}")
+    return 1 if problems or unread else 0
 
 
 def _open_pulls(
