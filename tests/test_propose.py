@@ -701,9 +701,63 @@ def test_edits_keep_a_teams_files_whole():
     )
     # Names: two pins never share a branch; a long one fits a ref, and notes the schema.
     taken: set[str] = set()
-    assert branch_name("retired", "old-router", taken) == "evalreg/propose/retired-old-router"
-    assert branch_name("retired", "old-router.", taken) == "evalreg/propose/retired-old-router-2"
+    # (the same names whichever of them a run proposes: a hash of the id a ref cannot hold)
+    assert branch_name("old-router", None, taken) == "evalreg/propose/retired-old-router"
+    dotted = "evalreg/propose/retired-old-router.-598cad"
+    assert branch_name("old-router.", None, taken) == branch_name("old-router.", None) == dotted
     long = branch_name("p" * 112, "gpt-4o-mini-ft-" + "x" * 170 + "-2026-10-01")
     assert len(long.encode()) <= 255 and long.startswith("evalreg/propose/ppp")
     assert long != branch_name("p" * 112, "gpt-4o-mini-ft-" + "x" * 170 + "-2026-10-02")
     assert len(_fit("n" * 600)) == MAX_NOTE and _fit("short") == "short"
+
+
+def test_a_reviewers_amended_commit_is_a_persons_though_its_message_is_proposes(
+    team: Repo, cli, tmp_path
+):
+    from evalreg.propose.branches import made_by_propose
+
+    mini = "evalreg/propose/mini-gpt-4o-mini-2026-10-01"
+    assert cli(team, "propose").code == 0
+    assert made_by_propose(team.root, _git(team, "rev-parse", mini))
+    work = tmp_path / "review"
+    team.git("worktree", "add", "-q", str(work), mini)
+    pin = work / "registry/models/mini-2026-10-01.yaml"
+    pin.write_text("".join(x for x in pin.read_text().splitlines(True) if "review:" not in x))
+    team.git("-C", str(work), "commit", "-q", "-a", "--amend", "--no-edit")
+    team.git("worktree", "remove", str(work))
+    amended = _git(team, "rev-parse", mini)
+    assert not made_by_propose(team.root, amended)
+    done = json.loads(cli(team, "propose", "--json").out)
+    (outcome,) = [p for p in done["proposals"] if p["branch"] == mini]
+    assert outcome["outcome"] == "kept" and _git(team, "rev-parse", mini) == amended
+
+
+def test_a_newer_snapshot_of_a_retired_pin_is_not_born_retired(team: Repo, lists: ModelLists, cli):
+    lists.openai.remove("gpt-4o-mini-2024-07-18")
+    assert cli(team, "propose").code == 0
+    team.git("merge", "-q", "--ff-only", "evalreg/propose/retired-mini")
+    assert "retired:" in team.read("registry/models/mini.yaml")
+    done = cli(team, "propose")
+    assert done.code == 0, done.err
+    new = _git(
+        team,
+        "show",
+        "evalreg/propose/mini-gpt-4o-mini-2026-10-01:registry/models/mini-2026-10-01.yaml",
+    )
+    assert "retired" not in new and "model: gpt-4o-mini-2026-10-01" in new
+
+
+def test_pins_of_one_model_asked_differently_each_get_their_proposal(team: Repo, cli):
+    warm = team.read("registry/models/mini.yaml") + "params:\n  temperature: 1\n"
+    team.write("registry/models/mini-warm.yaml", warm)
+    team.commit("the same model, asked warmer")
+    made = {p["branch"] for p in json.loads(cli(team, "propose", "--json").out)["proposals"]}
+    assert {
+        "evalreg/propose/mini-gpt-4o-mini-2026-10-01",
+        "evalreg/propose/mini-warm-gpt-4o-mini-2026-10-01",
+    } <= made
+    # Once mini's is merged, mini-warm's successor is still missing: still proposed.
+    team.git("merge", "-q", "--ff-only", "evalreg/propose/mini-gpt-4o-mini-2026-10-01")
+    pins = {p["pin"]: p for p in json.loads(cli(team, "propose", "--json").out)["pins"]}
+    assert pins["mini"]["not_proposed"].endswith("is already pinned as mini-2026-10-01")
+    assert "not_proposed" not in pins["mini-warm"]

@@ -35,20 +35,28 @@ from evalreg.registry.loader import Registry
 PREFIX = "evalreg/propose/"
 
 TRAILER = "Proposed-by: evalreg propose"
-"""The last line of every commit ``propose`` makes: a branch whose tip lacks it holds a
-person's commit, and is never moved or overwritten."""
+"""The last line of every commit ``propose`` makes, followed by `` (tree <sha>)``, the tree
+it committed: a commit whose message ends otherwise, or whose tree is not the one named
+(a person amended it, keeping the message), is a person's, and its branch is never moved
+or overwritten."""
+
+
+def _trailer(tree: str) -> str:
+    return f"{TRAILER} (tree {tree})"
 
 
 def made_by_propose(root: Path, commit: str) -> bool:
-    """Whether ``commit`` (in the repository at ``root``) is one ``propose`` made."""
+    """Whether ``commit`` (in the repository at ``root``) is one ``propose`` made, as it
+    made it."""
     done = subprocess.run(
-        ["git", "log", "-1", "--format=%B", commit, "--"],
+        ["git", "log", "-1", "--format=%T%n%B", commit, "--"],
         cwd=root,
         capture_output=True,
         text=True,
         check=False,
     )
-    return done.returncode == 0 and done.stdout.rstrip("\n").endswith("\n" + TRAILER)
+    tree, _, message = done.stdout.partition("\n")
+    return done.returncode == 0 and message.rstrip("\n").endswith("\n" + _trailer(tree))
 
 
 @dataclass(frozen=True)
@@ -79,15 +87,18 @@ MAX_NOTE = 500
 """Longest ``price.review`` or ``retired`` text the schema accepts."""
 
 
-def branch_name(pin: str, snapshot: str, taken: set[str] | None = None) -> str:
-    """``evalreg/propose/<pin>-<snapshot>``, with what a ref cannot hold replaced by ``-``,
-    cut to :data:`MAX_TAIL` characters (ending in a hash of what was cut), and ``-2``,
-    ``-3``... after it when ``taken`` (the branches made so far, which it joins) holds it:
-    two pins whose ids differ only where a ref cannot hold them never share a branch."""
-    raw = f"{pin}-{snapshot}"
-    tail = re.sub(r"[^A-Za-z0-9._-]+", "-", raw)
-    tail = re.sub(r"\.{2,}", ".", tail).strip(".-")
-    tail = tail.removesuffix(".lock")
+def branch_name(pin: str, snapshot: str | None, taken: set[str] | None = None) -> str:
+    """``evalreg/propose/<pin>-<snapshot>`` (``retired-<pin>`` without a snapshot), with
+    what a ref cannot hold replaced by ``-``,
+    cut to :data:`MAX_TAIL` characters (ending in a hash of what was cut). A pin id a ref
+    cannot hold as it is (``old-router.``) is followed by a hash of itself, so it never
+    shares a name with another pin's (``old-router``), whichever pins a run proposes;
+    ``taken`` (the branches made so far this run, which it joins) adds ``-2``... to a name
+    two proposals would still share."""
+    if _ref_part(pin) != pin:  # "old-router." beside "old-router": never the same name
+        pin = f"{pin}-{hashlib.sha256(pin.encode()).hexdigest()[:6]}"
+    raw = f"retired-{pin}" if snapshot is None else f"{pin}-{snapshot}"
+    tail = _ref_part(raw)
     if len(tail) > MAX_TAIL:
         digest = hashlib.sha256(raw.encode()).hexdigest()[:10]
         tail = tail[: MAX_TAIL - 11].rstrip(".-") + "-" + digest
@@ -97,6 +108,13 @@ def branch_name(pin: str, snapshot: str, taken: set[str] | None = None) -> str:
     if taken is not None:
         taken.add(name)
     return name
+
+
+def _ref_part(text: str) -> str:
+    """``text`` with what a ref cannot hold replaced by ``-`` (or dropped, at its ends)."""
+    tail = re.sub(r"[^A-Za-z0-9._-]+", "-", text)
+    tail = re.sub(r"\.{2,}", ".", tail).strip(".-")
+    return tail.removesuffix(".lock")
 
 
 def _fit(text: str, limit: int = MAX_NOTE) -> str:
@@ -154,6 +172,10 @@ def pin_text(text: str, new_model: str, review: str | None) -> str:
     else:
         end = col + len(str(data["model"]))
     lines[line] = old[:col] + _scalar(new_model) + old[end:]
+    if "retired" in data:  # the old snapshot is retired, not the new one
+        start, stop = _extent(lines, data.lc.key("retired")[0], data.lc.key("retired")[1])
+        del lines[start:stop]
+        data = _rt("".join(lines))
     price: Any = data.get("price")
     if review is not None and isinstance(price, dict) and price:
         positions: Any = getattr(price, "lc")  # noqa: B009 (ruamel's line/column record)
@@ -165,13 +187,8 @@ def pin_text(text: str, new_model: str, review: str | None) -> str:
             )
         written = " " * pcol + f"review: {json.dumps(review, ensure_ascii=False)}\n"
         if "review" in price:  # a pin proposed earlier, its prices never confirmed
-            start = end = positions.key("review")[0]
-            end += 1
-            while end < len(lines) and (not lines[end].strip() or _indent(lines[end]) > pcol):
-                end += 1
-            while end > start + 1 and not lines[end - 1].strip():
-                end -= 1
-            lines[start:end] = [written]
+            start, stop = _extent(lines, positions.key("review")[0], pcol)
+            lines[start:stop] = [written]
         else:
             lines.insert(pline, written)
     return "".join(lines)
@@ -179,6 +196,17 @@ def pin_text(text: str, new_model: str, review: str | None) -> str:
 
 def _indent(line: str) -> int:
     return len(line) - len(line.lstrip(" "))
+
+
+def _extent(lines: list[str], start: int, col: int) -> tuple[int, int]:
+    """The lines of the mapping entry whose key is on line ``start`` at column ``col``: to
+    the next line as little indented (blank lines before it left out)."""
+    stop = start + 1
+    while stop < len(lines) and (not lines[stop].strip() or _indent(lines[stop]) > col):
+        stop += 1
+    while stop > start + 1 and not lines[stop - 1].strip():
+        stop -= 1
+    return start, stop
 
 
 def selection_text(text: str, old_pin: str, new_pin: str, description: str) -> str | None:
@@ -323,7 +351,7 @@ def commit_files(
             return existing, "kept", "its last commit is not evalreg propose's"
         if ref in checked_out(root):
             return existing, "kept", "it is checked out"
-    message = message.rstrip("\n") + "\n\n" + TRAILER + "\n"
+    message = message.rstrip("\n") + "\n\n" + _trailer(tree) + "\n"
     commit = _git(root, "commit-tree", tree, "-p", base, stdin=message.encode())
     _git(root, "update-ref", ref, commit, *([existing] if existing else []))
     return commit, "updated" if existing else "created", None
@@ -418,7 +446,7 @@ def retire(
     users = sorted(
         sid for sid, s in registry.selections.items() if any(c.pin == pin for c in s.candidates)
     )
-    branch = branch_name("retired", pin, taken)
+    branch = branch_name(pin, None, taken)
     message = (
         f"Mark {pin} retired: {old.model} is no longer listed\n\n"
         f"{listed_by} no longer lists {old.model}, which the pin {pin} names: its cells can "

@@ -3,14 +3,17 @@ first step. Each list is asked once for the pins that share it (same provider, U
 credentials), with the first such pin's; a provider that does not answer is reported for
 its pins, and the others are still surveyed.
 
-A newer snapshot is proposed once, and only while no pin names it: a snapshot some pin of
-the same list already names (a merged proposal, a pin added by hand) is not proposed
-again, and of several pins that would each propose the same one (an old snapshot and a
-later one, both pinned), the pin of the latest snapshot proposes it."""
+A newer snapshot is proposed once for the pins that ask their model alike (the same list,
+and the same settings but the model, its prices and notes), and only while none of them
+names it: a snapshot a pin like this one already names (a merged proposal, a pin added by
+hand) is not proposed again, and of several like pins that would each propose the same
+one (an old snapshot and a later one, both pinned), the pin of the latest snapshot
+proposes it. A pin that asks differently (another temperature) gets its own proposal."""
 
 from __future__ import annotations
 
 import asyncio
+import json
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -111,36 +114,49 @@ async def _survey(registry: Registry, http: HttpLayer) -> list[PinReport]:
     return _once_each(registry, groups, reports)
 
 
+_NOT_SETTINGS = {"model", "price", "retired", "description", "benchmarks"}
+"""What a proposed pin changes or may differ in from the pin it follows."""
+
+
+def _settings(registry: Registry, pin_id: str) -> str:
+    """What ``pin_id``'s pin asks its model with: all of it but :data:`_NOT_SETTINGS`."""
+    pin = registry.pins[pin_id]
+    return json.dumps(pin.model_dump(mode="json", exclude=_NOT_SETTINGS), sort_keys=True)
+
+
 def _once_each(
     registry: Registry,
     groups: dict[tuple[str, str, str], tuple[Source, list[str]]],
     reports: dict[str, PinReport],
 ) -> list[PinReport]:
     """``reports``, in pin order, each newer snapshot left to one pin to propose."""
-    pinned: dict[tuple[str, str], dict[str, str]] = {}  # (kind, url) -> model -> first pin
+    # A pin "like" another asks the same list with the same settings but its model: a pin
+    # of the newer snapshot like this one is this one's successor, already pinned.
+    pinned: dict[tuple[str, str, str, str], str] = {}  # (kind, url, settings, model) -> pin
     for src, pins in groups.values():
         for pin_id in sorted(pins):
             model = registry.pins[pin_id].model
             assert model is not None
-            pinned.setdefault((src.kind, src.url), {}).setdefault(model, pin_id)
-    proposers: dict[tuple[str, str, str], list[str]] = {}
+            pinned.setdefault((src.kind, src.url, _settings(registry, pin_id), model), pin_id)
+    proposers: dict[tuple[str, str, str, str], list[str]] = {}
     for src, pins in groups.values():
         for pin_id in pins:
             finding = reports[pin_id].finding
             if finding is None or finding.newer is None:
                 continue
-            already = pinned[(src.kind, src.url)].get(finding.newer)
+            like = (src.kind, src.url, _settings(registry, pin_id), finding.newer)
+            already = pinned.get(like)
             if already is not None:
                 reports[pin_id] = replace(
                     reports[pin_id], not_proposed=f"{finding.newer} is already pinned as {already}"
                 )
             else:
-                proposers.setdefault((src.kind, src.url, finding.newer), []).append(pin_id)
+                proposers.setdefault(like, []).append(pin_id)
 
     def version(pin_id: str) -> Version | None:
         return read(registry.pins[pin_id].model or "").version
 
-    for (_, _, newer), pins in proposers.items():
+    for (*_, newer), pins in proposers.items():
         # The pin of the latest snapshot proposes it (the first in id order, of several).
         latest = max((v for v in map(version, pins) if v is not None), default=None)
         chosen = min(p for p in pins if version(p) == latest)
