@@ -70,7 +70,8 @@ def commands(commits: dict[str, str]) -> dict[tuple[str, ...], list[tuple[list[s
         ("resolve",): [(["resolve", "--no-push"], {1})],  # mini-warm needs a live run
         ("select",): [(["select", "triage-us", "haiku", "--reason", "Cheaper at par."], {0})],
         ("drift",): [(["drift", "--sample", "3"], {0})],
-        ("propose",): [(["propose", "--dry-run"], {0}), (["propose", "--json"], {0})],
+        # Exit 1: the team's pins at the real providers' lists are not reached from here.
+        ("propose",): [(["propose", "--dry-run"], {1}), (["propose", "--json"], {1})],
         ("diff",): [
             (["diff", start], {0}),
             (["diff", results, "HEAD", "--format", "json"], {0}),
