@@ -761,3 +761,92 @@ def test_pins_of_one_model_asked_differently_each_get_their_proposal(team: Repo,
     pins = {p["pin"]: p for p in json.loads(cli(team, "propose", "--json").out)["pins"]}
     assert pins["mini"]["not_proposed"].endswith("is already pinned as mini-2026-10-01")
     assert "not_proposed" not in pins["mini-warm"]
+
+
+def test_a_branch_made_or_moved_while_propose_decides_is_decided_again(
+    team: Repo, cli, monkeypatch: pytest.MonkeyPatch
+):
+    """Between propose's look at a branch and its write, a person makes the branch (or
+    commits on it): the write is refused by git, the branch looked at again, and kept."""
+    import evalreg.propose.branches as branches
+
+    mini = "evalreg/propose/mini-gpt-4o-mini-2026-10-01"
+    trailer = branches._trailer
+
+    def holds(tree: str, path: str) -> bool:
+        return _git(team, "ls-tree", "--name-only", tree, path) == path
+
+    def meanwhile(tree: str) -> str:
+        # As propose commits mini's new pin: a person makes the branch, just now.
+        if holds(tree, "registry/models/mini-2026-10-01.yaml") and not _git(
+            team, "branch", "--list", mini
+        ):
+            team.git("branch", mini, "HEAD")
+        return trailer(tree)
+
+    monkeypatch.setattr(branches, "_trailer", meanwhile)
+    done = cli(team, "propose", "--json")
+    assert done.code == 0, done.err
+    outcome = {p["branch"]: (p["outcome"], p["kept"]) for p in json.loads(done.out)["proposals"]}
+    assert outcome[mini] == ("kept", "its last commit is not evalreg propose's")
+    assert _git(team, "rev-parse", mini) == _git(team, "rev-parse", "HEAD")
+    # On a branch propose made, a person's commit lands while propose rebuilds it.
+    monkeypatch.setattr(branches, "_trailer", trailer)
+    team.git("branch", "-D", mini)
+    assert cli(team, "propose").code == 0
+    team.write("NEWS.md", "Main moves on.\n")
+    team.commit("main moves on")
+    ours = _git(team, "rev-parse", mini)
+
+    def reviewed(tree: str) -> str:
+        # As propose commits mini's pin on the new main: a reviewer's commit lands.
+        fresh = holds(tree, "NEWS.md") and holds(tree, "registry/models/mini-2026-10-01.yaml")
+        if fresh and _git(team, "rev-parse", mini) == ours:
+            made = _git(team, "commit-tree", f"{ours}^{{tree}}", "-p", ours, "-m", "reviewed")
+            team.git("update-ref", f"refs/heads/{mini}", made)
+        return trailer(tree)
+
+    monkeypatch.setattr(branches, "_trailer", reviewed)
+    done = cli(team, "propose", "--json")
+    assert done.code == 0, done.err
+    outcome = {p["branch"]: (p["outcome"], p["kept"]) for p in json.loads(done.out)["proposals"]}
+    assert outcome[mini] == ("kept", "its last commit is not evalreg propose's")
+    assert _git(team, "log", "-1", "--format=%s", mini) == "reviewed"
+
+
+def test_two_proposes_at_once_on_one_repository_make_each_branch_once(team: Repo, tmp_path):
+    """Two processes started together, twice (the second time main has moved): both end
+    well, each branch is written by one of them, and it is one commit of propose's on the
+    current main."""
+    import os
+    import subprocess
+    import sys
+
+    for round in range(2):
+        if round:
+            team.write("README.md", "A registry.\n")
+            team.commit("main moves on")
+        both = [
+            subprocess.Popen(
+                [sys.executable, "-m", "evalreg", "-C", str(team.root), "propose"],
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+                env=os.environ,
+            )
+            for _ in range(2)
+        ]
+        said = ""
+        for p in both:
+            out, err = p.communicate(timeout=120)
+            assert p.returncode == 0 and "Traceback" not in err, err
+            said += out
+        # Each branch made (then moved) by one of the two; the other found it done.
+        assert said.count(": updated (" if round else ": created (") == 3, said
+        head = _git(team, "rev-parse", "HEAD")
+        made = _git(team, "for-each-ref", "--format=%(refname:short)", "refs/heads/evalreg/")
+        assert len(made.splitlines()) == 3, made
+        for branch in made.splitlines():
+            assert _git(team, "rev-list", "--parents", "-n", "1", branch).split()[1:] == [head]
+            assert "Proposed-by: evalreg propose (tree " in _git(team, "log", "-1", branch)
+    team.git("fsck", "--no-progress")

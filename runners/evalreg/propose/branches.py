@@ -339,22 +339,38 @@ def commit_files(
             _git(root, "update-index", "--add", "--cacheinfo", f"100644,{blob},{rel}", env=env)
         tree = _git(root, "write-tree", env=env)
     ref = f"refs/heads/{branch}"
-    existing = subprocess.run(
-        ["git", "rev-parse", "--verify", "--quiet", ref], cwd=root, capture_output=True, text=True
-    ).stdout.strip()
-    if existing:
-        same_tree = _git(root, "rev-parse", f"{existing}^{{tree}}") == tree
-        parent = _git(root, "rev-list", "--parents", "-n", "1", existing).split()[1:]
-        if same_tree and parent == [base]:
-            return existing, "unchanged", None
-        if not made_by_propose(root, existing):
-            return existing, "kept", "its last commit is not evalreg propose's"
-        if ref in checked_out(root):
-            return existing, "kept", "it is checked out"
-    message = message.rstrip("\n") + "\n\n" + _trailer(tree) + "\n"
-    commit = _git(root, "commit-tree", tree, "-p", base, stdin=message.encode())
-    _git(root, "update-ref", ref, commit, *([existing] if existing else []))
-    return commit, "updated" if existing else "created", None
+    # The ref moves only from the value it was decided on (none: only if it is still absent),
+    # so a branch another propose, or a person, made or moved meanwhile is decided again.
+    for _ in range(2):
+        existing = subprocess.run(
+            ["git", "rev-parse", "--verify", "--quiet", ref],
+            cwd=root,
+            capture_output=True,
+            text=True,
+        ).stdout.strip()
+        if existing:
+            same_tree = _git(root, "rev-parse", f"{existing}^{{tree}}") == tree
+            parent = _git(root, "rev-list", "--parents", "-n", "1", existing).split()[1:]
+            if same_tree and parent == [base]:
+                return existing, "unchanged", None
+            if not made_by_propose(root, existing):
+                return existing, "kept", "its last commit is not evalreg propose's"
+            if ref in checked_out(root):
+                return existing, "kept", "it is checked out"
+        trailed = message.rstrip("\n") + "\n\n" + _trailer(tree) + "\n"
+        commit = _git(root, "commit-tree", tree, "-p", base, stdin=trailed.encode())
+        moved = subprocess.run(
+            ["git", "update-ref", ref, commit, existing],
+            cwd=root,
+            capture_output=True,
+            check=False,
+        )
+        if moved.returncode == 0:
+            return commit, "updated" if existing else "created", None
+    raise UsageError(
+        f"branch {branch} kept moving while propose ran (another evalreg propose, or a "
+        "person, is writing it): run propose again once it is done"
+    )
 
 
 def propose(
