@@ -776,6 +776,15 @@ def test_a_branch_made_or_moved_while_propose_decides_is_decided_again(
     def holds(tree: str, path: str) -> bool:
         return _git(team, "ls-tree", "--name-only", tree, path) == path
 
+    def kept() -> bool:
+        done = cli(team, "propose", "--json")
+        assert done.code == 0, done.err
+        made = {p["branch"]: p for p in json.loads(done.out)["proposals"]}
+        return (made[mini]["outcome"], made[mini]["kept"]) == (
+            "kept",
+            "its last commit is not evalreg propose's",
+        )
+
     def meanwhile(tree: str) -> str:
         # As propose commits mini's new pin: a person makes the branch, just now.
         if holds(tree, "registry/models/mini-2026-10-01.yaml") and not _git(
@@ -785,10 +794,7 @@ def test_a_branch_made_or_moved_while_propose_decides_is_decided_again(
         return trailer(tree)
 
     monkeypatch.setattr(branches, "_trailer", meanwhile)
-    done = cli(team, "propose", "--json")
-    assert done.code == 0, done.err
-    outcome = {p["branch"]: (p["outcome"], p["kept"]) for p in json.loads(done.out)["proposals"]}
-    assert outcome[mini] == ("kept", "its last commit is not evalreg propose's")
+    assert kept()
     assert _git(team, "rev-parse", mini) == _git(team, "rev-parse", "HEAD")
     # On a branch propose made, a person's commit lands while propose rebuilds it.
     monkeypatch.setattr(branches, "_trailer", trailer)
@@ -807,10 +813,7 @@ def test_a_branch_made_or_moved_while_propose_decides_is_decided_again(
         return trailer(tree)
 
     monkeypatch.setattr(branches, "_trailer", reviewed)
-    done = cli(team, "propose", "--json")
-    assert done.code == 0, done.err
-    outcome = {p["branch"]: (p["outcome"], p["kept"]) for p in json.loads(done.out)["proposals"]}
-    assert outcome[mini] == ("kept", "its last commit is not evalreg propose's")
+    assert kept()
     assert _git(team, "log", "-1", "--format=%s", mini) == "reviewed"
 
 
