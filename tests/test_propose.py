@@ -853,3 +853,13 @@ def test_two_proposes_at_once_on_one_repository_make_each_branch_once(team: Repo
             assert _git(team, "rev-list", "--parents", "-n", "1", branch).split()[1:] == [head]
             assert "Proposed-by: evalreg propose (tree " in _git(team, "log", "-1", branch)
     team.git("fsck", "--no-progress")
+
+
+def test_a_branch_git_cannot_make_is_named_with_gits_reason(team: Repo, cli):
+    mini = "evalreg/propose/mini-gpt-4o-mini-2026-10-01"
+    team.git("branch", f"{mini}/wip", "HEAD")  # a ref below the name: git cannot make it
+    done = cli(team, "propose", "--json")
+    assert done.code == 1 and "Traceback" not in done.err
+    assert f"'refs/heads/{mini}/wip' exists" in done.err
+    made = {p["branch"] for p in json.loads(done.out)["proposals"]}
+    assert mini not in made and "evalreg/propose/flash-gemini-1.5-flash-002" in made

@@ -339,15 +339,19 @@ def commit_files(
             _git(root, "update-index", "--add", "--cacheinfo", f"100644,{blob},{rel}", env=env)
         tree = _git(root, "write-tree", env=env)
     ref = f"refs/heads/{branch}"
+
     # The ref moves only from the value it was decided on (none: only if it is still absent),
     # so a branch another propose, or a person, made or moved meanwhile is decided again.
-    for _ in range(2):
-        existing = subprocess.run(
+    def tip() -> str:
+        return subprocess.run(
             ["git", "rev-parse", "--verify", "--quiet", ref],
             cwd=root,
             capture_output=True,
             text=True,
         ).stdout.strip()
+
+    existing = tip()
+    for _ in range(2):
         if existing:
             same_tree = _git(root, "rev-parse", f"{existing}^{{tree}}") == tree
             parent = _git(root, "rev-list", "--parents", "-n", "1", existing).split()[1:]
@@ -367,6 +371,11 @@ def commit_files(
         )
         if moved.returncode == 0:
             return commit, "updated" if existing else "created", None
+        now = tip()
+        if now == existing:  # refused for another reason than a move: git says which
+            said = moved.stderr.decode(errors="replace").strip()
+            raise UsageError(f"git update-ref failed: {said}")
+        existing = now
     raise UsageError(
         f"branch {branch} kept moving while propose ran (another evalreg propose, or a "
         "person, is writing it): run propose again once it is done"
