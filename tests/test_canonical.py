@@ -168,6 +168,37 @@ def test_loads_finite_reads_512_deep_and_does_not_count_brackets_in_strings() ->
     assert len(loads_finite(many)) == 3020
 
 
+@pytest.mark.parametrize("limit", [1, 2, 7])
+def test_nesting_beyond_is_where_a_walk_of_the_value_first_goes_too_deep(limit: int) -> None:
+    """Against the parsed value's own depth, on generated documents with brackets, escaped
+    quotes and backslashes in their strings."""
+    from evalreg.canonical import nesting_beyond
+
+    def depth(value: Any) -> int:
+        children = value.values() if isinstance(value, dict) else value
+        if not isinstance(value, (dict, list)):
+            return 0
+        return 1 + max((depth(c) for c in children), default=0)
+
+    rng = random.Random(limit)
+    strings = ["[", "]{", '\\"[', "\\", "x"]
+
+    def make(level: int) -> Any:
+        if level == 0 or rng.random() < 0.3:
+            return rng.choice(strings)
+        if rng.random() < 0.5:
+            return [make(level - 1) for _ in range(rng.randint(0, 2))]
+        return {rng.choice(strings): make(level - 1) for _ in range(rng.randint(0, 2))}
+
+    for _ in range(300):
+        text = json.dumps(make(rng.randint(0, 2 * limit + 3)))
+        at = nesting_beyond(text, limit)
+        assert (at is not None) == (depth(json.loads(text)) > limit), text
+        if at is not None:  # the bracket that opens level limit + 1, and no earlier one
+            assert text[at] in "[{" and nesting_beyond(text[:at], limit) is None
+            assert nesting_beyond(text[: at + 1] + "]" * (limit + 1), limit) == at
+
+
 def test_loads_finite_leaves_long_integers_to_json() -> None:
     from evalreg.canonical import loads_finite
 

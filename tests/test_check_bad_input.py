@@ -507,16 +507,16 @@ def nested(depth: int) -> str:
 def test_an_item_nested_10000_deep_is_refused_with_its_line(repo, cli):
     repo.write("evalsets/messages.jsonl", items_jsonl() + nested(10_000))
     repo.commit("deep item")
-    assert_rejected(
-        repo, cli, "evalsets/messages.jsonl:5: objects and lists nested more than 100 levels deep"
-    )
+    # At the bracket that goes deeper than 100 levels: the 99th of input.a's.
+    deep = "evalsets/messages.jsonl:5:142: objects and lists nested more than 100 levels deep"
+    assert_rejected(repo, cli, deep)
 
 
 def test_an_item_the_parser_reads_but_too_deep_to_use_is_refused(repo, cli):
     # 900 levels parse, then overflow the stack of whatever walks the item next.
     repo.write("evalsets/messages.jsonl", items_jsonl() + nested(900))
     repo.commit("deep item")
-    assert_rejected(repo, cli, "evalsets/messages.jsonl:5: objects and lists nested more than")
+    assert_rejected(repo, cli, "evalsets/messages.jsonl:5:142: objects and lists nested more than")
 
 
 def test_an_item_nested_to_the_limit_loads(repo, cli):

@@ -16,7 +16,7 @@ from conftest import Repo, assert_refused, items_jsonl
 
 EVALSET = "evalsets/messages.jsonl"
 DEEP = '{"id": "deep", "input": {"text": "x", "a": %s}}\n' % ("[" * 10_000 + "]" * 10_000)
-DEEP_FINDING = f"{EVALSET}:5: objects and lists nested more than 100 levels deep"
+DEEP_FINDING = f"{EVALSET}:5:142: objects and lists nested more than 100 levels deep"
 
 
 @pytest.mark.parametrize(

@@ -90,11 +90,7 @@ def loads_finite(text: str) -> Any:
     ``JSONDecodeError``, where it goes too deep), whichever reader would read it: how deep
     ``json`` goes depends on how deep the caller's stack already is, and what it reads must
     still be walked and written back by code that recurses as it does."""
-    if (
-        len(text) > 2 * MAX_NESTING
-        and text.count("[") + text.count("{") > MAX_NESTING
-        and (at := _beyond(text, MAX_NESTING)) is not None
-    ):
+    if (at := nesting_beyond(text, MAX_NESTING)) is not None:
         raise NestedTooDeep(f"nested more than {MAX_NESTING} deep", text, at)
     if _LONG_DIGITS.search(text) is None:
         try:
@@ -117,9 +113,13 @@ class NestedTooDeep(json.JSONDecodeError):
 _STRING_OR_BRACKET = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"|[\[\]{}]', re.DOTALL)
 
 
-def _beyond(text: str, limit: int) -> int | None:
-    """Where ``text`` opens a list or object more than ``limit`` deep, if it does (brackets
-    inside strings are not counted)."""
+def nesting_beyond(text: str, limit: int) -> int | None:
+    """Where JSON ``text`` opens a list or object more than ``limit`` deep (an offset into
+    ``text``), or None (brackets inside strings are not counted). Read from the text, so it
+    costs no recursion however deep the text goes, and most text is passed over by counting
+    its brackets: going deeper than ``limit`` takes more than ``limit`` of them."""
+    if len(text) <= limit or text.count("[") + text.count("{") <= limit:
+        return None
     depth = 0
     for match in _STRING_OR_BRACKET.finditer(text):
         char = match.group()

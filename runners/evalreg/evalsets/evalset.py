@@ -23,7 +23,13 @@ import orjson
 from pydantic import ValidationError
 
 from evalreg import forked
-from evalreg.canonical import NestedTooDeep, canonical_bytes, digest, loads_finite
+from evalreg.canonical import (
+    NestedTooDeep,
+    canonical_bytes,
+    digest,
+    loads_finite,
+    nesting_beyond,
+)
 from evalreg.errors import RegistryError, UsageError
 from evalreg.registry.diagnostics import Finding
 from evalreg.registry.schema import ID_PATTERN, NO_META, Item, ItemLine
@@ -683,16 +689,10 @@ class _Reading:
                 break
             try:
                 raw = _loads(line, fast_throughout or _LONG_RUN.search(line) is None)
-                # Nesting deeper than MAX_DEPTH takes more than 2 * MAX_DEPTH brackets: most
-                # lines are shorter than that, and the rest are only walked when they hold
-                # that many.
-                deep = (
-                    len(line) > 2 * MAX_DEPTH
-                    and line.count("[") + line.count("{") > MAX_DEPTH
-                    and _too_deep(raw, MAX_DEPTH)
-                )
-            except NestedTooDeep:  # far deeper than MAX_DEPTH: said the same way
-                deep = True
+                deep = nesting_beyond(line, MAX_DEPTH)
+            except (NestedTooDeep, RecursionError):  # deeper than the readers go
+                at = nesting_beyond(line, MAX_DEPTH)
+                deep = -1 if at is None else at
             except json.JSONDecodeError as exc:
                 self.bad += 1
                 findings.append(Finding(path, lineno, exc.colno, f"invalid JSON: {exc.msg}"))
@@ -709,15 +709,13 @@ class _Reading:
                     )
                 )
                 continue
-            except RecursionError:  # deeper than the parser itself goes
-                deep = True
-            if deep:
+            if deep is not None:
                 self.bad += 1
                 findings.append(
                     Finding(
                         path,
                         lineno,
-                        0,
+                        deep + 1,
                         f"objects and lists nested more than {MAX_DEPTH} levels deep: flatten "
                         "the item (or hold the deep part as a JSON string)",
                     )
@@ -1001,22 +999,6 @@ def _loads(line: str, fast: bool) -> Any:
         except orjson.JSONDecodeError:
             pass
     return loads_finite(line)
-
-
-def _too_deep(value: Any, limit: int) -> bool:
-    """Whether ``value`` nests lists and dicts more than ``limit`` levels deep (walked
-    without recursion, however deep it is)."""
-    level: list[Any] = [value]
-    for _ in range(limit + 1):
-        level = [
-            child
-            for v in level
-            if isinstance(v, (dict, list))
-            for child in (v.values() if isinstance(v, dict) else v)
-        ]
-        if not level:
-            return False
-    return True
 
 
 _SURROGATE_ESCAPE = re.compile(r"(\\+)u([dD][89a-fA-F][0-9a-fA-F]{2})")
