@@ -1022,7 +1022,9 @@ def request_head(request: httpx.Request) -> tuple[bytes, bool, bool]:
     return head, close, chunked
 
 
-_REQUEST_NAME = re.compile(rb"[-!#$%&'*+.^_`|~0-9A-Za-z]+")
+_TOKEN = rb"[-!#$%&'*+.^_`|~0-9A-Za-z]+"
+"""A header name (RFC 9110, 5.6.2)."""
+_REQUEST_NAME = re.compile(_TOKEN)
 _SPACES = (b" ", b"\t")
 
 
@@ -1558,7 +1560,6 @@ def _parse_head(
 
 _HEAD_END = re.compile(rb"\r?\n\r?\n")
 _LINE_END = re.compile(rb"\r?\n")
-_TOKEN = rb"[-!#$%&'*+.^_`|~0-9A-Za-z]+"
 _FIELD = re.compile(rb"(" + _TOKEN + rb"):[ \t]*([^\x00\r\n\f\v]*?)[ \t]*")
 """A header line: a token, a colon, a value (without the spaces around it)."""
 _FOLDED = re.compile(rb"[ \t]+[^\x00\r\n\f\v]*")
