@@ -57,8 +57,8 @@ def cmd_propose(args: argparse.Namespace) -> int:
     root = registry_root(args)
     if args.open_pr and args.dry_run:
         raise UsageError("--open-pr pushes branches and --dry-run makes none: give one of them")
-    if args.open_pr:
-        _github_settings(args, root)  # before anything is made: a missing one changes nothing
+    # Before anything is made: a missing one changes nothing.
+    github = _github_settings(args, root) if args.open_pr else None
     if args.output and not given_path(args, args.output).parent.is_dir():
         raise UsageError(f"{args.output}: its directory does not exist")
     # Branches are made on the last commit, so the registry is read as committed.
@@ -92,8 +92,8 @@ def cmd_propose(args: argparse.Namespace) -> int:
             except UsageError as exc:  # a file propose cannot edit: the others go on
                 problems.append(f"{r.pin}: no branch: {exc}")
     pulls = []
-    if args.open_pr and proposals:
-        pulls = _open_pulls(args, root, reports, proposals)
+    if github is not None and proposals:
+        pulls = _open_pulls(args, root, github, reports, proposals)
         problems += [
             f"{o.proposal.branch}: not pushed: {o.reason}" for o in pulls if o.action == "failed"
         ]
@@ -171,13 +171,14 @@ def cmd_propose(args: argparse.Namespace) -> int:
 def _open_pulls(
     args: argparse.Namespace,
     root: Path,
+    github: tuple[str, str, str],
     reports: list[PinReport],
     proposals: list[Proposal],
 ) -> list[PullOutcome]:
     from evalreg.gitops.github import GitHubClient, api_url_from_environment
     from evalreg.propose.pulls import open_pulls
 
-    token, repository, base = _github_settings(args, root)
+    token, repository, base = github
     found = {r.pin: r for r in reports}
     work = []
     for p in proposals:
